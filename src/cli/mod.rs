@@ -1,0 +1,78 @@
+//! The command line: clap derive, one file per subcommand. Each subcommand's `run` returns
+//! the process exit status (0 on success; `collect` and `apply` return the command's).
+
+use clap::{Parser, Subcommand};
+
+pub mod apply;
+pub mod collect;
+pub mod evaluate;
+pub mod events;
+pub mod fit;
+pub mod import;
+pub mod plan;
+pub mod predict;
+pub mod quickstart;
+pub mod report;
+
+/// powerperf: where a program spends time and energy, why, what happens at another
+/// frequency or thread count, and which DVFS schedule saves the most energy.
+#[derive(Debug, Parser)]
+#[command(name = "powerperf", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command and record counters, RAPL energy and a timeline into a run directory.
+    Collect(collect::CollectArgs),
+    /// Summarise a run like `perf stat`: totals, rates, IPC, energy per domain, mean power.
+    Report(report::ReportArgs),
+    /// Derived events: check and evaluate PAPI, perf, LIKWID, PerfExpert and infix formulas.
+    #[command(subcommand)]
+    Events(events::EventsCommand),
+    /// Turn tabular measurements into a training set through a TOML spec.
+    Import(import::ImportArgs),
+    /// Fit models on a training set and print leave-one-out error.
+    Fit(fit::FitArgs),
+    /// Predict time, power and energy at other knob values.
+    Predict(predict::PredictArgs),
+    /// Held-out evaluation of a model kind on a training set.
+    Evaluate(evaluate::EvaluateArgs),
+    /// Choose a frequency per workload or region under a slowdown bound.
+    Plan(plan::PlanArgs),
+    /// Run a command under a plan, restoring every setting afterwards.
+    Apply(apply::ApplyArgs),
+    /// Run the whole pipeline on a bundled default input.
+    Quickstart(quickstart::QuickstartArgs),
+}
+
+/// Parse arguments and run; returns the exit status.
+///
+/// # Errors
+/// Whatever the subcommand reports; `main` prints the chain.
+pub fn run() -> anyhow::Result<i32> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Collect(a) => collect::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Events(a) => events::run(a),
+        Command::Import(a) => import::run(a),
+        Command::Fit(a) => fit::run(a),
+        Command::Predict(a) => predict::run(a),
+        Command::Evaluate(a) => evaluate::run(a),
+        Command::Plan(a) => plan::run(a),
+        Command::Apply(a) => apply::run(a),
+        Command::Quickstart(a) => quickstart::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

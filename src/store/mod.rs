@@ -1,0 +1,4 @@
+//! The run directory and the training set: `run.toml` + Parquet tables through polars.
+
+pub mod run;
+pub mod set;

@@ -1,0 +1,228 @@
+//! The run directory: `RUN/run.toml` (what ran, how it ended, the knobs, every event and its
+//! status and total) and `RUN/timeline.parquet` (one row per sample). Column and field names
+//! carry their unit (`dur_ns`, `energy_package_0_j`). See `docs/run-format.md`.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// File name of the run metadata inside a run directory.
+pub const RUN_TOML: &str = "run.toml";
+/// File name of the timeline inside a run directory.
+pub const TIMELINE: &str = "timeline.parquet";
+
+/// How the measured command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// The command exited by itself; `exit_status` says with what.
+    Exited,
+    /// The command was killed by a signal; `signal` says which.
+    Signaled,
+    /// The command could not be started (`error` says why).
+    NotStarted,
+    /// powerperf stopped before the command ended (e.g. powerperf was interrupted).
+    Unknown,
+}
+
+/// `[run]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub id: String,
+    pub command: Vec<String>,
+    pub ended: Ending,
+    pub exit_status: Option<i32>,
+    pub signal: Option<i32>,
+    pub signal_name: Option<String>,
+    #[serde(default)]
+    pub core_dumped: bool,
+    /// Error text when the command could not be started.
+    pub error: Option<String>,
+    pub start_unix_ns: u64,
+    /// CLOCK_MONOTONIC at start, ns: the origin of the timeline's `t_ns`.
+    pub start_monotonic_ns: u64,
+    pub duration_ns: u64,
+    pub host: String,
+    pub cpu_model: String,
+    pub cpu_vendor: Option<String>,
+    pub cpu_family: Option<u32>,
+    pub cpu_model_number: Option<u32>,
+    pub kernel: String,
+    pub tool_version: String,
+    pub rank: Option<u32>,
+    pub interval_ns: u64,
+    pub samples: u64,
+    /// True when the run could not be written completely (e.g. a full disk).
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// `[knobs]`: the settings the run was made under, where readable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Knobs {
+    /// Current core frequency of CPU 0 from cpufreq, MHz.
+    pub core_freq_mhz: Option<f64>,
+    pub core_freq_min_mhz: Option<f64>,
+    pub core_freq_max_mhz: Option<f64>,
+    pub governor: Option<String>,
+    pub scaling_driver: Option<String>,
+    pub mem_freq_mhz: Option<f64>,
+    pub gpu_sm_clock_mhz: Option<f64>,
+    /// From OMP_NUM_THREADS.
+    pub threads: Option<u32>,
+    /// Why the CPU frequency knobs are absent, when they are.
+    pub cpufreq_note: Option<String>,
+}
+
+/// Backend an event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    PerfEvent,
+    Papi,
+    Rapl,
+    Nvml,
+    Cupti,
+}
+
+/// Whether an event was counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventStatus {
+    Counted,
+    /// Counted part of the time; the total is scaled by time_enabled/time_running.
+    Multiplexed,
+    NotSupported,
+    PermissionDenied,
+    /// Opened but never scheduled on the PMU (perf's `<not counted>`).
+    NotCounted,
+}
+
+impl EventStatus {
+    /// True when the event has a value.
+    pub fn has_value(self) -> bool {
+        matches!(self, EventStatus::Counted | EventStatus::Multiplexed)
+    }
+    /// The marker `perf stat` prints in place of a value.
+    pub fn perf_marker(self) -> &'static str {
+        match self {
+            EventStatus::Counted | EventStatus::Multiplexed => "",
+            EventStatus::NotSupported => "<not supported>",
+            EventStatus::PermissionDenied => "<permission denied>",
+            EventStatus::NotCounted => "<not counted>",
+        }
+    }
+}
+
+/// `[[events]]`: one requested event and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// The name the user asked for (`cycles`, `task-clock`, `energy-package-0`).
+    pub name: String,
+    pub backend: Backend,
+    pub status: EventStatus,
+    /// Why the event has no value, when it has none.
+    pub reason: Option<String>,
+    /// The timeline column holding its per-sample deltas.
+    pub column: Option<String>,
+    /// Total over the run, already scaled (and in `unit`).
+    pub total: Option<f64>,
+    pub unit: Option<String>,
+    pub scale: Option<f64>,
+    /// time_running / time_enabled over the run (1 when never multiplexed).
+    pub running_ratio: Option<f64>,
+}
+
+/// `run.toml` as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub run: RunInfo,
+    pub knobs: Knobs,
+    #[serde(default)]
+    pub events: Vec<EventRecord>,
+    /// Notes for the user (fallbacks taken, sources unavailable and why).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl RunMeta {
+    /// Read `DIR/run.toml`.
+    ///
+    /// # Errors
+    /// A missing directory or file, or TOML that is not a run.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(RUN_TOML);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {} (is {} a run directory written by `powerperf collect`?)", path.display(), dir.display()))?;
+        toml::from_str(&text).with_context(|| format!("{} is not a valid run.toml", path.display()))
+    }
+
+    /// Write `DIR/run.toml` atomically (write a temporary file, then rename).
+    ///
+    /// # Errors
+    /// I/O errors, with the path.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(RUN_TOML);
+        let tmp = dir.join(".run.toml.tmp");
+        let text = toml::to_string_pretty(self).context("serialising run.toml")?;
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Duration of the run in seconds.
+    pub fn duration_s(&self) -> f64 {
+        self.run.duration_ns as f64 * 1e-9
+    }
+
+    /// Totals of the events that have a value, by event name and by column name.
+    pub fn totals(&self) -> RunTotals {
+        let mut values = BTreeMap::new();
+        let mut missing = BTreeMap::new();
+        for e in &self.events {
+            match (e.status.has_value(), e.total) {
+                (true, Some(v)) => {
+                    values.insert(e.name.clone(), v);
+                    if let Some(c) = &e.column {
+                        values.insert(c.clone(), v);
+                    }
+                }
+                _ => {
+                    let why = e.reason.clone().unwrap_or_else(|| e.status.perf_marker().to_string());
+                    missing.insert(e.name.clone(), why);
+                }
+            }
+        }
+        RunTotals { values, missing, duration_s: self.duration_s() }
+    }
+
+    /// The exit status a shell would report for this run: the exit code, or 128 + signal.
+    pub fn shell_status(&self) -> i32 {
+        match self.run.ended {
+            Ending::Exited => self.run.exit_status.unwrap_or(0),
+            Ending::Signaled => 128 + self.run.signal.unwrap_or(0),
+            Ending::NotStarted => 127,
+            Ending::Unknown => 1,
+        }
+    }
+}
+
+/// Event totals of a run, for derived events and reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunTotals {
+    /// Value by event name and by timeline column name (counts, or joules for energy).
+    pub values: BTreeMap<String, f64>,
+    /// Events without a value, with the reason.
+    pub missing: BTreeMap<String, String>,
+    /// Wall-clock duration of the run, seconds.
+    pub duration_s: f64,
+}
+
+/// Read the totals of the run in `dir` (its `run.toml`).
+///
+/// # Errors
+/// As [`RunMeta::read`].
+pub fn load_totals(dir: &Path) -> Result<RunTotals> {
+    Ok(RunMeta::read(dir)?.totals())
+}
