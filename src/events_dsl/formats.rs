@@ -131,7 +131,7 @@ pub(crate) fn papi_user(text: &str, file: &str) -> Result<Parsed, DslError> {
         let body = &line[comma + 1..];
         let col0 = col_of(line, comma + 1);
         let locate = infix::at_line(file, ln, col0);
-        let expr = rpn::parse(body, &locate, &|tok, pos| {
+        let expr = rpn::parse(body, &locate, false, &|tok, pos| {
             Ok(Expr::Var {
                 name: tok.to_string(),
                 pos,
@@ -356,7 +356,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                 let (fcol, f) = formula.clone().unwrap_or_default();
                 let locate = infix::at_line(file, ln, fcol);
                 let natives = &natives;
-                let e = rpn::parse(&f, &locate, &|tok, p| native_ref(tok, p, natives))?;
+                let e = rpn::parse(&f, &locate, true, &|tok, p| native_ref(tok, p, natives))?;
                 (e, f)
             }
             "DERIVED_INFIX" => {
@@ -733,6 +733,8 @@ pub(crate) fn perf_json(text: &str, file: &str) -> Result<Parsed, DslError> {
         };
         let name = item
             .get("MetricName")
+            // Arm's files name standard metrics by `ArchStdEvent` instead of `MetricName`.
+            .or_else(|| item.get("ArchStdEvent"))
             .and_then(|n| n.as_str())
             .unwrap_or("")
             .to_string();
@@ -754,7 +756,7 @@ pub(crate) fn perf_json(text: &str, file: &str) -> Result<Parsed, DslError> {
         if name.is_empty() {
             return Err(DslError::syntax(
                 def_pos,
-                "a metric has no MetricName:",
+                "a metric has no MetricName (or ArchStdEvent):",
                 expr.chars().take(40).collect::<String>(),
                 None,
             ));

@@ -13,9 +13,14 @@ use super::MAX_DEPTH;
 /// # Errors
 /// [`DslError::Syntax`] for an empty token, an operator without two operands or a formula
 /// that leaves other than one value; [`DslError::TooDeep`] past [`MAX_DEPTH`].
+///
+/// With `skip_empty`, empty tokens are skipped as PAPI's own tokenizer does for
+/// `papi_events.csv` (whose ARM sections write `|N0|N1|+|`); otherwise only a trailing
+/// `|` may leave an empty token.
 pub fn parse(
     text: &str,
     locate: &dyn Fn(usize) -> Pos,
+    skip_empty: bool,
     name: &dyn Fn(&str, Pos) -> Result<Expr, (String, String)>,
 ) -> Result<Expr, DslError> {
     let chars: Vec<char> = text.chars().collect();
@@ -37,6 +42,10 @@ pub fn parse(
                 // A trailing `|` is optional; any other empty token is an error.
                 if i == chars.len() && !toks.is_empty() {
                     break;
+                }
+                if skip_empty && i < chars.len() {
+                    start = i + 1;
+                    continue;
                 }
                 return Err(DslError::syntax(
                     locate(at),
