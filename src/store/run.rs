@@ -153,8 +153,13 @@ impl RunMeta {
     /// A missing directory or file, or TOML that is not a run.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(RUN_TOML);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {} (is {} a run directory written by `powerperf collect`?)", path.display(), dir.display()))?;
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "cannot read {} (is {} a run directory written by `powerperf collect`?)",
+                path.display(),
+                dir.display()
+            )
+        })?;
         toml::from_str(&text).with_context(|| format!("{} is not a valid run.toml", path.display()))
     }
 
@@ -189,12 +194,19 @@ impl RunMeta {
                     }
                 }
                 _ => {
-                    let why = e.reason.clone().unwrap_or_else(|| e.status.perf_marker().to_string());
+                    let why = e
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| e.status.perf_marker().to_string());
                     missing.insert(e.name.clone(), why);
                 }
             }
         }
-        RunTotals { values, missing, duration_s: self.duration_s() }
+        RunTotals {
+            values,
+            missing,
+            duration_s: self.duration_s(),
+        }
     }
 
     /// The exit status a shell would report for this run: the exit code, or 128 + signal.

@@ -93,9 +93,10 @@ pub struct SetMeta {
 impl SetMeta {
     /// Whether `target` is trusted for `workload`.
     pub fn is_reliable(&self, target: &str, workload: &str) -> bool {
-        !self.unreliable.iter().any(|u| {
-            u.target == target && u.workloads.iter().any(|w| w == "*" || w == workload)
-        })
+        !self
+            .unreliable
+            .iter()
+            .any(|u| u.target == target && u.workloads.iter().any(|w| w == "*" || w == workload))
     }
 }
 
