@@ -3,6 +3,8 @@
 //! the apply runtime that sets a plan's setting, runs a command and restores every setting
 //! it changed on every exit path. User documentation: `docs/dvfs.md`, `docs/plan-format.md`.
 
+pub mod export;
+pub mod from_model;
 pub mod plan_file;
 pub mod planner;
 
