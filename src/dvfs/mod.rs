@@ -3,6 +3,7 @@
 //! the apply runtime that sets a plan's setting, runs a command and restores every setting
 //! it changed on every exit path. User documentation: `docs/dvfs.md`, `docs/plan-format.md`.
 
+pub mod apply;
 pub mod controller;
 pub mod export;
 pub mod from_model;
