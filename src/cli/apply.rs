@@ -1,10 +1,218 @@
-//! `powerperf apply`.
+//! `powerperf apply`: run a command under a plan's static setting and restore every
+//! changed setting afterwards; `powerperf apply --restore` replays a left-over record.
+
+use crate::dvfs::apply::{self, ApplyRequest, SignalForwarder};
+use crate::dvfs::controller::{
+    ControllerError, CpufreqController, FrequencyController, NvmlLockedClocks,
+};
+use crate::dvfs::plan_file::{DeviceKind, Plan, PlanRegion};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
 
 /// Arguments of `powerperf apply`.
 #[derive(Debug, clap::Args)]
-pub struct ApplyArgs {}
+pub struct ApplyArgs {
+    /// The plan file written by `powerperf plan`.
+    #[arg(long, value_name = "PLAN", required_unless_present = "restore")]
+    pub plan: Option<PathBuf>,
+    /// Print what would be written, change nothing, and run the command unchanged.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Root of the sysfs tree (a fixture directory in tests).
+    #[arg(long, default_value = "/", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+    /// The plan region or workload whose setting to apply (needed when the plan has
+    /// several with different settings).
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+    /// Replay a restore record left by an apply that did not finish, then exit.
+    #[arg(long, conflicts_with_all = ["plan", "dry_run", "workload"])]
+    pub restore: bool,
+    /// The restore record (default: $XDG_RUNTIME_DIR/powerperf-restore.toml or
+    /// /tmp/powerperf-restore-<uid>.toml).
+    #[arg(long, value_name = "PATH")]
+    pub restore_file: Option<PathBuf>,
+    /// The switch log (default: next to the restore record).
+    #[arg(long, value_name = "PATH")]
+    pub log: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Pick the region whose setting is applied.
+fn select<'a>(plan: &'a Plan, name: Option<&str>, path: &Path) -> Result<&'a PlanRegion> {
+    let names = || {
+        plan.regions
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(n) = name {
+        return plan.regions.iter().find(|r| r.name == n).with_context(|| {
+            format!(
+                "{} has no region or workload `{n}`; it has: {}",
+                path.display(),
+                names()
+            )
+        });
+    }
+    let first = &plan.regions[0];
+    if plan.regions.iter().all(|r| r.setting == first.setting) {
+        return Ok(first);
+    }
+    anyhow::bail!(
+        "{} has {} regions with different settings ({}); name the one to apply with --workload NAME (switching settings at region boundaries inside one run is not built)",
+        path.display(),
+        plan.regions.len(),
+        names()
+    )
+}
 
 /// Run `powerperf apply`.
-pub fn run(_args: ApplyArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf apply` is not built yet")
+///
+/// # Errors
+/// A bad plan, missing cpufreq or privileges (with the fix), a left-over restore record, a
+/// command that cannot start, or a failed restore.
+pub fn run(args: ApplyArgs) -> Result<i32> {
+    let restore_file = args
+        .restore_file
+        .clone()
+        .unwrap_or_else(apply::default_restore_path);
+    if args.restore {
+        let root = (args.sysfs_root != Path::new("/")).then_some(args.sysfs_root.as_path());
+        return match apply::replay_restore(&restore_file, root)? {
+            None => {
+                eprintln!(
+                    "powerperf: nothing to restore: no record at {}",
+                    restore_file.display()
+                );
+                Ok(0)
+            }
+            Some(w) => {
+                eprintln!(
+                    "powerperf: restored {} setting(s) from {}",
+                    w.len(),
+                    restore_file.display()
+                );
+                for x in &w {
+                    eprintln!("  {x}");
+                }
+                Ok(0)
+            }
+        };
+    }
+    let plan_path = args.plan.clone().context("--plan PLAN is required")?;
+    let plan = Plan::read(&plan_path)?;
+    let region = select(&plan, args.workload.as_deref(), &plan_path)?;
+
+    let mut core_mhz = None;
+    let mut gpu = (None, None);
+    let mut env = Vec::new();
+    let mut notes = Vec::new();
+    for (knob, v) in &region.setting {
+        let kind = plan.device_of(knob).map(|d| d.kind);
+        match (knob.as_str(), kind) {
+            ("threads", _) => env.push((
+                "OMP_NUM_THREADS".to_string(),
+                format!("{}", v.round() as u64),
+            )),
+            ("core_freq_mhz", Some(DeviceKind::Gpu)) => gpu.0 = Some(*v),
+            ("mem_freq_mhz", Some(DeviceKind::Gpu)) => gpu.1 = Some(*v),
+            ("core_freq_mhz", _) => core_mhz = Some(*v),
+            (k, _) => notes.push(format!("no controller for knob {k} = {v}: left unchanged")),
+        }
+    }
+    eprintln!(
+        "powerperf: applying `{}` from {}: {}",
+        region.name,
+        plan_path.display(),
+        crate::dvfs::planner::format_knobs(&region.setting)
+    );
+    for n in &notes {
+        eprintln!("powerperf: {n}");
+    }
+    if gpu.0.is_some() || gpu.1.is_some() {
+        eprintln!(
+            "powerperf: GPU clocks are never changed by this build; a privileged run would call:"
+        );
+        for l in (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1) {
+            eprintln!("  {l}");
+        }
+    }
+    for (k, v) in &env {
+        eprintln!("powerperf: {k}={v} for the command");
+    }
+
+    let sig = SignalForwarder::install()?;
+    let generic = |f: f64| {
+        format!(
+            "would set core_freq_mhz = {f} on every CPU: scaling_governor = userspace and scaling_setspeed = {} kHz (or scaling_min_freq = scaling_max_freq = {} kHz where the driver has no userspace governor), run the command, then put the original values back",
+            crate::units::MegaHertz(f).to_khz(),
+            crate::units::MegaHertz(f).to_khz()
+        )
+    };
+    let ctl = match core_mhz {
+        None => None,
+        Some(f) => match CpufreqController::open(&args.sysfs_root) {
+            Ok(c) => Some(c),
+            Err(e @ ControllerError::NoCpufreq { .. }) => {
+                if args.dry_run {
+                    eprintln!("powerperf: dry-run: {e}");
+                    eprintln!("powerperf: dry-run: {}", generic(f));
+                    None
+                } else {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "cannot apply the plan; with --dry-run powerperf {}",
+                        generic(f)
+                    )));
+                }
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    if args.dry_run {
+        if let (Some(c), Some(f)) = (&ctl, core_mhz) {
+            let writes = c.plan_set(f)?;
+            eprintln!("powerperf: dry-run: {}; would write:", c.describe());
+            for w in &writes {
+                eprintln!("  {w}");
+            }
+            if let Err(e) = c.check_access(&writes) {
+                eprintln!("powerperf: dry-run: a real run would fail: {e}");
+            }
+            eprintln!("powerperf: dry-run: then run the command and restore those files");
+        }
+        if args.command.is_empty() {
+            return Ok(0);
+        }
+        return apply::run_child(&args.command, &env, &sig);
+    }
+    if args.command.is_empty() {
+        anyhow::bail!(
+            "no command given: write it after `--`, e.g. `powerperf apply --plan {} -- ./app`",
+            plan_path.display()
+        );
+    }
+    let req = ApplyRequest {
+        core_freq_mhz: core_mhz,
+        env,
+        command: args.command.clone(),
+        restore_file,
+        log_file: args.log.clone().unwrap_or_else(apply::default_log_path),
+        sysfs_root: args.sysfs_root.clone(),
+    };
+    match ctl {
+        Some(mut c) => {
+            eprintln!("powerperf: {}", c.describe());
+            let st = apply::apply_with(&mut c as &mut dyn FrequencyController, &req, &sig)?;
+            eprintln!(
+                "powerperf: original settings restored; switches logged in {}",
+                req.log_file.display()
+            );
+            Ok(st)
+        }
+        None => apply::run_child(&req.command, &req.env, &sig),
+    }
 }

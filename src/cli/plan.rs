@@ -1,10 +1,198 @@
-//! `powerperf plan`.
+//! `powerperf plan`: choose a setting per workload (or per region of one job) from a
+//! model's predictions, write a plan file, print the choices with the predicted savings.
+
+use crate::dvfs::plan_file::{DeviceKind, Plan, Scope};
+use crate::dvfs::planner::{Objective, PlannerConfig, Transition};
+use crate::dvfs::{export, from_model, parse_slowdown};
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+
+/// Output formats of `plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
 
 /// Arguments of `powerperf plan`.
 #[derive(Debug, clap::Args)]
-pub struct PlanArgs {}
+pub struct PlanArgs {
+    /// The model file written by `powerperf fit`.
+    #[arg(long, value_name = "MODEL")]
+    pub model: PathBuf,
+    /// Workloads to plan (repeat the flag); default: every workload the model knows.
+    #[arg(long = "workload", value_name = "NAME")]
+    pub workloads: Vec<String>,
+    /// What to minimise. With --power-cap and no --objective: time.
+    #[arg(long, value_enum)]
+    pub objective: Option<Objective>,
+    /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or `none`.
+    #[arg(long, default_value = "5%", value_name = "BOUND")]
+    pub max_slowdown: String,
+    /// Settings whose predicted mean power is above this many watts are not chosen.
+    #[arg(long, value_name = "W")]
+    pub power_cap: Option<f64>,
+    /// Treat the workloads as consecutive regions of one job (bound on their total time,
+    /// switch costs between neighbours) instead of independent workloads.
+    #[arg(long)]
+    pub job: bool,
+    /// Cost of one frequency switch between consecutive regions, seconds.
+    #[arg(long, default_value_t = 0.0, value_name = "S")]
+    pub transition_latency: f64,
+    /// Cost of one frequency switch between consecutive regions, joules.
+    #[arg(long, default_value_t = 0.0, value_name = "J")]
+    pub transition_energy: f64,
+    /// Regions shorter than this (seconds, at the maximum setting) fold into their parent;
+    /// `inf` gives one static setting for the whole job.
+    #[arg(long, default_value_t = 0.0, value_name = "S")]
+    pub min_region: f64,
+    /// The device whose clocks the frequency knobs are.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: DeviceKind,
+    /// Reference thread count for the slowdown (default: the largest).
+    #[arg(long, value_name = "N")]
+    pub reference_threads: Option<f64>,
+    /// Write the plan here (TOML, docs/plan-format.md).
+    #[arg(short = 'o', long = "output", value_name = "PLAN")]
+    pub output: Option<PathBuf>,
+    /// How to print the choices.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Also print `srun` arguments (`--cpu-freq` / `--gpu-freq`) for each workload's setting.
+    #[arg(long)]
+    pub srun: bool,
+}
 
 /// Run `powerperf plan`.
-pub fn run(_args: PlanArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf plan` is not built yet")
+///
+/// # Errors
+/// An unreadable model, a bad bound, an unknown workload, or a planner error.
+pub fn run(args: PlanArgs) -> Result<i32> {
+    let max_slowdown = parse_slowdown(&args.max_slowdown)?;
+    let objective = args.objective.unwrap_or(if args.power_cap.is_some() {
+        Objective::Time
+    } else {
+        Objective::Energy
+    });
+    let config = PlannerConfig {
+        objective,
+        max_slowdown,
+        power_cap_w: args.power_cap,
+        transition: Transition {
+            latency_s: args.transition_latency,
+            energy_j: args.transition_energy,
+        },
+        min_region_s: args.min_region,
+        reference_threads: args.reference_threads,
+        ticks: None,
+    };
+    let model = crate::models::load_model(&args.model)
+        .with_context(|| format!("loading the model {}", args.model.display()))?;
+    let req = from_model::PlanRequest {
+        workloads: args.workloads.clone(),
+        scope: if args.job {
+            Scope::Job
+        } else {
+            Scope::PerWorkload
+        },
+        device: args.device,
+        config,
+        model_path: args.model.display().to_string(),
+    };
+    let out = from_model::plan_with_predictor(model.as_ref(), &req)?;
+    if let Some(path) = &args.output {
+        out.plan.write(path)?;
+    }
+    match args.format {
+        Format::Table => {
+            print!("{}", render_table(&out.plan));
+            for (w, why) in &out.skipped {
+                println!("skipped {w}: {why}");
+            }
+            if let Some(p) = &args.output {
+                if p.as_os_str() != "-" {
+                    println!("plan written to {}", p.display());
+                }
+            }
+        }
+        Format::Json => {
+            let v = serde_json::json!({
+                "plan": out.plan,
+                "skipped": out.skipped.iter().map(|(w, why)| serde_json::json!({"workload": w, "reason": why})).collect::<Vec<_>>(),
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    }
+    if args.srun {
+        for r in &out.plan.regions {
+            println!("{}\t{}", r.name, export::srun_args(&out.plan, r)?);
+        }
+    }
+    Ok(0)
+}
+
+/// The plan as a text table: one row per region with setting, predicted time, slowdown,
+/// energy and saving.
+pub fn render_table(plan: &Plan) -> String {
+    use std::fmt::Write;
+    let bound = plan
+        .plan
+        .max_slowdown
+        .map(|s| format!("{:.1}%", s * 100.0))
+        .unwrap_or_else(|| "none".into());
+    let mut s = format!(
+        "objective {}, max slowdown {}, model {} ({})\n",
+        plan.plan.objective.name(),
+        bound,
+        plan.plan.model,
+        plan.plan.model_kind
+    );
+    let w = plan
+        .regions
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let _ = writeln!(
+        s,
+        "{:<w$}  {:<34}  {:>10}  {:>8}  {:>11}  {:>8}  {:>8}",
+        "workload", "setting", "time_s", "slowdown", "energy_j", "saving", "power_w"
+    );
+    for r in &plan.regions {
+        let setting = crate::dvfs::planner::format_knobs(&r.setting);
+        let _ = writeln!(
+            s,
+            "{:<w$}  {:<34}  {:>10.4}  {:>7.2}%  {:>11.3}  {:>7.2}%  {:>8.2}",
+            r.name,
+            setting,
+            r.time_s,
+            r.slowdown * 100.0,
+            r.energy_j,
+            r.energy_saving * 100.0,
+            r.power_w
+        );
+    }
+    if let (Some(t), Some(e), Some(rt), Some(re)) = (
+        plan.plan.time_s,
+        plan.plan.energy_j,
+        plan.plan.reference_time_s,
+        plan.plan.reference_energy_j,
+    ) {
+        let _ = writeln!(
+            s,
+            "job: {t:.4} s ({:+.2}%), {e:.3} J (saving {:.2}%)",
+            (t / rt - 1.0) * 100.0,
+            (1.0 - e / re) * 100.0
+        );
+    } else {
+        let e: f64 = plan.regions.iter().map(|r| r.energy_j).sum();
+        let re: f64 = plan.regions.iter().map(|r| r.reference_energy_j).sum();
+        let _ = writeln!(
+            s,
+            "all workloads: {e:.3} J against {re:.3} J at the maximum setting (saving {:.2}%)",
+            (1.0 - e / re) * 100.0
+        );
+    }
+    s
 }

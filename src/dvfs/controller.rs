@@ -1,0 +1,782 @@
+//! Frequency controllers behind one trait: cpufreq sysfs (userspace governor +
+//! `scaling_setspeed`, or `scaling_min_freq`/`scaling_max_freq` clamps where the driver
+//! has no userspace governor, e.g. intel_pstate), a fake controller that logs, and an NVML
+//! locked-clocks controller that only describes what it would do.
+//!
+//! Units: MHz everywhere; kHz only inside [`CpufreqController`] at the sysfs boundary.
+//! Sysfs layout: Linux `Documentation/admin-guide/pm/cpufreq.rst` ("Policy Interface in
+//! sysfs"): `<root>/sys/devices/system/cpu/cpuN/cpufreq/{cpuinfo_min_freq, cpuinfo_max_freq,
+//! scaling_available_frequencies, scaling_available_governors, scaling_governor,
+//! scaling_setspeed, scaling_min_freq, scaling_max_freq}` (frequencies in kHz).
+
+use crate::units::MegaHertz;
+use serde::{Deserialize, Serialize};
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Errors of the controllers.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControllerError {
+    /// No cpufreq directory under the root.
+    #[error("no cpufreq on this machine: {path} does not exist (the kernel exposes no CPU frequency control here, as on most virtual machines); nothing can be set. Use --dry-run to see what would be done")]
+    NoCpufreq { path: PathBuf },
+    /// A sysfs file that cannot be read or parsed.
+    #[error("{path}: {message}")]
+    Sysfs { path: PathBuf, message: String },
+    /// A setting outside the available range.
+    #[error("{mhz} MHz is outside what this CPU allows: {allowed}; the plan was made for another machine or grid, re-plan with this machine's frequencies")]
+    OutOfRange { mhz: f64, allowed: String },
+    /// A file that must be written but is not writable.
+    #[error("cannot write {path}: {reason}. Changing CPU frequencies needs root: run as root (e.g. `sudo powerperf apply ...`), give this user write access to the cpufreq files (e.g. a udev rule or `chmod`/`chgrp` on {dir}), or use --dry-run")]
+    NoPermission {
+        path: PathBuf,
+        dir: PathBuf,
+        reason: String,
+    },
+    /// Neither the userspace governor nor the min/max clamp files are available.
+    #[error("{path}: this cpufreq driver offers neither the userspace governor nor scaling_min_freq/scaling_max_freq")]
+    NoMethod { path: PathBuf },
+    /// A controller that only describes (NVML in this build).
+    #[error("{0} is a dry-run description only: this build never changes GPU clocks")]
+    DescribeOnly(String),
+}
+
+/// The settings a controller allows, MHz.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreqRange {
+    pub min_mhz: f64,
+    pub max_mhz: f64,
+    /// Discrete frequencies, when the driver lists them (`scaling_available_frequencies`).
+    pub available_mhz: Option<Vec<f64>>,
+}
+
+impl FreqRange {
+    /// Whether `mhz` is allowed (inside the range and, when listed, one of the listed values
+    /// within 0.5 MHz).
+    pub fn allows(&self, mhz: f64) -> bool {
+        let inside = mhz >= self.min_mhz - 1e-6 && mhz <= self.max_mhz + 1e-6;
+        inside
+            && self
+                .available_mhz
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|a| (a - mhz).abs() < 0.5))
+    }
+
+    /// Human description of the allowed values.
+    pub fn describe(&self) -> String {
+        match &self.available_mhz {
+            Some(l) => format!(
+                "one of {} MHz",
+                l.iter()
+                    .map(|f| format!("{f}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!("{} to {} MHz", self.min_mhz, self.max_mhz),
+        }
+    }
+}
+
+/// One file write: the path (relative to the controller's root for sysfs), old and new value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Write {
+    pub path: String,
+    pub old: Option<String>,
+    pub new: String,
+}
+
+impl std::fmt::Display for Write {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} -> {}",
+            self.path,
+            self.old.as_deref().unwrap_or("?"),
+            self.new
+        )
+    }
+}
+
+/// Saved original values (path relative to the root, value as read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Snapshot {
+    #[serde(default, rename = "file")]
+    pub files: Vec<SavedFile>,
+}
+
+/// One saved file value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedFile {
+    pub path: String,
+    pub value: String,
+}
+
+/// A frequency controller: read current settings and the allowed range, set, restore.
+pub trait FrequencyController {
+    /// What it controls and how (`cpufreq userspace governor on 2 CPUs`).
+    fn describe(&self) -> String;
+    /// The allowed settings.
+    ///
+    /// # Errors
+    /// Unreadable or malformed files.
+    fn range(&self) -> Result<FreqRange, ControllerError>;
+    /// The current values of everything [`set`](Self::set) may change.
+    ///
+    /// # Errors
+    /// Unreadable files.
+    fn snapshot(&self) -> Result<Snapshot, ControllerError>;
+    /// The writes that setting `mhz` takes, after checking it is allowed. Changes nothing.
+    ///
+    /// # Errors
+    /// [`ControllerError::OutOfRange`], unreadable files.
+    fn plan_set(&self, mhz: f64) -> Result<Vec<Write>, ControllerError>;
+    /// Check that the writes of [`plan_set`](Self::plan_set) are permitted. Changes nothing.
+    ///
+    /// # Errors
+    /// [`ControllerError::NoPermission`] naming the first file and the fix.
+    fn check_access(&self, writes: &[Write]) -> Result<(), ControllerError>;
+    /// Set `mhz`; returns the writes done.
+    ///
+    /// # Errors
+    /// As `plan_set`, and write errors.
+    fn set(&mut self, mhz: f64) -> Result<Vec<Write>, ControllerError>;
+    /// Put back the values of `snap` that differ from the current ones; returns the writes.
+    ///
+    /// # Errors
+    /// Write errors (every file is tried; the first error is returned).
+    fn restore(&mut self, snap: &Snapshot) -> Result<Vec<Write>, ControllerError>;
+}
+
+/// How the cpufreq controller pins a frequency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpufreqMethod {
+    /// `scaling_governor = userspace`, then `scaling_setspeed = kHz`.
+    Userspace,
+    /// `scaling_min_freq = scaling_max_freq = kHz` (drivers without the userspace governor,
+    /// e.g. intel_pstate in active mode).
+    Clamp,
+}
+
+/// cpufreq through sysfs under a root directory (`/` in production, a fixture in tests).
+#[derive(Debug, Clone)]
+pub struct CpufreqController {
+    root: PathBuf,
+    /// `(cpu number, cpufreq dir relative to root)`.
+    cpus: Vec<(u32, String)>,
+    method: CpufreqMethod,
+}
+
+/// The cpufreq directory of CPU 0 under `root`.
+pub fn cpufreq_dir(root: &Path) -> PathBuf {
+    root.join("sys/devices/system/cpu/cpu0/cpufreq")
+}
+
+fn read_trim(path: &Path) -> Result<String, ControllerError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| ControllerError::Sysfs {
+            path: path.to_path_buf(),
+            message: format!("cannot read: {e}"),
+        })
+}
+
+fn read_khz(path: &Path) -> Result<u64, ControllerError> {
+    let s = read_trim(path)?;
+    s.parse::<u64>().map_err(|_| ControllerError::Sysfs {
+        path: path.to_path_buf(),
+        message: format!("`{s}` is not a frequency in kHz"),
+    })
+}
+
+impl CpufreqController {
+    /// Open the cpufreq policy files of every CPU under `root`.
+    ///
+    /// # Errors
+    /// [`ControllerError::NoCpufreq`] when `<root>/sys/devices/system/cpu/cpu0/cpufreq` is
+    /// absent; [`ControllerError::NoMethod`] when neither method is available.
+    pub fn open(root: &Path) -> Result<Self, ControllerError> {
+        let d0 = cpufreq_dir(root);
+        if !d0.is_dir() {
+            return Err(ControllerError::NoCpufreq { path: d0 });
+        }
+        let base = root.join("sys/devices/system/cpu");
+        let mut cpus = Vec::new();
+        let rd = std::fs::read_dir(&base).map_err(|e| ControllerError::Sysfs {
+            path: base.clone(),
+            message: format!("cannot list: {e}"),
+        })?;
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if let Some(n) = name.strip_prefix("cpu").and_then(|n| n.parse::<u32>().ok()) {
+                if e.path().join("cpufreq").is_dir() {
+                    cpus.push((n, format!("sys/devices/system/cpu/{name}/cpufreq")));
+                }
+            }
+        }
+        cpus.sort();
+        let govs = read_trim(&d0.join("scaling_available_governors")).unwrap_or_default();
+        let method = if govs.split_whitespace().any(|g| g == "userspace")
+            && d0.join("scaling_setspeed").exists()
+        {
+            CpufreqMethod::Userspace
+        } else if d0.join("scaling_min_freq").exists() && d0.join("scaling_max_freq").exists() {
+            CpufreqMethod::Clamp
+        } else {
+            return Err(ControllerError::NoMethod { path: d0 });
+        };
+        Ok(CpufreqController {
+            root: root.to_path_buf(),
+            cpus,
+            method,
+        })
+    }
+
+    /// The method in use.
+    pub fn method(&self) -> CpufreqMethod {
+        self.method
+    }
+
+    /// The CPU numbers controlled.
+    pub fn cpus(&self) -> Vec<u32> {
+        self.cpus.iter().map(|c| c.0).collect()
+    }
+
+    fn file(&self, dir: &str, name: &str) -> (String, PathBuf) {
+        let rel = format!("{dir}/{name}");
+        let abs = self.root.join(&rel);
+        (rel, abs)
+    }
+
+    fn write_file(&self, rel: &str, value: &str) -> Result<(), ControllerError> {
+        let abs = self.root.join(rel);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&abs)
+            .map_err(|e| self.write_error(&abs, e))?;
+        f.write_all(value.as_bytes())
+            .map_err(|e| self.write_error(&abs, e))
+    }
+
+    fn write_error(&self, abs: &Path, e: std::io::Error) -> ControllerError {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            ControllerError::NoPermission {
+                path: abs.to_path_buf(),
+                dir: abs.parent().map(Path::to_path_buf).unwrap_or_default(),
+                reason: e.to_string(),
+            }
+        } else {
+            ControllerError::Sysfs {
+                path: abs.to_path_buf(),
+                message: format!("cannot write: {e}"),
+            }
+        }
+    }
+
+    /// Order min/max writes so that min ≤ max holds after each one: when the new minimum is
+    /// above the current maximum, the maximum goes first.
+    fn minmax_writes(
+        &self,
+        dir: &str,
+        new_min: Option<String>,
+        new_max: Option<String>,
+    ) -> Result<Vec<Write>, ControllerError> {
+        let (rmin, amin) = self.file(dir, "scaling_min_freq");
+        let (rmax, amax) = self.file(dir, "scaling_max_freq");
+        let cur_min = read_trim(&amin)?;
+        let cur_max = read_trim(&amax)?;
+        let mut w_min = new_min.filter(|v| *v != cur_min).map(|v| Write {
+            path: rmin,
+            old: Some(cur_min.clone()),
+            new: v,
+        });
+        let mut w_max = new_max.filter(|v| *v != cur_max).map(|v| Write {
+            path: rmax,
+            old: Some(cur_max.clone()),
+            new: v,
+        });
+        let max_first = match (&w_min, cur_max.parse::<u64>()) {
+            (Some(w), Ok(cm)) => w.new.parse::<u64>().map(|nm| nm > cm).unwrap_or(false),
+            _ => false,
+        };
+        let mut out = Vec::new();
+        if max_first {
+            out.extend(w_max.take());
+            out.extend(w_min.take());
+        } else {
+            out.extend(w_min.take());
+            out.extend(w_max.take());
+        }
+        Ok(out)
+    }
+}
+
+impl FrequencyController for CpufreqController {
+    fn describe(&self) -> String {
+        let how = match self.method {
+            CpufreqMethod::Userspace => "userspace governor + scaling_setspeed",
+            CpufreqMethod::Clamp => {
+                "scaling_min_freq/scaling_max_freq clamps (no userspace governor)"
+            }
+        };
+        format!(
+            "cpufreq under {} on {} CPUs, {how}",
+            self.root.display(),
+            self.cpus.len()
+        )
+    }
+
+    fn range(&self) -> Result<FreqRange, ControllerError> {
+        let (_, d0) = self.file(&self.cpus[0].1, "");
+        let min = MegaHertz::from_khz(read_khz(&d0.join("cpuinfo_min_freq"))?).0;
+        let max = MegaHertz::from_khz(read_khz(&d0.join("cpuinfo_max_freq"))?).0;
+        let avail_path = d0.join("scaling_available_frequencies");
+        let available_mhz = if avail_path.exists() {
+            let text = read_trim(&avail_path)?;
+            let mut l = Vec::new();
+            for tok in text.split_whitespace() {
+                let khz = tok.parse::<u64>().map_err(|_| ControllerError::Sysfs {
+                    path: avail_path.clone(),
+                    message: format!("`{tok}` is not a frequency in kHz"),
+                })?;
+                l.push(MegaHertz::from_khz(khz).0);
+            }
+            l.sort_by(f64::total_cmp);
+            Some(l)
+        } else {
+            None
+        };
+        Ok(FreqRange {
+            min_mhz: min,
+            max_mhz: max,
+            available_mhz,
+        })
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, ControllerError> {
+        let names: &[&str] = match self.method {
+            CpufreqMethod::Userspace => {
+                &["scaling_governor", "scaling_min_freq", "scaling_max_freq"]
+            }
+            CpufreqMethod::Clamp => &["scaling_min_freq", "scaling_max_freq"],
+        };
+        let mut files = Vec::new();
+        for (_, dir) in &self.cpus {
+            for n in names {
+                let (rel, abs) = self.file(dir, n);
+                if abs.exists() {
+                    files.push(SavedFile {
+                        path: rel,
+                        value: read_trim(&abs)?,
+                    });
+                }
+            }
+            if self.method == CpufreqMethod::Userspace {
+                // the userspace frequency matters only when userspace was the governor already
+                let (_, g) = self.file(dir, "scaling_governor");
+                if read_trim(&g)? == "userspace" {
+                    let (rel, abs) = self.file(dir, "scaling_setspeed");
+                    files.push(SavedFile {
+                        path: rel,
+                        value: read_trim(&abs)?,
+                    });
+                }
+            }
+        }
+        Ok(Snapshot { files })
+    }
+
+    fn plan_set(&self, mhz: f64) -> Result<Vec<Write>, ControllerError> {
+        let range = self.range()?;
+        if !range.allows(mhz) {
+            return Err(ControllerError::OutOfRange {
+                mhz,
+                allowed: range.describe(),
+            });
+        }
+        let khz = MegaHertz(mhz).to_khz().to_string();
+        let mut out = Vec::new();
+        for (_, dir) in &self.cpus {
+            match self.method {
+                CpufreqMethod::Userspace => {
+                    let (rg, ag) = self.file(dir, "scaling_governor");
+                    let g = read_trim(&ag)?;
+                    if g != "userspace" {
+                        out.push(Write {
+                            path: rg,
+                            old: Some(g),
+                            new: "userspace".into(),
+                        });
+                    }
+                    let (rs, as_) = self.file(dir, "scaling_setspeed");
+                    out.push(Write {
+                        path: rs,
+                        old: read_trim(&as_).ok(),
+                        new: khz.clone(),
+                    });
+                }
+                CpufreqMethod::Clamp => {
+                    out.extend(self.minmax_writes(dir, Some(khz.clone()), Some(khz.clone()))?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_access(&self, writes: &[Write]) -> Result<(), ControllerError> {
+        for w in writes {
+            let abs = self.root.join(&w.path);
+            OpenOptions::new()
+                .write(true)
+                .open(&abs)
+                .map_err(|e| self.write_error(&abs, e))?;
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, mhz: f64) -> Result<Vec<Write>, ControllerError> {
+        let writes = self.plan_set(mhz)?;
+        let mut done = Vec::new();
+        for w in writes {
+            self.write_file(&w.path, &w.new)?;
+            done.push(w);
+        }
+        Ok(done)
+    }
+
+    fn restore(&mut self, snap: &Snapshot) -> Result<Vec<Write>, ControllerError> {
+        let mut done = Vec::new();
+        let mut first_err = None;
+        // group by directory: governor first, then min/max in a safe order, then setspeed
+        let mut dirs: Vec<String> = Vec::new();
+        for f in &snap.files {
+            let d = f
+                .path
+                .rsplit_once('/')
+                .map(|p| p.0.to_string())
+                .unwrap_or_default();
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+        for dir in dirs {
+            let get = |n: &str| {
+                snap.files
+                    .iter()
+                    .find(|f| f.path == format!("{dir}/{n}"))
+                    .map(|f| f.value.clone())
+            };
+            let mut writes = Vec::new();
+            if let Some(g) = get("scaling_governor") {
+                let (rel, abs) = self.file(&dir, "scaling_governor");
+                let cur = read_trim(&abs).ok();
+                if cur.as_deref() != Some(g.as_str()) {
+                    writes.push(Write {
+                        path: rel,
+                        old: cur,
+                        new: g,
+                    });
+                }
+            }
+            let mm = (get("scaling_min_freq"), get("scaling_max_freq"));
+            let mut minmax = match self.minmax_writes(&dir, mm.0, mm.1) {
+                Ok(w) => w,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                    vec![]
+                }
+            };
+            if let Some(s) = get("scaling_setspeed") {
+                let (rel, abs) = self.file(&dir, "scaling_setspeed");
+                let cur = read_trim(&abs).ok();
+                if cur.as_deref() != Some(s.as_str()) {
+                    minmax.push(Write {
+                        path: rel,
+                        old: cur,
+                        new: s,
+                    });
+                }
+            }
+            writes.extend(minmax);
+            for w in writes {
+                match self.write_file(&w.path, &w.new) {
+                    Ok(()) => done.push(w),
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
+    }
+}
+
+/// A controller that changes nothing and logs every call (for tests and `--controller fake`).
+#[derive(Debug, Clone)]
+pub struct FakeController {
+    pub range: FreqRange,
+    pub current_mhz: f64,
+    /// One line per call: `set 1200`, `restore 2400`.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeController {
+    /// A fake CPU with `available` frequencies (MHz), currently at the highest.
+    pub fn new(available: &[f64]) -> Self {
+        let mut l = available.to_vec();
+        l.sort_by(f64::total_cmp);
+        FakeController {
+            range: FreqRange {
+                min_mhz: l[0],
+                max_mhz: *l.last().unwrap_or(&l[0]),
+                available_mhz: Some(l.clone()),
+            },
+            current_mhz: *l.last().unwrap_or(&0.0),
+            log: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+    fn note(&self, s: String) {
+        if let Ok(mut l) = self.log.lock() {
+            l.push(s);
+        }
+    }
+}
+
+impl FrequencyController for FakeController {
+    fn describe(&self) -> String {
+        format!("fake controller ({})", self.range.describe())
+    }
+    fn range(&self) -> Result<FreqRange, ControllerError> {
+        Ok(self.range.clone())
+    }
+    fn snapshot(&self) -> Result<Snapshot, ControllerError> {
+        Ok(Snapshot {
+            files: vec![SavedFile {
+                path: "fake/freq_mhz".into(),
+                value: format!("{}", self.current_mhz),
+            }],
+        })
+    }
+    fn plan_set(&self, mhz: f64) -> Result<Vec<Write>, ControllerError> {
+        if !self.range.allows(mhz) {
+            return Err(ControllerError::OutOfRange {
+                mhz,
+                allowed: self.range.describe(),
+            });
+        }
+        Ok(vec![Write {
+            path: "fake/freq_mhz".into(),
+            old: Some(format!("{}", self.current_mhz)),
+            new: format!("{mhz}"),
+        }])
+    }
+    fn check_access(&self, _writes: &[Write]) -> Result<(), ControllerError> {
+        Ok(())
+    }
+    fn set(&mut self, mhz: f64) -> Result<Vec<Write>, ControllerError> {
+        let w = self.plan_set(mhz)?;
+        self.note(format!("set {mhz}"));
+        self.current_mhz = mhz;
+        Ok(w)
+    }
+    fn restore(&mut self, snap: &Snapshot) -> Result<Vec<Write>, ControllerError> {
+        let mut out = Vec::new();
+        for f in &snap.files {
+            let v: f64 = f.value.parse().map_err(|_| ControllerError::Sysfs {
+                path: f.path.clone().into(),
+                message: format!("`{}` is not MHz", f.value),
+            })?;
+            self.note(format!("restore {v}"));
+            out.push(Write {
+                path: f.path.clone(),
+                old: Some(format!("{}", self.current_mhz)),
+                new: f.value.clone(),
+            });
+            self.current_mhz = v;
+        }
+        Ok(out)
+    }
+}
+
+/// NVML locked clocks, described only: this build never calls NVML setters. `set`
+/// returns [`ControllerError::DescribeOnly`]; [`NvmlLockedClocks::describe_set`] says what a
+/// privileged run would call (NVML API reference: `nvmlDeviceSetGpuLockedClocks`,
+/// `nvmlDeviceSetMemoryLockedClocks`, `nvmlDeviceResetGpuLockedClocks`,
+/// `nvmlDeviceResetMemoryLockedClocks`).
+#[derive(Debug, Clone)]
+pub struct NvmlLockedClocks {
+    pub device: u32,
+}
+
+impl NvmlLockedClocks {
+    /// The calls that would set the SM clock (and memory clock), and reset them at exit.
+    pub fn describe_set(&self, sm_mhz: Option<f64>, mem_mhz: Option<f64>) -> Vec<String> {
+        let d = self.device;
+        let mut v = Vec::new();
+        if let Some(f) = sm_mhz {
+            v.push(format!(
+                "nvmlDeviceSetGpuLockedClocks(device {d}, {f:.0} MHz, {f:.0} MHz)"
+            ));
+        }
+        if let Some(m) = mem_mhz {
+            v.push(format!(
+                "nvmlDeviceSetMemoryLockedClocks(device {d}, {m:.0} MHz, {m:.0} MHz)"
+            ));
+        }
+        if sm_mhz.is_some() {
+            v.push(format!(
+                "at exit: nvmlDeviceResetGpuLockedClocks(device {d})"
+            ));
+        }
+        if mem_mhz.is_some() {
+            v.push(format!(
+                "at exit: nvmlDeviceResetMemoryLockedClocks(device {d})"
+            ));
+        }
+        v
+    }
+}
+
+impl FrequencyController for NvmlLockedClocks {
+    fn describe(&self) -> String {
+        format!(
+            "NVML locked clocks on GPU {} (dry-run description only)",
+            self.device
+        )
+    }
+    fn range(&self) -> Result<FreqRange, ControllerError> {
+        Err(ControllerError::DescribeOnly(self.describe()))
+    }
+    fn snapshot(&self) -> Result<Snapshot, ControllerError> {
+        Ok(Snapshot::default())
+    }
+    fn plan_set(&self, _mhz: f64) -> Result<Vec<Write>, ControllerError> {
+        Err(ControllerError::DescribeOnly(self.describe()))
+    }
+    fn check_access(&self, _writes: &[Write]) -> Result<(), ControllerError> {
+        Err(ControllerError::DescribeOnly(self.describe()))
+    }
+    fn set(&mut self, _mhz: f64) -> Result<Vec<Write>, ControllerError> {
+        Err(ControllerError::DescribeOnly(self.describe()))
+    }
+    fn restore(&mut self, _snap: &Snapshot) -> Result<Vec<Write>, ControllerError> {
+        Ok(vec![])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs")
+            .join(name);
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(&src, dir.path());
+        let root = dir.path().to_path_buf();
+        (dir, root)
+    }
+
+    pub(crate) fn copy_tree(src: &Path, dst: &Path) {
+        for e in std::fs::read_dir(src).unwrap().flatten() {
+            let to = dst.join(e.file_name());
+            if e.path().is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+                copy_tree(&e.path(), &to);
+            } else {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+        }
+    }
+
+    fn read(root: &Path, cpu: u32, f: &str) -> String {
+        std::fs::read_to_string(root.join(format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/{f}")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn userspace_set_and_restore() {
+        let (_d, root) = fixture("cpufreq-userspace");
+        let mut c = CpufreqController::open(&root).unwrap();
+        assert_eq!(c.method(), CpufreqMethod::Userspace);
+        assert_eq!(c.cpus(), vec![0, 1]);
+        let r = c.range().unwrap();
+        assert_eq!((r.min_mhz, r.max_mhz), (1200.0, 2400.0));
+        let snap = c.snapshot().unwrap();
+        let w = c.set(1600.0).unwrap();
+        assert_eq!(w.len(), 4);
+        assert_eq!(read(&root, 1, "scaling_governor"), "userspace");
+        assert_eq!(read(&root, 1, "scaling_setspeed"), "1600000");
+        c.restore(&snap).unwrap();
+        assert_eq!(read(&root, 0, "scaling_governor"), "schedutil");
+        assert_eq!(read(&root, 1, "scaling_governor"), "schedutil");
+        // outside the list / range
+        let e = c.set(1700.0).unwrap_err().to_string();
+        assert!(
+            e.contains("1700") && e.contains("1200, 1600, 2000, 2400"),
+            "{e}"
+        );
+        assert!(c.set(3000.0).is_err());
+        assert_eq!(read(&root, 0, "scaling_governor"), "schedutil");
+    }
+
+    #[test]
+    fn intel_pstate_clamps_and_restores_in_a_safe_order() {
+        let (_d, root) = fixture("cpufreq-intel-pstate");
+        let mut c = CpufreqController::open(&root).unwrap();
+        assert_eq!(c.method(), CpufreqMethod::Clamp);
+        let snap = c.snapshot().unwrap();
+        let w = c.set(1500.0).unwrap();
+        // lowering: min (800 -> 1500) is below the current max, so min first
+        assert!(w[0].path.ends_with("scaling_min_freq"), "{w:?}");
+        assert_eq!(read(&root, 0, "scaling_min_freq"), "1500000");
+        assert_eq!(read(&root, 0, "scaling_max_freq"), "1500000");
+        let r = c.restore(&snap).unwrap();
+        // restoring: new min 800 is below the current max 1500 -> min first too
+        assert_eq!(r.len(), 4);
+        assert_eq!(read(&root, 1, "scaling_min_freq"), "800000");
+        assert_eq!(read(&root, 1, "scaling_max_freq"), "4700000");
+        assert!(c
+            .set(5000.0)
+            .unwrap_err()
+            .to_string()
+            .contains("800 to 4700 MHz"));
+    }
+
+    #[test]
+    fn missing_cpufreq_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let e = CpufreqController::open(d.path()).unwrap_err().to_string();
+        assert!(e.contains("no cpufreq") && e.contains("--dry-run"), "{e}");
+    }
+
+    #[test]
+    fn fake_and_nvml() {
+        let mut f = FakeController::new(&[1000.0, 2000.0]);
+        let s = f.snapshot().unwrap();
+        f.set(1000.0).unwrap();
+        assert!(f.set(1500.0).is_err());
+        f.restore(&s).unwrap();
+        assert_eq!(
+            *f.log.lock().unwrap(),
+            vec!["set 1000".to_string(), "restore 2000".to_string()]
+        );
+        let mut n = NvmlLockedClocks { device: 0 };
+        assert!(n.set(900.0).is_err());
+        let d = n.describe_set(Some(861.0), Some(3505.0));
+        assert_eq!(
+            d[0],
+            "nvmlDeviceSetGpuLockedClocks(device 0, 861 MHz, 861 MHz)"
+        );
+    }
+}

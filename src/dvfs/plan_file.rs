@@ -1,0 +1,308 @@
+//! The plan file (`PLAN.toml`, documented in `docs/plan-format.md`): `[plan]` (objective,
+//! bound, model, creation time, totals), `[[device]]` (kind, knobs it owns, default
+//! setting) and `[[region]]` (name, setting, predicted time/energy/power, savings against
+//! the reference setting).
+
+use super::planner::{Objective, Solution};
+use super::DvfsError;
+use crate::models::Knobs;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Whether the regions are independent workloads or consecutive regions of one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Each `[[region]]` is a workload planned on its own (its own bound).
+    PerWorkload,
+    /// The `[[region]]`s run one after another in one job; the bound is on their total.
+    Job,
+}
+
+/// `[plan]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanHeader {
+    pub objective: Objective,
+    /// Fraction (0.05 = 5 %); absent: no bound.
+    pub max_slowdown: Option<f64>,
+    /// Path of the model the predictions came from.
+    pub model: String,
+    /// The model's kind (`analytic`, `linear`, ...).
+    #[serde(default)]
+    pub model_kind: String,
+    /// RFC 3339 UTC time of creation.
+    pub created: String,
+    pub scope: Scope,
+    /// W; absent: no cap.
+    pub power_cap_w: Option<f64>,
+    #[serde(default)]
+    pub transition_latency_s: f64,
+    #[serde(default)]
+    pub transition_energy_j: f64,
+    #[serde(default)]
+    pub min_region_s: f64,
+    /// Job scope: predicted totals (s, J) of the plan and of the reference setting.
+    pub time_s: Option<f64>,
+    pub energy_j: Option<f64>,
+    pub reference_time_s: Option<f64>,
+    pub reference_energy_j: Option<f64>,
+}
+
+/// Device kinds a plan sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    /// CPU cores: `core_freq_mhz` through cpufreq.
+    Cpu,
+    /// GPU: `core_freq_mhz` is the SM clock, `mem_freq_mhz` the memory clock (NVML).
+    Gpu,
+}
+
+/// `[[device]]`: a device, the knobs it owns and its default (reference) setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Device {
+    pub kind: DeviceKind,
+    /// Knob names this device's controller sets (`core_freq_mhz`, `mem_freq_mhz`).
+    pub knobs: Vec<String>,
+    /// The reference setting of those knobs (the maximum), MHz.
+    pub default: Knobs,
+}
+
+/// `[[region]]`: a region or workload and its chosen setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanRegion {
+    pub name: String,
+    /// Chosen knob values (`core_freq_mhz`, `mem_freq_mhz` in MHz, `threads`).
+    pub setting: Knobs,
+    /// Regions folded into this one because they were shorter than `min_region_s`.
+    #[serde(default)]
+    pub folded: Vec<String>,
+    /// Predicted at the chosen setting: s, J, W.
+    pub time_s: f64,
+    pub energy_j: f64,
+    pub power_w: f64,
+    /// Predicted at the reference setting: s, J.
+    pub reference_time_s: f64,
+    pub reference_energy_j: f64,
+    /// 1 − energy / reference energy.
+    pub energy_saving: f64,
+    /// time / reference time − 1.
+    pub slowdown: f64,
+}
+
+impl PlanRegion {
+    /// A region entry from a planner choice.
+    pub fn from_choice(c: &super::planner::RegionChoice) -> Self {
+        PlanRegion {
+            name: c.name.clone(),
+            setting: c.chosen.knobs.clone(),
+            folded: c.folded.clone(),
+            time_s: c.chosen.time_s,
+            energy_j: c.chosen.energy_j,
+            power_w: c.chosen.power_w(),
+            reference_time_s: c.reference.time_s,
+            reference_energy_j: c.reference.energy_j,
+            energy_saving: 1.0 - c.chosen.energy_j / c.reference.energy_j,
+            slowdown: c.chosen.time_s / c.reference.time_s - 1.0,
+        }
+    }
+}
+
+/// A whole plan file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub plan: PlanHeader,
+    #[serde(default, rename = "device")]
+    pub devices: Vec<Device>,
+    #[serde(default, rename = "region")]
+    pub regions: Vec<PlanRegion>,
+}
+
+impl Plan {
+    /// Fill the job totals from a solution.
+    pub fn set_totals(&mut self, s: &Solution) {
+        self.plan.time_s = Some(s.time_s);
+        self.plan.energy_j = Some(s.energy_j);
+        self.plan.reference_time_s = Some(s.reference_time_s);
+        self.plan.reference_energy_j = Some(s.reference_energy_j);
+    }
+
+    /// The device entry owning `knob`, if any.
+    pub fn device_of(&self, knob: &str) -> Option<&Device> {
+        self.devices
+            .iter()
+            .find(|d| d.knobs.iter().any(|k| k == knob))
+    }
+
+    /// Read and validate a plan file.
+    ///
+    /// # Errors
+    /// [`DvfsError::PlanFile`] naming the path with the TOML error (line, column) or the
+    /// missing part.
+    pub fn read(path: &Path) -> Result<Plan, DvfsError> {
+        let err = |m: String| DvfsError::PlanFile {
+            path: path.display().to_string(),
+            message: m,
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| err(format!("cannot read the plan: {e}")))?;
+        let plan: Plan = toml::from_str(&text)
+            .map_err(|e| err(format!("not a plan file (see docs/plan-format.md): {e}")))?;
+        if plan.regions.is_empty() {
+            return Err(err("the plan has no [[region]] entries".into()));
+        }
+        for (i, r) in plan.regions.iter().enumerate() {
+            for (k, v) in &r.setting {
+                if !(v.is_finite() && *v > 0.0) {
+                    return Err(err(format!(
+                        "[[region]] #{} `{}`: setting {k} = {v} is not a positive number",
+                        i + 1,
+                        r.name
+                    )));
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Write the plan as TOML (atomically: a temporary file, then rename). `-` writes stdout.
+    ///
+    /// # Errors
+    /// [`DvfsError::PlanFile`] on I/O errors.
+    pub fn write(&self, path: &Path) -> Result<(), DvfsError> {
+        let err = |m: String| DvfsError::PlanFile {
+            path: path.display().to_string(),
+            message: m,
+        };
+        let text = self.to_toml();
+        if path.as_os_str() == "-" {
+            print!("{text}");
+            return Ok(());
+        }
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, &text).map_err(|e| err(format!("cannot write: {e}")))?;
+        std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot write: {e}")))
+    }
+
+    /// The plan as TOML text.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string_pretty(self).expect("a plan always serialises");
+        format!("# powerperf plan: see docs/plan-format.md\n{body}")
+    }
+}
+
+/// RFC 3339 UTC text of a Unix time in seconds (days-from-civil inverse, H. Hinnant,
+/// "chrono-Compatible Low-Level Date Algorithms", `civil_from_days`).
+pub fn rfc3339_utc(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let sod = unix_s % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
+/// Now as RFC 3339 UTC.
+pub fn now_rfc3339() -> String {
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339_utc(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Plan {
+        let k = |f: f64, m: f64| -> Knobs {
+            [
+                ("core_freq_mhz".to_string(), f),
+                ("mem_freq_mhz".to_string(), m),
+            ]
+            .into_iter()
+            .collect()
+        };
+        Plan {
+            plan: PlanHeader {
+                objective: Objective::Edp,
+                max_slowdown: Some(0.05),
+                model: "model.json".into(),
+                model_kind: "analytic".into(),
+                created: rfc3339_utc(1_700_000_000),
+                scope: Scope::PerWorkload,
+                power_cap_w: None,
+                transition_latency_s: 1e-4,
+                transition_energy_j: 0.0,
+                min_region_s: 0.01,
+                time_s: None,
+                energy_j: None,
+                reference_time_s: None,
+                reference_energy_j: None,
+            },
+            devices: vec![Device {
+                kind: DeviceKind::Gpu,
+                knobs: vec!["core_freq_mhz".into(), "mem_freq_mhz".into()],
+                default: k(1164.0, 3505.0),
+            }],
+            regions: vec![PlanRegion {
+                name: "stream".into(),
+                setting: k(861.0, 3505.0),
+                folded: vec!["stream/init".into()],
+                time_s: 1.02,
+                energy_j: 80.0,
+                power_w: 80.0 / 1.02,
+                reference_time_s: 1.0,
+                reference_energy_j: 100.0,
+                energy_saving: 0.2,
+                slowdown: 0.02,
+            }],
+        }
+    }
+
+    #[test]
+    fn plan_round_trips_through_toml() {
+        let p = sample();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.toml");
+        p.write(&path).unwrap();
+        let q = Plan::read(&path).unwrap();
+        assert_eq!(p, q);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("[[region]]")
+                && text.contains("[[device]]")
+                && text.contains("objective = \"edp\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn bad_plan_names_file_and_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "[plan]\nobjective = \"speed\"\n").unwrap();
+        let e = Plan::read(&path).unwrap_err().to_string();
+        assert!(e.contains("bad.toml") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}
