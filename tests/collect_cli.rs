@@ -282,3 +282,103 @@ fn rapl_energy_with_wraparound_and_a_counter_that_never_advances() {
     assert!((v["energy_j"]["package-0"].as_f64().unwrap() - 1.32885).abs() < 1e-9);
     assert!(v["mean_power_w"]["package-0"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_power_pmu_counter_that_never_advances_is_not_supported() {
+    if !Path::new("/sys/bus/event_source/devices/power/events/energy-psys").exists() {
+        println!("skipped: this machine has no perf power PMU with energy-psys");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("r");
+    pp().args(["collect", "-q", "-e", "power/energy-psys/,task-clock", "-o"])
+        .arg(&run)
+        .args(["--", "sleep", "0.2"])
+        .assert()
+        .success();
+    let meta = RunMeta::read(&run).unwrap();
+    let e = meta
+        .events
+        .iter()
+        .find(|e| e.name == "power/energy-psys/")
+        .unwrap();
+    if e.status.has_value() {
+        // A real RAPL PMU: energy over 0.2 s of a live machine is positive.
+        assert!(e.total.unwrap() > 0.0);
+    } else {
+        assert_eq!(e.status, EventStatus::NotSupported);
+        assert!(e.reason.as_deref().unwrap().contains("did not advance"));
+    }
+}
+
+#[test]
+fn attach_and_system_wide_modes_count() {
+    let dir = tempfile::tempdir().unwrap();
+    // Attach to a running busy process until it exits.
+    let mut busy = std::process::Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+        .spawn()
+        .unwrap();
+    let run = dir.path().join("attach");
+    pp().args(["collect", "-q", "-e", "task-clock", "-p"])
+        .arg(busy.id().to_string())
+        .arg("-o")
+        .arg(&run)
+        .assert()
+        .success();
+    busy.wait().unwrap();
+    let meta = RunMeta::read(&run).unwrap();
+    assert!(meta.events[0].total.unwrap() > 0.0, "{:?}", meta.events[0]);
+    // System-wide on CPU 0 for the length of a command.
+    let run = dir.path().join("sys");
+    pp().args([
+        "collect",
+        "-q",
+        "-e",
+        "task-clock,context-switches",
+        "-C",
+        "0",
+        "-o",
+    ])
+    .arg(&run)
+    .args(["--", "sleep", "0.2"])
+    .assert()
+    .success();
+    let meta = RunMeta::read(&run).unwrap();
+    let tc = meta.events[0].total.unwrap();
+    assert!(
+        tc > 1e8 && tc < 1e9,
+        "one CPU for ~0.2 s counts ~2e8 ns of task-clock, got {tc}"
+    );
+}
+
+#[test]
+fn output_path_takes_rank_and_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = dir.path().join("shard-%r-%h");
+    pp().env("OMPI_COMM_WORLD_RANK", "3")
+        .env("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+        .args(["collect", "-q", "--sysfs-root"])
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/rapl-wrap"))
+        .arg("-o")
+        .arg(&pattern)
+        .args(["--", "true"])
+        .assert()
+        .success();
+    let host = powerperf::collect::sysinfo::host_and_kernel().0;
+    let run = dir.path().join(format!("shard-3-{host}"));
+    let meta = RunMeta::read(&run).unwrap();
+    assert_eq!(meta.run.rank, Some(3));
+    // Local rank 1 is not the first on its node: no RAPL from it, and it says why.
+    assert!(meta
+        .events
+        .iter()
+        .all(|e| e.backend != powerperf::store::run::Backend::Rapl));
+    assert!(
+        meta.notes
+            .iter()
+            .any(|n| n.contains("first rank on each node")),
+        "{:?}",
+        meta.notes
+    );
+}

@@ -1,6 +1,6 @@
 //! `powerperf collect`.
 
-use crate::collect::CollectConfig;
+use crate::collect::{CollectConfig, Mode};
 use std::path::PathBuf;
 
 /// Arguments of `powerperf collect`.
@@ -18,17 +18,28 @@ pub struct CollectArgs {
     /// Filesystem root for sysfs reads (a fixture tree in tests).
     #[arg(long, default_value = "/")]
     pub sysfs_root: PathBuf,
-    /// Run directory to write.
+    /// Run directory to write; `%r` becomes the MPI rank and `%h` the host name, so each
+    /// rank under srun/mpirun writes its own shard.
     #[arg(short = 'o', long = "output")]
-    pub output: PathBuf,
+    pub output: String,
+    /// Attach to a running process (all its threads) instead of starting a command.
+    #[arg(short = 'p', long = "pid", conflicts_with_all = ["all_cpus", "cpus"])]
+    pub pid: Option<i32>,
+    /// System-wide: count every task on all online CPUs.
+    #[arg(short = 'a', long = "all-cpus")]
+    pub all_cpus: bool,
+    /// System-wide on these CPUs only (e.g. 0-3,8).
+    #[arg(short = 'C', long = "cpu", value_name = "LIST")]
+    pub cpus: Option<String>,
     /// Workload label stored in run.toml (default: the command's base name).
     #[arg(long)]
     pub workload: Option<String>,
     /// Do not print the summary after the run.
     #[arg(short, long)]
     pub quiet: bool,
-    /// The command and its arguments.
-    #[arg(last = true, required = true)]
+    /// The command and its arguments (optional with -p, -a and -C: then the measurement
+    /// lasts until the process exits or powerperf is interrupted).
+    #[arg(last = true)]
     pub command: Vec<String>,
 }
 
@@ -38,11 +49,30 @@ pub struct CollectArgs {
 /// Bad events, an unwritable run directory, or a failed fork.
 #[cfg(target_os = "linux")]
 pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
+    let (host, _) = crate::collect::sysinfo::host_and_kernel();
+    let out = PathBuf::from(crate::collect::expand_output(
+        &args.output,
+        crate::collect::global_rank(),
+        &host,
+    ));
+    let mode = if let Some(pid) = args.pid {
+        Mode::Attach(pid)
+    } else if let Some(list) = &args.cpus {
+        Mode::SystemWide(crate::collect::pmu::parse_cpu_list(list).map_err(anyhow::Error::msg)?)
+    } else if args.all_cpus {
+        Mode::SystemWide((0..crate::collect::sysinfo::online_cpus()).collect())
+    } else {
+        if args.command.is_empty() {
+            anyhow::bail!("no command given: `powerperf collect -o RUN -- CMD ARGS...` (or -p PID, -a, -C LIST)");
+        }
+        Mode::Command
+    };
     let cfg = CollectConfig {
+        mode,
         events: args.events,
         interval: args.interval,
         sysfs_root: args.sysfs_root,
-        out: args.output.clone(),
+        out: out.clone(),
         command: args.command,
         workload: args.workload,
         env: vec![],
@@ -54,7 +84,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     if !args.quiet {
         let text = crate::report::render(&outcome.meta, crate::report::Format::Table)?;
         eprint!("{text}");
-        eprintln!("run directory: {}", args.output.display());
+        eprintln!("run directory: {}", out.display());
     }
     Ok(outcome.shell_status)
 }

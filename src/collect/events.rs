@@ -1,6 +1,7 @@
-//! Event names as `perf stat -e` takes them: symbolic hardware and software events with
-//! optional `:u`/`:k` modifiers, and raw `rNNNN` events (perf-list(1), "RAW HARDWARE EVENT
-//! DESCRIPTOR").
+//! Event names as `perf stat -e` takes them (perf-list(1)): symbolic hardware and software
+//! events with optional `:u`/`:k` modifiers, raw `rNNNN` events ("RAW HARDWARE EVENT
+//! DESCRIPTOR"), PMU events `pmu/name/` and `pmu/term=value,.../` resolved through sysfs
+//! ("PARAMETERIZED EVENTS"), and groups `{a,b}` scheduled together ("EVENT GROUPS").
 
 use thiserror::Error;
 
@@ -18,8 +19,14 @@ pub const DEFAULT_EVENTS: [&str; 9] = [
 ];
 
 /// perf_event_attr type of an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventKind {
+    /// A PMU from sysfs: `pmu/event/` (a named event of that PMU) or `pmu/term=v,.../`.
+    Pmu {
+        pmu: String,
+        event: Option<String>,
+        terms: Vec<(String, u64)>,
+    },
     /// PERF_TYPE_HARDWARE with a PERF_COUNT_HW_* config.
     Hardware(u64),
     /// PERF_TYPE_SOFTWARE with a PERF_COUNT_SW_* config.
@@ -38,8 +45,10 @@ pub struct EventSpec {
     pub user_only: bool,
     /// `:k` given: count kernel only.
     pub kernel_only: bool,
-    /// Unit of the value (`ns` for the clocks).
-    pub unit: Option<&'static str>,
+    /// Unit of the value (`ns` for the clocks; from sysfs `.unit` for PMU events).
+    pub unit: Option<String>,
+    /// Index of the `{...}` group the event belongs to, counting from 0.
+    pub group: Option<usize>,
 }
 
 /// Errors from parsing an event list.
@@ -56,6 +65,12 @@ pub enum EventParseError {
     Modifier { name: String, modifier: String },
     #[error("empty event list")]
     Empty,
+    #[error(
+        "event `{name}`: {why} (PMU events are written `pmu/event/` or `pmu/term=0x1,term2=3/`)"
+    )]
+    PmuSyntax { name: String, why: String },
+    #[error("unbalanced `{{`/`}}` in the event list `{list}`")]
+    Braces { list: String },
 }
 
 // PERF_COUNT_HW_* and PERF_COUNT_SW_* values from include/uapi/linux/perf_event.h.
@@ -92,6 +107,9 @@ const SYMBOLIC: &[(&str, EventKind, Option<&str>)] = &[
 /// [`EventParseError::Unknown`] for a name that is neither symbolic nor raw.
 pub fn parse_event(text: &str, index: usize) -> Result<EventSpec, EventParseError> {
     let text = text.trim();
+    if let Some((pmu, rest)) = text.split_once('/') {
+        return parse_pmu_event(text, pmu, rest);
+    }
     let (base, mods) = match text.split_once(':') {
         Some((b, m)) => (b, m),
         None => (text, ""),
@@ -112,7 +130,7 @@ pub fn parse_event(text: &str, index: usize) -> Result<EventSpec, EventParseErro
     }
     let lower = base.to_ascii_lowercase();
     let (kind, unit) = if let Some((_, k, u)) = SYMBOLIC.iter().find(|(n, _, _)| *n == lower) {
-        (*k, *u)
+        (k.clone(), *u)
     } else if let Some(hex) = lower
         .strip_prefix('r')
         .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
@@ -139,8 +157,116 @@ pub fn parse_event(text: &str, index: usize) -> Result<EventSpec, EventParseErro
         kind,
         user_only,
         kernel_only,
-        unit,
+        unit: unit.map(String::from),
+        group: None,
     })
+}
+
+fn parse_value(v: &str) -> Option<u64> {
+    let v = v.trim();
+    match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+fn parse_pmu_event(text: &str, pmu: &str, rest: &str) -> Result<EventSpec, EventParseError> {
+    let err = |why: &str| EventParseError::PmuSyntax {
+        name: text.into(),
+        why: why.into(),
+    };
+    let (body, mods) = rest
+        .rsplit_once('/')
+        .ok_or_else(|| err("missing the closing `/`"))?;
+    if pmu.is_empty() || body.is_empty() {
+        return Err(err("empty PMU or event"));
+    }
+    let mut user_only = false;
+    let mut kernel_only = false;
+    for c in mods.trim_start_matches(':').chars() {
+        match c {
+            'u' => user_only = true,
+            'k' => kernel_only = true,
+            _ => {
+                return Err(EventParseError::Modifier {
+                    name: text.into(),
+                    modifier: c.to_string(),
+                })
+            }
+        }
+    }
+    let (event, terms) = if body.contains('=') {
+        let mut terms = Vec::new();
+        for t in body.split(',') {
+            let (k, v) = t
+                .split_once('=')
+                .ok_or_else(|| err(&format!("term `{t}` has no `=`")))?;
+            let v = parse_value(v).ok_or_else(|| err(&format!("`{v}` is not a number")))?;
+            terms.push((k.trim().to_string(), v));
+        }
+        (None, terms)
+    } else {
+        (Some(body.to_string()), vec![])
+    };
+    Ok(EventSpec {
+        name: text.to_string(),
+        kind: EventKind::Pmu {
+            pmu: pmu.to_string(),
+            event,
+            terms,
+        },
+        user_only,
+        kernel_only,
+        unit: None,
+        group: None,
+    })
+}
+
+/// Split an event list at top-level commas, keeping `pmu/a=1,b=2/` and `{a,b}` together;
+/// returns each event with its group index.
+fn split_list(list: &str) -> Result<Vec<(String, Option<usize>)>, EventParseError> {
+    fn flush(cur: &mut String, group: Option<usize>, out: &mut Vec<(String, Option<usize>)>) {
+        let t = cur.trim().to_string();
+        if !t.is_empty() {
+            out.push((t, group));
+        }
+        cur.clear();
+    }
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_pmu = false;
+    let mut group: Option<usize> = None;
+    let mut groups = 0usize;
+    for c in list.chars() {
+        match c {
+            '/' => {
+                in_pmu = !in_pmu;
+                cur.push(c);
+            }
+            '{' if !in_pmu => {
+                if group.is_some() {
+                    return Err(EventParseError::Braces { list: list.into() });
+                }
+                flush(&mut cur, group, &mut out);
+                group = Some(groups);
+                groups += 1;
+            }
+            '}' if !in_pmu => {
+                if group.is_none() {
+                    return Err(EventParseError::Braces { list: list.into() });
+                }
+                flush(&mut cur, group, &mut out);
+                group = None;
+            }
+            ',' if !in_pmu => flush(&mut cur, group, &mut out),
+            _ => cur.push(c),
+        }
+    }
+    if group.is_some() {
+        return Err(EventParseError::Braces { list: list.into() });
+    }
+    flush(&mut cur, group, &mut out);
+    Ok(out)
 }
 
 fn known() -> String {
@@ -156,14 +282,12 @@ fn known() -> String {
 /// # Errors
 /// The first bad name, with its position.
 pub fn parse_list(list: Option<&str>) -> Result<Vec<EventSpec>, EventParseError> {
-    let names: Vec<String> = match list {
-        Some(l) => l
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
+    let names: Vec<(String, Option<usize>)> = match list {
+        Some(l) => split_list(l)?,
+        None => DEFAULT_EVENTS
+            .iter()
+            .map(|s| (s.to_string(), None))
             .collect(),
-        None => DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect(),
     };
     if names.is_empty() {
         return Err(EventParseError::Empty);
@@ -171,7 +295,12 @@ pub fn parse_list(list: Option<&str>) -> Result<Vec<EventSpec>, EventParseError>
     names
         .iter()
         .enumerate()
-        .map(|(i, n)| parse_event(n, i + 1))
+        .map(|(i, (n, g))| {
+            parse_event(n, i + 1).map(|mut e| {
+                e.group = *g;
+                e
+            })
+        })
         .collect()
 }
 
@@ -185,7 +314,42 @@ mod tests {
         assert_eq!(e[0].kind, EventKind::Hardware(0));
         assert!(e[0].user_only);
         assert_eq!(e[1].kind, EventKind::Raw(0x01c2));
-        assert_eq!(e[2].unit, Some("ns"));
+        assert_eq!(e[2].unit.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn parses_pmu_events_and_groups() {
+        let e = parse_list(Some(
+            "{cycles,instructions},cpu/event=0xc2,umask=0x1/u,power/energy-pkg/,task-clock",
+        ))
+        .unwrap();
+        assert_eq!(e.len(), 5);
+        assert_eq!(
+            (e[0].group, e[1].group, e[2].group, e[4].group),
+            (Some(0), Some(0), None, None)
+        );
+        assert_eq!(
+            e[2].kind,
+            EventKind::Pmu {
+                pmu: "cpu".into(),
+                event: None,
+                terms: vec![("event".into(), 0xc2), ("umask".into(), 1)]
+            }
+        );
+        assert!(e[2].user_only);
+        assert_eq!(
+            e[3].kind,
+            EventKind::Pmu {
+                pmu: "power".into(),
+                event: Some("energy-pkg".into()),
+                terms: vec![]
+            }
+        );
+        assert!(parse_list(Some("{cycles,instructions")).is_err());
+        assert!(parse_list(Some("cpu/event=zz/"))
+            .unwrap_err()
+            .to_string()
+            .contains("`zz` is not a number"));
     }
 
     #[test]

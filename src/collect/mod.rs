@@ -4,11 +4,14 @@
 //! Sources sit behind small types: [`perf_event`] (CPU counters), [`rapl`] (energy),
 //! [`sysinfo`] (host facts and knobs). Every sysfs reader takes a root directory.
 
+#[cfg(target_os = "linux")]
+pub mod energy;
 pub mod events;
 #[cfg(target_os = "linux")]
 pub mod launcher;
 #[cfg(target_os = "linux")]
 pub mod perf_event;
+pub mod pmu;
 pub mod rapl;
 pub mod sysinfo;
 pub mod timeline;
@@ -19,9 +22,23 @@ pub use run_impl::collect_run;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// What to measure, as perf stat's modes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The command (and everything it starts).
+    #[default]
+    Command,
+    /// A running process and its threads (`-p PID`), until it exits, the optional command
+    /// ends, or powerperf is interrupted.
+    Attach(i32),
+    /// Every task on these CPUs (`-a`: all online CPUs; `-C LIST`).
+    SystemWide(Vec<usize>),
+}
+
 /// What `powerperf collect` does, as a plain struct.
 #[derive(Debug, Clone)]
 pub struct CollectConfig {
+    pub mode: Mode,
     /// Comma-separated `-e` list; `None` for perf stat's defaults.
     pub events: Option<String>,
     pub interval: Duration,
@@ -34,6 +51,32 @@ pub struct CollectConfig {
     pub workload: Option<String>,
     /// Extra environment for the command (e.g. OMP_NUM_THREADS for sweeps).
     pub env: Vec<(String, String)>,
+}
+
+/// The node-local rank under MPI launchers (`OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`,
+/// `MPI_LOCALRANKID`, `PMI_LOCAL_RANK`), if any.
+pub fn local_rank() -> Option<u32> {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+        "PMI_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok().and_then(|s| s.trim().parse().ok()))
+}
+
+/// The global rank (`OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `SLURM_PROCID`), if any.
+pub fn global_rank() -> Option<u32> {
+    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Expand `%r` (rank, 0 without MPI) and `%h` (host name) in an output path.
+pub fn expand_output(path: &str, rank: Option<u32>, host: &str) -> String {
+    path.replace("%r", &rank.unwrap_or(0).to_string())
+        .replace("%h", host)
 }
 
 /// What a collection produced.
@@ -57,21 +100,24 @@ pub fn monotonic_ns() -> u64 {
 
 #[cfg(target_os = "linux")]
 mod run_impl {
+    use super::energy::Energy;
     use super::launcher::{self, Exit};
-    use super::perf_event::{self, OpenCounter, Opened};
-    use super::rapl::{self, RaplReader};
+    use super::perf_event::{self, OpenCounter, Opened, Target};
     use super::timeline::Timeline;
-    use super::{events, monotonic_ns, sysinfo, CollectConfig, Outcome};
+    use super::{
+        events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, Mode, Outcome,
+    };
     use crate::store::run::{
         Backend, Ending, EventRecord, EventStatus, RunInfo, RunMeta, TIMELINE,
     };
     use anyhow::{Context, Result};
-    use std::sync::mpsc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     struct Sampler {
         counters: Vec<OpenCounter>,
-        rapl: RaplReader,
+        energy: Energy,
         timeline: Timeline,
         origin_ns: u64,
         last_ns: u64,
@@ -81,7 +127,7 @@ mod run_impl {
         fn sample(&mut self) {
             let now = monotonic_ns();
             let mut vals: Vec<Option<f64>> = self.counters.iter_mut().map(|c| c.sample()).collect();
-            vals.extend(self.rapl.sample());
+            vals.extend(self.energy.sample());
             self.timeline
                 .push(now - self.origin_ns, now - self.last_ns, &vals);
             self.last_ns = now;
@@ -99,45 +145,114 @@ mod run_impl {
             .unwrap_or_default()
     }
 
-    /// Run `cfg.command` under measurement and write the run directory.
+    /// Whether `pid` still runs: it exists and is not a zombie (an exited process whose
+    /// parent has not reaped it yet still answers kill(pid, 0)).
+    fn pid_alive(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // The state follows the parenthesised command name (proc(5)).
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_some_and(|st| st != "Z" && st != "X"),
+            Err(_) => false,
+        }
+    }
+
+    fn record_for(c: &OpenCounter, s: &events::EventSpec) -> EventRecord {
+        let is_energy = c
+            .spec
+            .unit
+            .as_deref()
+            .is_some_and(|u| u.eq_ignore_ascii_case("joules") || u == "J");
+        if is_energy && c.total() == Some(0.0) {
+            // An energy counter that never advances (a VM's power PMU) is not a zero.
+            return EventRecord {
+                name: s.name.clone(),
+                backend: Backend::PerfEvent,
+                status: EventStatus::NotSupported,
+                reason: Some(format!("{} did not advance while the command ran: reported as not supported, not as zero energy (seen on virtual machines that expose a RAPL PMU)", s.name)),
+                column: None,
+                total: None,
+                unit: Some("J".into()),
+                scale: Some(c.scale),
+                running_ratio: c.running_ratio(),
+            };
+        }
+        let total = c.total();
+        let status = match total {
+            None => EventStatus::NotCounted,
+            Some(_) if c.multiplexed() => EventStatus::Multiplexed,
+            Some(_) => EventStatus::Counted,
+        };
+        EventRecord {
+            name: s.name.clone(),
+            backend: Backend::PerfEvent,
+            status,
+            reason: match (status, c.fell_back_to_user) {
+                (EventStatus::NotCounted, _) => {
+                    Some("opened but never scheduled on the PMU (time_running = 0)".into())
+                }
+                (_, true) => Some(format!(
+                    "kernel excluded after a permission error (counted as `{}:u`); {}",
+                    s.name,
+                    perf_event::permission_fix()
+                )),
+                _ => None,
+            },
+            column: Some(s.name.clone()),
+            total,
+            unit: if is_energy {
+                Some("J".into())
+            } else {
+                c.spec.unit.clone()
+            },
+            scale: Some(c.scale),
+            running_ratio: c.running_ratio(),
+        }
+    }
+
+    /// Run `cfg.command` (or watch a process or CPUs, see [`Mode`]) under measurement and
+    /// write the run directory.
     ///
     /// The directory is written even when the command fails to start, crashes or is killed
-    /// (`run.toml` says how it ended). SIGINT, SIGTERM, SIGHUP and SIGQUIT received by
-    /// powerperf are forwarded to the command.
+    /// (`run.toml` says how it ended). In command mode SIGINT, SIGTERM, SIGHUP and SIGQUIT
+    /// received by powerperf are forwarded to the command; in attach and system-wide mode
+    /// without a command they end the measurement.
     ///
     /// # Errors
-    /// A bad event list, an unwritable run directory, or a failed fork.
+    /// A bad event list, an unwritable run directory, a process to attach to that does not
+    /// exist, or a failed fork.
     pub fn collect_run(cfg: &CollectConfig) -> Result<Outcome> {
         let specs = events::parse_list(cfg.events.as_deref())?;
+        if cfg.mode == Mode::Command && cfg.command.is_empty() {
+            anyhow::bail!("no command given (usage: powerperf collect -o RUN -- CMD ARGS...)");
+        }
         std::fs::create_dir_all(&cfg.out)
             .with_context(|| format!("cannot create the run directory {}", cfg.out.display()))?;
         let (host, kernel) = sysinfo::host_and_kernel();
         let cpu = sysinfo::cpu_id();
         let knobs = sysinfo::read_knobs(&cfg.sysfs_root);
-        let discovery = rapl::discover(&cfg.sysfs_root);
         let mut notes = Vec::new();
         if let Some(n) = &knobs.cpufreq_note {
             notes.push(n.clone());
-        }
-        if let Some(r) = &discovery.absent_reason {
-            notes.push(r.clone());
         }
         let start_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
-        let rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok().and_then(|s| s.parse().ok()));
+        let rank = global_rank();
+        let label = match (&cfg.mode, cfg.command.is_empty()) {
+            (_, false) => base_name(&cfg.command),
+            (Mode::Attach(pid), true) => std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| format!("pid{pid}")),
+            _ => "system".into(),
+        };
         let mut meta = RunMeta {
             run: RunInfo {
-                id: format!("{}-{}", base_name(&cfg.command), start_unix_ns),
+                id: format!("{label}-{start_unix_ns}"),
                 command: cfg.command.clone(),
-                workload: Some(
-                    cfg.workload
-                        .clone()
-                        .unwrap_or_else(|| base_name(&cfg.command)),
-                ),
+                workload: Some(cfg.workload.clone().unwrap_or_else(|| label.clone())),
                 ended: Ending::Unknown,
                 exit_status: None,
                 signal: None,
@@ -169,14 +284,26 @@ mod run_impl {
 
         let mut env = cfg.env.clone();
         env.push(("POWERPERF_RUN_DIR".into(), cfg.out.display().to_string()));
-        let paused = launcher::spawn_paused(&cfg.command, &env)
-            .with_context(|| format!("cannot start `{}`", cfg.command.join(" ")))?;
-        let pid = paused.pid;
-
+        let paused = if cfg.command.is_empty() {
+            None
+        } else {
+            Some(
+                launcher::spawn_paused(&cfg.command, &env)
+                    .with_context(|| format!("cannot start `{}`", cfg.command.join(" ")))?,
+            )
+        };
+        let target = match &cfg.mode {
+            Mode::Command => Target::Child(paused.as_ref().map(|p| p.pid).unwrap_or(0)),
+            Mode::Attach(pid) => Target::Tasks(
+                perf_event::threads_of(*pid)
+                    .with_context(|| format!("no process {pid} to attach to"))?,
+            ),
+            Mode::SystemWide(cpus) => Target::Cpus(cpus.clone()),
+        };
         let mut counters = Vec::new();
         let mut failed = Vec::new();
-        for s in &specs {
-            match perf_event::open(s, pid) {
+        for o in perf_event::open_all(&specs, &target, &cfg.sysfs_root) {
+            match o {
                 Opened::Counter(c) => counters.push(*c),
                 Opened::Failed {
                     spec,
@@ -185,19 +312,30 @@ mod run_impl {
                 } => failed.push((spec, status, reason)),
             }
         }
+        let energy = match local_rank() {
+            Some(l) if l > 0 => Energy::none(format!(
+                "node-wide sources (RAPL) are sampled by the first rank on each node; this is local rank {l}"
+            )),
+            _ => Energy::open(&cfg.sysfs_root),
+        };
+        meta.notes.extend(energy.notes.iter().cloned());
         let mut columns: Vec<String> = counters.iter().map(|c| c.spec.name.clone()).collect();
-        columns.extend(discovery.domains.iter().map(|d| d.column.clone()));
+        columns.extend(energy.domains.iter().map(|d| d.column.clone()));
         let origin = monotonic_ns();
         meta.run.start_monotonic_ns = origin;
         let mut sampler = Sampler {
             counters,
-            rapl: RaplReader::new(discovery.domains.clone()),
+            energy,
             timeline: Timeline::new(&columns),
             origin_ns: origin,
             last_ns: origin,
         };
+        sampler.energy.sample();
+        sampler.energy.totals_j.iter_mut().for_each(|t| *t = 0.0);
 
-        // Forward terminating signals to the command.
+        // Signals: forwarded to a command we started; otherwise they end the measurement.
+        let stop = Arc::new(AtomicBool::new(false));
+        let child_pid = paused.as_ref().map(|p| p.pid);
         let mut signals = signal_hook::iterator::Signals::new([
             libc::SIGINT,
             libc::SIGTERM,
@@ -206,14 +344,20 @@ mod run_impl {
         ])
         .context("installing signal handlers")?;
         let sig_handle = signals.handle();
+        let stop2 = stop.clone();
         let forwarder = std::thread::spawn(move || {
             for sig in signals.forever() {
-                // SAFETY: plain kill(2) on the child's pid.
-                unsafe { libc::kill(pid, sig) };
+                match child_pid {
+                    // SAFETY: plain kill(2) on the child's pid.
+                    Some(pid) => unsafe {
+                        libc::kill(pid, sig);
+                    },
+                    None => stop2.store(true, Ordering::SeqCst),
+                }
             }
         });
 
-        let exec_result = paused.go();
+        let exec_result = paused.map(|p| (p.pid, p.go()));
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let interval = cfg.interval;
         let sampler_thread = std::thread::spawn(move || {
@@ -227,7 +371,21 @@ mod run_impl {
             sampler.sample();
             sampler
         });
-        let exit = launcher::wait(pid);
+        let exit = match (&exec_result, &cfg.mode) {
+            (Some((pid, _)), _) => Some(launcher::wait(*pid)),
+            (None, Mode::Attach(pid)) => {
+                while pid_alive(*pid) && !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                None
+            }
+            (None, _) => {
+                while !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                None
+            }
+        };
         let end = monotonic_ns();
         let _ = stop_tx.send(());
         let sampler = sampler_thread
@@ -239,7 +397,7 @@ mod run_impl {
         meta.run.duration_ns = end - origin;
         meta.run.samples = sampler.timeline.t_ns.len() as u64;
         match (&exec_result, exit) {
-            (Err(e), _) => {
+            (Some((_, Err(e))), _) => {
                 meta.run.ended = Ending::NotStarted;
                 meta.run.error = Some(format!("cannot run `{}`: {e}", cfg.command[0]));
                 meta.run.exit_status = Some(if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -248,24 +406,27 @@ mod run_impl {
                     127
                 });
             }
-            (Ok(()), Ok(Exit::Code(c))) => {
+            (_, Some(Ok(Exit::Code(c)))) => {
                 meta.run.ended = Ending::Exited;
                 meta.run.exit_status = Some(c);
             }
             (
-                Ok(()),
-                Ok(Exit::Signal {
+                _,
+                Some(Ok(Exit::Signal {
                     signal,
                     core_dumped,
-                }),
+                })),
             ) => {
                 meta.run.ended = Ending::Signaled;
                 meta.run.signal = Some(signal);
                 meta.run.signal_name = Some(launcher::signal_name(signal));
                 meta.run.core_dumped = core_dumped;
             }
-            (Ok(()), Err(e)) => {
-                meta.run.error = Some(format!("waitpid failed: {e}"));
+            (_, Some(Err(e))) => meta.run.error = Some(format!("waitpid failed: {e}")),
+            (_, None) => {
+                // Attach or system-wide without a command: the measurement ended normally.
+                meta.run.ended = Ending::Exited;
+                meta.run.exit_status = Some(0);
             }
         }
 
@@ -273,33 +434,11 @@ mod run_impl {
         let mut timeline = sampler.timeline;
         for s in &specs {
             if let Some(c) = sampler.counters.iter().find(|c| c.spec.name == s.name) {
-                let total = c.total();
-                let status = match total {
-                    None => EventStatus::NotCounted,
-                    Some(_) if c.multiplexed() => EventStatus::Multiplexed,
-                    Some(_) => EventStatus::Counted,
-                };
-                meta.events.push(EventRecord {
-                    name: s.name.clone(),
-                    backend: Backend::PerfEvent,
-                    status,
-                    reason: match (status, c.fell_back_to_user) {
-                        (EventStatus::NotCounted, _) => {
-                            Some("opened but never scheduled on the PMU (time_running = 0)".into())
-                        }
-                        (_, true) => Some(format!(
-                            "kernel excluded after a permission error (counted as `{}:u`); {}",
-                            s.name,
-                            perf_event::permission_fix()
-                        )),
-                        _ => None,
-                    },
-                    column: Some(s.name.clone()),
-                    total,
-                    unit: s.unit.map(String::from),
-                    scale: Some(1.0),
-                    running_ratio: c.running_ratio(),
-                });
+                let rec = record_for(c, s);
+                if rec.column.is_none() {
+                    timeline.remove(&s.name);
+                }
+                meta.events.push(rec);
             } else if let Some((spec, status, reason)) =
                 failed.iter().find(|(f, _, _)| f.name == s.name)
             {
@@ -310,7 +449,7 @@ mod run_impl {
                     reason: Some(reason.clone()),
                     column: None,
                     total: None,
-                    unit: spec.unit.map(String::from),
+                    unit: spec.unit.clone(),
                     scale: None,
                     running_ratio: None,
                 });
@@ -323,9 +462,10 @@ mod run_impl {
         {
             meta.notes.push("hardware counters are not available here; task-clock (software) is counted instead of cycles".into());
         }
-        for (i, d) in sampler.rapl.domains.iter().enumerate() {
-            let total_j = sampler.rapl.total_uj[i] as f64 * 1e-6;
-            let advanced = sampler.rapl.total_uj[i] > 0;
+        let energy = &sampler.energy;
+        for (i, d) in energy.domains.iter().enumerate() {
+            let total_j = energy.totals_j[i];
+            let advanced = total_j > 0.0;
             if !advanced {
                 timeline.remove(&d.column);
             }
@@ -336,18 +476,18 @@ mod run_impl {
                 reason: (!advanced).then(|| {
                     format!(
                         "{} did not advance while the command ran ({:.3} s): reported as not supported, not as zero energy (seen on virtual machines that expose RAPL)",
-                        d.energy_path.display(),
+                        d.source,
                         meta.run.duration_ns as f64 * 1e-9
                     )
                 }),
                 column: advanced.then(|| d.column.clone()),
                 total: advanced.then_some(total_j),
                 unit: Some("J".into()),
-                scale: Some(1e-6),
+                scale: None,
                 running_ratio: None,
             });
         }
-        for u in &discovery.unreadable {
+        for u in &energy.unreadable {
             meta.events.push(EventRecord {
                 name: format!("energy-{}", u.name),
                 backend: Backend::Rapl,
@@ -363,6 +503,10 @@ mod run_impl {
                 scale: None,
                 running_ratio: None,
             });
+        }
+        if !energy.domains.is_empty() {
+            meta.notes
+                .push(format!("RAPL read through the {}", energy.backend_name()));
         }
 
         let tl_path = cfg.out.join(TIMELINE);

@@ -1,22 +1,42 @@
-//! CPU counters through `perf_event_open(2)` (perf-event2), counting a child process and
-//! everything it starts (`inherit`), enabled when the child calls `exec` (`enable_on_exec`),
-//! as `perf stat CMD` does.
+//! CPU counters through `perf_event_open(2)` (perf-event2).
+//!
+//! Targets, as perf stat has them: a command started by powerperf (counted with `inherit`,
+//! enabled at its `exec` by `enable_on_exec`), the threads of a running process (`-p PID`),
+//! or CPUs (`-a`, `-C LIST`). PMUs that count per CPU or package (a sysfs `cpumask`: uncore,
+//! `power`) are always opened on their cpumask CPUs. Groups `{a,b}` are scheduled together.
 //!
 //! Multiplexed counters are scaled by time_enabled / time_running (perf_event_open(2),
 //! "read_format"); a counter that never ran has no value ("not counted"), never zero.
 
 use super::events::{EventKind, EventSpec};
+use super::pmu;
 use crate::store::run::EventStatus;
-use perf_event::events::{Hardware, Raw, Software};
+use perf_event::events::{Dynamic, DynamicBuilder, Hardware, Raw, Software};
 use perf_event::{Builder, Counter};
+use std::path::Path;
 
-/// An open counter and its last reading.
+/// What to count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A child that has not called exec yet (inherit + enable_on_exec).
+    Child(i32),
+    /// The given threads of a running process (inherit for their new threads).
+    Tasks(Vec<i32>),
+    /// All tasks on these CPUs.
+    Cpus(Vec<usize>),
+}
+
+/// A logical counter (one per requested event): one kernel counter per task or CPU, summed.
 pub struct OpenCounter {
     pub spec: EventSpec,
-    counter: Counter,
+    counters: Vec<Counter>,
+    /// sysfs `.scale` of a PMU event (1 otherwise).
+    pub scale: f64,
     last_scaled: f64,
-    /// Last raw reading: (count, time_enabled ns, time_running ns).
+    /// Sums of the last raw readings over the kernel counters: (count, time_enabled ns,
+    /// time_running ns). Scaling is done per kernel counter.
     pub last_raw: (u64, u64, u64),
+    total_scaled: Option<f64>,
     /// True when the kernel was excluded after a permission error (perf's `:u` fallback).
     pub fell_back_to_user: bool,
 }
@@ -45,27 +65,167 @@ pub fn permission_fix() -> String {
         .map(|p| p.to_string())
         .unwrap_or_else(|| "unknown".into());
     format!(
-        "kernel.perf_event_paranoid is {p}: lower it with `sudo sysctl kernel.perf_event_paranoid=1` (or 2 for user-space only), or run as root / with CAP_PERFMON"
+        "kernel.perf_event_paranoid is {p}: lower it with `sudo sysctl kernel.perf_event_paranoid=1` (0 or -1 for system-wide and uncore events), or run as root / with CAP_PERFMON"
     )
 }
 
-fn build(spec: &EventSpec, pid: i32, exclude_kernel: bool) -> std::io::Result<Counter> {
-    let mut b = match spec.kind {
-        EventKind::Hardware(c) => Builder::new(Hardware::from(c)),
-        EventKind::Software(c) => Builder::new(Software::from(c)),
-        EventKind::Raw(c) => Builder::new(Raw::new(c)),
-    };
-    b.observe_pid(pid)
-        .any_cpu()
-        .inherit(true)
-        .enable_on_exec(true)
-        .exclude_kernel(exclude_kernel || spec.user_only)
-        .exclude_user(spec.kernel_only)
-        .exclude_hv(true);
-    b.build()
+/// A resolved event: the attr's event, its sysfs scale/unit, and the CPUs of a PMU that
+/// counts per CPU (cpumask).
+struct Resolved {
+    kind: ResolvedKind,
+    scale: f64,
+    unit: Option<String>,
+    cpumask: Option<Vec<usize>>,
 }
 
-fn classify(spec: &EventSpec, e: &std::io::Error) -> (EventStatus, String) {
+enum ResolvedKind {
+    Hardware(u64),
+    Software(u64),
+    Raw(u64),
+    Dynamic(Dynamic),
+}
+
+type OpenError = (EventStatus, String);
+
+fn resolve(spec: &EventSpec, root: &Path) -> Result<Resolved, OpenError> {
+    let plain = |kind| {
+        Ok(Resolved {
+            kind,
+            scale: 1.0,
+            unit: spec.unit.clone(),
+            cpumask: None,
+        })
+    };
+    let ns = |why: String| (EventStatus::NotSupported, why);
+    match &spec.kind {
+        EventKind::Hardware(c) => plain(ResolvedKind::Hardware(*c)),
+        EventKind::Software(c) => plain(ResolvedKind::Software(*c)),
+        EventKind::Raw(c) => plain(ResolvedKind::Raw(*c)),
+        EventKind::Pmu {
+            pmu: name,
+            event,
+            terms,
+        } => {
+            let dir = pmu::devices_dir(root).join(name);
+            let info = pmu::read_pmu(&dir).ok_or_else(|| {
+                ns(format!(
+                    "no PMU `{name}` on this machine ({} is absent); `powerperf events list` shows the PMUs there are",
+                    dir.display()
+                ))
+            })?;
+            let mut b = DynamicBuilder::new(&dir).map_err(|e| {
+                ns(format!(
+                    "PMU `{name}`: cannot read its sysfs description: {e}"
+                ))
+            })?;
+            let (mut scale, mut unit) = (1.0, None);
+            if let Some(ev) = event {
+                let pe = info.events.iter().find(|e| &e.name == ev).ok_or_else(|| {
+                    let known: Vec<_> = info.events.iter().map(|e| e.name.as_str()).collect();
+                    ns(format!(
+                        "PMU `{name}` has no event `{ev}` (it has: {})",
+                        known.join(", ")
+                    ))
+                })?;
+                b.event(ev).map_err(|e| ns(format!("{}: {e}", spec.name)))?;
+                scale = pe.scale.unwrap_or(1.0);
+                unit = pe.unit.clone();
+            }
+            for (k, v) in terms {
+                b.field(k, *v)
+                    .map_err(|e| ns(format!("{}: term `{k}`: {e}", spec.name)))?;
+            }
+            let d = b.build().map_err(|e| ns(format!("{}: {e}", spec.name)))?;
+            Ok(Resolved {
+                kind: ResolvedKind::Dynamic(d),
+                scale,
+                unit,
+                cpumask: info.cpumask,
+            })
+        }
+    }
+}
+
+fn builder<'a>(r: &Resolved) -> Builder<'a> {
+    match &r.kind {
+        ResolvedKind::Hardware(c) => Builder::new(Hardware::from(*c)),
+        ResolvedKind::Software(c) => Builder::new(Software::from(*c)),
+        ResolvedKind::Raw(c) => Builder::new(Raw::new(*c)),
+        ResolvedKind::Dynamic(d) => Builder::new(*d),
+    }
+}
+
+/// One kernel counter per slot (task or CPU) of the target.
+#[derive(Clone, Copy)]
+enum Slot {
+    Pid { pid: i32, on_exec: bool },
+    Cpu(usize),
+}
+
+fn slots(target: &Target, cpumask: &Option<Vec<usize>>) -> Vec<Slot> {
+    if let Some(mask) = cpumask {
+        // A per-CPU/package PMU: its cpumask CPUs, narrowed to the target's CPUs if it has some.
+        return mask
+            .iter()
+            .filter(|c| match target {
+                Target::Cpus(list) => list.contains(c),
+                _ => true,
+            })
+            .map(|c| Slot::Cpu(*c))
+            .collect();
+    }
+    match target {
+        Target::Child(pid) => vec![Slot::Pid {
+            pid: *pid,
+            on_exec: true,
+        }],
+        Target::Tasks(tids) => tids
+            .iter()
+            .map(|t| Slot::Pid {
+                pid: *t,
+                on_exec: false,
+            })
+            .collect(),
+        Target::Cpus(cpus) => cpus.iter().map(|c| Slot::Cpu(*c)).collect(),
+    }
+}
+
+fn open_one(
+    r: &Resolved,
+    spec: &EventSpec,
+    slot: Slot,
+    leader: Option<&mut Counter>,
+    exclude_kernel: bool,
+) -> std::io::Result<Counter> {
+    let mut b = builder(r);
+    match slot {
+        Slot::Pid { pid, on_exec } => {
+            b.observe_pid(pid)
+                .any_cpu()
+                .inherit(true)
+                .enable_on_exec(on_exec)
+                .enabled(!on_exec);
+        }
+        Slot::Cpu(c) => {
+            b.any_pid().one_cpu(c).enabled(true);
+        }
+    }
+    if r.cpumask.is_some() && !spec.user_only && !spec.kernel_only {
+        // Per-CPU/package PMUs (uncore, power) reject the exclude_* filters with EINVAL
+        // (e.g. arch/x86/events/rapl.c, rapl_pmu_event_init).
+        b.exclude_kernel(false).exclude_hv(false);
+    } else {
+        b.exclude_kernel(exclude_kernel || spec.user_only)
+            .exclude_user(spec.kernel_only)
+            .exclude_hv(true);
+    }
+    match leader {
+        Some(l) => b.build_with_group(l),
+        None => b.build(),
+    }
+}
+
+fn classify(spec: &EventSpec, e: &std::io::Error) -> OpenError {
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => (
             EventStatus::PermissionDenied,
@@ -94,37 +254,145 @@ fn classify(spec: &EventSpec, e: &std::io::Error) -> (EventStatus, String) {
     }
 }
 
-/// Open `spec` on process `pid` (which must not have called `exec` yet, so that
-/// `enable_on_exec` starts it at the exec). Kernel counting is tried first, as `perf stat`
-/// does for root; on a permission error the event is reopened for user space only.
-pub fn open(spec: &EventSpec, pid: i32) -> Opened {
-    let first = build(spec, pid, false);
-    let (result, fell_back) = match first {
-        Err(e)
-            if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
-                && !spec.user_only =>
-        {
-            (build(spec, pid, true), true)
-        }
-        other => (other, false),
+fn is_denied(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+/// Open the events of one group (or a single event) on every slot of `target`. The first
+/// event is the group leader; a failed leader fails the whole group. Kernel counting is
+/// tried first, as `perf stat` does for root; on a permission error the group is reopened
+/// for user space only (perf's `:u`).
+pub fn open_group(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Opened> {
+    let fail = |s: &EventSpec, (status, reason): OpenError| Opened::Failed {
+        spec: s.clone(),
+        status,
+        reason,
     };
-    match result {
-        Ok(counter) => Opened::Counter(Box::new(OpenCounter {
-            spec: spec.clone(),
-            counter,
-            last_scaled: 0.0,
-            last_raw: (0, 0, 0),
-            fell_back_to_user: fell_back,
-        })),
-        Err(e) => {
-            let (status, reason) = classify(spec, &e);
-            Opened::Failed {
-                spec: spec.clone(),
-                status,
-                reason,
+    let resolved: Vec<Result<Resolved, OpenError>> =
+        specs.iter().map(|s| resolve(s, root)).collect();
+    let mut errors: Vec<Option<OpenError>> =
+        resolved.iter().map(|r| r.as_ref().err().cloned()).collect();
+    let lead = match &resolved[0] {
+        Ok(l) => l,
+        Err((st, why)) => {
+            return specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    fail(
+                        s,
+                        errors[i].clone().unwrap_or((
+                            *st,
+                            format!(
+                                "its group leader `{}` could not be opened: {why}",
+                                specs[0].name
+                            ),
+                        )),
+                    )
+                })
+                .collect();
+        }
+    };
+    let mut out: Vec<Option<OpenCounter>> = (0..specs.len()).map(|_| None).collect();
+    let mut fell_back = false;
+    for slot in slots(target, &lead.cpumask) {
+        let mut leader = match open_one(lead, &specs[0], slot, None, fell_back) {
+            Err(e) if is_denied(&e) && !specs[0].user_only && !fell_back => {
+                fell_back = true;
+                open_one(lead, &specs[0], slot, None, true)
+            }
+            other => other,
+        };
+        let leader_counter = match leader.as_mut() {
+            Ok(l) => l,
+            Err(e) => {
+                let (st, why) = classify(&specs[0], e);
+                return specs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        fail(
+                            s,
+                            if i == 0 {
+                                (st, why.clone())
+                            } else {
+                                (st, format!("its group leader could not be opened: {why}"))
+                            },
+                        )
+                    })
+                    .collect();
+            }
+        };
+        let mut members = Vec::new();
+        for i in 1..specs.len() {
+            let Ok(r) = &resolved[i] else {
+                members.push(None);
+                continue;
+            };
+            if errors[i].is_some() {
+                members.push(None);
+                continue;
+            }
+            match open_one(r, &specs[i], slot, Some(&mut *leader_counter), fell_back) {
+                Ok(c) => members.push(Some(c)),
+                Err(e) => {
+                    errors[i] = Some(classify(&specs[i], &e));
+                    members.push(None);
+                }
             }
         }
+        let all = std::iter::once(leader.ok()).chain(members);
+        for (i, c) in all.enumerate() {
+            let (Some(c), Ok(r)) = (c, &resolved[i]) else {
+                continue;
+            };
+            let oc = out[i].get_or_insert_with(|| OpenCounter {
+                spec: EventSpec {
+                    unit: r.unit.clone().or_else(|| specs[i].unit.clone()),
+                    ..specs[i].clone()
+                },
+                counters: vec![],
+                scale: r.scale,
+                last_scaled: 0.0,
+                last_raw: (0, 0, 0),
+                total_scaled: None,
+                fell_back_to_user: fell_back,
+            });
+            oc.counters.push(c);
+        }
     }
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match (out[i].take(), errors[i].clone()) {
+            (_, Some(err)) => fail(s, err),
+            (Some(c), None) => Opened::Counter(Box::new(c)),
+            (None, None) => fail(
+                s,
+                (
+                    EventStatus::NotSupported,
+                    "no task or CPU to open it on".into(),
+                ),
+            ),
+        })
+        .collect()
+}
+
+/// Open every event of `specs` (groups together) on `target`.
+pub fn open_all(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Opened> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < specs.len() {
+        let mut j = i + 1;
+        if let Some(g) = specs[i].group {
+            while j < specs.len() && specs[j].group == Some(g) {
+                j += 1;
+            }
+        }
+        out.extend(open_group(&specs[i..j], target, root));
+        i = j;
+    }
+    out
 }
 
 /// Scale a raw count for multiplexing: `count · enabled / running` (perf_event_open(2)).
@@ -144,20 +412,39 @@ pub fn scale(count: u64, enabled: u64, running: u64) -> Option<f64> {
 }
 
 impl OpenCounter {
-    /// Read the counter; returns the scaled increase since the previous read.
+    /// Read every kernel counter; returns the scaled increase since the previous read (in
+    /// the event's unit: sysfs `.scale` applied).
     pub fn sample(&mut self) -> Option<f64> {
-        let r = self.counter.read_count_and_time().ok()?;
-        self.last_raw = (r.count, r.time_enabled, r.time_running);
-        let now = scale(r.count, r.time_enabled, r.time_running)?;
+        let mut raw = (0u64, 0u64, 0u64);
+        let mut total = 0.0;
+        let mut any = false;
+        for c in &mut self.counters {
+            let Ok(r) = c.read_count_and_time() else {
+                continue;
+            };
+            raw.0 += r.count;
+            raw.1 += r.time_enabled;
+            raw.2 += r.time_running;
+            if let Some(v) = scale(r.count, r.time_enabled, r.time_running) {
+                total += v;
+                any = true;
+            }
+        }
+        self.last_raw = raw;
+        if !any {
+            self.total_scaled = None;
+            return None;
+        }
+        let now = total * self.scale;
+        self.total_scaled = Some(now);
         let d = (now - self.last_scaled).max(0.0);
         self.last_scaled = now;
         Some(d)
     }
 
-    /// Scaled total so far.
+    /// Scaled total so far (as of the last [`sample`](Self::sample)).
     pub fn total(&self) -> Option<f64> {
-        let (c, e, r) = self.last_raw;
-        scale(c, e, r)
+        self.total_scaled
     }
 
     /// time_running / time_enabled over the run.
@@ -171,6 +458,23 @@ impl OpenCounter {
         let (_, e, r) = self.last_raw;
         r < e
     }
+
+    /// Number of kernel counters (tasks or CPUs) behind this event.
+    pub fn fds(&self) -> usize {
+        self.counters.len()
+    }
+}
+
+/// Threads of a running process, from `/proc/PID/task`.
+///
+/// # Errors
+/// No such process.
+pub fn threads_of(pid: i32) -> std::io::Result<Vec<i32>> {
+    let mut v: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort();
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -183,5 +487,49 @@ mod tests {
         assert_eq!(scale(100, 10, 5), Some(200.0));
         assert_eq!(scale(0, 10, 0), None);
         assert_eq!(scale(0, 0, 0), Some(0.0));
+    }
+
+    #[test]
+    fn a_software_group_counts_this_process() {
+        let specs = super::super::events::parse_list(Some("{task-clock,page-faults}")).unwrap();
+        let me = threads_of(std::process::id() as i32).unwrap();
+        let opened = open_all(&specs, &Target::Tasks(vec![me[0]]), Path::new("/"));
+        let mut counters: Vec<Box<OpenCounter>> = opened
+            .into_iter()
+            .map(|o| match o {
+                Opened::Counter(c) => c,
+                Opened::Failed { reason, .. } => panic!("{reason}"),
+            })
+            .collect();
+        let v: Vec<u64> = (0..2_000_000u64).map(|i| i * 7 % 251).collect();
+        std::hint::black_box(v.iter().sum::<u64>());
+        assert!(counters[0].sample().is_some());
+        assert!(counters[1].sample().is_some());
+    }
+
+    #[test]
+    fn unknown_pmu_and_event_are_explained() {
+        let specs =
+            super::super::events::parse_list(Some("nopmu/foo/,power/energy-nothing/")).unwrap();
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/power-pmu");
+        let opened = open_all(&specs, &Target::Child(1), &root);
+        let reasons: Vec<String> = opened
+            .into_iter()
+            .map(|o| match o {
+                Opened::Failed { reason, status, .. } => {
+                    assert_eq!(status, EventStatus::NotSupported);
+                    reason
+                }
+                Opened::Counter(_) => panic!("must fail"),
+            })
+            .collect();
+        assert!(reasons[0].contains("no PMU `nopmu`"), "{}", reasons[0]);
+        assert!(
+            reasons[1].contains("has no event `energy-nothing`")
+                && reasons[1].contains("energy-pkg"),
+            "{}",
+            reasons[1]
+        );
     }
 }

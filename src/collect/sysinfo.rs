@@ -99,13 +99,69 @@ pub fn read_knobs(root: &Path) -> Knobs {
         k.core_freq_max_mhz = khz("scaling_max_freq");
         k.governor = read_trim(&dir.join("scaling_governor"));
         k.scaling_driver = read_trim(&dir.join("scaling_driver"));
+        k.energy_performance_preference = read_trim(&dir.join("energy_performance_preference"));
+        let cpus = root.join("sys/devices/system/cpu");
+        let freqs: Vec<f64> = std::fs::read_dir(&cpus)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| {
+                        e.file_name().to_str().is_some_and(|n| {
+                            n.starts_with("cpu")
+                                && n[3..].chars().all(|c| c.is_ascii_digit())
+                                && n.len() > 3
+                        })
+                    })
+                    .filter_map(|e| {
+                        read_trim(&e.path().join("cpufreq/scaling_cur_freq"))?
+                            .parse::<f64>()
+                            .ok()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !freqs.is_empty() {
+            k.effective_freq_mhz = Some(freqs.iter().sum::<f64>() / freqs.len() as f64 / 1000.0);
+        }
     } else {
         k.cpufreq_note = Some(format!(
             "no cpufreq on this machine ({} is absent): the CPU frequency is not known",
             dir.display()
         ));
     }
+    let no_turbo = read_trim(&root.join("sys/devices/system/cpu/intel_pstate/no_turbo"));
+    let boost = read_trim(&root.join("sys/devices/system/cpu/cpufreq/boost"));
+    k.turbo = match (no_turbo.as_deref(), boost.as_deref()) {
+        (Some(v), _) => Some(v == "0"),
+        (None, Some(v)) => Some(v == "1"),
+        _ => None,
+    };
+    k.rapl_power_limits_w = rapl_power_limits(root);
     k
+}
+
+/// RAPL power limits from powercap (`constraint_N_name`, `constraint_N_power_limit_uw`),
+/// keyed `<zone name>.<constraint name>`, watts.
+pub fn rapl_power_limits(root: &Path) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(root.join("sys/class/powercap")) else {
+        return out;
+    };
+    for z in rd.filter_map(|e| e.ok()).map(|e| e.path()) {
+        let Some(zone) = read_trim(&z.join("name")) else {
+            continue;
+        };
+        for n in 0..4 {
+            let (Some(name), Some(uw)) = (
+                read_trim(&z.join(format!("constraint_{n}_name"))),
+                read_trim(&z.join(format!("constraint_{n}_power_limit_uw")))
+                    .and_then(|s| s.parse::<f64>().ok()),
+            ) else {
+                continue;
+            };
+            out.insert(format!("{zone}.{name}"), uw * 1e-6);
+        }
+    }
+    out
 }
 
 /// Number of CPUs this process may run on.
@@ -147,8 +203,28 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("scaling_cur_freq"), "2200000\n").unwrap();
         std::fs::write(d.join("scaling_governor"), "userspace\n").unwrap();
+        std::fs::write(
+            d.join("energy_performance_preference"),
+            "balance_performance\n",
+        )
+        .unwrap();
+        let p = root.path().join("sys/devices/system/cpu/intel_pstate");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("no_turbo"), "0\n").unwrap();
+        let z = root.path().join("sys/class/powercap/intel-rapl:0");
+        std::fs::create_dir_all(&z).unwrap();
+        std::fs::write(z.join("name"), "package-0\n").unwrap();
+        std::fs::write(z.join("constraint_0_name"), "long_term\n").unwrap();
+        std::fs::write(z.join("constraint_0_power_limit_uw"), "165000000\n").unwrap();
         let k = read_knobs(root.path());
         assert_eq!(k.core_freq_mhz, Some(2200.0));
+        assert_eq!(k.effective_freq_mhz, Some(2200.0));
         assert_eq!(k.governor.as_deref(), Some("userspace"));
+        assert_eq!(k.turbo, Some(true));
+        assert_eq!(
+            k.energy_performance_preference.as_deref(),
+            Some("balance_performance")
+        );
+        assert_eq!(k.rapl_power_limits_w["package-0.long_term"], 165.0);
     }
 }

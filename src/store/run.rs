@@ -75,6 +75,15 @@ pub struct Knobs {
     pub threads: Option<u32>,
     /// Why the CPU frequency knobs are absent, when they are.
     pub cpufreq_note: Option<String>,
+    /// Mean of `scaling_cur_freq` over the online CPUs at the start, MHz.
+    pub effective_freq_mhz: Option<f64>,
+    /// Turbo/boost enabled (`intel_pstate/no_turbo` inverted, or `cpufreq/boost`).
+    pub turbo: Option<bool>,
+    /// `energy_performance_preference` of CPU 0 (intel_pstate / amd-pstate).
+    pub energy_performance_preference: Option<String>,
+    /// RAPL power limits by zone and constraint (`package-0.long_term`), watts.
+    #[serde(default)]
+    pub rapl_power_limits_w: std::collections::BTreeMap<String, f64>,
 }
 
 /// Backend an event came from.
