@@ -1246,16 +1246,29 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
                 }
             }
         }
-        let used = map
+        let mut unused: Vec<&String> = map
             .keys()
-            .filter(|k| points.iter().any(|p| &p.workload == *k))
-            .count();
+            .filter(|k| !points.iter().any(|p| &p.workload == *k))
+            .collect();
+        unused.sort();
+        let unused_text = match unused.len() {
+            0 => String::new(),
+            n if n <= 10 => format!(
+                "; keys without measurements (ignored): {}",
+                unused
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            n => format!("; {n} keys without measurements (ignored)"),
+        };
         notes.push(format!(
-            "static features: {} columns from {}, matched exactly on `{}` for {used} workloads; {} rows' keys without measurements ignored",
+            "static features: {} columns from {}, matched exactly on `{}` for {} workloads{unused_text}",
             names.len(),
             sfile.display(),
             s.key,
-            map.len() - used
+            map.len() - unused.len()
         ));
         if !missing.is_empty() {
             notes.push(format!(
