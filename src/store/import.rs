@@ -371,11 +371,32 @@ impl ImportSpec {
     pub fn load(path: &Path) -> Result<ImportSpec> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read import spec {}", path.display()))?;
-        let mut spec: ImportSpec = toml::from_str(&text).with_context(|| {
-            format!(
-                "{} is not a valid import spec (see docs/import.md)",
-                path.display()
-            )
+        let mut spec: ImportSpec = toml::from_str(&text).map_err(|e| {
+            // Flattened tables make serde report unknown keys at line 1; find the key's line.
+            let msg = e.to_string();
+            let located = msg
+                .split("unknown field `")
+                .nth(1)
+                .and_then(|r| r.split('`').next())
+                .and_then(|key| {
+                    text.lines()
+                        .position(|l| {
+                            let l = l.trim_start();
+                            l.strip_prefix(key)
+                                .is_some_and(|r| r.trim_start().starts_with('='))
+                        })
+                        .map(|i| (key.to_string(), i + 1))
+                });
+            match located {
+                Some((key, line)) => anyhow::anyhow!(
+                    "{}: line {line}: unknown key `{key}`; the keys are listed in docs/import.md",
+                    path.display()
+                ),
+                None => anyhow::Error::new(e).context(format!(
+                    "{} is not a valid import spec (see docs/import.md)",
+                    path.display()
+                )),
+            }
         })?;
         spec.path = path.to_path_buf();
         spec.check()?;
@@ -1571,6 +1592,9 @@ kind = "count"
             dir.path(),
         )
         .unwrap_err();
-        assert!(format!("{e:#}").contains("separtor"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("line 4: unknown key `separtor`"),
+            "{e:#}"
+        );
     }
 }
