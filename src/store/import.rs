@@ -436,6 +436,15 @@ impl ImportSpec {
             }
             _ => {}
         }
+        let mut seen = std::collections::HashSet::new();
+        for k in &self.knobs {
+            if !seen.insert(k.name.as_str()) || self.constant_knobs.contains_key(&k.name) {
+                return Err(self.err(format!(
+                    "knob `{}` is given twice (in [[knob]] or [constant_knobs]); keep one",
+                    k.name
+                )));
+            }
+        }
         for k in &self.knobs {
             let unit = k
                 .unit
@@ -1223,6 +1232,7 @@ fn read_static(
 /// [`ImportError`] variants (missing column with the file and its columns, a bad value with
 /// its line, a file not found with the places tried) and polars' read errors, with the file.
 pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Imported> {
+    spec.check()?;
     let files = match file_override {
         Some(f) => {
             let v = expand(f);
@@ -1299,6 +1309,10 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
         }
         static_names = names;
         all_files.push(sfile);
+    }
+    if points.is_empty() {
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        return Err(spec.err(format!("no data rows in {}", names.join(", "))));
     }
     let mut set = TrainingSet {
         meta: SetMeta::default(),
