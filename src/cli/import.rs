@@ -5,7 +5,7 @@ use crate::store::import::{import, ImportSpec};
 use crate::store::run::RUN_TOML;
 use crate::store::set::{from_runs_labelled, TrainingSet};
 use anyhow::{bail, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Arguments of `powerperf import`.
 #[derive(Debug, clap::Args)]
@@ -160,15 +160,6 @@ pub fn run(args: ImportArgs) -> Result<i32> {
     for n in &notes {
         println!("  note: {n}");
     }
-    println!(
-        "wrote {} ({}, {})",
-        args.output.display(),
-        display_name(&args.output, "set.toml"),
-        display_name(&args.output, "points.parquet")
-    );
+    println!("wrote {} (set.toml, points.parquet)", args.output.display());
     Ok(0)
-}
-
-fn display_name(dir: &Path, file: &str) -> String {
-    dir.join(file).display().to_string()
 }

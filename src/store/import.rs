@@ -371,11 +371,32 @@ impl ImportSpec {
     pub fn load(path: &Path) -> Result<ImportSpec> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read import spec {}", path.display()))?;
-        let mut spec: ImportSpec = toml::from_str(&text).with_context(|| {
-            format!(
-                "{} is not a valid import spec (see docs/import.md)",
-                path.display()
-            )
+        let mut spec: ImportSpec = toml::from_str(&text).map_err(|e| {
+            // Flattened tables make serde report unknown keys at line 1; find the key's line.
+            let msg = e.to_string();
+            let located = msg
+                .split("unknown field `")
+                .nth(1)
+                .and_then(|r| r.split('`').next())
+                .and_then(|key| {
+                    text.lines()
+                        .position(|l| {
+                            let l = l.trim_start();
+                            l.strip_prefix(key)
+                                .is_some_and(|r| r.trim_start().starts_with('='))
+                        })
+                        .map(|i| (key.to_string(), i + 1))
+                });
+            match located {
+                Some((key, line)) => anyhow::anyhow!(
+                    "{}: line {line}: unknown key `{key}`; the keys are listed in docs/import.md",
+                    path.display()
+                ),
+                None => anyhow::Error::new(e).context(format!(
+                    "{} is not a valid import spec (see docs/import.md)",
+                    path.display()
+                )),
+            }
         })?;
         spec.path = path.to_path_buf();
         spec.check()?;
@@ -414,6 +435,15 @@ impl ImportSpec {
                 return Err(self.err(format!("workload_from_file = \"{p}\" lacks `{{workload}}`")))
             }
             _ => {}
+        }
+        let mut seen = std::collections::HashSet::new();
+        for k in &self.knobs {
+            if !seen.insert(k.name.as_str()) || self.constant_knobs.contains_key(&k.name) {
+                return Err(self.err(format!(
+                    "knob `{}` is given twice (in [[knob]] or [constant_knobs]); keep one",
+                    k.name
+                )));
+            }
         }
         for k in &self.knobs {
             let unit = k
@@ -1202,6 +1232,7 @@ fn read_static(
 /// [`ImportError`] variants (missing column with the file and its columns, a bad value with
 /// its line, a file not found with the places tried) and polars' read errors, with the file.
 pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Imported> {
+    spec.check()?;
     let files = match file_override {
         Some(f) => {
             let v = expand(f);
@@ -1246,16 +1277,29 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
                 }
             }
         }
-        let used = map
+        let mut unused: Vec<&String> = map
             .keys()
-            .filter(|k| points.iter().any(|p| &p.workload == *k))
-            .count();
+            .filter(|k| !points.iter().any(|p| &p.workload == *k))
+            .collect();
+        unused.sort();
+        let unused_text = match unused.len() {
+            0 => String::new(),
+            n if n <= 10 => format!(
+                "; keys without measurements (ignored): {}",
+                unused
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            n => format!("; {n} keys without measurements (ignored)"),
+        };
         notes.push(format!(
-            "static features: {} columns from {}, matched exactly on `{}` for {used} workloads; {} rows' keys without measurements ignored",
+            "static features: {} columns from {}, matched exactly on `{}` for {} workloads{unused_text}",
             names.len(),
             sfile.display(),
             s.key,
-            map.len() - used
+            map.len() - unused.len()
         ));
         if !missing.is_empty() {
             notes.push(format!(
@@ -1265,6 +1309,10 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
         }
         static_names = names;
         all_files.push(sfile);
+    }
+    if points.is_empty() {
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        return Err(spec.err(format!("no data rows in {}", names.join(", "))));
     }
     let mut set = TrainingSet {
         meta: SetMeta::default(),
@@ -1558,6 +1606,9 @@ kind = "count"
             dir.path(),
         )
         .unwrap_err();
-        assert!(format!("{e:#}").contains("separtor"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("line 4: unknown key `separtor`"),
+            "{e:#}"
+        );
     }
 }

@@ -1,0 +1,319 @@
+//! End-to-end: `powerperf import` on the shared public datasets (`shared/datasets`, found
+//! above the repository; the data is never copied into it). Each test prints `skipped: …`
+//! and returns when the data is absent. Expected values are cells of the CSV files (line
+//! numbers in comments) or sums over them computed independently of powerperf.
+
+use assert_cmd::Command;
+use powerperf::store::set::{CounterKind, TrainingSet};
+use std::path::{Path, PathBuf};
+
+/// `shared/datasets` in the nearest ancestor of the repository that has one
+/// (`../shared/datasets` for the main checkout, further up for a worktree).
+fn datasets() -> Option<PathBuf> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    repo.ancestors()
+        .skip(1)
+        .map(|a| a.join("shared/datasets"))
+        .find(|d| d.is_dir())
+}
+
+fn spec(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("datasets")
+        .join(name)
+}
+
+/// Import `spec_name` with POWERPERF_DATA_DIR set; returns the set and the stdout.
+fn import(spec_name: &str, needs: &str) -> Option<(TrainingSet, String)> {
+    let Some(data) = datasets() else {
+        println!(
+            "skipped: no shared/datasets above {}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        return None;
+    };
+    if !data.join(needs).exists() {
+        println!("skipped: {} absent", data.join(needs).display());
+        return None;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let set_dir = out.path().join("set");
+    let assert = Command::cargo_bin("powerperf")
+        .unwrap()
+        .env("POWERPERF_DATA_DIR", &data)
+        .arg("import")
+        .arg(spec(spec_name))
+        .arg("-o")
+        .arg(&set_dir)
+        .assert()
+        .success();
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    Some((TrainingSet::read(&set_dir).unwrap(), stdout))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn point<'a>(
+    set: &'a TrainingSet,
+    workload: &str,
+    knobs: &[(&str, f64)],
+    repeat: Option<i64>,
+) -> &'a powerperf::store::set::Point {
+    set.points
+        .iter()
+        .find(|p| {
+            p.workload == workload
+                && p.repeat == repeat
+                && knobs.iter().all(|(k, v)| p.knobs.get(*k) == Some(v))
+        })
+        .unwrap_or_else(|| panic!("no point {workload} {knobs:?} {repeat:?}"))
+}
+
+#[test]
+fn titanx_micro_140_workloads_32_settings_with_ptx_features() {
+    let Some((set, stdout)) = import("titanx-micro.toml", "titanx-dvfs/micro_140.csv") else {
+        return;
+    };
+    assert!(stdout.contains("4480 points, 140 workloads"), "{stdout}");
+    assert_eq!(set.points.len(), 4480);
+    assert_eq!(set.workloads().len(), 140);
+    assert_eq!(set.knob_values("core_freq_mhz").len(), 16);
+    assert_eq!(set.knob_values("mem_freq_mhz"), vec![810.0, 3505.0]);
+    for w in set.workloads() {
+        assert_eq!(set.points_of(&w).count(), 32, "{w}");
+    }
+    // micro_140.csv line 2: DP,810,595,36.479786,48.350079,1763.800537
+    let p = point(
+        &set,
+        "DP",
+        &[("mem_freq_mhz", 810.0), ("core_freq_mhz", 595.0)],
+        None,
+    );
+    assert!(close(p.time_s.unwrap(), 36.479786));
+    assert!(close(p.power_w.unwrap(), 48.350079));
+    assert!(close(p.energy_j.unwrap(), 1763.800537));
+    // ptx_instruction_counts.csv: DP has one kernel with add 1, fma 4087, mov 2;
+    // global_l1_hit has two kernels whose ld counts sum to 226.
+    assert_eq!(set.meta.static_features.len(), 101);
+    assert_eq!(p.static_features["ptx_fma"], 4087.0);
+    assert_eq!(p.static_features["ptx_add"], 1.0);
+    assert_eq!(p.static_features["ptx_mov"], 2.0);
+    assert_eq!(p.static_features["ptx_add_cc"], 0.0);
+    let g = set.points_of("global_l1_hit").next().unwrap();
+    assert_eq!(g.static_features["ptx_ld"], 226.0);
+    assert_eq!(g.static_features["ptx_add"], 41.0);
+    assert!(set.points.iter().all(|p| p.static_features.len() == 101));
+    assert!(set.meta.unreliable.is_empty());
+}
+
+#[test]
+fn v100_sweep_21_apps_time_trusted_only_for_dgemm_and_stream() {
+    let Some((set, _)) = import("v100-dcgm-sweep.toml", "v100-dcgm-sweep/spec_21apps.csv") else {
+        return;
+    };
+    assert_eq!(set.workloads().len(), 21);
+    assert_eq!(set.points.len(), 21 * 117);
+    assert_eq!(set.knob_values("core_freq_mhz").len(), 117);
+    assert_eq!(set.meta.knobs, vec!["core_freq_mhz"]);
+    // spec_21apps.csv line 2: bfs, sm_app_clock 510, power_usage 52.77245068, run_time 30.69
+    let p = point(&set, "bfs", &[("core_freq_mhz", 510.0)], None);
+    assert!(close(p.power_w.unwrap(), 52.77245068));
+    assert!(close(p.time_s.unwrap(), 30.69));
+    assert!(close(p.energy_j.unwrap(), 52.77245068 * 30.69));
+    assert!(close(p.counters["pcie_tx_bytes_per_s"], 16715185.85));
+    assert!(close(p.counters["gr_engine_active"], 0.93710887));
+    assert_eq!(set.meta.counters["sm_active"], CounterKind::Rate);
+    assert!(set.meta.counters.contains_key("tensor_active"));
+    assert!(!set.meta.counters.contains_key("fp_active"));
+    for w in set.workloads() {
+        let trusted = w == "dgemm" || w == "stream";
+        assert_eq!(set.meta.is_reliable("time_s", &w), trusted, "{w}");
+        assert_eq!(set.meta.is_reliable("energy_j", &w), trusted, "{w}");
+        assert!(set.meta.is_reliable("power_w", &w));
+    }
+}
+
+#[test]
+fn xu3_timeline_one_point_per_benchmark_frequency_run() {
+    let Some((set, stdout)) = import("xu3-cbench.toml", "xu3-pmu-power/cbench_timeline.tsv") else {
+        return;
+    };
+    assert_eq!(
+        set.points.len(),
+        180,
+        "30 programs × 3 frequencies × 2 runs"
+    );
+    assert_eq!(set.workloads().len(), 30);
+    assert_eq!(
+        set.knob_values("core_freq_mhz"),
+        vec![1000.0, 1500.0, 2000.0]
+    );
+    assert!(stdout.contains("sample period 0.509325 s"), "{stdout}");
+    // automotive_bitcount at 2000 MHz, run 1: 29 samples (lines 2-30) spanning 14.243584321 s;
+    // file-wide median sample period 0.509324512 s; Σ A15 power × interval = 31.703903 J;
+    // Σ CPU_CYCLES = 28596037613, Σ INST_RETIRED = 45163375922.
+    let p = point(
+        &set,
+        "automotive_bitcount",
+        &[("core_freq_mhz", 2000.0)],
+        Some(1),
+    );
+    assert!(
+        (p.time_s.unwrap() - 14.752908833).abs() < 1e-6,
+        "{:?}",
+        p.time_s
+    );
+    assert!(
+        (p.energy_j.unwrap() - 31.703903063).abs() < 1e-6,
+        "{:?}",
+        p.energy_j
+    );
+    assert!(
+        (p.power_w.unwrap() - 2.148993356).abs() < 1e-6,
+        "{:?}",
+        p.power_w
+    );
+    assert_eq!(p.counters["cpu_cycles"], 28596037613.0);
+    assert_eq!(p.counters["inst_retired"], 45163375922.0);
+    assert_eq!(p.knobs["threads"], 1.0);
+    assert_eq!(set.meta.counters.len(), 13);
+    assert!(set.meta.counters.values().all(|k| *k == CounterKind::Count));
+}
+
+#[test]
+fn multicore_sets_take_workload_from_file_name_and_parse_ghz() {
+    for (spec_name, sys, n_workloads, n_cores) in [
+        ("multicore-xeon.toml", "xeon", 10, 20),
+        ("multicore-amd.toml", "amd", 7, 48),
+        ("multicore-i7.toml", "i7", 10, 8),
+    ] {
+        let Some((set, _)) = import(spec_name, &format!("multicore-scaling/{sys}")) else {
+            return;
+        };
+        assert_eq!(set.workloads().len(), n_workloads, "{sys}");
+        assert_eq!(set.points.len(), n_workloads * n_cores, "{sys}");
+        assert_eq!(set.knob_values("threads").len(), n_cores, "{sys}");
+        assert_eq!(set.knob_values("core_freq_mhz").len(), 1, "{sys}");
+    }
+    // amd/data-ep.csv line 3: 1;2;2.10GHz;264.32;28.8;103680.0;396.301149425;
+    let Some((set, _)) = import("multicore-amd.toml", "multicore-scaling/amd") else {
+        return;
+    };
+    let p = point(&set, "ep", &[("threads", 2.0)], None);
+    assert_eq!(p.knobs["core_freq_mhz"], 2100.0);
+    assert!(close(p.time_s.unwrap(), 264.32));
+    assert!(close(p.energy_j.unwrap(), 103680.0));
+    assert!(close(p.power_w.unwrap(), 396.301149425));
+}
+
+#[test]
+fn file_flag_overrides_the_spec_file() {
+    let Some(data) = datasets() else {
+        println!("skipped: no shared/datasets");
+        return;
+    };
+    let file = data.join("multicore-scaling/i7/data-sp.csv");
+    if !file.exists() {
+        println!("skipped: {} absent", file.display());
+        return;
+    }
+    // The xeon spec reads the i7 file: same columns, one workload.
+    let out = tempfile::tempdir().unwrap();
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["import"])
+        .arg(spec("multicore-xeon.toml"))
+        .arg("--file")
+        .arg(&file)
+        .arg("-o")
+        .arg(out.path())
+        .assert()
+        .success();
+    let set = TrainingSet::read(out.path()).unwrap();
+    assert_eq!(set.workloads(), vec!["sp"]);
+    assert_eq!(set.points.len(), 8);
+    // i7/data-sp.csv line 5: 1;4;4.00GHz;264.79;4.6;16560.0;63.8467680608;
+    let p = point(&set, "sp", &[("threads", 4.0)], None);
+    assert_eq!(p.knobs["core_freq_mhz"], 4000.0);
+    assert!(close(p.time_s.unwrap(), 264.79));
+}
+
+#[test]
+fn spec_naming_a_missing_column_fails_naming_it() {
+    let Some(data) = datasets() else {
+        println!("skipped: no shared/datasets");
+        return;
+    };
+    let file = data.join("v100-dcgm-sweep/spec_21apps.csv");
+    if !file.exists() {
+        println!("skipped: {} absent", file.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(spec("v100-dcgm-sweep.toml"))
+        .unwrap()
+        .replace("\"sm_app_clock\"", "\"sm_clock\"");
+    std::fs::write(&bad, text).unwrap();
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .arg("import")
+        .arg(&bad)
+        .arg("--file")
+        .arg(&file)
+        .arg("-o")
+        .arg(dir.path().join("set"))
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("no column `sm_clock`"))
+        .stderr(predicates::str::contains("spec_21apps.csv"))
+        .stderr(predicates::str::contains("`sm_app_clock`"));
+    assert!(!dir.path().join("set").exists());
+}
+
+#[test]
+fn missing_data_file_lists_where_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s.toml");
+    std::fs::write(
+        &s,
+        "name = \"x\"\nfile = \"nowhere/none.csv\"\nworkload = \"a\"\n",
+    )
+    .unwrap();
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .env("POWERPERF_DATA_DIR", dir.path())
+        .arg("import")
+        .arg(&s)
+        .arg("-o")
+        .arg(dir.path().join("set"))
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("`nowhere/none.csv` not found"))
+        .stderr(predicates::str::contains(
+            dir.path().join("nowhere/none.csv").display().to_string(),
+        ))
+        .stderr(predicates::str::contains("--file"));
+}
+
+#[test]
+fn every_shipped_spec_loads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let s =
+                powerperf::store::import::ImportSpec::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
+            assert!(
+                !s.source.is_empty() && !s.licence.is_empty(),
+                "{} must name its source and licence",
+                p.display()
+            );
+            n += 1;
+        }
+    }
+    assert_eq!(n, 6);
+}
