@@ -440,7 +440,7 @@ pub fn fit(
         let mut c = hi - g * (hi - lo);
         let mut d = lo + g * (hi - lo);
         let (mut fc, mut fd) = (total_sse(c), total_sse(d));
-        for _ in 0..60 {
+        for _ in 0..100 {
             if fc < fd {
                 hi = d;
                 d = c;
@@ -454,7 +454,7 @@ pub fn fit(
                 d = lo + g * (hi - lo);
                 fd = total_sse(d);
             }
-            if hi - lo < 1e-4 {
+            if hi - lo < 1e-9 {
                 break;
             }
         }
