@@ -487,6 +487,182 @@ impl TrainingSet {
     }
 }
 
+/// Knobs read from a run's `[knobs]` into set columns.
+pub const RUN_KNOBS: [&str; 3] = ["core_freq_mhz", "mem_freq_mhz", "threads"];
+
+/// A set column name for a collected event: every character other than an ASCII letter,
+/// digit or `_` becomes `_` (`cache-misses` -> `cache_misses`).
+pub fn counter_column_name(event: &str) -> String {
+    event
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Make a training set from run directories written by `powerperf collect` (each holds a
+/// `run.toml`, read with [`crate::store::run::RunMeta::read`]). Same as
+/// [`from_runs_labelled`] without a label; the notes are dropped.
+///
+/// # Errors
+/// As [`from_runs_labelled`].
+pub fn from_runs(dirs: &[PathBuf]) -> Result<TrainingSet> {
+    Ok(from_runs_labelled(dirs, None)?.0)
+}
+
+/// Make a training set from run directories, one point per run.
+///
+/// - workload: `workload` when given, else the base name of the run's `[run] command[0]`
+///   (the run id when the command is empty);
+/// - knobs: `core_freq_mhz`, `mem_freq_mhz`, `threads` from `[knobs]` where the run has
+///   them (a knob no run has is not a column);
+/// - repeat: 0, 1, … over runs with the same workload and knob values, in argument order;
+/// - `time_s` = `duration_ns` × 1e-9;
+/// - `energy_j` = sum of the totals of the `rapl` events with a value whose name or column
+///   names a package domain (`energy-package-0`, `energy_package_1_j`), converted from
+///   their unit (J, mJ, uJ; J when absent); absent when the run has none;
+///   `power_w` = energy / time;
+/// - counters: the totals of `perf_event` and `papi` events with a value (counted or
+///   multiplexed, already scaled), named by [`counter_column_name`], kind
+///   [`CounterKind::Count`]. A counter a run lacks is absent (null), never zero.
+///
+/// Runs that did not exit with status 0, or that are marked truncated, are skipped; each
+/// skip is a note.
+///
+/// # Errors
+/// A directory without a readable `run.toml` (naming it); no usable run at all.
+pub fn from_runs_labelled(
+    dirs: &[PathBuf],
+    workload: Option<&str>,
+) -> Result<(TrainingSet, Vec<String>)> {
+    use crate::store::run::{Backend, Ending, RunMeta};
+    let mut notes = Vec::new();
+    let mut points: Vec<Point> = Vec::new();
+    let mut counters: BTreeMap<String, CounterKind> = BTreeMap::new();
+    let mut hosts: Vec<String> = Vec::new();
+    for dir in dirs {
+        let meta = RunMeta::read(dir)?;
+        if meta.run.truncated || meta.run.ended != Ending::Exited || meta.run.exit_status != Some(0)
+        {
+            notes.push(format!(
+                "skipped {}: the command did not complete normally (exit status {}{})",
+                dir.display(),
+                meta.shell_status(),
+                if meta.run.truncated {
+                    ", run truncated"
+                } else {
+                    ""
+                }
+            ));
+            continue;
+        }
+        let label = match workload {
+            Some(w) => w.to_string(),
+            None => meta
+                .run
+                .command
+                .first()
+                .and_then(|c| Path::new(c).file_name())
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_else(|| meta.run.id.clone()),
+        };
+        let mut knobs = BTreeMap::new();
+        let k = &meta.knobs;
+        for (name, v) in [
+            ("core_freq_mhz", k.core_freq_mhz),
+            ("mem_freq_mhz", k.mem_freq_mhz),
+            ("threads", k.threads.map(f64::from)),
+        ] {
+            if let Some(v) = v {
+                knobs.insert(name.to_string(), v);
+            }
+        }
+        let time_s = meta.duration_s();
+        let mut energy: Option<f64> = None;
+        let mut point_counters = BTreeMap::new();
+        for e in &meta.events {
+            let Some(total) = e.total.filter(|_| e.status.has_value()) else {
+                continue;
+            };
+            match e.backend {
+                Backend::Rapl => {
+                    let is_package = e.name.contains("package")
+                        || e.column.as_deref().is_some_and(|c| c.contains("package"));
+                    if is_package {
+                        let unit = e.unit.as_deref().unwrap_or("J");
+                        let factor = crate::store::import::Dimension::Energy
+                            .factor(unit)
+                            .map_err(|why| {
+                                anyhow::anyhow!("{}: RAPL event {}: {why}", dir.display(), e.name)
+                            })?;
+                        *energy.get_or_insert(0.0) += total * factor;
+                    }
+                }
+                Backend::PerfEvent | Backend::Papi => {
+                    let name = counter_column_name(&e.name);
+                    counters.insert(name.clone(), CounterKind::Count);
+                    point_counters.insert(name, total);
+                }
+                Backend::Nvml | Backend::Cupti => {}
+            }
+        }
+        let repeat = points
+            .iter()
+            .filter(|p| p.workload == label && p.knobs == knobs)
+            .count() as i64;
+        if !hosts.contains(&meta.run.host) {
+            hosts.push(meta.run.host.clone());
+        }
+        points.push(Point {
+            workload: label,
+            knobs,
+            repeat: Some(repeat),
+            time_s: Some(time_s),
+            power_w: energy.filter(|_| time_s > 0.0).map(|e| e / time_s),
+            energy_j: energy,
+            counters: point_counters,
+            static_features: BTreeMap::new(),
+        });
+    }
+    if points.is_empty() {
+        anyhow::bail!(
+            "no usable run among {} director{} (see the notes above: {})",
+            dirs.len(),
+            if dirs.len() == 1 { "y" } else { "ies" },
+            notes.join("; ")
+        );
+    }
+    let knobs = RUN_KNOBS
+        .iter()
+        .filter(|k| points.iter().any(|p| p.knobs.contains_key(**k)))
+        .map(|k| k.to_string())
+        .collect();
+    let targets = TARGETS
+        .iter()
+        .filter(|t| points.iter().any(|p| p.target(t).is_some()))
+        .map(|t| t.to_string())
+        .collect();
+    let meta = SetMeta {
+        source: "collect".into(),
+        description: format!(
+            "{} runs collected by powerperf on {}",
+            points.len(),
+            hosts.join(", ")
+        ),
+        knobs,
+        targets,
+        counters,
+        static_features: Vec::new(),
+        unreliable: Vec::new(),
+    };
+    Ok((TrainingSet { meta, points }, notes))
+}
+
 fn distinct_sorted(it: impl Iterator<Item = f64>) -> Vec<f64> {
     let mut v: Vec<f64> = it.filter(|x| !x.is_nan()).collect();
     v.sort_by(f64::total_cmp);
@@ -584,6 +760,103 @@ mod tests {
         s.points[0].counters.insert("cycles".into(), 1.0);
         let err = s.write(tempfile::tempdir().unwrap().path()).unwrap_err();
         assert!(format!("{err:#}").contains("`cycles`"), "{err:#}");
+    }
+
+    /// A hand-written `run.toml` as `powerperf collect` writes it (text, so fields added
+    /// later with defaults keep this fixture valid).
+    fn write_run(dir: &Path, cmd: &str, threads: u32, dur_ns: u64, exit: i32) {
+        std::fs::create_dir_all(dir).unwrap();
+        let text = format!(
+            r#"[run]
+id = "r"
+command = ["{cmd}", "-x"]
+ended = "exited"
+exit_status = {exit}
+start_unix_ns = 0
+start_monotonic_ns = 0
+duration_ns = {dur_ns}
+host = "h"
+cpu_model = "cpu"
+kernel = "k"
+tool_version = "0"
+interval_ns = 10000000
+samples = 1
+
+[knobs]
+threads = {threads}
+
+[[events]]
+name = "instructions"
+backend = "perf_event"
+status = "counted"
+total = {ins}.0
+
+[[events]]
+name = "cache-misses"
+backend = "perf_event"
+status = "not_supported"
+reason = "no PMU"
+
+[[events]]
+name = "energy-package-0"
+backend = "rapl"
+status = "counted"
+total = 3.0
+unit = "J"
+
+[[events]]
+name = "energy-package-1"
+backend = "rapl"
+status = "counted"
+total = 1000.0
+unit = "mJ"
+
+[[events]]
+name = "energy-dram-0"
+backend = "rapl"
+status = "counted"
+total = 5.0
+unit = "J"
+"#,
+            ins = 1000 * threads
+        );
+        std::fs::write(dir.join("run.toml"), text).unwrap();
+        crate::store::run::RunMeta::read(dir).expect("fixture is a valid run.toml");
+    }
+
+    #[test]
+    fn runs_become_points() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut dirs = Vec::new();
+        for (i, (t, exit)) in [(1, 0), (2, 0), (2, 0), (4, 3)].iter().enumerate() {
+            let d = tmp.path().join(format!("run{i}"));
+            write_run(&d, "/usr/bin/gzip", *t, 2_000_000_000, *exit);
+            dirs.push(d);
+        }
+        let (set, notes) = from_runs_labelled(&dirs, None).unwrap();
+        assert_eq!(set.points.len(), 3);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let p = &set.points[1];
+        assert_eq!(p.workload, "gzip");
+        assert_eq!(p.knobs["threads"], 2.0);
+        assert_eq!(p.time_s, Some(2.0));
+        assert_eq!(p.energy_j, Some(4.0)); // 3 J + 1000 mJ, dram excluded
+        assert_eq!(p.power_w, Some(2.0));
+        assert_eq!(p.counters["instructions"], 2000.0);
+        assert!(!p.counters.contains_key("cache_misses"));
+        assert_eq!(
+            (set.points[1].repeat, set.points[2].repeat),
+            (Some(0), Some(1))
+        );
+        assert_eq!(set.meta.knobs, vec!["threads"]);
+        assert_eq!(set.meta.source, "collect");
+        let labelled = from_runs_labelled(&dirs[..1], Some("zip")).unwrap().0;
+        assert_eq!(labelled.points[0].workload, "zip");
+        // The set writes and reads back.
+        let out = tmp.path().join("set");
+        set.write(&out).unwrap();
+        assert_eq!(TrainingSet::read(&out).unwrap(), set);
+        assert!(from_runs(&[tmp.path().join("nope")]).is_err());
     }
 
     #[test]
