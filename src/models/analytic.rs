@@ -31,8 +31,12 @@
 //! The voltage–frequency curve belongs to the chip, not the workload, so `k` is one parameter
 //! shared by all groups, fitted (golden-section search on `power_exponent_range`) to the
 //! relative squared error of all groups at the training clocks; `P_static` and `c` are per-group
-//! weighted least squares. With no residual degree of freedom (two clocks per group) `k` falls
-//! back to `default_power_exponent` (3: `V ∝ f`, the textbook cube law).
+//! weighted least squares. With two clocks per group there is no residual degree of freedom
+//! and `k` falls back to `default_power_exponent` (3: `V ∝ f`, the textbook cube law), unless
+//! `shared_static_power` asks for one `P_static` shared by all groups (then `k` is fitted).
+//!
+//! With a voltage table (`voltage_table`, the chip's operating points `[[MHz, V], …]`), the
+//! dynamic term is Moore's `c·V(f)²·f` directly, with `V` interpolated from the table.
 //!
 //! # Energy
 //!
@@ -67,6 +71,13 @@ pub struct AnalyticParams {
     pub default_power_exponent: f64,
     /// Search range of `k`.
     pub power_exponent_range: (f64, f64),
+    /// Supply voltage against clock, `[[MHz, V], …]` (e.g. the chip's operating-point table);
+    /// when given, the dynamic power term is `V(f)²·f` (linear interpolation, linear
+    /// extrapolation from the end segments) instead of `(f/f_ref)^k`.
+    pub voltage_table: Option<Vec<(f64, f64)>>,
+    /// With two clocks per group, share one `P_static` over all groups so that `k` can be
+    /// fitted (off by default: on the XU3 set it measured worse than the default `k`).
+    pub shared_static_power: bool,
 }
 
 impl Default for AnalyticParams {
@@ -80,6 +91,8 @@ impl Default for AnalyticParams {
             power_exponent: None,
             default_power_exponent: 3.0,
             power_exponent_range: (1.0, 6.0),
+            voltage_table: None,
+            shared_static_power: false,
         }
     }
 }
@@ -156,6 +169,9 @@ pub struct AnalyticModel {
     pub power_exponent: f64,
     /// How `k` was chosen.
     pub power_exponent_source: String,
+    /// Whether `P_static` is per group or one value shared by all groups.
+    #[serde(default)]
+    pub static_power: String,
     /// Effective clocks of training settings (empty when not calibrated).
     pub effective_clocks: Vec<EffectiveClock>,
     /// Why calibration was or was not applied.
@@ -258,11 +274,11 @@ fn fit_time(pts: &[(f64, f64)], f_ref: f64, grid: &[f64]) -> Option<TimeCurve> {
 }
 
 /// Fit `P = P_s + c·(f/f_ref)^k` for one group; returns the curve and its weighted SSE.
-fn fit_power(pts: &[(f64, f64)], f_ref: f64, k: f64) -> Option<(PowerCurve, f64)> {
+fn fit_power(pts: &[(f64, f64)], dynx: &dyn Fn(f64) -> f64) -> Option<(PowerCurve, f64)> {
     if pts.len() < 2 {
         return None;
     }
-    let x: Vec<f64> = pts.iter().map(|(f, _)| (f / f_ref).powf(k)).collect();
+    let x: Vec<f64> = pts.iter().map(|(f, _)| dynx(*f)).collect();
     let y: Vec<f64> = pts.iter().map(|p| p.1).collect();
     let w: Vec<f64> = y.iter().map(|v| 1.0 / (v * v)).collect();
     let (c, ps) = wls2(&x, &y, &w)?;
@@ -275,6 +291,80 @@ fn fit_power(pts: &[(f64, f64)], f_ref: f64, k: f64) -> Option<(PowerCurve, f64)
         train_rel_rms: (sse / pts.len() as f64).sqrt(),
     };
     Some((curve, sse))
+}
+
+/// Fit `P = P_0 + c_g·(f/f_ref)^k` with one `P_0` shared by all groups and `c_g` per group
+/// (weighted least squares, weights `1/P²`). For a fixed `P_0` each `c_g` is closed-form, and the
+/// residual is linear in `P_0`, so `P_0` is closed-form too. Returns `P_0`, the `c_g` (None for
+/// groups without points) and the weighted SSE.
+fn fit_power_shared(
+    groups: &[Vec<(f64, f64)>],
+    dynx: &dyn Fn(f64) -> f64,
+) -> Option<(f64, Vec<Option<f64>>, f64)> {
+    let mut ab: Vec<(f64, f64, f64)> = Vec::new(); // (w, A, B)
+    let mut coefs: Vec<Option<(f64, f64, f64)>> = Vec::new(); // (Sxy, Sx, Sxx)
+    for g in groups {
+        if g.is_empty() {
+            coefs.push(None);
+            continue;
+        }
+        let (mut sxx, mut sxy, mut sx) = (0.0, 0.0, 0.0);
+        for &(f, y) in g {
+            let x = dynx(f);
+            let w = 1.0 / (y * y);
+            sxx += w * x * x;
+            sxy += w * x * y;
+            sx += w * x;
+        }
+        if sxx <= 0.0 {
+            coefs.push(None);
+            continue;
+        }
+        for &(f, y) in g {
+            let x = dynx(f);
+            ab.push((1.0 / (y * y), y - sxy / sxx * x, 1.0 - sx / sxx * x));
+        }
+        coefs.push(Some((sxy, sx, sxx)));
+    }
+    let den: f64 = ab.iter().map(|(w, _, b)| w * b * b).sum();
+    if den <= 0.0 {
+        return None;
+    }
+    let p0 = ab.iter().map(|(w, a, b)| w * a * b).sum::<f64>() / den;
+    let sse = ab.iter().map(|(w, a, b)| w * (a - p0 * b).powi(2)).sum();
+    let cs = coefs
+        .iter()
+        .map(|c| c.map(|(sxy, sx, sxx)| (sxy - p0 * sx) / sxx))
+        .collect();
+    Some((p0, cs, sse))
+}
+
+/// Supply voltage at `f_mhz` from a `[[MHz, V], …]` table: linear interpolation, linear
+/// extrapolation from the end segments (a one-row table is constant).
+pub fn voltage_at(table: &[(f64, f64)], f_mhz: f64) -> f64 {
+    let mut t: Vec<(f64, f64)> = table.to_vec();
+    t.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if t.len() == 1 {
+        return t[0].1;
+    }
+    let i = t
+        .windows(2)
+        .position(|w| f_mhz <= w[1].0)
+        .unwrap_or(t.len() - 2);
+    let (a, b) = (t[i], t[i + 1]);
+    a.1 + (b.1 - a.1) * (f_mhz - a.0) / (b.0 - a.0)
+}
+
+/// The dynamic-power term relative to `f_ref`: `V(f)²·f / (V(f_ref)²·f_ref)` with a voltage
+/// table, else `(f/f_ref)^k` (`V ∝ f^γ`, `k = 1 + 2γ`).
+pub fn dynamic_term(f: f64, f_ref: f64, k: f64, table: Option<&[(f64, f64)]>) -> f64 {
+    match table {
+        Some(t) => {
+            let (v, vr) = (voltage_at(t, f), voltage_at(t, f_ref));
+            (v * v * f) / (vr * vr * f_ref)
+        }
+        None => (f / f_ref).powf(k),
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -415,20 +505,38 @@ pub fn fit(
                 .collect()
         })
         .collect();
+    let fitted_groups = power_pts.iter().filter(|p| p.len() >= 2).count();
     let dof: usize = power_pts
         .iter()
         .filter(|p| p.len() >= 2)
         .map(|p| p.len() - 2)
         .sum();
+    let n_power: usize = power_pts.iter().map(|p| p.len()).sum();
+    let n_groups = power_pts.iter().filter(|p| !p.is_empty()).count();
+    // Per-group P_static when the groups have residual degrees of freedom; otherwise one P_0
+    // shared by all groups (static power belongs to the chip), which leaves n - groups - 2.
+    let shared_static =
+        params.shared_static_power && dof == 0 && n_groups >= 2 && n_power > n_groups + 2;
+    let table = params.voltage_table.as_deref().filter(|t| !t.is_empty());
     let total_sse = |k: f64| -> f64 {
-        power_pts
-            .iter()
-            .filter_map(|p| fit_power(p, f_ref, k).map(|(_, s)| s))
-            .sum()
+        if shared_static {
+            fit_power_shared(&power_pts, &|f| dynamic_term(f, f_ref, k, table))
+                .map_or(f64::INFINITY, |r| r.2)
+        } else {
+            power_pts
+                .iter()
+                .filter_map(|p| fit_power(p, &|f| dynamic_term(f, f_ref, k, table)).map(|(_, s)| s))
+                .sum()
+        }
     };
-    let (power_exponent, power_exponent_source) = if let Some(k) = params.power_exponent {
+    let (power_exponent, power_exponent_source) = if table.is_some() {
+        (
+            params.default_power_exponent,
+            "not used: P = P_static + c·V(f)²·f with V(f) from the voltage table".to_string(),
+        )
+    } else if let Some(k) = params.power_exponent {
         (k, "fixed by parameter".to_string())
-    } else if dof == 0 {
+    } else if dof == 0 && !shared_static {
         (
             params.default_power_exponent,
             "default: no residual degree of freedom (two clocks per workload)".to_string(),
@@ -440,7 +548,7 @@ pub fn fit(
         let mut c = hi - g * (hi - lo);
         let mut d = lo + g * (hi - lo);
         let (mut fc, mut fd) = (total_sse(c), total_sse(d));
-        for _ in 0..60 {
+        for _ in 0..100 {
             if fc < fd {
                 hi = d;
                 d = c;
@@ -454,18 +562,34 @@ pub fn fit(
                 d = lo + g * (hi - lo);
                 fd = total_sse(d);
             }
-            if hi - lo < 1e-4 {
+            if hi - lo < 1e-9 {
                 break;
             }
         }
+        let how = if shared_static {
+            format!("one P_static shared by {n_groups} groups (two clocks per group leave no per-group residual), {} residual degrees of freedom", n_power - n_groups - 2)
+        } else {
+            format!("{fitted_groups} groups, {dof} residual degrees of freedom")
+        };
         (
             0.5 * (lo + hi),
-            format!("fitted: least relative squared error over {} groups at the training clocks ({} residual degrees of freedom)", power_pts.iter().filter(|p| p.len() >= 2).count(), dof),
+            format!("fitted: least relative squared error at the training clocks; {how}"),
         )
+    };
+    let shared = if shared_static {
+        fit_power_shared(&power_pts, &|f| {
+            dynamic_term(f, f_ref, power_exponent, table)
+        })
+    } else {
+        None
+    };
+    let static_power = match &shared {
+        Some((p0, _, _)) => format!("shared by all groups: P_static = {p0:.4} W"),
+        None => "per group".to_string(),
     };
 
     let mut out = Vec::new();
-    for (g, ppts) in groups.iter().zip(&power_pts) {
+    for (gi, (g, ppts)) in groups.iter().zip(&power_pts).enumerate() {
         let mut notes = Vec::new();
         let time = if !time_ok(g) {
             notes.push("time_s unreliable for this workload (set.toml)".to_string());
@@ -489,7 +613,25 @@ pub fn fit(
             notes.push("power_w unreliable for this workload (set.toml)".to_string());
             None
         } else {
-            let c = fit_power(ppts, f_ref, power_exponent).map(|c| c.0);
+            let c = match &shared {
+                Some((p0, cs, _)) => cs[gi].map(|c| {
+                    let sse: f64 = ppts
+                        .iter()
+                        .map(|(f, y)| {
+                            ((p0 + c * dynamic_term(*f, f_ref, power_exponent, table) - y) / y)
+                                .powi(2)
+                        })
+                        .sum();
+                    PowerCurve {
+                        p_static_w: *p0,
+                        c_w: c,
+                        train_rel_rms: (sse / ppts.len() as f64).sqrt(),
+                    }
+                }),
+                None => {
+                    fit_power(ppts, &|f| dynamic_term(f, f_ref, power_exponent, table)).map(|c| c.0)
+                }
+            };
             if c.is_none() {
                 notes.push(format!(
                     "power_w: {} clock(s) with a power, needs 2",
@@ -519,6 +661,7 @@ pub fn fit(
         f_ref_mhz: f_ref,
         power_exponent,
         power_exponent_source,
+        static_power,
         effective_clocks,
         calibration_note,
         groups: out,
@@ -560,10 +703,19 @@ impl AnalyticModel {
             .find(|e| e.nominal_mhz == f)
             .map_or(f, |e| e.effective_mhz);
         let time_s = g.time.as_ref().map(|c| c.at(self.f_ref_mhz, fe));
-        let power_w = g
-            .power
-            .as_ref()
-            .map(|c| c.p_static_w + c.c_w * (f / self.f_ref_mhz).powf(self.power_exponent));
+        let power_w = g.power.as_ref().map(|c| {
+            c.p_static_w
+                + c.c_w
+                    * dynamic_term(
+                        f,
+                        self.f_ref_mhz,
+                        self.power_exponent,
+                        self.params
+                            .voltage_table
+                            .as_deref()
+                            .filter(|t| !t.is_empty()),
+                    )
+        });
         let energy_j = match (time_s, power_w) {
             (Some(t), Some(w)) => Some(t * w),
             _ => None,
@@ -675,6 +827,51 @@ mod tests {
                 assert!((pr.time_s.unwrap() / want - 1.0).abs() < 1e-6, "{w} {f}");
             }
         }
+    }
+
+    #[test]
+    fn two_clocks_per_workload_share_static_power_and_fit_k() {
+        // P = 1.5 + c_w·(f/2000)^2.5 with one static power for all workloads.
+        let mut pts = Vec::new();
+        for (i, c) in [2.0, 3.0, 4.5, 1.0].iter().enumerate() {
+            for f in [1000.0, 2000.0] {
+                let p = 1.5 + c * (f / 2000.0f64).powf(2.5);
+                pts.push(pt(&format!("w{i}"), f, 1.0, 1000.0 / f, p));
+            }
+        }
+        let params = AnalyticParams {
+            shared_static_power: true,
+            ..AnalyticParams::default()
+        };
+        let m = fit(&SetMeta::default(), &pts, &params).unwrap();
+        assert!(
+            (m.power_exponent - 2.5).abs() < 1e-6,
+            "{}",
+            m.power_exponent
+        );
+        assert!(m.static_power.starts_with("shared"), "{}", m.static_power);
+        let pr = m.predict("w2", &knobs(1500.0, 1.0)).unwrap();
+        let want = 1.5 + 4.5 * (0.75f64).powf(2.5);
+        assert!((pr.power_w.unwrap() - want).abs() < 1e-6);
+    }
+
+    #[test]
+    fn voltage_table_power_is_exact() {
+        let table = vec![(1000.0, 0.9), (1500.0, 1.0), (2000.0, 1.3)];
+        assert!((voltage_at(&table, 1750.0) - 1.15).abs() < 1e-12);
+        assert!((voltage_at(&table, 500.0) - 0.8).abs() < 1e-12);
+        let p = |f: f64| 0.2 + 1e-3 * voltage_at(&table, f).powi(2) * f;
+        let pts = vec![
+            pt("a", 1000.0, 1.0, 1.0, p(1000.0)),
+            pt("a", 2000.0, 1.0, 0.5, p(2000.0)),
+        ];
+        let params = AnalyticParams {
+            voltage_table: Some(table.clone()),
+            ..AnalyticParams::default()
+        };
+        let m = fit(&SetMeta::default(), &pts, &params).unwrap();
+        let pr = m.predict("a", &knobs(1500.0, 1.0)).unwrap();
+        assert!((pr.power_w.unwrap() - p(1500.0)).abs() < 1e-12);
     }
 
     #[test]

@@ -141,24 +141,50 @@ pub fn leave_one_out(
     params: &FitParams,
 ) -> Evaluation {
     let kind = kind.resolve(points, false);
+    // Every left-out point is an independent refit: spread them over the available cores
+    // (scoped threads, results merged in point order).
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 16);
+    let chunk = points.len().div_ceil(threads).max(1);
+    let parts: Vec<(Vec<PointResult>, Vec<(String, String)>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..points.len())
+            .step_by(chunk)
+            .map(|start| {
+                s.spawn(move || {
+                    let mut results = Vec::new();
+                    let mut failures = Vec::new();
+                    for i in start..(start + chunk).min(points.len()) {
+                        let train: Vec<Point> = points
+                            .iter()
+                            .enumerate()
+                            .filter(|(j, _)| *j != i)
+                            .map(|(_, p)| p.clone())
+                            .collect();
+                        fit_and_predict(
+                            kind,
+                            meta,
+                            &train,
+                            &[&points[i]],
+                            params,
+                            &mut results,
+                            &mut failures,
+                        );
+                    }
+                    (results, failures)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("leave-one-out worker panicked"))
+            .collect()
+    });
     let mut results = Vec::new();
     let mut failures = Vec::new();
-    for i in 0..points.len() {
-        let train: Vec<Point> = points
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, p)| p.clone())
-            .collect();
-        fit_and_predict(
-            kind,
-            meta,
-            &train,
-            &[&points[i]],
-            params,
-            &mut results,
-            &mut failures,
-        );
+    for (r, f) in parts {
+        results.extend(r);
+        failures.extend(f);
     }
     let summary = summarise(
         meta,

@@ -31,74 +31,18 @@ pub fn knob_key(knobs: &Knobs) -> String {
         .join(",")
 }
 
-/// The mean over repeats of every (workload, knob values) in `set`: one [`Point`] per
-/// (workload, knobs), in first-seen order, with `repeat = None`. A target or counter is the mean
-/// of the repeats that have it. Targets that can be derived are filled in: `energy_j = power_w ×
-/// time_s` and `power_w = energy_j / time_s` where one of them is missing.
+/// The mean over repeats of every (workload, knob values) in `set` ([`TrainingSet::means`]),
+/// with derivable targets filled in ([`complete_targets`]): `energy_j = power_w × time_s` and
+/// `power_w = energy_j / time_s` where one of them is missing.
 ///
 /// DESIGN.md ("Held-out evaluation"): a point is the mean over repeats of one (workload, knob
 /// values).
 pub fn mean_points(set: &TrainingSet) -> Vec<Point> {
-    struct Acc {
-        point: Point,
-        sums: BTreeMap<String, (f64, usize)>,
+    let mut points = set.means().points;
+    for p in &mut points {
+        complete_targets(p);
     }
-    let mut order: Vec<String> = Vec::new();
-    let mut accs: BTreeMap<String, Acc> = BTreeMap::new();
-    for p in &set.points {
-        let key = format!("{}\u{1f}{}", p.workload, knob_key(&p.knobs));
-        let acc = accs.entry(key.clone()).or_insert_with(|| {
-            order.push(key.clone());
-            Acc {
-                point: Point {
-                    workload: p.workload.clone(),
-                    knobs: p.knobs.clone(),
-                    ..Point::default()
-                },
-                sums: BTreeMap::new(),
-            }
-        });
-        let mut add = |name: String, v: Option<f64>| {
-            if let Some(v) = v.filter(|v| v.is_finite()) {
-                let e = acc.sums.entry(name).or_insert((0.0, 0));
-                e.0 += v;
-                e.1 += 1;
-            }
-        };
-        add("t:time_s".into(), p.time_s);
-        add("t:power_w".into(), p.power_w);
-        add("t:energy_j".into(), p.energy_j);
-        for (k, v) in &p.counters {
-            add(format!("c:{k}"), Some(*v));
-        }
-        for (k, v) in &p.static_features {
-            add(format!("s:{k}"), Some(*v));
-        }
-    }
-    order
-        .into_iter()
-        .map(|key| {
-            let acc = accs.remove(&key).expect("key was inserted");
-            let mut p = acc.point;
-            for (name, (sum, n)) in acc.sums {
-                let mean = sum / n as f64;
-                match name.split_once(':') {
-                    Some(("t", "time_s")) => p.time_s = Some(mean),
-                    Some(("t", "power_w")) => p.power_w = Some(mean),
-                    Some(("t", "energy_j")) => p.energy_j = Some(mean),
-                    Some(("c", c)) => {
-                        p.counters.insert(c.to_string(), mean);
-                    }
-                    Some(("s", s)) => {
-                        p.static_features.insert(s.to_string(), mean);
-                    }
-                    _ => {}
-                }
-            }
-            complete_targets(&mut p);
-            p
-        })
-        .collect()
+    points
 }
 
 /// Fill `energy_j` from `power_w × time_s`, or `power_w` from `energy_j / time_s`, where one

@@ -167,8 +167,8 @@ impl Fitted {
             Fitted::Analytic(m) => {
                 let mut s = format!(
                     "analytic DVFS model (Moore 2012): t(f) = ((t_comp·f_ref/f)^p + t_mem^p)^(1/p), P(f) = P_static + c·(f/f_ref)^k, E = P·t\n\
-                     clock knob: {}, f_ref = {} MHz\npower exponent k = {:.4} ({})\neffective clocks: {}\n",
-                    m.freq_knob, m.f_ref_mhz, m.power_exponent, m.power_exponent_source, m.calibration_note
+                     clock knob: {}, f_ref = {} MHz\npower exponent k = {:.4} ({})\nstatic power: {}\neffective clocks: {}\n",
+                    m.freq_knob, m.f_ref_mhz, m.power_exponent, m.power_exponent_source, m.static_power, m.calibration_note
                 );
                 for e in &m.effective_clocks {
                     s += &format!(

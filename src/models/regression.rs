@@ -132,6 +132,12 @@ pub struct RegressionModel {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rates_missing_somewhere: Vec<String>,
     pub baselines: BTreeMap<String, Baseline>,
+    /// Range `[min, max]` of each rate over the baselines of workloads with points beyond
+    /// their baseline (the rows that determine the coefficients). Predictions clip a
+    /// workload's rates into this range, so a workload unlike any training one is not
+    /// extrapolated linearly.
+    #[serde(default)]
+    pub rate_ranges: BTreeMap<String, (f64, f64)>,
     pub targets: Vec<TargetFit>,
     /// Targets marked unreliable, by workload (`*` = all).
     #[serde(default)]
@@ -547,6 +553,18 @@ pub fn fit(
         }
     }
     rate_names.sort();
+    let mut rate_ranges: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for (w, b) in &baselines {
+        if points.iter().filter(|p| &p.workload == w).count() < 2 {
+            continue;
+        }
+        for r in &rate_names {
+            let v = b.rates[r];
+            let e = rate_ranges.entry(r.clone()).or_insert((v, v));
+            e.0 = e.0.min(v);
+            e.1 = e.1.max(v);
+        }
+    }
     let names = column_names(&knob_names, &rate_names);
     let mut unreliable: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for u in &meta.unreliable {
@@ -620,6 +638,7 @@ pub fn fit(
         rates: rate_names,
         rates_missing_somewhere: missing,
         baselines,
+        rate_ranges,
         targets,
         unreliable,
     })
@@ -650,7 +669,13 @@ impl RegressionModel {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
-        let all = row_features(&self.knobs, &self.rates, b, knobs)?;
+        let mut b = b.clone();
+        for (r, v) in b.rates.iter_mut() {
+            if let Some((lo, hi)) = self.rate_ranges.get(r) {
+                *v = v.clamp(*lo, *hi);
+            }
+        }
+        let all = row_features(&self.knobs, &self.rates, &b, knobs)?;
         let names = column_names(&self.knobs, &self.rates);
         let mut pred = Prediction::default();
         for t in &self.targets {
