@@ -179,7 +179,7 @@ PRESET,PAPI_TOT_INS,NOT_DERIVED,OTHER_INS
     let e = err("CPU,x\nPRESET,P,DERIVED_POSTFIX,N0|N3|+|,A,B\n", "papi_events.csv", None);
     assert!(e.to_string().starts_with("papi_events.csv:2:29: refers to a native event that is not listed: `N3|`"), "{e}");
     let e = err("CPU,x\nPRESET,P,DERIVED_MUL,A,B\n", "papi_events.csv", None);
-    assert!(e.to_string().starts_with("papi_events.csv:2:11: unknown derived type `DERIVED_MUL`"), "{e}");
+    assert!(e.to_string().starts_with("papi_events.csv:2:10: unknown derived type `DERIVED_MUL`"), "{e}");
 }
 
 #[test]
