@@ -177,20 +177,33 @@ fn values_file(p: &Path) -> Result<BTreeMap<String, f64>> {
     Ok(out)
 }
 
-/// CPU identity from `/proc/cpuinfo` (vendor_id, cpu family, model).
+/// CPU identity from `/proc/cpuinfo`: (vendor_id, cpu family, model) on x86; on Arm
+/// ("ARM" for implementer 0x41, CPU architecture, CPU part).
 fn this_cpu() -> Option<(String, u32, u32)> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    cpu_identity(&text)
+}
+
+/// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them.
+pub fn cpu_identity(text: &str) -> Option<(String, u32, u32)> {
     let field = |k: &str| {
         text.lines()
             .find(|l| l.split(':').next().is_some_and(|x| x.trim() == k))
             .and_then(|l| l.split_once(':'))
             .map(|x| x.1.trim().to_string())
     };
-    Some((
-        field("vendor_id")?,
-        field("cpu family")?.parse().ok()?,
-        field("model")?.parse().ok()?,
-    ))
+    let num = |s: String| -> Option<u32> {
+        match s.strip_prefix("0x") {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => s.parse().ok(),
+        }
+    };
+    if let Some(v) = field("vendor_id") {
+        return Some((v, num(field("cpu family")?)?, num(field("model")?)?));
+    }
+    let implementer = num(field("CPU implementer")?)?;
+    let vendor = if implementer == 0x41 { "ARM".to_string() } else { format!("{implementer:#x}") };
+    Some((vendor, num(field("CPU architecture")?)?, num(field("CPU part")?)?))
 }
 
 /// Build the resolver: run totals or values, constants (explicit or selected by CPU), and

@@ -55,6 +55,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../machine-constants/perfexpert-amd-barcelona.toml"),
     ),
     (
+        "arm-cortex-a15.toml",
+        include_str!("../../machine-constants/arm-cortex-a15.toml"),
+    ),
+    (
         "perfexpert-intel-nehalem.toml",
         include_str!("../../machine-constants/perfexpert-intel-nehalem.toml"),
     ),
