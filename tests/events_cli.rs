@@ -14,8 +14,14 @@ fn event(name: &str, total: Option<f64>) -> EventRecord {
     EventRecord {
         name: name.into(),
         backend: Backend::PerfEvent,
-        status: if total.is_some() { EventStatus::Counted } else { EventStatus::NotSupported },
-        reason: total.is_none().then(|| "the PMU has no such event (virtual machine)".to_string()),
+        status: if total.is_some() {
+            EventStatus::Counted
+        } else {
+            EventStatus::NotSupported
+        },
+        reason: total
+            .is_none()
+            .then(|| "the PMU has no such event (virtual machine)".to_string()),
         column: total.map(|_| name.to_string()),
         total,
         unit: None,
@@ -79,9 +85,22 @@ fn eval_on_a_run_json_and_table() {
     write_run(d.path());
     let defs = d.path().join("defs.txt");
     std::fs::write(&defs, DEFS).unwrap();
-    let out = bin().args(["events", "eval"]).arg(&defs).arg(d.path()).args(["--format", "json"]).assert().success().get_output().stdout.clone();
+    let out = bin()
+        .args(["events", "eval"])
+        .arg(&defs)
+        .arg(d.path())
+        .args(["--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(v["Branch_cat"], serde_json::Value::Null, "branch-misses is not supported in the run");
+    assert_eq!(
+        v["Branch_cat"],
+        serde_json::Value::Null,
+        "branch-misses is not supported in the run"
+    );
     assert_eq!(v["Br_per_ins"], 0.125);
     assert_eq!(v["Faults_per_s"], 150.0);
     // The table names the missing event and the run's reason.
@@ -109,11 +128,31 @@ fn eval_with_values_and_values_file() {
         .success()
         .stdout(predicate::str::contains("\"r\": 0.75"))
         .stdout(predicate::str::contains("\"z\": null"));
-    bin().args(["events", "eval"]).arg(&defs).args(["--values", "A=3,B=4,C=0"]).assert().success().stdout(predicate::str::contains("division by zero"));
+    bin()
+        .args(["events", "eval"])
+        .arg(&defs)
+        .args(["--values", "A=3,B=4,C=0"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("division by zero"));
     let vf = d.path().join("v.json");
     std::fs::write(&vf, r#"{"A": 1, "B": 8, "x,y=z": 5}"#).unwrap();
-    bin().args(["events", "eval"]).arg(&defs).arg("--values-file").arg(&vf).args(["--format", "json"]).assert().success().stdout(predicate::str::contains("\"r\": 0.125"));
-    bin().args(["events", "eval"]).arg(&defs).args(["--values", "A3"]).assert().failure().stderr(predicate::str::contains("`A3` is not NAME=NUMBER"));
+    bin()
+        .args(["events", "eval"])
+        .arg(&defs)
+        .arg("--values-file")
+        .arg(&vf)
+        .args(["--format", "json"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"r\": 0.125"));
+    bin()
+        .args(["events", "eval"])
+        .arg(&defs)
+        .args(["--values", "A3"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("`A3` is not NAME=NUMBER"));
 }
 
 #[test]
@@ -126,8 +165,16 @@ fn malformed_line_exits_non_zero_with_position_and_token() {
         .arg(&defs)
         .assert()
         .failure()
-        .stderr(predicate::str::contains("defs.txt:3:19: unexpected token `*|`"));
-    bin().args(["events", "eval"]).arg(&defs).args(["--values", "A=1"]).assert().failure().stderr(predicate::str::contains(":3:19:"));
+        .stderr(predicate::str::contains(
+            "defs.txt:3:19: unexpected token `*|`",
+        ));
+    bin()
+        .args(["events", "eval"])
+        .arg(&defs)
+        .args(["--values", "A=1"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(":3:19:"));
 }
 
 #[test]
@@ -141,9 +188,15 @@ fn check_lists_rpn_needs_and_aliases() {
         .arg(&defs)
         .assert()
         .success()
-        .stdout(predicate::str::contains("rpn:     PAPI_BR_INS|2|*|PAPI_BR_MSP|12|*|+|PAPI_TOT_INS|/"))
-        .stdout(predicate::str::contains("needs PAPI_BR_MSP: alias of `branch-misses`"))
-        .stdout(predicate::str::contains("file constants: BR_lat=2, BR_miss_lat=12"))
+        .stdout(predicate::str::contains(
+            "rpn:     PAPI_BR_INS|2|*|PAPI_BR_MSP|12|*|+|PAPI_TOT_INS|/",
+        ))
+        .stdout(predicate::str::contains(
+            "needs PAPI_BR_MSP: alias of `branch-misses`",
+        ))
+        .stdout(predicate::str::contains(
+            "file constants: BR_lat=2, BR_miss_lat=12",
+        ))
         .stdout(predicate::str::contains("3 definitions compiled"));
     bin()
         .args(["events", "check"])
@@ -152,8 +205,12 @@ fn check_lists_rpn_needs_and_aliases() {
         .arg(d.path())
         .assert()
         .success()
-        .stdout(predicate::str::contains("needs PAPI_BR_INS: ok: alias of column `branches`"))
-        .stdout(predicate::str::contains("needs PAPI_BR_MSP: MISSING: missing: branch-misses: the PMU has no such event"));
+        .stdout(predicate::str::contains(
+            "needs PAPI_BR_INS: ok: alias of column `branches`",
+        ))
+        .stdout(predicate::str::contains(
+            "needs PAPI_BR_MSP: MISSING: missing: branch-misses: the PMU has no such event",
+        ));
 }
 
 #[test]
@@ -163,11 +220,23 @@ fn papi_user_events_file_env() {
     std::fs::write(&defs, "IPC, PAPI_TOT_INS|PAPI_TOT_CYC|/\n").unwrap();
     bin()
         .env("PAPI_USER_EVENTS_FILE", &defs)
-        .args(["events", "eval", "--values", "instructions=10,cycles=20", "--format", "json"])
+        .args([
+            "events",
+            "eval",
+            "--values",
+            "instructions=10,cycles=20",
+            "--format",
+            "json",
+        ])
         .assert()
         .success()
         .stdout(predicate::str::contains("\"IPC\": 0.5"));
-    bin().env_remove("PAPI_USER_EVENTS_FILE").args(["events", "eval", "--values", "a=1"]).assert().failure().stderr(predicate::str::contains("PAPI_USER_EVENTS_FILE"));
+    bin()
+        .env_remove("PAPI_USER_EVENTS_FILE")
+        .args(["events", "eval", "--values", "a=1"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("PAPI_USER_EVENTS_FILE"));
 }
 
 #[test]
@@ -176,7 +245,15 @@ fn lcpi_command_with_constants() {
     let mp = d.path().join("m.machine.properties");
     std::fs::write(&mp, "version = 1.0\nBR_lat = 2\nBR_miss_lat = 10\n").unwrap();
     bin()
-        .args(["events", "lcpi", "--values", "instructions=1000,cycles=1200,branches=200,branch-misses=10", "--format", "json", "--constants"])
+        .args([
+            "events",
+            "lcpi",
+            "--values",
+            "instructions=1000,cycles=1200,branches=200,branch-misses=10",
+            "--format",
+            "json",
+            "--constants",
+        ])
         .arg(&mp)
         .assert()
         .success()
@@ -188,10 +265,32 @@ fn lcpi_command_with_constants() {
 fn syntax_and_cpu_flags() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("p.csv");
-    std::fs::write(&f, "CPU,a\nPRESET,PAPI_X,DERIVED_ADD,E1,E2\nCPU,b\nPRESET,PAPI_X,DERIVED_SUB,E1,E2\n").unwrap();
-    bin().args(["events", "eval"]).arg(&f).args(["--cpu", "b", "--values", "E1=5,E2=2", "--format", "json"]).assert().success().stdout(predicate::str::contains("\"PAPI_X\": 3"));
-    bin().args(["events", "eval"]).arg(&f).args(["--cpu", "zz", "--values", "E1=5"]).assert().failure().stderr(predicate::str::contains("no `CPU,zz` section"));
+    std::fs::write(
+        &f,
+        "CPU,a\nPRESET,PAPI_X,DERIVED_ADD,E1,E2\nCPU,b\nPRESET,PAPI_X,DERIVED_SUB,E1,E2\n",
+    )
+    .unwrap();
+    bin()
+        .args(["events", "eval"])
+        .arg(&f)
+        .args(["--cpu", "b", "--values", "E1=5,E2=2", "--format", "json"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"PAPI_X\": 3"));
+    bin()
+        .args(["events", "eval"])
+        .arg(&f)
+        .args(["--cpu", "zz", "--values", "E1=5"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no `CPU,zz` section"));
     let g = d.path().join("g.txt");
     std::fs::write(&g, "A, B\n").unwrap();
-    bin().args(["events", "check"]).arg(&g).args(["--syntax", "infix"]).assert().failure().stderr(predicate::str::contains("g.txt:1:2: unexpected token `,`"));
+    bin()
+        .args(["events", "check"])
+        .arg(&g)
+        .args(["--syntax", "infix"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("g.txt:1:2: unexpected token `,`"));
 }

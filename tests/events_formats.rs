@@ -6,9 +6,17 @@ fn opts() -> LoadOptions {
     LoadOptions::default()
 }
 
-fn eval(text: &str, file: &str, syntax: Option<Syntax>, vals: &[(&str, f64)]) -> Vec<(String, Option<f64>, Option<Problem>)> {
+fn eval(
+    text: &str,
+    file: &str,
+    syntax: Option<Syntax>,
+    vals: &[(&str, f64)],
+) -> Vec<(String, Option<f64>, Option<Problem>)> {
     let set = load_str(text, file, syntax, &opts()).unwrap_or_else(|e| panic!("{e}"));
-    set.evaluate(&|n: &str| vals.iter().find(|(k, _)| *k == n).map(|(_, v)| *v)).into_iter().map(|v| (v.name, v.value, v.problem)).collect()
+    set.evaluate(&|n: &str| vals.iter().find(|(k, _)| *k == n).map(|(_, v)| *v))
+        .into_iter()
+        .map(|v| (v.name, v.value, v.problem))
+        .collect()
 }
 
 fn err(text: &str, file: &str, syntax: Option<Syntax>) -> DslError {
@@ -30,10 +38,25 @@ Twice, Branch_cat|2|*|
 fn papi_user_events_rpn_constants_and_references() {
     let set = load_str(PAPI_USER, "defs.txt", None, &opts()).unwrap();
     assert_eq!(set.syntax, Syntax::PapiUser);
-    assert_eq!(set.rpn(0), "PAPI_BR_INS|2|*|PAPI_BR_MSP|12|*|+|PAPI_TOT_INS|/");
+    assert_eq!(
+        set.rpn(0),
+        "PAPI_BR_INS|2|*|PAPI_BR_MSP|12|*|+|PAPI_TOT_INS|/"
+    );
     assert_eq!(set.rpn(1), "def:Branch_cat|2|*");
-    assert_eq!(set.definitions[0].file_constants, vec!["BR_lat", "BR_miss_lat"]);
-    let v = eval(PAPI_USER, "defs.txt", None, &[("PAPI_BR_INS", 100.0), ("PAPI_BR_MSP", 10.0), ("PAPI_TOT_INS", 1000.0)]);
+    assert_eq!(
+        set.definitions[0].file_constants,
+        vec!["BR_lat", "BR_miss_lat"]
+    );
+    let v = eval(
+        PAPI_USER,
+        "defs.txt",
+        None,
+        &[
+            ("PAPI_BR_INS", 100.0),
+            ("PAPI_BR_MSP", 10.0),
+            ("PAPI_TOT_INS", 1000.0),
+        ],
+    );
     // (100*2 + 10*12) / 1000 = 0.32, evaluated in f64 (PAPI would truncate to 0).
     assert_eq!(v[0].1, Some(0.32));
     assert_eq!(v[1].1, Some(0.64));
@@ -42,25 +65,53 @@ fn papi_user_events_rpn_constants_and_references() {
 #[test]
 fn papi_user_error_names_line_column_and_token() {
     let e = err("#define A 1\nX, PAPI_TOT_INS|A|+|*|\n", "defs.txt", None);
-    assert_eq!(e.to_string(), "defs.txt:2:21: unexpected token `*|`: `*` needs two values before it, the stack holds 1");
+    assert_eq!(
+        e.to_string(),
+        "defs.txt:2:21: unexpected token `*|`: `*` needs two values before it, the stack holds 1"
+    );
     let e = err("X, A|B\n", "defs.txt", Some(Syntax::PapiUser));
-    assert!(e.to_string().starts_with("defs.txt:1:6: the formula leaves 2 values on the stack after `B`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("defs.txt:1:6: the formula leaves 2 values on the stack after `B`"),
+        "{e}"
+    );
     let e = err("X, A||B|+\n", "defs.txt", Some(Syntax::PapiUser));
-    assert!(e.to_string().starts_with("defs.txt:1:6: empty token `|`"), "{e}");
+    assert!(
+        e.to_string().starts_with("defs.txt:1:6: empty token `|`"),
+        "{e}"
+    );
     let e = err("#define A x1\n", "defs.txt", Some(Syntax::PapiUser));
-    assert!(e.to_string().starts_with("defs.txt:1:11: a #define value must be a number, found `x1`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("defs.txt:1:11: a #define value must be a number, found `x1`"),
+        "{e}"
+    );
     let e = err("X, A|1|+\nX, A\n", "defs.txt", Some(Syntax::PapiUser));
     assert!(matches!(e, DslError::Duplicate { .. }), "{e}");
 }
 
 #[test]
 fn cycles_between_user_events_are_errors() {
-    let e = err("A, B|1|+\nB, C|2|*\nC, A\n", "cyc.txt", Some(Syntax::PapiUser));
-    let DslError::Cycle { cycle, .. } = &e else { panic!("{e}") };
+    let e = err(
+        "A, B|1|+\nB, C|2|*\nC, A\n",
+        "cyc.txt",
+        Some(Syntax::PapiUser),
+    );
+    let DslError::Cycle { cycle, .. } = &e else {
+        panic!("{e}")
+    };
     assert_eq!(cycle.len(), 4, "{e}");
-    assert!(e.to_string().contains("A -> B -> C -> A") || e.to_string().contains("B -> C -> A -> B") || e.to_string().contains("C -> A -> B -> C"), "{e}");
+    assert!(
+        e.to_string().contains("A -> B -> C -> A")
+            || e.to_string().contains("B -> C -> A -> B")
+            || e.to_string().contains("C -> A -> B -> C"),
+        "{e}"
+    );
     let e = err("A = A + 1\n", "self.txt", Some(Syntax::Infix));
-    assert_eq!(e.to_string(), "self.txt:1:1: definition `A` depends on itself: A -> A");
+    assert_eq!(
+        e.to_string(),
+        "self.txt:1:1: definition `A` depends on itself: A -> A"
+    );
 }
 
 #[test]
@@ -69,9 +120,26 @@ fn infix_named_and_bare_formulas() {
     let set = load_str(text, "f.txt", None, &opts()).unwrap();
     assert_eq!(set.syntax, Syntax::Infix);
     assert_eq!(set.definitions[0].name, "Branch");
-    assert_eq!(set.definitions[1].name, "BR_INS / TOT_INS", "a bare formula is named by its text");
-    assert_eq!(set.rpn(0), "BR_INS|BR_lat|*|BR_MSP|BR_miss_lat|*|+|TOT_INS|/");
-    let v = eval(text, "f.txt", None, &[("BR_INS", 10.0), ("BR_lat", 2.0), ("BR_MSP", 1.0), ("BR_miss_lat", 20.0), ("TOT_INS", 40.0)]);
+    assert_eq!(
+        set.definitions[1].name, "BR_INS / TOT_INS",
+        "a bare formula is named by its text"
+    );
+    assert_eq!(
+        set.rpn(0),
+        "BR_INS|BR_lat|*|BR_MSP|BR_miss_lat|*|+|TOT_INS|/"
+    );
+    let v = eval(
+        text,
+        "f.txt",
+        None,
+        &[
+            ("BR_INS", 10.0),
+            ("BR_lat", 2.0),
+            ("BR_MSP", 1.0),
+            ("BR_miss_lat", 20.0),
+            ("TOT_INS", 40.0),
+        ],
+    );
     assert_eq!(v[0].1, Some(1.0));
     assert_eq!(v[1].1, Some(0.25));
 }
@@ -105,7 +173,12 @@ fn infix_precedence_and_operators() {
 
 #[test]
 fn division_by_zero_is_nan_and_reported() {
-    let v = eval("r = A / B\n", "d.txt", Some(Syntax::Infix), &[("A", 1.0), ("B", 0.0)]);
+    let v = eval(
+        "r = A / B\n",
+        "d.txt",
+        Some(Syntax::Infix),
+        &[("A", 1.0), ("B", 0.0)],
+    );
     assert_eq!(v[0].1, None);
     assert_eq!(v[0].2, Some(Problem::DivisionByZero));
     let v = eval("r = A / B\n", "d.txt", Some(Syntax::Infix), &[("A", 1.0)]);
@@ -115,27 +188,58 @@ fn division_by_zero_is_nan_and_reported() {
 #[test]
 fn infix_error_positions() {
     let e = err("ok = 1\nx = (A + 2*)/B\n", "defs.txt", Some(Syntax::Infix));
-    assert_eq!(e.to_string(), "defs.txt:2:12: unexpected token `)`: expected a number, a name or `(`");
+    assert_eq!(
+        e.to_string(),
+        "defs.txt:2:12: unexpected token `)`: expected a number, a name or `(`"
+    );
     let e = err("x = A + 2x\n", "defs.txt", Some(Syntax::Infix));
-    assert!(e.to_string().starts_with("defs.txt:1:9: a name cannot start with a digit `2x`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("defs.txt:1:9: a name cannot start with a digit `2x`"),
+        "{e}"
+    );
     let e = err("x = (A + B\n", "defs.txt", Some(Syntax::Infix));
-    assert!(e.to_string().starts_with("defs.txt:1:11: expected `)`, found `end of formula`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("defs.txt:1:11: expected `)`, found `end of formula`"),
+        "{e}"
+    );
     let e = err("x = foo(A)\n", "defs.txt", Some(Syntax::Infix));
-    assert!(e.to_string().starts_with("defs.txt:1:5: unknown function `foo`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("defs.txt:1:5: unknown function `foo`"),
+        "{e}"
+    );
     let e = err("x = A $ B\n", "defs.txt", Some(Syntax::Infix));
-    assert!(e.to_string().starts_with("defs.txt:1:7: unexpected character `$`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("defs.txt:1:7: unexpected character `$`"),
+        "{e}"
+    );
 }
 
 #[test]
 fn deep_nesting_is_an_error_not_a_crash() {
     let deep = format!("x = {}1{}\n", "(".repeat(100_000), ")".repeat(100_000));
-    assert!(matches!(err(&deep, "d.txt", Some(Syntax::Infix)), DslError::TooDeep { .. }));
+    assert!(matches!(
+        err(&deep, "d.txt", Some(Syntax::Infix)),
+        DslError::TooDeep { .. }
+    ));
     let long = format!("x = 1{}\n", " + 1".repeat(MAX_DEPTH + 10));
-    assert!(matches!(err(&long, "d.txt", Some(Syntax::Infix)), DslError::TooDeep { .. }));
+    assert!(matches!(
+        err(&long, "d.txt", Some(Syntax::Infix)),
+        DslError::TooDeep { .. }
+    ));
     let neg = format!("x = {}1\n", "-".repeat(100_000));
-    assert!(matches!(err(&neg, "d.txt", Some(Syntax::Infix)), DslError::TooDeep { .. }));
+    assert!(matches!(
+        err(&neg, "d.txt", Some(Syntax::Infix)),
+        DslError::TooDeep { .. }
+    ));
     let rpn = format!("X, 1{}\n", "|1|+".repeat(MAX_DEPTH + 10));
-    assert!(matches!(err(&rpn, "d.txt", Some(Syntax::PapiUser)), DslError::TooDeep { .. }));
+    assert!(matches!(
+        err(&rpn, "d.txt", Some(Syntax::PapiUser)),
+        DslError::TooDeep { .. }
+    ));
     // Within the limit, a long sum compiles and evaluates.
     let ok = format!("x = 1{}\n", " + 1".repeat(MAX_DEPTH - 5));
     let v = eval(&ok, "d.txt", Some(Syntax::Infix), &[]);
@@ -158,9 +262,25 @@ PRESET,PAPI_CMP, DERIVED_CMPD, A, B
 CPU,other
 PRESET,PAPI_TOT_INS,NOT_DERIVED,OTHER_INS
 ";
-    let set = load_str(text, "papi_events.csv", None, &LoadOptions { cpu: Some("test_pmu".into()) }).unwrap();
+    let set = load_str(
+        text,
+        "papi_events.csv",
+        None,
+        &LoadOptions {
+            cpu: Some("test_pmu".into()),
+        },
+    )
+    .unwrap();
     assert_eq!(set.syntax, Syntax::PapiCsv);
-    let vals = [("INS", 5.0), ("A", 10.0), ("B", 3.0), ("C", 1.0), ("CYC", 2e9), ("FLOP", 4e9), ("#cpu_max_hz", 1e9)];
+    let vals = [
+        ("INS", 5.0),
+        ("A", 10.0),
+        ("B", 3.0),
+        ("C", 1.0),
+        ("CYC", 2e9),
+        ("FLOP", 4e9),
+        ("#cpu_max_hz", 1e9),
+    ];
     let got = set.evaluate(&|n: &str| vals.iter().find(|(k, _)| *k == n).map(|x| x.1));
     let g = |name: &str| got.iter().find(|v| v.name == name).unwrap().value;
     assert_eq!(g("PAPI_TOT_INS"), Some(5.0));
@@ -172,14 +292,30 @@ PRESET,PAPI_TOT_INS,NOT_DERIVED,OTHER_INS
     assert_eq!(g("PAPI_HZ"), Some(2.0));
     assert_eq!(g("PAPI_INF"), Some(26.0));
     assert_eq!(g("PAPI_CMP"), Some(10.0));
-    assert_eq!(set.get("PAPI_L1_DCH").unwrap().description.as_deref(), Some("hits, roughly"));
+    assert_eq!(
+        set.get("PAPI_L1_DCH").unwrap().description.as_deref(),
+        Some("hits, roughly")
+    );
     // Without --cpu every section is loaded, names qualified by section.
     let all = load_str(text, "papi_events.csv", None, &opts()).unwrap();
     assert!(all.get("other/PAPI_TOT_INS").is_some());
-    let e = err("CPU,x\nPRESET,P,DERIVED_POSTFIX,N0|N3|+|,A,B\n", "papi_events.csv", None);
-    assert!(e.to_string().starts_with("papi_events.csv:2:29: refers to a native event that is not listed: `N3|`"), "{e}");
+    let e = err(
+        "CPU,x\nPRESET,P,DERIVED_POSTFIX,N0|N3|+|,A,B\n",
+        "papi_events.csv",
+        None,
+    );
+    assert!(
+        e.to_string().starts_with(
+            "papi_events.csv:2:29: refers to a native event that is not listed: `N3|`"
+        ),
+        "{e}"
+    );
     let e = err("CPU,x\nPRESET,P,DERIVED_MUL,A,B\n", "papi_events.csv", None);
-    assert!(e.to_string().starts_with("papi_events.csv:2:10: unknown derived type `DERIVED_MUL`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("papi_events.csv:2:10: unknown derived type `DERIVED_MUL`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -206,7 +342,15 @@ Branch rate = BR_INST_RETIRED_ALL_BRANCHES/INSTR_RETIRED_ANY
     let set = load_str(text, "BRANCH.txt", None, &opts()).unwrap();
     assert_eq!(set.syntax, Syntax::Likwid);
     let names: Vec<&str> = set.definitions.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, ["Runtime (RDTSC)", "CPI", "Branch misprediction ratio", "Branch rate"]);
+    assert_eq!(
+        names,
+        [
+            "Runtime (RDTSC)",
+            "CPI",
+            "Branch misprediction ratio",
+            "Branch rate"
+        ]
+    );
     assert_eq!(set.get("Branch rate").unwrap().unit.as_deref(), Some("%"));
     assert_eq!(set.rpn(1), "CPU_CLK_UNHALTED_CORE|INSTR_RETIRED_ANY|/");
     let v = set.evaluate(&|n: &str| match n {
@@ -219,8 +363,16 @@ Branch rate = BR_INST_RETIRED_ALL_BRANCHES/INSTR_RETIRED_ANY
     assert_eq!(v[1].value, Some(0.5));
     assert_eq!(v[2].value, Some(0.1));
     assert_eq!(v[3].value, Some(25.0));
-    let e = err("EVENTSET\nPMC0 X\nMETRICS\nBad PMC0*/2\n", "G.txt", Some(Syntax::Likwid));
-    assert!(e.to_string().starts_with("G.txt:4:10: unexpected token `/`"), "{e}");
+    let e = err(
+        "EVENTSET\nPMC0 X\nMETRICS\nBad PMC0*/2\n",
+        "G.txt",
+        Some(Syntax::Likwid),
+    );
+    assert!(
+        e.to_string()
+            .starts_with("G.txt:4:10: unexpected token `/`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -229,8 +381,14 @@ fn perfexpert_properties() {
     let set = load_str(text, "x.lcpi.properties", None, &opts()).unwrap();
     assert_eq!(set.syntax, Syntax::PerfExpert);
     let names: Vec<&str> = set.definitions.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, ["overall", "data_TLB.overall", "floating-point_instr.slow"]);
-    assert_eq!(set.definitions[2].vars, ["L1I:CYCLES_STALLED", "PAPI_TOT_INS"]);
+    assert_eq!(
+        names,
+        ["overall", "data_TLB.overall", "floating-point_instr.slow"]
+    );
+    assert_eq!(
+        set.definitions[2].vars,
+        ["L1I:CYCLES_STALLED", "PAPI_TOT_INS"]
+    );
 }
 
 #[test]
@@ -275,16 +433,34 @@ fn perf_json_metrics() {
     // An error inside a MetricExpr is placed at its line and column in the JSON file.
     let bad = "[\n  {\"MetricName\": \"m\",\n   \"MetricExpr\": \"a + * b\"}\n]";
     let e = err(bad, "bad.json", None);
-    assert_eq!(e.to_string(), "bad.json:3:23: unexpected token `*`: expected a number, a name or `(`");
+    assert_eq!(
+        e.to_string(),
+        "bad.json:3:23: unexpected token `*`: expected a number, a name or `(`"
+    );
 }
 
 #[test]
 fn syntax_override_and_detection() {
-    assert_eq!(powerperf::events_dsl::detect("x.json", "[]").unwrap(), Syntax::PerfJson);
-    assert_eq!(powerperf::events_dsl::detect("a.txt", "A, B|C|+\n").unwrap(), Syntax::PapiUser);
-    assert_eq!(powerperf::events_dsl::detect("a.txt", "A = B + C\n").unwrap(), Syntax::Infix);
-    assert_eq!(powerperf::events_dsl::detect("a.properties", "A = B + C\n").unwrap(), Syntax::PerfExpert);
-    assert!(matches!(powerperf::events_dsl::detect("a.txt", "\n\n"), Err(DslError::UnknownSyntax { .. })));
+    assert_eq!(
+        powerperf::events_dsl::detect("x.json", "[]").unwrap(),
+        Syntax::PerfJson
+    );
+    assert_eq!(
+        powerperf::events_dsl::detect("a.txt", "A, B|C|+\n").unwrap(),
+        Syntax::PapiUser
+    );
+    assert_eq!(
+        powerperf::events_dsl::detect("a.txt", "A = B + C\n").unwrap(),
+        Syntax::Infix
+    );
+    assert_eq!(
+        powerperf::events_dsl::detect("a.properties", "A = B + C\n").unwrap(),
+        Syntax::PerfExpert
+    );
+    assert!(matches!(
+        powerperf::events_dsl::detect("a.txt", "\n\n"),
+        Err(DslError::UnknownSyntax { .. })
+    ));
     // `--syntax infix` reads a file that detection would take for PAPI.
     let set = load_str("min(A, B)\n", "a.txt", Some(Syntax::Infix), &opts()).unwrap();
     assert_eq!(set.definitions[0].name, "min(A, B)");
@@ -292,15 +468,16 @@ fn syntax_override_and_detection() {
 
 #[test]
 fn vectorised_evaluation_matches_scalar() {
-    let text = "ipc = INS / CYC\nx = (INS - 2*CYC) if CYC > 3 else d_ratio(INS, CYC - 2)\ny = ipc * 2\n";
+    let text =
+        "ipc = INS / CYC\nx = (INS - 2*CYC) if CYC > 3 else d_ratio(INS, CYC - 2)\ny = ipc * 2\n";
     let set = load_str(text, "v.txt", Some(Syntax::Infix), &opts()).unwrap();
     let n = 1000;
     let ins: Vec<f64> = (0..n).map(|i| (i * 7 % 13) as f64).collect();
     let cyc: Vec<f64> = (0..n).map(|i| (i % 5) as f64).collect();
     let cols = set.evaluate_columns(
         &|name: &str| match name {
-            "INS" => Some(ins.clone()),
-            "CYC" => Some(cyc.clone()),
+            "INS" => Some(ins.as_slice()),
+            "CYC" => Some(cyc.as_slice()),
             _ => None,
         },
         n,

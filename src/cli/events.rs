@@ -202,8 +202,16 @@ pub fn cpu_identity(text: &str) -> Option<(String, u32, u32)> {
         return Some((v, num(field("cpu family")?)?, num(field("model")?)?));
     }
     let implementer = num(field("CPU implementer")?)?;
-    let vendor = if implementer == 0x41 { "ARM".to_string() } else { format!("{implementer:#x}") };
-    Some((vendor, num(field("CPU architecture")?)?, num(field("CPU part")?)?))
+    let vendor = if implementer == 0x41 {
+        "ARM".to_string()
+    } else {
+        format!("{implementer:#x}")
+    };
+    Some((
+        vendor,
+        num(field("CPU architecture")?)?,
+        num(field("CPU part")?)?,
+    ))
 }
 
 /// Build the resolver: run totals or values, constants (explicit or selected by CPU), and

@@ -86,21 +86,36 @@ pub fn builtin(name: &str) -> Option<DefinitionSet> {
 
 /// Names the shipped machine-constants files define (latencies such as `L1_dlat`).
 fn is_constant_name(n: &str) -> bool {
-    super::constants::builtin().iter().any(|(_, m)| m.constants.contains_key(n)) || n.ends_with("_lat")
+    super::constants::builtin()
+        .iter()
+        .any(|(_, m)| m.constants.contains_key(n))
+        || n.ends_with("_lat")
 }
 
 fn problem_text(p: &Option<Problem>) -> String {
     match p {
         Some(Problem::Missing(m)) => {
-            let (consts, events): (Vec<&String>, Vec<&String>) = m.iter().partition(|n| is_constant_name(n));
+            let (consts, events): (Vec<&String>, Vec<&String>) =
+                m.iter().partition(|n| is_constant_name(n));
             let mut parts = Vec::new();
             if !events.is_empty() {
-                parts.push(format!("missing events {}", events.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                parts.push(format!(
+                    "missing events {}",
+                    events
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
             }
             if !consts.is_empty() {
                 parts.push(format!(
                     "missing constants {} (give --constants FILE)",
-                    consts.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    consts
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
             format!("not computable: {}", parts.join("; "))
