@@ -596,8 +596,10 @@ pub(crate) fn likwid(text: &str, file: &str) -> Result<Parsed, DslError> {
             S::Metrics => {
                 let trimmed_end = line.trim_end();
                 let f_at = trimmed_end
-                    .rfind(char::is_whitespace)
-                    .map(|k| k + 1)
+                    .char_indices()
+                    .rev()
+                    .find(|(_, c)| c.is_whitespace())
+                    .map(|(k, c)| k + c.len_utf8())
                     .unwrap_or(lead);
                 let formula = &trimmed_end[f_at..];
                 let label = trimmed_end[..f_at].trim();
