@@ -194,3 +194,29 @@ fn lcpi_on_the_xu3_timeline() {
         .unwrap();
     assert!((br - (totals["BRANCH_PRED"] + 15.0 * totals["BRANCH_MISPRED"]) / ins).abs() < 1e-12);
 }
+
+#[test]
+fn lcpi_from_run_totals() {
+    let totals = powerperf::store::run::RunTotals {
+        values: BTreeMap::from([
+            ("instructions".into(), 2000.0),
+            ("cycles".into(), 3000.0),
+            ("branches".into(), 400.0),
+            ("branch-misses".into(), 20.0),
+        ]),
+        missing: BTreeMap::from([("L1-dcache-loads".into(), "not supported".into())]),
+        duration_s: 1.0,
+    };
+    let (_, m) = constants::select("GenuineIntel", 6, 26).unwrap();
+    let t = lcpi::table_for_totals(&totals, Some(&m));
+    assert_eq!(t.overall_cpi, Ok(1.5));
+    // Nehalem (PerfExpert): BR_lat 1, BR_miss_lat 20 → (400 + 400) / 2000.
+    assert_eq!(
+        t.rows
+            .iter()
+            .find(|r| r.category == "branches")
+            .unwrap()
+            .value,
+        Ok(0.4)
+    );
+}

@@ -338,3 +338,45 @@ impl Resolver {
         self.resolve(name).value()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_column_wins_then_aliases() {
+        let mut r = Resolver::default();
+        r.values.insert("instructions".into(), 10.0);
+        r.values.insert("PAPI_TOT_INS".into(), 99.0);
+        assert_eq!(r.get("PAPI_TOT_INS"), Some(99.0));
+        r.values.remove("PAPI_TOT_INS");
+        assert_eq!(
+            r.resolve("PAPI_TOT_INS"),
+            Resolution::Alias {
+                column: "instructions".into(),
+                value: 10.0,
+                exact: true
+            }
+        );
+        assert_eq!(r.get("cpu@instructions@"), Some(10.0));
+        assert_eq!(r.get("INST_RETIRED.ANY"), Some(10.0));
+    }
+
+    #[test]
+    fn missing_reason_follows_alias() {
+        let mut r = Resolver::default();
+        r.missing
+            .insert("branch-misses".into(), "<not supported>".into());
+        assert_eq!(
+            r.resolve("PAPI_BR_MSP"),
+            Resolution::Missing {
+                reason: Some("branch-misses: <not supported>".into())
+            }
+        );
+        r.duration_s = Some(2.0);
+        assert_eq!(r.get("duration_time"), Some(2.0));
+        r.constants
+            .insert("L1_dlat".into(), (3.0, "Moore 2012".into()));
+        assert_eq!(r.get("L1_dlat"), Some(3.0));
+    }
+}

@@ -174,3 +174,19 @@ pub fn table(lookup: &dyn Fn(&str) -> Option<f64>) -> Table {
         rows: Vec::new(),
     })
 }
+
+/// The LCPI table of a run's totals (`store::run::load_totals`), with machine constants
+/// (e.g. from [`super::constants::select`] or [`super::constants::load`]); event names reach
+/// the run's columns through the alias table, `duration_time` is the run's duration.
+pub fn table_for_totals(
+    totals: &crate::store::run::RunTotals,
+    constants: Option<&super::constants::MachineConstants>,
+) -> Table {
+    let r = super::alias::Resolver {
+        values: totals.values.clone(),
+        constants: constants.map(|m| m.as_map()).unwrap_or_default(),
+        duration_s: Some(totals.duration_s),
+        missing: totals.missing.clone(),
+    };
+    table(&|n: &str| r.get(n))
+}
