@@ -220,3 +220,18 @@ fn lcpi_from_run_totals() {
         Ok(0.4)
     );
 }
+
+#[test]
+fn papi_section_names_for_cpus() {
+    assert_eq!(constants::papi_pmu_name("GenuineIntel", 6, 85), Some("skx"));
+    assert_eq!(
+        constants::papi_pmu_name("GenuineIntel", 6, 207),
+        Some("emr")
+    );
+    assert_eq!(
+        constants::papi_pmu_name("AuthenticAMD", 25, 0x11),
+        Some("amd64_fam19h_zen4")
+    );
+    assert_eq!(constants::papi_pmu_name("ARM", 7, 0xc0f), Some("arm_ac15"));
+    assert_eq!(constants::papi_pmu_name("GenuineIntel", 6, 1), None);
+}

@@ -298,7 +298,48 @@ fn explain_missing(r: &Resolver, names: &[String]) -> String {
         .join(", ")
 }
 
+/// The CPU identity of a run (from its run.toml) or of this machine.
+fn cpu_of(run: Option<&Path>) -> Option<(String, u32, u32)> {
+    match run {
+        Some(dir) => {
+            let m = RunMeta::read(dir).ok()?;
+            Some((
+                m.run.cpu_vendor?,
+                m.run.cpu_family?,
+                m.run.cpu_model_number?,
+            ))
+        }
+        None => this_cpu(),
+    }
+}
+
 fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> Result<i32> {
+    let mut f = f.clone();
+    let mut pre_notes = Vec::new();
+    // papi_events.csv without --cpu: the section of the run's (or this machine's) CPU.
+    if f.cpu.is_none() {
+        if let Some(path) = &f.file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let syntax = match &f.syntax {
+                Some(s) => Syntax::from_name(s),
+                None => crate::events_dsl::detect(&path.display().to_string(), &text).ok(),
+            };
+            if syntax == Some(Syntax::PapiCsv) {
+                match cpu_of(run) {
+                    Some((vn, fa, mo)) => match constants::papi_pmu_name(&vn, fa, mo) {
+                        Some(pmu) => {
+                            pre_notes.push(format!("papi_events.csv section `CPU,{pmu}` (CPU {vn} family {fa} model {mo}; --cpu overrides)"));
+                            f.cpu = Some(pmu.to_string());
+                        }
+                        None => pre_notes.push(format!("no PAPI PMU name known for CPU {vn} family {fa} model {mo}: every section is evaluated; pick one with --cpu")),
+                    },
+                    None => pre_notes.push("CPU unknown: every papi_events.csv section is evaluated; pick one with --cpu".into()),
+                }
+            }
+        }
+    }
+    let f = &f;
     let set = load_defs(f)?;
     let (r, notes) = resolver(run, v)?;
     let values = set.evaluate(&|n: &str| r.get(n));
@@ -318,7 +359,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
             println!("{{\n{}\n}}", items.join(",\n"));
         }
         OutFormat::Table => {
-            for n in notes.iter().chain(&set.notes) {
+            for n in pre_notes.iter().chain(&notes).chain(&set.notes) {
                 eprintln!("note: {n}");
             }
             let w = values
