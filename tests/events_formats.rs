@@ -240,6 +240,12 @@ fn deep_nesting_is_an_error_not_a_crash() {
         err(&rpn, "d.txt", Some(Syntax::PapiUser)),
         DslError::TooDeep { .. }
     ));
+    let natives: Vec<String> = (0..100_000).map(|i| format!("E{i}")).collect();
+    let csv = format!("CPU,x\nPRESET,P,DERIVED_ADD,{}\n", natives.join(","));
+    assert!(matches!(
+        err(&csv, "p.csv", Some(Syntax::PapiCsv)),
+        DslError::TooDeep { .. }
+    ));
     // Within the limit, a long sum compiles and evaluates.
     let ok = format!("x = 1{}\n", " + 1".repeat(MAX_DEPTH - 5));
     let v = eval(&ok, "d.txt", Some(Syntax::Infix), &[]);

@@ -310,6 +310,14 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                 None,
             ));
         }
+        if natives.len() > super::MAX_DEPTH {
+            let (c, n) = natives[super::MAX_DEPTH].clone();
+            return Err(DslError::TooDeep {
+                pos: pos(file, ln, c),
+                token: n,
+                limit: super::MAX_DEPTH,
+            });
+        }
         let var = |i: usize| Expr::Var {
             name: natives[i].1.clone(),
             pos: pos(file, ln, natives[i].0),
