@@ -177,19 +177,40 @@ fn values_file(p: &Path) -> Result<BTreeMap<String, f64>> {
     Ok(out)
 }
 
-/// CPU identity from `/proc/cpuinfo` (vendor_id, cpu family, model).
+/// CPU identity from `/proc/cpuinfo`: (vendor_id, cpu family, model) on x86; on Arm
+/// ("ARM" for implementer 0x41, CPU architecture, CPU part).
 fn this_cpu() -> Option<(String, u32, u32)> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    cpu_identity(&text)
+}
+
+/// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them.
+pub fn cpu_identity(text: &str) -> Option<(String, u32, u32)> {
     let field = |k: &str| {
         text.lines()
             .find(|l| l.split(':').next().is_some_and(|x| x.trim() == k))
             .and_then(|l| l.split_once(':'))
             .map(|x| x.1.trim().to_string())
     };
+    let num = |s: String| -> Option<u32> {
+        match s.strip_prefix("0x") {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => s.parse().ok(),
+        }
+    };
+    if let Some(v) = field("vendor_id") {
+        return Some((v, num(field("cpu family")?)?, num(field("model")?)?));
+    }
+    let implementer = num(field("CPU implementer")?)?;
+    let vendor = if implementer == 0x41 {
+        "ARM".to_string()
+    } else {
+        format!("{implementer:#x}")
+    };
     Some((
-        field("vendor_id")?,
-        field("cpu family")?.parse().ok()?,
-        field("model")?.parse().ok()?,
+        vendor,
+        num(field("CPU architecture")?)?,
+        num(field("CPU part")?)?,
     ))
 }
 
@@ -277,7 +298,48 @@ fn explain_missing(r: &Resolver, names: &[String]) -> String {
         .join(", ")
 }
 
+/// The CPU identity of a run (from its run.toml) or of this machine.
+fn cpu_of(run: Option<&Path>) -> Option<(String, u32, u32)> {
+    match run {
+        Some(dir) => {
+            let m = RunMeta::read(dir).ok()?;
+            Some((
+                m.run.cpu_vendor?,
+                m.run.cpu_family?,
+                m.run.cpu_model_number?,
+            ))
+        }
+        None => this_cpu(),
+    }
+}
+
 fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> Result<i32> {
+    let mut f = f.clone();
+    let mut pre_notes = Vec::new();
+    // papi_events.csv without --cpu: the section of the run's (or this machine's) CPU.
+    if f.cpu.is_none() {
+        if let Some(path) = &f.file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let syntax = match &f.syntax {
+                Some(s) => Syntax::from_name(s),
+                None => crate::events_dsl::detect(&path.display().to_string(), &text).ok(),
+            };
+            if syntax == Some(Syntax::PapiCsv) {
+                match cpu_of(run) {
+                    Some((vn, fa, mo)) => match constants::papi_pmu_name(&vn, fa, mo) {
+                        Some(pmu) => {
+                            pre_notes.push(format!("papi_events.csv section `CPU,{pmu}` (CPU {vn} family {fa} model {mo}; --cpu overrides)"));
+                            f.cpu = Some(pmu.to_string());
+                        }
+                        None => pre_notes.push(format!("no PAPI PMU name known for CPU {vn} family {fa} model {mo}: every section is evaluated; pick one with --cpu")),
+                    },
+                    None => pre_notes.push("CPU unknown: every papi_events.csv section is evaluated; pick one with --cpu".into()),
+                }
+            }
+        }
+    }
+    let f = &f;
     let set = load_defs(f)?;
     let (r, notes) = resolver(run, v)?;
     let values = set.evaluate(&|n: &str| r.get(n));
@@ -297,7 +359,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
             println!("{{\n{}\n}}", items.join(",\n"));
         }
         OutFormat::Table => {
-            for n in notes.iter().chain(&set.notes) {
+            for n in pre_notes.iter().chain(&notes).chain(&set.notes) {
                 eprintln!("note: {n}");
             }
             let w = values

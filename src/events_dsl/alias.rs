@@ -23,6 +23,8 @@ pub const ALIASES: &[(&str, &[&str], bool)] = &[
             "INST_RETIRED_ANY",
             "INSTR_RETIRED_ANY",
             "INST_RETIRED.ANY_P",
+            "INSTRUCTION_RETIRED",
+            "INSTRUCTIONS_RETIRED",
             "RETIRED_INSTRUCTIONS",
             "ex_ret_instr",
             "instructions:u",
@@ -40,6 +42,7 @@ pub const ALIASES: &[(&str, &[&str], bool)] = &[
             "CPU_CLK_UNHALTED.CORE",
             "CPU_CLK_UNHALTED_CORE",
             "CPU_CLK_UNHALTED.THREAD_P",
+            "UNHALTED_CORE_CYCLES",
             "CPU_CLOCKS_UNHALTED",
             "ACTUAL_CPU_CLOCK",
             "ls_not_halted_cyc",
@@ -50,6 +53,7 @@ pub const ALIASES: &[(&str, &[&str], bool)] = &[
     (
         "ref-cycles",
         &[
+            "UNHALTED_REFERENCE_CYCLES",
             "PAPI_REF_CYC",
             "CPU_CLK_UNHALTED.REF_TSC",
             "CPU_CLK_UNHALTED_REF",
@@ -67,6 +71,7 @@ pub const ALIASES: &[(&str, &[&str], bool)] = &[
             "RETIRED_BRANCH_INSTRUCTIONS",
             "ex_ret_brn",
             "BR_INST_RETIRED_ALL_BRANCHES",
+            "BRANCH_INSTRUCTIONS_RETIRED",
         ],
         true,
     ),
@@ -84,20 +89,22 @@ pub const ALIASES: &[(&str, &[&str], bool)] = &[
             "RETIRED_MISPREDICTED_BRANCH_INSTRUCTIONS",
             "ex_ret_brn_misp",
             "BR_MISP_RETIRED_ALL_BRANCHES",
+            "MISPREDICTED_BRANCH_RETIRED",
         ],
         true,
     ),
     ("branch-misses", &["BRANCH_MISPRED", "BR_MIS_PRED"], false),
     (
         "cache-references",
-        &["LONGEST_LAT_CACHE.REFERENCE", "LLC-loads"],
+        &["LONGEST_LAT_CACHE.REFERENCE", "LLC_REFERENCES"],
         true,
     ),
     (
         "cache-misses",
-        &["LONGEST_LAT_CACHE.MISS", "PAPI_L3_TCM"],
-        false,
+        &["LONGEST_LAT_CACHE.MISS", "LLC_MISSES"],
+        true,
     ),
+    ("cache-misses", &["PAPI_L3_TCM"], false),
     (
         "L1-dcache-loads",
         &[
@@ -207,14 +214,20 @@ fn strip_pmu(name: &str) -> &str {
 }
 
 /// The run columns `name` may mean, best first, with whether the match is exact.
+///
+/// Names compare without regard to case, and libpfm's `EVENT:UMASK` matches perf's
+/// `EVENT.UMASK` (`CPU_CLK_UNHALTED:THREAD_P` is `CPU_CLK_UNHALTED.THREAD_P`).
 pub fn candidates(name: &str) -> Vec<(&'static str, bool)> {
     let stripped = strip_pmu(name);
+    let dotted = stripped.replace(':', ".");
     let mut out = Vec::new();
     for (col, names, exact) in ALIASES {
         if *col == stripped
-            || names
-                .iter()
-                .any(|n| n.eq_ignore_ascii_case(name) || n.eq_ignore_ascii_case(stripped))
+            || names.iter().any(|n| {
+                n.eq_ignore_ascii_case(name)
+                    || n.eq_ignore_ascii_case(stripped)
+                    || n.eq_ignore_ascii_case(&dotted)
+            })
         {
             out.push((*col, *exact));
         }
@@ -336,5 +349,47 @@ impl Resolver {
     /// The value of `name`, if any.
     pub fn get(&self, name: &str) -> Option<f64> {
         self.resolve(name).value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_column_wins_then_aliases() {
+        let mut r = Resolver::default();
+        r.values.insert("instructions".into(), 10.0);
+        r.values.insert("PAPI_TOT_INS".into(), 99.0);
+        assert_eq!(r.get("PAPI_TOT_INS"), Some(99.0));
+        r.values.remove("PAPI_TOT_INS");
+        assert_eq!(
+            r.resolve("PAPI_TOT_INS"),
+            Resolution::Alias {
+                column: "instructions".into(),
+                value: 10.0,
+                exact: true
+            }
+        );
+        assert_eq!(r.get("cpu@instructions@"), Some(10.0));
+        assert_eq!(r.get("INST_RETIRED.ANY"), Some(10.0));
+    }
+
+    #[test]
+    fn missing_reason_follows_alias() {
+        let mut r = Resolver::default();
+        r.missing
+            .insert("branch-misses".into(), "<not supported>".into());
+        assert_eq!(
+            r.resolve("PAPI_BR_MSP"),
+            Resolution::Missing {
+                reason: Some("branch-misses: <not supported>".into())
+            }
+        );
+        r.duration_s = Some(2.0);
+        assert_eq!(r.get("duration_time"), Some(2.0));
+        r.constants
+            .insert("L1_dlat".into(), (3.0, "Moore 2012".into()));
+        assert_eq!(r.get("L1_dlat"), Some(3.0));
     }
 }

@@ -359,3 +359,92 @@ impl Program {
 
 /// Rows evaluated at once by [`Program::eval_chunk`].
 pub const CHUNK: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prog(ops: Vec<Op>) -> Program {
+        let mut p = Program::default();
+        let mut d = 0;
+        for o in ops {
+            push(&mut p, &mut d, o);
+        }
+        p
+    }
+
+    #[test]
+    fn stack_depth_is_computed() {
+        // (a + b) * (c - d): depth 3 at most.
+        let p = prog(vec![
+            Op::Load(0),
+            Op::Load(1),
+            Op::Add,
+            Op::Load(2),
+            Op::Load(3),
+            Op::Sub,
+            Op::Mul,
+        ]);
+        assert_eq!(p.max_stack, 3);
+        let mut f = Flags::default();
+        let v = p.eval(
+            &[1.0, 2.0, 5.0, 3.0],
+            &[true; 4],
+            &[],
+            &mut Vec::new(),
+            &mut f,
+        );
+        assert_eq!(v, 6.0);
+        assert!(!f.div_by_zero);
+    }
+
+    #[test]
+    fn division_flags_and_d_ratio() {
+        let mut f = Flags::default();
+        let p = prog(vec![Op::Const(1.0), Op::Const(0.0), Op::Div]);
+        assert!(p.eval(&[], &[], &[], &mut Vec::new(), &mut f).is_nan());
+        assert!(f.div_by_zero);
+        let mut f = Flags::default();
+        let p = prog(vec![Op::Const(1.0), Op::Const(0.0), Op::DRatio]);
+        assert_eq!(p.eval(&[], &[], &[], &mut Vec::new(), &mut f), 0.0);
+        assert!(!f.div_by_zero);
+    }
+
+    #[test]
+    fn chunk_matches_scalar_with_select_and_defined() {
+        let p = prog(vec![
+            Op::Load(0),
+            Op::Const(2.0),
+            Op::Gt,
+            Op::Load(0),
+            Op::Defined(1),
+            Op::Select,
+            Op::Const(3.0),
+            Op::Rem,
+        ]);
+        let a: Vec<f64> = (0..10).map(|i| i as f64 * 1.5).collect();
+        let nan = vec![f64::NAN; 10];
+        let mut out = vec![0.0; 10];
+        p.eval_chunk(
+            &[&a, &nan],
+            &[true, false],
+            &[],
+            10,
+            &mut Vec::new(),
+            &mut out,
+        );
+        for i in 0..10 {
+            let mut f = Flags::default();
+            let s = p.eval(
+                &[a[i], f64::NAN],
+                &[true, false],
+                &[],
+                &mut Vec::new(),
+                &mut f,
+            );
+            assert_eq!(s.to_bits(), out[i].to_bits(), "row {i}");
+        }
+        assert_eq!(out[3], 4.5f64.trunc() % 3.0);
+        assert_eq!(out[0], 0.0);
+    }
+}

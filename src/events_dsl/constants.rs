@@ -55,6 +55,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../machine-constants/perfexpert-amd-barcelona.toml"),
     ),
     (
+        "arm-cortex-a15.toml",
+        include_str!("../../machine-constants/arm-cortex-a15.toml"),
+    ),
+    (
         "perfexpert-intel-nehalem.toml",
         include_str!("../../machine-constants/perfexpert-intel-nehalem.toml"),
     ),
@@ -202,5 +206,73 @@ impl MachineConstants {
             .iter()
             .map(|(k, c)| (k.clone(), (c.value, c.source.clone())))
             .collect()
+    }
+}
+
+/// The libpfm4 PMU name PAPI's `papi_events.csv` uses for a CPU (its `CPU,<pmu>` section),
+/// from vendor, family and model (on Arm: `ARM`, architecture, MIDR part number). Model
+/// lists follow libpfm4's `pfmlib_intel_*.c` / `pfmlib_amd64.c` / `pfmlib_arm*.c` tables;
+/// `None` for a CPU not in this table.
+pub fn papi_pmu_name(vendor: &str, family: u32, model: u32) -> Option<&'static str> {
+    match (vendor, family) {
+        ("GenuineIntel", 6) => Some(match model {
+            26 | 30 | 31 => "nhm",
+            46 => "nhm_ex",
+            37 => "wsm",
+            44 | 47 => "wsm_dp",
+            42 => "snb",
+            45 => "snb_ep",
+            58 => "ivb",
+            62 => "ivb_ep",
+            60 | 69 | 70 => "hsw",
+            63 => "hsw_ep",
+            61 | 71 => "bdw",
+            79 | 86 => "bdw_ep",
+            78 | 94 | 142 | 158 | 165 | 166 => "skl",
+            85 => "skx",
+            106 | 108 => "icx",
+            125 | 126 => "icl",
+            143 => "spr",
+            207 => "emr",
+            173 | 174 => "gnr",
+            151 | 154 => "adl_glc",
+            87 => "knl",
+            133 => "knm",
+            _ => return None,
+        }),
+        ("AuthenticAMD", 16) => Some(match model {
+            2 => "amd64_fam10h_barcelona",
+            4 | 5 | 6 => "amd64_fam10h_shanghai",
+            8 | 9 => "amd64_fam10h_istanbul",
+            _ => return None,
+        }),
+        ("AuthenticAMD", 21) => Some("amd64_fam15h_interlagos"),
+        ("AuthenticAMD", 22) => Some("amd64_fam16h"),
+        ("AuthenticAMD", 23) => Some(if model < 0x30 {
+            "amd64_fam17h_zen1"
+        } else {
+            "amd64_fam17h_zen2"
+        }),
+        ("AuthenticAMD", 25) => Some(match model {
+            0x00..=0x0f | 0x20..=0x5f => "amd64_fam19h_zen3",
+            _ => "amd64_fam19h_zen4",
+        }),
+        ("AuthenticAMD", 26) => Some("amd64_fam1ah_zen5"),
+        ("ARM", _) => Some(match model {
+            0xc07 => "arm_ac7",
+            0xc08 => "arm_ac8",
+            0xc09 => "arm_ac9",
+            0xc0f => "arm_ac15",
+            0xd03 => "arm_ac53",
+            0xd07 => "arm_ac57",
+            0xd08 => "arm_ac72",
+            0xd0b => "arm_ac76",
+            0xd0c => "arm_n1",
+            0xd49 => "arm_n2",
+            0xd40 => "arm_v1",
+            0xd4f => "arm_v2",
+            _ => return None,
+        }),
+        _ => None,
     }
 }

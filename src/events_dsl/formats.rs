@@ -187,6 +187,7 @@ fn split_fields(line: &str) -> Vec<(usize, String)> {
 
 struct Section {
     names: Vec<String>,
+    notes: Vec<String>,
     defs: Vec<RawDef>,
     seen: HashMap<String, usize>,
 }
@@ -200,7 +201,6 @@ pub const CPU_MAX_HZ: &str = "#cpu_max_hz";
 pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Parsed, DslError> {
     let mut sections: Vec<Section> = Vec::new();
     let mut last_was_cpu = false;
-    let mut notes = Vec::new();
     for (ln, line) in text.lines().enumerate() {
         let ln = ln + 1;
         let t = line.trim();
@@ -223,6 +223,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                 if !last_was_cpu {
                     sections.push(Section {
                         names: Vec::new(),
+                        notes: Vec::new(),
                         defs: Vec::new(),
                         seen: HashMap::new(),
                     });
@@ -308,6 +309,14 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                 dtype.clone(),
                 None,
             ));
+        }
+        if natives.len() > super::MAX_DEPTH {
+            let (c, n) = natives[super::MAX_DEPTH].clone();
+            return Err(DslError::TooDeep {
+                pos: pos(file, ln, c),
+                token: n,
+                limit: super::MAX_DEPTH,
+            });
         }
         let var = |i: usize| Expr::Var {
             name: natives[i].1.clone(),
@@ -403,12 +412,23 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
             description,
             unit: None,
         };
-        push_def(&mut section.defs, &mut section.seen, d, true, &mut notes)?;
+        push_def(
+            &mut section.defs,
+            &mut section.seen,
+            d,
+            true,
+            &mut section.notes,
+        )?;
     }
-    let mut p = Parsed {
-        notes,
-        ..Default::default()
-    };
+    let mut p = Parsed::default();
+    let mut available: Vec<String> = Vec::new();
+    for s in &sections {
+        for n in &s.names {
+            if !available.contains(n) {
+                available.push(n.clone())
+            }
+        }
+    }
     match &opts.cpu {
         Some(cpu) => {
             let mut found = false;
@@ -418,6 +438,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                 .filter(|s| s.names.iter().any(|n| n.eq_ignore_ascii_case(cpu)))
             {
                 found = true;
+                p.notes.extend(s.notes);
                 for d in s.defs {
                     push_def(&mut p.defs, &mut seen, d, true, &mut p.notes)?;
                 }
@@ -426,9 +447,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                 return Err(DslError::NoSection {
                     file: file.into(),
                     cpu: cpu.clone(),
-                    available:
-                        "see `CPU,` lines of the file (e.g. amd64_fam17h, skx, icl, spr, arm_v2)"
-                            .into(),
+                    available: available.join(", "),
                 });
             }
         }
@@ -436,6 +455,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
             let mut seen = HashMap::new();
             for s in sections {
                 let sec = s.names.first().cloned().unwrap_or_default();
+                p.notes.extend(s.notes);
                 for mut d in s.defs {
                     d.name = format!("{sec}/{}", d.name);
                     push_def(&mut p.defs, &mut seen, d, true, &mut p.notes)?;
@@ -596,8 +616,10 @@ pub(crate) fn likwid(text: &str, file: &str) -> Result<Parsed, DslError> {
             S::Metrics => {
                 let trimmed_end = line.trim_end();
                 let f_at = trimmed_end
-                    .rfind(char::is_whitespace)
-                    .map(|k| k + 1)
+                    .char_indices()
+                    .rev()
+                    .find(|(_, c)| c.is_whitespace())
+                    .map(|(k, c)| k + c.len_utf8())
                     .unwrap_or(lead);
                 let formula = &trimmed_end[f_at..];
                 let label = trimmed_end[..f_at].trim();

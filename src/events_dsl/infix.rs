@@ -154,8 +154,9 @@ fn lex(
                         Some("perf literals are #smt_on, #num_cpus, #slots, …"),
                     ));
                 }
+                // perf compares literals without regard to case (`#SMT_on` is `#smt_on`).
                 out.push(Token {
-                    tok: Tok::Name(name.clone()),
+                    tok: Tok::Name(name.to_ascii_lowercase()),
                     at: start,
                     text: name,
                 });

@@ -84,9 +84,42 @@ pub fn builtin(name: &str) -> Option<DefinitionSet> {
     })
 }
 
+/// Names the shipped machine-constants files define (latencies such as `L1_dlat`).
+fn is_constant_name(n: &str) -> bool {
+    super::constants::builtin()
+        .iter()
+        .any(|(_, m)| m.constants.contains_key(n))
+        || n.ends_with("_lat")
+}
+
 fn problem_text(p: &Option<Problem>) -> String {
     match p {
-        Some(Problem::Missing(m)) => format!("not computable: missing events {}", m.join(", ")),
+        Some(Problem::Missing(m)) => {
+            let (consts, events): (Vec<&String>, Vec<&String>) =
+                m.iter().partition(|n| is_constant_name(n));
+            let mut parts = Vec::new();
+            if !events.is_empty() {
+                parts.push(format!(
+                    "missing events {}",
+                    events
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if !consts.is_empty() {
+                parts.push(format!(
+                    "missing constants {} (give --constants FILE)",
+                    consts
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            format!("not computable: {}", parts.join("; "))
+        }
         Some(p) => format!("not computable: {p}"),
         None => "not computable".into(),
     }
@@ -140,4 +173,20 @@ pub fn table(lookup: &dyn Fn(&str) -> Option<f64>) -> Table {
         overall_cpi: Err("no LCPI definitions".into()),
         rows: Vec::new(),
     })
+}
+
+/// The LCPI table of a run's totals (`store::run::load_totals`), with machine constants
+/// (e.g. from [`super::constants::select`] or [`super::constants::load`]); event names reach
+/// the run's columns through the alias table, `duration_time` is the run's duration.
+pub fn table_for_totals(
+    totals: &crate::store::run::RunTotals,
+    constants: Option<&super::constants::MachineConstants>,
+) -> Table {
+    let r = super::alias::Resolver {
+        values: totals.values.clone(),
+        constants: constants.map(|m| m.as_map()).unwrap_or_default(),
+        duration_s: Some(totals.duration_s),
+        missing: totals.missing.clone(),
+    };
+    table(&|n: &str| r.get(n))
 }

@@ -537,14 +537,14 @@ impl DefinitionSet {
     /// set): `column(name)` gives a variable's column (at least `n_rows` long) or `None` when
     /// it is missing (then it reads NaN). Returns one column per definition, in definition
     /// order; plain division by zero gives NaN in that row.
-    pub fn evaluate_columns(
+    pub fn evaluate_columns<'a>(
         &self,
-        column: &dyn Fn(&str) -> Option<Vec<f64>>,
+        column: &dyn Fn(&str) -> Option<&'a [f64]>,
         n_rows: usize,
     ) -> Vec<Vec<f64>> {
         let nan = vec![f64::NAN; n_rows];
         let mut present = Vec::new();
-        let cols: Vec<Vec<f64>> = self
+        let cols: Vec<&[f64]> = self
             .variables
             .iter()
             .map(|v| match column(v) {
@@ -554,7 +554,7 @@ impl DefinitionSet {
                 }
                 _ => {
                     present.push(false);
-                    nan.clone()
+                    nan.as_slice()
                 }
             })
             .collect();
