@@ -1,10 +1,239 @@
-//! `powerperf evaluate`.
+//! `powerperf evaluate SET --protocol knob-holdout|workload-holdout [--model KIND]
+//! [--train K=A,B,…] [--baseline K=V,…] [-o points.csv] [--format table|json]`.
+//!
+//! Held-out evaluation under DESIGN.md's rules (see [`crate::models::eval`]). `points`
+//! counts held-out (workload, knob values) means.
+
+use super::fit::{error_table, parse_params};
+use super::predict::{csv_cell, parse_knob, Format};
+use crate::models::eval::{knob_holdout, workload_holdout, Evaluation};
+use crate::models::features::mean_points;
+use crate::models::{Knobs, ModelKind};
+use crate::store::set::{TrainingSet, TARGETS};
+use anyhow::Context;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Held-out protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    /// Per workload, train on some values of one knob, predict the others.
+    KnobHoldout,
+    /// Leave one workload out; predict it from its baseline point and the other workloads.
+    WorkloadHoldout,
+}
 
 /// Arguments of `powerperf evaluate`.
 #[derive(Debug, clap::Args)]
-pub struct EvaluateArgs {}
+pub struct EvaluateArgs {
+    /// Training-set directory.
+    pub set: PathBuf,
+    #[arg(long, value_enum)]
+    pub protocol: Protocol,
+    /// Model kind (`auto`: analytic for clock knobs in knob holdout, spca in workload holdout,
+    /// threads for thread counts).
+    #[arg(long = "model", value_enum, default_value = "auto")]
+    pub model: ModelKind,
+    /// Knob holdout: training values of one knob, `NAME=A,B,…`; every point with one of them
+    /// (at any value of the other knobs) trains, the rest are predicted. Default: the lowest,
+    /// middle and highest value of the set's first knob.
+    #[arg(long)]
+    pub train: Option<String>,
+    /// Workload holdout: the baseline setting, `NAME=V[,NAME2=V2]` or repeated; default: the
+    /// maximum of every knob.
+    #[arg(long)]
+    pub baseline: Vec<String>,
+    /// Write one row per held-out point: workload, knobs, measured and predicted targets.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Model parameters as a JSON object (see `powerperf fit --params`).
+    #[arg(long)]
+    pub params: Option<String>,
+}
+
+fn parse_baseline(specs: &[String]) -> anyhow::Result<Knobs> {
+    let mut k = Knobs::new();
+    for spec in specs {
+        for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
+            let (n, v) = parse_knob(part).with_context(|| {
+                format!("--baseline `{spec}` (expected NAME=V, e.g. core_freq_mhz=1380)")
+            })?;
+            if v.len() != 1 {
+                anyhow::bail!("--baseline `{spec}`: one value per knob");
+            }
+            k.insert(n, v[0]);
+        }
+    }
+    Ok(k)
+}
+
+fn write_points(path: &PathBuf, ev: &Evaluation) -> anyhow::Result<()> {
+    let knob_names: std::collections::BTreeSet<&String> =
+        ev.results.iter().flat_map(|r| r.knobs.keys()).collect();
+    let mut out = String::new();
+    let mut header = vec!["workload".to_string()];
+    header.extend(knob_names.iter().map(|s| s.to_string()));
+    for t in TARGETS {
+        header.push(format!("measured_{t}"));
+        header.push(format!("predicted_{t}"));
+    }
+    out += &header.join(",");
+    out += "\n";
+    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+    for r in &ev.results {
+        let mut cells = vec![csv_cell(&r.workload)];
+        cells.extend(
+            knob_names
+                .iter()
+                .map(|n| r.knobs.get(*n).map_or(String::new(), |v| v.to_string())),
+        );
+        for t in TARGETS {
+            cells.push(f(r.measured.target(t)));
+            cells.push(f(r.predicted.target(t)));
+        }
+        out += &cells.join(",");
+        out += "\n";
+    }
+    let mut file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(out.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
 
 /// Run `powerperf evaluate`.
-pub fn run(_args: EvaluateArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf evaluate` is not built yet")
+pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
+    let set = TrainingSet::read(&args.set)?;
+    let params = parse_params(args.params.as_deref())?;
+    let points = mean_points(&set);
+    if points.is_empty() {
+        anyhow::bail!("set {} has no points", args.set.display());
+    }
+    let ev = match args.protocol {
+        Protocol::KnobHoldout => {
+            let (knob, values) = match &args.train {
+                Some(s) => parse_knob(s)?,
+                None => {
+                    let knob = set.meta.knobs.first().cloned().with_context(|| {
+                        format!(
+                            "set {} has no knobs (fix: pass --train NAME=A,B)",
+                            args.set.display()
+                        )
+                    })?;
+                    let vals = set.knob_values(&knob);
+                    if vals.len() < 3 {
+                        anyhow::bail!(
+                            "knob {knob} has {} value(s); pass --train {knob}=… explicitly",
+                            vals.len()
+                        );
+                    }
+                    let v = vec![vals[0], vals[vals.len() / 2], vals[vals.len() - 1]];
+                    eprintln!(
+                        "note: --train {knob}={},{},{} (lowest, middle, highest)",
+                        v[0], v[1], v[2]
+                    );
+                    (knob, v)
+                }
+            };
+            let known = set.knob_values(&knob);
+            if known.is_empty() {
+                anyhow::bail!(
+                    "--train names knob `{knob}`, which the set does not have; its knobs: {}",
+                    set.meta.knobs.join(", ")
+                );
+            }
+            for v in &values {
+                if !known.contains(v) {
+                    anyhow::bail!("--train {knob}={v}: the set has no point at that value; its values: {known:?}");
+                }
+            }
+            knob_holdout(args.model, &set.meta, &points, &knob, &values, &params)
+        }
+        Protocol::WorkloadHoldout => {
+            let mut base = parse_baseline(&args.baseline)?;
+            if base.is_empty() {
+                for k in &set.meta.knobs {
+                    if let Some(v) = set.knob_values(k).last() {
+                        base.insert(k.clone(), *v);
+                    }
+                }
+                eprintln!(
+                    "note: --baseline {} (the maximum of every knob)",
+                    crate::models::features::knob_key(&base)
+                );
+            }
+            workload_holdout(args.model, &set.meta, &points, &base, &params)
+        }
+    };
+    if let Some(path) = &args.output {
+        write_points(path, &ev)?;
+    }
+    match args.format {
+        Format::Json => {
+            let mut obj = serde_json::Map::new();
+            obj.insert("points".into(), ev.summary.points.into());
+            obj.insert("model".into(), ev.kind.name().into());
+            obj.insert("protocol".into(), ev.summary.protocol.clone().into());
+            for (t, short) in [
+                ("time_s", "time"),
+                ("power_w", "power"),
+                ("energy_j", "energy"),
+            ] {
+                if let Some(e) = ev.summary.targets.get(t) {
+                    obj.insert(
+                        short.into(),
+                        serde_json::json!({"mape_pct": e.mape_pct, "max_pct": e.max_pct, "n": e.n}),
+                    );
+                }
+            }
+            if !ev.failures.is_empty() {
+                obj.insert("failures".into(), ev.failures.len().into());
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::Value::Object(obj))?
+            );
+        }
+        Format::Table | Format::Csv => {
+            println!(
+                "{} — model {} — {} held-out points",
+                ev.summary.protocol,
+                ev.kind.name(),
+                ev.summary.points
+            );
+            let skipped: Vec<&str> = TARGETS
+                .iter()
+                .copied()
+                .filter(|t| set.meta.unreliable.iter().any(|u| u.target == *t))
+                .collect();
+            print!("{}", error_table(&ev.summary.targets, &skipped));
+            for u in &set.meta.unreliable {
+                println!(
+                    "  {} not scored for {}: {}",
+                    u.target,
+                    u.workloads.join(", "),
+                    u.reason
+                );
+            }
+        }
+    }
+    if !ev.failures.is_empty() {
+        eprintln!(
+            "{} held-out point(s) could not be predicted, e.g. {}: {}",
+            ev.failures.len(),
+            ev.failures[0].0,
+            ev.failures[0].1
+        );
+    }
+    if ev.results.is_empty() {
+        anyhow::bail!(
+            "no held-out point could be predicted (first reason: {})",
+            ev.failures
+                .first()
+                .map_or("none held out", |f| f.1.as_str())
+        );
+    }
+    Ok(0)
 }

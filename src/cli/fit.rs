@@ -1,10 +1,142 @@
-//! `powerperf fit`.
+//! `powerperf fit SET -o MODEL.json [--model KIND] [--explain]`.
+//!
+//! Fits a model on the set's mean points, measures leave-one-out error (each (workload, knobs)
+//! mean predicted from all other points, the model refitted every time; see
+//! [`crate::models::eval`]), prints it, and writes `MODEL.json` ([`ModelFile`]).
+
+use crate::models::eval::{leave_one_out, TargetError};
+use crate::models::features::mean_points;
+use crate::models::{fit_kind, FitParams, ModelFile, ModelKind, MODEL_FORMAT};
+use crate::store::set::{TrainingSet, TARGETS};
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// Arguments of `powerperf fit`.
 #[derive(Debug, clap::Args)]
-pub struct FitArgs {}
+pub struct FitArgs {
+    /// Training-set directory (`set.toml` + `points.parquet`, from `powerperf import`).
+    pub set: PathBuf,
+    /// Where to write the model (JSON).
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Model kind; `auto` picks `threads` for thread-count sets, else `analytic`.
+    #[arg(long = "model", value_enum, default_value = "auto")]
+    pub model: ModelKind,
+    /// Print what was fitted: parameters per workload, and for `spca`/`linear` the counters
+    /// kept at each selection step and why.
+    #[arg(long)]
+    pub explain: bool,
+    /// Skip the leave-one-out error (faster; the model file then has no held-out error).
+    #[arg(long)]
+    pub no_loo: bool,
+    /// Model parameters as a JSON object (`FitParams`), e.g.
+    /// `{"regression":{"spca":{"rho_min":0.5}}}`.
+    #[arg(long)]
+    pub params: Option<String>,
+}
+
+/// Format an error table (targets as rows).
+pub(crate) fn error_table(targets: &BTreeMap<String, TargetError>, skipped: &[&str]) -> String {
+    let mut s = format!(
+        "{:<10} {:>9} {:>9} {:>7}\n",
+        "target", "MAPE_%", "max_%", "points"
+    );
+    for t in TARGETS {
+        if let Some(e) = targets.get(t) {
+            s += &format!(
+                "{:<10} {:>9.3} {:>9.2} {:>7}\n",
+                t, e.mape_pct, e.max_pct, e.n
+            );
+        } else if skipped.contains(&t) {
+            s += &format!("{t:<10} {:>9}\n", "skipped");
+        }
+    }
+    s
+}
+
+/// Parse `--params`.
+pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
+    match text {
+        None => Ok(FitParams::default()),
+        Some(t) => serde_json::from_str(t).with_context(|| {
+            format!("--params `{t}` is not a FitParams JSON object (fix: e.g. --params '{{\"analytic\":{{\"power_exponent\":3}}}}')")
+        }),
+    }
+}
 
 /// Run `powerperf fit`.
-pub fn run(_args: FitArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf fit` is not built yet")
+pub fn run(args: FitArgs) -> anyhow::Result<i32> {
+    let set = TrainingSet::read(&args.set)?;
+    let params = parse_params(args.params.as_deref())?;
+    let points = mean_points(&set);
+    if points.is_empty() {
+        anyhow::bail!(
+            "set {} has no points (fix: import data into it with `powerperf import`)",
+            args.set.display()
+        );
+    }
+    let kind = args.model.resolve(&points, false);
+    let fitted = fit_kind(kind, &set.meta, &points, &params)
+        .with_context(|| format!("fitting `{}` on {}", kind.name(), args.set.display()))?;
+    println!(
+        "fitted {} on {} ({} workloads, {} points = means over repeats)",
+        fitted.kind(),
+        args.set.display(),
+        set.workloads().len(),
+        points.len()
+    );
+    let held_out_error = if args.no_loo {
+        None
+    } else {
+        let ev = leave_one_out(kind, &set.meta, &points, &params);
+        println!("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):");
+        let skipped: Vec<&str> = TARGETS
+            .iter()
+            .copied()
+            .filter(|t| set.meta.unreliable.iter().any(|u| u.target == *t))
+            .collect();
+        print!("{}", error_table(&ev.summary.targets, &skipped));
+        for u in &set.meta.unreliable {
+            println!(
+                "  {} not scored for {}: {}",
+                u.target,
+                u.workloads.join(", "),
+                u.reason
+            );
+        }
+        if !ev.failures.is_empty() {
+            println!(
+                "  {} point(s) could not be predicted when left out, e.g. {}: {}",
+                ev.failures.len(),
+                ev.failures[0].0,
+                ev.failures[0].1
+            );
+        }
+        Some(ev.summary)
+    };
+    if args.explain {
+        println!("\n{}", fitted.explain());
+    }
+    let mut training_knobs: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for p in &points {
+        training_knobs
+            .entry(p.workload.clone())
+            .or_default()
+            .push(p.knobs.clone());
+    }
+    let file = ModelFile {
+        format: MODEL_FORMAT.to_string(),
+        kind: fitted.kind().to_string(),
+        set_source: set.meta.source.clone(),
+        set_path: args.set.display().to_string(),
+        knobs: set.meta.knobs.clone(),
+        training_knobs,
+        unreliable: set.meta.unreliable.clone(),
+        held_out_error,
+        model: fitted,
+    };
+    file.write(&args.output)?;
+    println!("wrote {}", args.output.display());
+    Ok(0)
 }

@@ -1,10 +1,174 @@
-//! `powerperf import`.
+//! `powerperf import`: a training set from tabular data through a spec, or from run
+//! directories written by `powerperf collect`. See `docs/import.md`.
+
+use crate::store::import::{import, ImportSpec};
+use crate::store::run::RUN_TOML;
+use crate::store::set::{from_runs_labelled, TrainingSet};
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
 
 /// Arguments of `powerperf import`.
 #[derive(Debug, clap::Args)]
-pub struct ImportArgs {}
+pub struct ImportArgs {
+    /// An import spec (TOML, e.g. datasets/titanx-micro.toml), or run directories written by
+    /// `powerperf collect` (each holds a run.toml).
+    #[arg(value_name = "SPEC|RUN", required_unless_present = "runs")]
+    pub inputs: Vec<PathBuf>,
+    /// The training set directory to write (set.toml + points.parquet).
+    #[arg(short, long, value_name = "SET")]
+    pub output: PathBuf,
+    /// Read this file (or glob) instead of the one the spec names.
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Run directories to import (e.g. `--runs runs/*`).
+    #[arg(long, value_name = "RUN", num_args = 1..)]
+    pub runs: Vec<PathBuf>,
+    /// Workload label for imported runs (default: the base name of each run's command).
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+}
+
+/// What the inputs are.
+enum Inputs {
+    Spec(PathBuf),
+    Runs(Vec<PathBuf>),
+}
+
+fn classify(args: &ImportArgs) -> Result<Inputs> {
+    let mut runs: Vec<PathBuf> = args.runs.clone();
+    let mut spec = None;
+    for p in &args.inputs {
+        if p.is_dir() {
+            if !p.join(RUN_TOML).is_file() {
+                bail!("{} is a directory without a {RUN_TOML}: not a run directory written by `powerperf collect`", p.display());
+            }
+            runs.push(p.clone());
+        } else if p.is_file() {
+            if spec.is_some() {
+                bail!(
+                    "give one import spec at a time ({} is a second one)",
+                    p.display()
+                );
+            }
+            spec = Some(p.clone());
+        } else {
+            bail!(
+                "{} does not exist (expected an import spec file or a run directory)",
+                p.display()
+            );
+        }
+    }
+    for r in &args.runs {
+        if !r.join(RUN_TOML).is_file() {
+            bail!(
+                "{} has no {RUN_TOML}: not a run directory written by `powerperf collect`",
+                r.display()
+            );
+        }
+    }
+    match (spec, runs.is_empty()) {
+        (Some(s), true) => Ok(Inputs::Spec(s)),
+        (None, false) => Ok(Inputs::Runs(runs)),
+        (Some(_), false) => bail!("give either an import spec or run directories, not both"),
+        (None, true) => bail!("nothing to import: give an import spec or run directories"),
+    }
+}
+
+fn range(v: &[f64]) -> String {
+    match (v.first(), v.last()) {
+        (Some(a), Some(b)) if v.len() > 1 => format!("{} values {a}..{b}", v.len()),
+        (Some(a), _) => format!("{a}"),
+        _ => "none".into(),
+    }
+}
+
+/// A few lines describing a set, for the terminal.
+pub fn summary(set: &TrainingSet) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{} points, {} workloads",
+        set.points.len(),
+        set.workloads().len()
+    )];
+    let knobs: Vec<String> = set
+        .meta
+        .knobs
+        .iter()
+        .map(|k| format!("{k} {}", range(&set.knob_values(k))))
+        .collect();
+    lines.push(format!("knobs: {}", knobs.join("; ")));
+    lines.push(format!(
+        "targets: {}; counters: {}; static features: {}",
+        set.meta.targets.join(", "),
+        set.meta.counters.len(),
+        set.meta.static_features.len()
+    ));
+    for u in &set.meta.unreliable {
+        let w = if u.workloads.len() > 6 {
+            format!("{} workloads", u.workloads.len())
+        } else {
+            u.workloads.join(", ")
+        };
+        lines.push(format!("unreliable: {} for {w}: {}", u.target, u.reason));
+    }
+    lines
+}
 
 /// Run `powerperf import`.
-pub fn run(_args: ImportArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf import` is not built yet")
+///
+/// # Errors
+/// A spec or run that cannot be read (see [`crate::store::import::import`] and
+/// [`from_runs_labelled`]); a set that cannot be written.
+pub fn run(args: ImportArgs) -> Result<i32> {
+    let (set, files, notes) = match classify(&args)? {
+        Inputs::Spec(spec_path) => {
+            if args.workload.is_some() {
+                bail!(
+                    "--workload labels run directories; an import spec names its workload column"
+                );
+            }
+            let spec = ImportSpec::load(&spec_path)?;
+            let imp = import(&spec, args.file.as_deref())?;
+            (imp.set, imp.files, imp.notes)
+        }
+        Inputs::Runs(dirs) => {
+            if args.file.is_some() {
+                bail!("--file replaces an import spec's data file; it does not apply to run directories");
+            }
+            let (set, notes) = from_runs_labelled(&dirs, args.workload.as_deref())?;
+            (set, dirs, notes)
+        }
+    };
+    set.write(&args.output)?;
+    let shown: Vec<String> = files
+        .iter()
+        .take(3)
+        .map(|f| f.display().to_string())
+        .collect();
+    let more = if files.len() > 3 {
+        format!(" and {} more", files.len() - 3)
+    } else {
+        String::new()
+    };
+    println!(
+        "imported {} from {}{more}",
+        set.meta.source,
+        shown.join(", ")
+    );
+    for l in summary(&set) {
+        println!("  {l}");
+    }
+    for n in &notes {
+        println!("  note: {n}");
+    }
+    println!(
+        "wrote {} ({}, {})",
+        args.output.display(),
+        display_name(&args.output, "set.toml"),
+        display_name(&args.output, "points.parquet")
+    );
+    Ok(0)
+}
+
+fn display_name(dir: &Path, file: &str) -> String {
+    dir.join(file).display().to_string()
 }

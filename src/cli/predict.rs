@@ -1,10 +1,261 @@
-//! `powerperf predict`.
+//! `powerperf predict --model MODEL (--from RUN | --workload NAME) --knob K=A,B,… [--format]`.
+//!
+//! Predicts time, power and energy at every combination of the `--knob` values. Knobs not
+//! given take the value of the run (`--from`) or else the workload's reference setting in the
+//! model's training grid (the maximum of each knob), and a note on stderr says so.
+
+use crate::models::features::knob_key;
+use crate::models::{Knobs, ModelFile, Predictor};
+use crate::store::run::RunMeta;
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Output formats of `predict` and `evaluate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
 
 /// Arguments of `powerperf predict`.
 #[derive(Debug, clap::Args)]
-pub struct PredictArgs {}
+pub struct PredictArgs {
+    /// Model file from `powerperf fit`.
+    #[arg(long = "model")]
+    pub model: PathBuf,
+    /// A run directory: its program name is the workload (unless --workload is given) and its
+    /// knobs fill the knobs not given with --knob.
+    #[arg(long = "from", required_unless_present = "workload")]
+    pub from: Option<PathBuf>,
+    /// Workload name as in the training set.
+    #[arg(long = "workload")]
+    pub workload: Option<String>,
+    /// Knob values, `NAME=V1,V2,…` (repeatable; all combinations are predicted), e.g.
+    /// `core_freq_mhz=595,861,1164`.
+    #[arg(long = "knob", required = true)]
+    pub knob: Vec<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// Parse `NAME=V1,V2,…`.
+pub(crate) fn parse_knob(spec: &str) -> anyhow::Result<(String, Vec<f64>)> {
+    let (name, vals) = spec.split_once('=').with_context(|| {
+        format!("--knob `{spec}`: expected NAME=V1,V2,… (e.g. core_freq_mhz=595,861,1164)")
+    })?;
+    let name = name.trim();
+    if name.is_empty() {
+        anyhow::bail!("--knob `{spec}`: empty knob name (e.g. core_freq_mhz=595)");
+    }
+    let mut out = Vec::new();
+    for (i, v) in vals.split(',').enumerate() {
+        let v = v.trim();
+        let x: f64 = v.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "--knob `{spec}`: value {} `{v}` is not a number (e.g. {name}=595,861)",
+                i + 1
+            )
+        })?;
+        out.push(x);
+    }
+    Ok((name.to_string(), out))
+}
+
+/// All combinations of the knob lists.
+pub(crate) fn combinations(lists: &[(String, Vec<f64>)]) -> Vec<Knobs> {
+    let mut out = vec![Knobs::new()];
+    for (name, vals) in lists {
+        let mut next = Vec::new();
+        for k in &out {
+            for v in vals {
+                let mut k = k.clone();
+                k.insert(name.clone(), *v);
+                next.push(k);
+            }
+        }
+        out = next;
+    }
+    out
+}
+
+fn run_knobs(meta: &RunMeta) -> Knobs {
+    let mut k = Knobs::new();
+    if let Some(v) = meta.knobs.core_freq_mhz {
+        k.insert("core_freq_mhz".into(), v);
+    }
+    if let Some(v) = meta.knobs.mem_freq_mhz {
+        k.insert("mem_freq_mhz".into(), v);
+    }
+    if let Some(v) = meta.knobs.gpu_sm_clock_mhz {
+        k.insert("gpu_sm_clock_mhz".into(), v);
+    }
+    if let Some(v) = meta.knobs.threads {
+        k.insert("threads".into(), v as f64);
+    }
+    k
+}
 
 /// Run `powerperf predict`.
-pub fn run(_args: PredictArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf predict` is not built yet")
+pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
+    let model = ModelFile::read(&args.model)?;
+    let (workload, from_knobs) = match &args.from {
+        Some(dir) => {
+            let meta =
+                RunMeta::read(dir).with_context(|| format!("reading run {}", dir.display()))?;
+            let name = args.workload.clone().unwrap_or_else(|| {
+                meta.run
+                    .command
+                    .first()
+                    .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+                    .unwrap_or_default()
+            });
+            (name, run_knobs(&meta))
+        }
+        None => (
+            args.workload
+                .clone()
+                .expect("clap requires --workload without --from"),
+            Knobs::new(),
+        ),
+    };
+    if !model.workloads().contains(&workload) {
+        anyhow::bail!(
+            "model {} does not know workload `{workload}`; it knows: {} (fix: --workload NAME)",
+            args.model.display(),
+            model.workloads().join(", ")
+        );
+    }
+    let lists: Vec<(String, Vec<f64>)> = args
+        .knob
+        .iter()
+        .map(|s| parse_knob(s))
+        .collect::<anyhow::Result<_>>()?;
+    // Knobs not given: from the run, else the workload's reference (max) in the training grid.
+    let grid = model.knob_grid(&workload);
+    let mut reference: Knobs = BTreeMap::new();
+    for k in &grid {
+        for (n, v) in k {
+            let e = reference.entry(n.clone()).or_insert(*v);
+            if *v > *e {
+                *e = *v;
+            }
+        }
+    }
+    let given: Vec<&String> = lists.iter().map(|l| &l.0).collect();
+    let mut fill = Knobs::new();
+    for (n, v) in &reference {
+        if given.contains(&n) {
+            continue;
+        }
+        let (val, src) = match from_knobs.get(n) {
+            Some(r) => (*r, "the run"),
+            None => (*v, "the reference (maximum) setting of the training grid"),
+        };
+        eprintln!("note: {n} = {val} (from {src})");
+        fill.insert(n.clone(), val);
+    }
+    let mut rows = Vec::new();
+    for mut k in combinations(&lists) {
+        for (n, v) in &fill {
+            k.insert(n.clone(), *v);
+        }
+        let p = model
+            .predict(&workload, &k)
+            .with_context(|| format!("predicting {workload} at {}", knob_key(&k)))?;
+        rows.push((k, p));
+    }
+    let err = model.held_out_error.as_ref();
+    match args.format {
+        Format::Json => {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(k, p)| serde_json::json!({"workload": workload, "knobs": k, "time_s": p.time_s, "power_w": p.power_w, "energy_j": p.energy_j}))
+                .collect();
+            let out = serde_json::json!({"model": args.model.display().to_string(), "kind": model.kind(), "held_out_error": err, "predictions": v});
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Format::Csv | Format::Table => {
+            let knob_names: Vec<String> = rows
+                .first()
+                .map(|r| r.0.keys().cloned().collect())
+                .unwrap_or_default();
+            let f = |v: Option<f64>, d: usize| v.map_or(String::new(), |v| format!("{v:.d$}"));
+            if args.format == Format::Csv {
+                let mut header = vec!["workload".to_string()];
+                header.extend(knob_names.iter().cloned());
+                header.extend(["time_s", "power_w", "energy_j"].map(String::from));
+                println!("{}", header.join(","));
+                for (k, p) in &rows {
+                    let mut cells = vec![csv_cell(&workload)];
+                    cells.extend(knob_names.iter().map(|n| k[n].to_string()));
+                    cells.extend([f(p.time_s, 6), f(p.power_w, 4), f(p.energy_j, 4)]);
+                    println!("{}", cells.join(","));
+                }
+            } else {
+                println!(
+                    "model {} ({}), workload {workload}",
+                    args.model.display(),
+                    model.kind()
+                );
+                let mut h = String::new();
+                for n in &knob_names {
+                    h += &format!("{n:>16} ");
+                }
+                println!("{h}{:>12} {:>10} {:>12}", "time_s", "power_w", "energy_j");
+                for (k, p) in &rows {
+                    let mut l = String::new();
+                    for n in &knob_names {
+                        l += &format!("{:>16} ", k[n]);
+                    }
+                    let g = |v: Option<f64>, d: usize| {
+                        v.map_or("-".to_string(), |v| format!("{v:.d$}"))
+                    };
+                    println!(
+                        "{l}{:>12} {:>10} {:>12}",
+                        g(p.time_s, 4),
+                        g(p.power_w, 2),
+                        g(p.energy_j, 2)
+                    );
+                }
+                if let Some(e) = err {
+                    let parts: Vec<String> = e
+                        .targets
+                        .iter()
+                        .map(|(t, x)| format!("{t} {:.2} %", x.mape_pct))
+                        .collect();
+                    println!("held-out error ({}): {}", e.protocol, parts.join(", "));
+                } else {
+                    println!("held-out error: not measured (model fitted with --no-loo)");
+                }
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Quote a CSV cell when needed (RFC 4180).
+pub(crate) fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knob_specs_parse_and_combine() {
+        let a = parse_knob("core_freq_mhz=595, 861").unwrap();
+        assert_eq!(a, ("core_freq_mhz".to_string(), vec![595.0, 861.0]));
+        let b = parse_knob("mem_freq_mhz=810").unwrap();
+        assert_eq!(combinations(&[a, b]).len(), 2);
+        let e = parse_knob("core_freq_mhz=5x").unwrap_err().to_string();
+        assert!(e.contains("`5x`"), "{e}");
+        assert!(parse_knob("core_freq_mhz").is_err());
+    }
 }

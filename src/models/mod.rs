@@ -3,8 +3,28 @@
 //!
 //! The API other parts use (the planner, `predict`, `quickstart`) is [`Predictor`] and
 //! [`load_model`]; keep these signatures stable.
+//!
+//! - [`features`]: means over repeats, counter rates (per cycle / per second), Spearman ρ.
+//! - [`analytic`]: `t(f) = t_mem + t_comp·f0/f` family and `P = P_static + c·V²·f` (Moore 2012).
+//! - [`regression`]: multivariate linear regression and supervised PCA on counter rates
+//!   (Lively et al. 2011).
+//! - [`threads`]: Amdahl time and linear-in-cores power.
+//! - [`eval`]: leave-one-out, knob holdout and workload holdout with MAPE.
+//!
+//! A fitted model of any kind is a [`Fitted`]; `MODEL.json` is a [`ModelFile`].
 
-use anyhow::Result;
+pub mod analytic;
+pub mod error;
+pub mod eval;
+pub mod features;
+pub mod regression;
+pub mod threads;
+
+pub use error::ModelError;
+
+use crate::store::set::{Point, SetMeta, Unreliable};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -18,6 +38,18 @@ pub struct Prediction {
     pub time_s: Option<f64>,
     pub power_w: Option<f64>,
     pub energy_j: Option<f64>,
+}
+
+impl Prediction {
+    /// The value of a target by its name (`time_s`, `power_w`, `energy_j`).
+    pub fn target(&self, name: &str) -> Option<f64> {
+        match name {
+            "time_s" => self.time_s,
+            "power_w" => self.power_w,
+            "energy_j" => self.energy_j,
+            _ => None,
+        }
+    }
 }
 
 /// A fitted model, loaded from `MODEL.json`.
@@ -36,10 +68,302 @@ pub trait Predictor {
     fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction>;
 }
 
+/// The model kinds powerperf fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// Analytical DVFS time/power model ([`analytic`]).
+    Analytic,
+    /// Multivariate linear regression on counter rates ([`regression`]).
+    Linear,
+    /// Supervised PCA regression ([`regression`]).
+    Spca,
+    /// Thread-count model ([`threads`]).
+    Threads,
+    /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
+    Auto,
+}
+
+impl ModelKind {
+    /// The kind's name in files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Analytic => "analytic",
+            ModelKind::Linear => "linear",
+            ModelKind::Spca => "spca",
+            ModelKind::Threads => "threads",
+            ModelKind::Auto => "auto",
+        }
+    }
+
+    /// Resolve `auto`: `threads` when the set's only varying knob is `threads`; otherwise
+    /// `analytic` when every workload has its own training points at two or more clock values
+    /// (fit, knob holdout), and `spca` when workloads must be predicted from a baseline only
+    /// (workload holdout). Other kinds are returned unchanged.
+    pub fn resolve(self, points: &[Point], workload_holdout: bool) -> ModelKind {
+        if self != ModelKind::Auto {
+            return self;
+        }
+        let varies = |k: &str| {
+            let v: Vec<f64> = points
+                .iter()
+                .filter_map(|p| p.knobs.get(k).copied())
+                .collect();
+            v.iter().any(|x| *x != v[0])
+        };
+        let has_clock = analytic::FREQ_KNOBS.iter().any(|k| varies(k));
+        if !has_clock && varies(threads::THREADS_KNOB) {
+            ModelKind::Threads
+        } else if workload_holdout {
+            ModelKind::Spca
+        } else {
+            ModelKind::Analytic
+        }
+    }
+}
+
+/// Parameters of every kind (each uses its own part).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct FitParams {
+    pub analytic: analytic::AnalyticParams,
+    pub regression: regression::RegressionParams,
+}
+
+/// A fitted model of any kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fitted {
+    Analytic(analytic::AnalyticModel),
+    Regression(regression::RegressionModel),
+    Threads(threads::ThreadsModel),
+}
+
+impl Fitted {
+    /// Predict `workload` at `knobs`.
+    ///
+    /// # Errors
+    /// See each kind's `predict`.
+    pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
+        match self {
+            Fitted::Analytic(m) => m.predict(workload, knobs),
+            Fitted::Regression(m) => m.predict(workload, knobs),
+            Fitted::Threads(m) => m.predict(workload, knobs),
+        }
+    }
+
+    /// The kind's name.
+    pub fn kind(&self) -> &str {
+        match self {
+            Fitted::Analytic(_) => "analytic",
+            Fitted::Regression(m) => &m.method,
+            Fitted::Threads(_) => "threads",
+        }
+    }
+
+    /// What was fitted and why, for `powerperf fit --explain`.
+    pub fn explain(&self) -> String {
+        match self {
+            Fitted::Analytic(m) => {
+                let mut s = format!(
+                    "analytic DVFS model (Moore 2012): t(f) = ((t_comp·f_ref/f)^p + t_mem^p)^(1/p), P(f) = P_static + c·(f/f_ref)^k, E = P·t\n\
+                     clock knob: {}, f_ref = {} MHz\npower exponent k = {:.4} ({})\neffective clocks: {}\n",
+                    m.freq_knob, m.f_ref_mhz, m.power_exponent, m.power_exponent_source, m.calibration_note
+                );
+                for e in &m.effective_clocks {
+                    s += &format!(
+                        "  {} MHz runs as {:.1} MHz (median of {} compute-bound groups)\n",
+                        e.nominal_mhz, e.effective_mhz, e.groups
+                    );
+                }
+                let mut pc: BTreeMap<String, usize> = BTreeMap::new();
+                for g in &m.groups {
+                    if let Some(t) = &g.time {
+                        *pc.entry(format!("{}", t.overlap_p)).or_default() += 1;
+                    }
+                }
+                s += &format!("overlap exponent p chosen per group (count): {pc:?}\n");
+                s += "workload                         other knobs            t_comp_s   t_mem_s     p   P_static_w   c_w\n";
+                for g in &m.groups {
+                    let (tc, tm, p) = g.time.as_ref().map_or((f64::NAN, f64::NAN, f64::NAN), |t| {
+                        (t.t_comp_s, t.t_mem_s, t.overlap_p)
+                    });
+                    let (ps, c) = g
+                        .power
+                        .as_ref()
+                        .map_or((f64::NAN, f64::NAN), |p| (p.p_static_w, p.c_w));
+                    s += &format!(
+                        "{:<32} {:<22} {:>9.4} {:>9.4} {:>5} {:>10.2} {:>8.2}{}\n",
+                        g.workload,
+                        features::knob_key(&g.other_knobs),
+                        tc,
+                        tm,
+                        p,
+                        ps,
+                        c,
+                        if g.notes.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  ({})", g.notes.join("; "))
+                        }
+                    );
+                }
+                s
+            }
+            Fitted::Regression(m) => m.explain(),
+            Fitted::Threads(m) => {
+                let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
+                s += "workload                         other knobs          t_serial_s t_parallel_s   P_0_w  P_core_w\n";
+                for g in &m.groups {
+                    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+                    s += &format!(
+                        "{:<32} {:<20} {:>10} {:>12} {:>8} {:>8}\n",
+                        g.workload,
+                        features::knob_key(&g.other_knobs),
+                        f(g.t_serial_s),
+                        f(g.t_parallel_s),
+                        f(g.p0_w),
+                        f(g.p_core_w)
+                    );
+                }
+                s
+            }
+        }
+    }
+}
+
+/// Fit `kind` on mean points (see [`features::mean_points`]). `Auto` resolves as for a fit
+/// (knob protocol).
+///
+/// # Errors
+/// Whatever the kind's `fit` reports.
+pub fn fit_kind(
+    kind: ModelKind,
+    meta: &SetMeta,
+    points: &[Point],
+    params: &FitParams,
+) -> Result<Fitted, ModelError> {
+    match kind.resolve(points, false) {
+        ModelKind::Analytic => analytic::fit(meta, points, &params.analytic).map(Fitted::Analytic),
+        ModelKind::Linear => {
+            regression::fit(meta, points, &params.regression, false).map(Fitted::Regression)
+        }
+        ModelKind::Spca => {
+            regression::fit(meta, points, &params.regression, true).map(Fitted::Regression)
+        }
+        ModelKind::Threads => threads::fit(meta, points).map(Fitted::Threads),
+        ModelKind::Auto => unreachable!("resolve never returns Auto"),
+    }
+}
+
+/// Error of a model, per target, measured on held-out points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HeldOutError {
+    /// How the points were held out (e.g. `leave-one-out per workload`).
+    pub protocol: String,
+    /// Held-out (workload, knob values) means predicted.
+    pub points: usize,
+    /// Per target (`time_s`, `power_w`, `energy_j`): MAPE and max error, percent.
+    pub targets: BTreeMap<String, eval::TargetError>,
+}
+
+/// `MODEL.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFile {
+    /// File format tag: `powerperf-model/1`.
+    pub format: String,
+    /// Model kind (`analytic`, `linear`, `spca`, `threads`).
+    pub kind: String,
+    /// The training set's `source` and path as given to `fit`.
+    pub set_source: String,
+    pub set_path: String,
+    /// Knob names of the set.
+    pub knobs: Vec<String>,
+    /// Training knob settings per workload (the planner's grid).
+    pub training_knobs: BTreeMap<String, Vec<Knobs>>,
+    /// Targets the set marks unreliable.
+    #[serde(default)]
+    pub unreliable: Vec<Unreliable>,
+    /// Error measured on held-out data (leave-one-out at fit time).
+    pub held_out_error: Option<HeldOutError>,
+    /// Kind-specific parameters, selected counters with reasons.
+    pub model: Fitted,
+}
+
+/// The file format tag of [`ModelFile`].
+pub const MODEL_FORMAT: &str = "powerperf-model/1";
+
+impl ModelFile {
+    /// Write as pretty JSON.
+    ///
+    /// # Errors
+    /// [`ModelError::Io`] when the file cannot be written.
+    pub fn write(&self, path: &Path) -> Result<(), ModelError> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| ModelError::Json {
+            path: path.into(),
+            source: e,
+        })?;
+        std::fs::write(path, text + "\n").map_err(|e| ModelError::Io {
+            path: path.into(),
+            source: e,
+        })
+    }
+
+    /// Read a model file.
+    ///
+    /// # Errors
+    /// [`ModelError::Io`], or [`ModelError::Json`] for a malformed or unknown model.
+    pub fn read(path: &Path) -> Result<Self, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
+            path: path.into(),
+            source: e,
+        })?;
+        serde_json::from_str(&text).map_err(|e| ModelError::Json {
+            path: path.into(),
+            source: e,
+        })
+    }
+}
+
+impl Predictor for ModelFile {
+    fn kind(&self) -> &str {
+        self.model.kind()
+    }
+
+    fn workloads(&self) -> Vec<String> {
+        self.training_knobs.keys().cloned().collect()
+    }
+
+    fn knob_grid(&self, workload: &str) -> Vec<Knobs> {
+        self.training_knobs
+            .get(workload)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction> {
+        if !self.training_knobs.contains_key(workload) {
+            anyhow::bail!(ModelError::UnknownWorkload {
+                workload: workload.into(),
+                known: self.workloads().join(", "),
+            });
+        }
+        Ok(self.model.predict(workload, knobs)?)
+    }
+}
+
 /// Load `MODEL.json` written by `powerperf fit`.
 ///
 /// # Errors
 /// A missing or unreadable file, or a model kind this build does not know.
 pub fn load_model(path: &Path) -> Result<Box<dyn Predictor>> {
-    anyhow::bail!("loading models is not built yet: {}", path.display())
+    let m = ModelFile::read(path).with_context(|| format!("loading model {}", path.display()))?;
+    if m.format != MODEL_FORMAT {
+        anyhow::bail!(
+            "model file {}: format `{}`, this build reads `{MODEL_FORMAT}` (fix: fit it again with `powerperf fit`)",
+            path.display(),
+            m.format
+        );
+    }
+    Ok(Box::new(m))
 }

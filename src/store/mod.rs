@@ -1,4 +1,5 @@
 //! The run directory and the training set: `run.toml` + Parquet tables through polars.
 
+pub mod import;
 pub mod run;
 pub mod set;

@@ -1,0 +1,721 @@
+//! The analytical DVFS model: time, power and energy against the core clock, per workload
+//! and per setting of every other knob (e.g. the memory clock).
+//!
+//! # Time (Moore 2012, extended with an overlap exponent)
+//!
+//! Moore (2012) splits run time into a part that does not scale with the core clock and a part
+//! that does: `t(f) = t_mem + t_comp · f0/f`. Real kernels overlap memory and compute time to a
+//! varying degree, so powerperf fits the family
+//!
+//! `t(f) = ((t_comp · f_ref/f)^p + t_mem^p)^(1/p)`
+//!
+//! per (workload, other knobs). `p = 1` is Moore's additive model (no overlap); `p → ∞` is
+//! the roofline bound `max(t_comp·f_ref/f, t_mem)` (Williams, Waterman, Patterson, CACM 2009:
+//! a kernel runs at the slower of its compute and memory limits, full overlap). For each `p` on
+//! a grid (`overlap_grid`) `t^p` is linear in `(f_ref/f)^p`, so `(t_comp^p, t_mem^p)` is a weighted
+//! least-squares fit (weights `1/t^(2p)`: relative error); the `p` with the smallest relative
+//! squared error on the training clocks wins, ties going to the smaller `p` (with two clocks every
+//! `p` fits exactly and Moore's `p = 1` is kept).
+//!
+//! **Effective clock.** A GPU may not reach a requested clock (the Titan X at 1164 MHz runs
+//! ≈ 2.3 % slower than its 1126 MHz trend in compute-bound kernels). With three or more
+//! training clocks, the compute-bound groups (those whose `t·f` agrees within
+//! `calibration_tolerance` at the two lowest training clocks) give the effective clock of every
+//! higher training clock as `f / median(t(f)·f / (t(f2)·f2))`. Only the training clocks are
+//! corrected, only in the time model, and only from training points.
+//!
+//! # Power (Moore 2012: P ≈ P_static + c·V²·f)
+//!
+//! With the supply voltage following the clock as a power law, `V(f) ∝ f^γ`, the dynamic term
+//! becomes `c·V²·f ∝ f^(1+2γ)`, so per group `P(f) = P_static + c·(f/f_ref)^k` with `k = 1+2γ`.
+//! The voltage–frequency curve belongs to the chip, not the workload, so `k` is one parameter
+//! shared by all groups, fitted (golden-section search on `power_exponent_range`) to the
+//! relative squared error of all groups at the training clocks; `P_static` and `c` are per-group
+//! weighted least squares. With no residual degree of freedom (two clocks per group) `k` falls
+//! back to `default_power_exponent` (3: `V ∝ f`, the textbook cube law).
+//!
+//! # Energy
+//!
+//! `E(f) = P(f) · t(f)` (Moore 2012: energy is power integrated over time).
+
+use super::features::knob_key;
+use super::{Knobs, ModelError, Prediction};
+use crate::store::set::{Point, SetMeta};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Knob names recognised as the core clock, in order of preference.
+pub const FREQ_KNOBS: [&str; 2] = ["core_freq_mhz", "gpu_sm_clock_mhz"];
+
+/// Parameters of the analytical model, with their defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AnalyticParams {
+    /// The clock knob (MHz); `None`: the first of [`FREQ_KNOBS`] the set has.
+    pub freq_knob: Option<String>,
+    /// Candidate overlap exponents `p` of the time model (default 1 … 32).
+    pub overlap_grid: Vec<f64>,
+    /// Estimate effective clocks of the training settings (see the module docs).
+    pub calibrate_clock: bool,
+    /// Relative agreement of `t·f` at the two lowest clocks that marks a group compute-bound.
+    pub calibration_tolerance: f64,
+    /// Fewest compute-bound groups needed to estimate an effective clock.
+    pub calibration_min_groups: usize,
+    /// A fixed power exponent `k`; `None`: fitted.
+    pub power_exponent: Option<f64>,
+    /// `k` when it cannot be fitted (no residual degrees of freedom).
+    pub default_power_exponent: f64,
+    /// Search range of `k`.
+    pub power_exponent_range: (f64, f64),
+}
+
+impl Default for AnalyticParams {
+    fn default() -> Self {
+        Self {
+            freq_knob: None,
+            overlap_grid: vec![1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0],
+            calibrate_clock: true,
+            calibration_tolerance: 0.01,
+            calibration_min_groups: 5,
+            power_exponent: None,
+            default_power_exponent: 3.0,
+            power_exponent_range: (1.0, 6.0),
+        }
+    }
+}
+
+/// `t(f) = ((t_comp·f_ref/f)^p + t_mem^p)^(1/p)`, seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeCurve {
+    /// Clock-scaled time at `f_ref`, seconds.
+    pub t_comp_s: f64,
+    /// Time that does not scale with the core clock, seconds.
+    pub t_mem_s: f64,
+    /// Overlap exponent `p` (1: Moore's additive model).
+    pub overlap_p: f64,
+    /// Relative root-mean-square residual at the training clocks.
+    pub train_rel_rms: f64,
+}
+
+impl TimeCurve {
+    /// Time at clock `f_mhz` (already mapped to its effective clock), seconds.
+    pub fn at(&self, f_ref_mhz: f64, f_mhz: f64) -> f64 {
+        let tc = self.t_comp_s * f_ref_mhz / f_mhz;
+        let tm = self.t_mem_s;
+        let m = tc.max(tm);
+        if m <= 0.0 {
+            return 0.0;
+        }
+        let p = self.overlap_p;
+        m * ((tc / m).powf(p) + (tm / m).powf(p)).powf(1.0 / p)
+    }
+}
+
+/// `P(f) = P_static + c·(f/f_ref)^k`, watts (`k` is the model's `power_exponent`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerCurve {
+    pub p_static_w: f64,
+    pub c_w: f64,
+    /// Relative root-mean-square residual at the training clocks.
+    pub train_rel_rms: f64,
+}
+
+/// One (workload, other knob values) curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnalyticGroup {
+    pub workload: String,
+    /// Knob values other than the clock knob (e.g. `mem_freq_mhz`).
+    pub other_knobs: Knobs,
+    /// Training clocks of this group, MHz.
+    pub train_freqs_mhz: Vec<f64>,
+    pub time: Option<TimeCurve>,
+    pub power: Option<PowerCurve>,
+    /// Why a target has no curve (unreliable, too few clocks), if so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// A training clock and the clock the time model uses for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectiveClock {
+    pub nominal_mhz: f64,
+    pub effective_mhz: f64,
+    /// Compute-bound groups the estimate is the median of.
+    pub groups: usize,
+}
+
+/// The fitted analytical model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnalyticModel {
+    pub params: AnalyticParams,
+    /// The clock knob, MHz.
+    pub freq_knob: String,
+    /// Reference clock of the curves (highest training clock), MHz.
+    pub f_ref_mhz: f64,
+    /// Power exponent `k` shared by all groups.
+    pub power_exponent: f64,
+    /// How `k` was chosen.
+    pub power_exponent_source: String,
+    /// Effective clocks of training settings (empty when not calibrated).
+    pub effective_clocks: Vec<EffectiveClock>,
+    /// Why calibration was or was not applied.
+    pub calibration_note: String,
+    pub groups: Vec<AnalyticGroup>,
+}
+
+/// The clock knob of a set: `params.freq_knob`, else the first of [`FREQ_KNOBS`] present.
+pub fn freq_knob_of(meta: &SetMeta, points: &[Point], wanted: Option<&str>) -> Option<String> {
+    if let Some(w) = wanted {
+        return Some(w.to_string());
+    }
+    FREQ_KNOBS
+        .iter()
+        .find(|k| {
+            meta.knobs.iter().any(|m| m == *k) || points.iter().any(|p| p.knobs.contains_key(**k))
+        })
+        .map(|k| k.to_string())
+}
+
+fn other_knobs(knobs: &Knobs, freq: &str) -> Knobs {
+    knobs
+        .iter()
+        .filter(|(k, _)| *k != freq)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// Weighted least squares `y ≈ a·x + b`; `None` when singular.
+fn wls2(x: &[f64], y: &[f64], w: &[f64]) -> Option<(f64, f64)> {
+    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for i in 0..x.len() {
+        sw += w[i];
+        sx += w[i] * x[i];
+        sy += w[i] * y[i];
+        sxx += w[i] * x[i] * x[i];
+        sxy += w[i] * x[i] * y[i];
+    }
+    let det = sw * sxx - sx * sx;
+    if det.abs() <= 1e-300 * (sw * sxx).abs().max(1e-300) || det == 0.0 {
+        return None;
+    }
+    let a = (sw * sxy - sx * sy) / det;
+    let b = (sxx * sy - sx * sxy) / det;
+    Some((a, b))
+}
+
+/// Fit the time curve of one group; `pts` are (clock used by the model, time).
+fn fit_time(pts: &[(f64, f64)], f_ref: f64, grid: &[f64]) -> Option<TimeCurve> {
+    if pts.len() < 2 {
+        return None;
+    }
+    let tr = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+    if tr <= 0.0 {
+        return None;
+    }
+    let mut best: Option<(f64, TimeCurve)> = None;
+    for &p in grid {
+        let x: Vec<f64> = pts.iter().map(|(f, _)| (f_ref / f).powf(p)).collect();
+        let y: Vec<f64> = pts.iter().map(|(_, t)| (t / tr).powf(p)).collect();
+        let w: Vec<f64> = y.iter().map(|v| 1.0 / (v * v)).collect();
+        let (mut a, mut b) = match wls2(&x, &y, &w) {
+            Some(ab) => ab,
+            None => continue,
+        };
+        if a < 0.0 {
+            a = 0.0;
+            b = w.iter().zip(&y).map(|(w, y)| w * y).sum::<f64>() / w.iter().sum::<f64>();
+        } else if b < 0.0 {
+            b = 0.0;
+            let num: f64 = (0..x.len()).map(|i| w[i] * x[i] * y[i]).sum();
+            let den: f64 = (0..x.len()).map(|i| w[i] * x[i] * x[i]).sum();
+            a = num / den;
+        }
+        let curve = TimeCurve {
+            t_comp_s: tr * a.max(0.0).powf(1.0 / p),
+            t_mem_s: tr * b.max(0.0).powf(1.0 / p),
+            overlap_p: p,
+            train_rel_rms: 0.0,
+        };
+        let sse: f64 = pts
+            .iter()
+            .map(|(f, t)| ((curve.at(f_ref, *f) - t) / t).powi(2))
+            .sum();
+        if !sse.is_finite() {
+            continue;
+        }
+        let better = match &best {
+            None => true,
+            Some((bs, _)) => sse < bs * (1.0 - 1e-6) - 1e-14,
+        };
+        if better {
+            best = Some((sse, curve));
+        }
+    }
+    best.map(|(sse, mut c)| {
+        c.train_rel_rms = (sse / pts.len() as f64).sqrt();
+        c
+    })
+}
+
+/// Fit `P = P_s + c·(f/f_ref)^k` for one group; returns the curve and its weighted SSE.
+fn fit_power(pts: &[(f64, f64)], f_ref: f64, k: f64) -> Option<(PowerCurve, f64)> {
+    if pts.len() < 2 {
+        return None;
+    }
+    let x: Vec<f64> = pts.iter().map(|(f, _)| (f / f_ref).powf(k)).collect();
+    let y: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    let w: Vec<f64> = y.iter().map(|v| 1.0 / (v * v)).collect();
+    let (c, ps) = wls2(&x, &y, &w)?;
+    let sse: f64 = (0..x.len())
+        .map(|i| w[i] * (ps + c * x[i] - y[i]).powi(2))
+        .sum();
+    let curve = PowerCurve {
+        p_static_w: ps,
+        c_w: c,
+        train_rel_rms: (sse / pts.len() as f64).sqrt(),
+    };
+    Some((curve, sse))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+struct Group<'a> {
+    workload: String,
+    other: Knobs,
+    pts: Vec<(f64, &'a Point)>,
+}
+
+/// Fit the analytical model on mean points (one per workload and knob values).
+///
+/// # Errors
+/// [`ModelError::MissingKnob`] when the set has no clock knob; [`ModelError::NotEnoughData`]
+/// when no group has two clocks.
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticParams,
+) -> Result<AnalyticModel, ModelError> {
+    let freq = freq_knob_of(meta, points, params.freq_knob.as_deref()).ok_or_else(|| {
+        ModelError::MissingKnob {
+            knob: FREQ_KNOBS.join(" or "),
+            model: "analytic".into(),
+            fix:
+                "import the set with a clock knob column, or use --model threads for thread counts"
+                    .into(),
+        }
+    })?;
+    // Group by workload and the other knobs, in first-seen order.
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for p in points {
+        let Some(f) = p.knobs.get(&freq).copied().filter(|f| *f > 0.0) else {
+            continue;
+        };
+        let other = other_knobs(&p.knobs, &freq);
+        let key = format!("{}\u{1f}{}", p.workload, knob_key(&other));
+        let i = *index.entry(key).or_insert_with(|| {
+            groups.push(Group {
+                workload: p.workload.clone(),
+                other: other.clone(),
+                pts: Vec::new(),
+            });
+            groups.len() - 1
+        });
+        groups[i].pts.push((f, p));
+    }
+    for g in &mut groups {
+        g.pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let f_ref = groups
+        .iter()
+        .flat_map(|g| g.pts.iter().map(|p| p.0))
+        .fold(0.0, f64::max);
+    if f_ref <= 0.0 {
+        return Err(ModelError::NotEnoughData {
+            model: "analytic".into(),
+            what: format!("no point has a positive `{freq}`"),
+        });
+    }
+
+    // Effective clocks from compute-bound groups.
+    let time_ok = |g: &Group| meta.is_reliable("time_s", &g.workload);
+    let mut ratios: BTreeMap<u64, (f64, Vec<f64>)> = BTreeMap::new();
+    let mut effective_clocks = Vec::new();
+    let calibration_note;
+    if !params.calibrate_clock {
+        calibration_note = "off (calibrate_clock = false)".to_string();
+    } else {
+        for g in groups.iter().filter(|g| time_ok(g)) {
+            let tp: Vec<(f64, f64)> = g
+                .pts
+                .iter()
+                .filter_map(|(f, p)| p.time_s.filter(|t| *t > 0.0).map(|t| (*f, t)))
+                .collect();
+            if tp.len() < 3 {
+                continue;
+            }
+            let (f1, t1) = tp[0];
+            let (f2, t2) = tp[1];
+            if ((t1 * f1) / (t2 * f2) - 1.0).abs() > params.calibration_tolerance {
+                continue;
+            }
+            for &(fi, ti) in &tp[2..] {
+                ratios
+                    .entry(fi.to_bits())
+                    .or_insert_with(|| (fi, Vec::new()))
+                    .1
+                    .push(ti * fi / (t2 * f2));
+            }
+        }
+        for (_, (fi, mut r)) in ratios {
+            if r.len() >= params.calibration_min_groups {
+                let n = r.len();
+                let m = median(&mut r);
+                effective_clocks.push(EffectiveClock {
+                    nominal_mhz: fi,
+                    effective_mhz: fi / m,
+                    groups: n,
+                });
+            }
+        }
+        calibration_note = if effective_clocks.is_empty() {
+            format!(
+                "none: needs 3+ training clocks with {}+ compute-bound groups (t·f within {} at the two lowest clocks)",
+                params.calibration_min_groups, params.calibration_tolerance
+            )
+        } else {
+            "effective clock of each higher training clock = f / median(t(f)·f / (t(f2)·f2)) over compute-bound groups".to_string()
+        };
+    }
+    let eff = |f: f64| -> f64 {
+        effective_clocks
+            .iter()
+            .find(|e| e.nominal_mhz == f)
+            .map_or(f, |e| e.effective_mhz)
+    };
+
+    // Power exponent.
+    let power_pts: Vec<Vec<(f64, f64)>> = groups
+        .iter()
+        .map(|g| {
+            if !meta.is_reliable("power_w", &g.workload) {
+                return Vec::new();
+            }
+            g.pts
+                .iter()
+                .filter_map(|(f, p)| p.power_w.filter(|w| *w > 0.0).map(|w| (*f, w)))
+                .collect()
+        })
+        .collect();
+    let dof: usize = power_pts
+        .iter()
+        .filter(|p| p.len() >= 2)
+        .map(|p| p.len() - 2)
+        .sum();
+    let total_sse = |k: f64| -> f64 {
+        power_pts
+            .iter()
+            .filter_map(|p| fit_power(p, f_ref, k).map(|(_, s)| s))
+            .sum()
+    };
+    let (power_exponent, power_exponent_source) = if let Some(k) = params.power_exponent {
+        (k, "fixed by parameter".to_string())
+    } else if dof == 0 {
+        (
+            params.default_power_exponent,
+            "default: no residual degree of freedom (two clocks per workload)".to_string(),
+        )
+    } else {
+        let (mut lo, mut hi) = params.power_exponent_range;
+        // Golden-section search on the total relative squared error.
+        let g = (5f64.sqrt() - 1.0) / 2.0;
+        let mut c = hi - g * (hi - lo);
+        let mut d = lo + g * (hi - lo);
+        let (mut fc, mut fd) = (total_sse(c), total_sse(d));
+        for _ in 0..100 {
+            if fc < fd {
+                hi = d;
+                d = c;
+                fd = fc;
+                c = hi - g * (hi - lo);
+                fc = total_sse(c);
+            } else {
+                lo = c;
+                c = d;
+                fc = fd;
+                d = lo + g * (hi - lo);
+                fd = total_sse(d);
+            }
+            if hi - lo < 1e-9 {
+                break;
+            }
+        }
+        (
+            0.5 * (lo + hi),
+            format!("fitted: least relative squared error over {} groups at the training clocks ({} residual degrees of freedom)", power_pts.iter().filter(|p| p.len() >= 2).count(), dof),
+        )
+    };
+
+    let mut out = Vec::new();
+    for (g, ppts) in groups.iter().zip(&power_pts) {
+        let mut notes = Vec::new();
+        let time = if !time_ok(g) {
+            notes.push("time_s unreliable for this workload (set.toml)".to_string());
+            None
+        } else {
+            let tp: Vec<(f64, f64)> = g
+                .pts
+                .iter()
+                .filter_map(|(f, p)| p.time_s.filter(|t| *t > 0.0).map(|t| (eff(*f), t)))
+                .collect();
+            let c = fit_time(&tp, f_ref, &params.overlap_grid);
+            if c.is_none() {
+                notes.push(format!(
+                    "time_s: {} clock(s) with a time, needs 2",
+                    tp.len()
+                ));
+            }
+            c
+        };
+        let power = if !meta.is_reliable("power_w", &g.workload) {
+            notes.push("power_w unreliable for this workload (set.toml)".to_string());
+            None
+        } else {
+            let c = fit_power(ppts, f_ref, power_exponent).map(|c| c.0);
+            if c.is_none() {
+                notes.push(format!(
+                    "power_w: {} clock(s) with a power, needs 2",
+                    ppts.len()
+                ));
+            }
+            c
+        };
+        out.push(AnalyticGroup {
+            workload: g.workload.clone(),
+            other_knobs: g.other.clone(),
+            train_freqs_mhz: g.pts.iter().map(|p| p.0).collect(),
+            time,
+            power,
+            notes,
+        });
+    }
+    if out.iter().all(|g| g.time.is_none() && g.power.is_none()) {
+        return Err(ModelError::NotEnoughData {
+            model: "analytic".into(),
+            what: format!("no workload has two `{freq}` values with a time or power"),
+        });
+    }
+    Ok(AnalyticModel {
+        params: params.clone(),
+        freq_knob: freq,
+        f_ref_mhz: f_ref,
+        power_exponent,
+        power_exponent_source,
+        effective_clocks,
+        calibration_note,
+        groups: out,
+    })
+}
+
+impl AnalyticModel {
+    /// Predict `workload` at `knobs` (the clock knob plus every other knob of its group).
+    ///
+    /// # Errors
+    /// A missing clock knob, or no curve for this workload at these other knob values.
+    pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
+        let f = *knobs
+            .get(&self.freq_knob)
+            .ok_or_else(|| ModelError::MissingKnob {
+                knob: self.freq_knob.clone(),
+                model: "analytic".into(),
+                fix: format!("pass --knob {}=…", self.freq_knob),
+            })?;
+        let other = other_knobs(knobs, &self.freq_knob);
+        let g = self
+            .groups
+            .iter()
+            .find(|g| g.workload == workload && g.other_knobs == other)
+            .ok_or_else(|| ModelError::UnknownSetting {
+                workload: workload.to_string(),
+                knobs: knob_key(knobs),
+                known: self
+                    .groups
+                    .iter()
+                    .filter(|g| g.workload == workload)
+                    .map(|g| knob_key(&g.other_knobs))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })?;
+        let fe = self
+            .effective_clocks
+            .iter()
+            .find(|e| e.nominal_mhz == f)
+            .map_or(f, |e| e.effective_mhz);
+        let time_s = g.time.as_ref().map(|c| c.at(self.f_ref_mhz, fe));
+        let power_w = g
+            .power
+            .as_ref()
+            .map(|c| c.p_static_w + c.c_w * (f / self.f_ref_mhz).powf(self.power_exponent));
+        let energy_j = match (time_s, power_w) {
+            (Some(t), Some(w)) => Some(t * w),
+            _ => None,
+        };
+        Ok(Prediction {
+            time_s,
+            power_w,
+            energy_j,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(w: &str, f: f64, mem: f64, t: f64, p: f64) -> Point {
+        Point {
+            workload: w.into(),
+            knobs: [
+                ("core_freq_mhz".to_string(), f),
+                ("mem_freq_mhz".to_string(), mem),
+            ]
+            .into_iter()
+            .collect(),
+            time_s: Some(t),
+            power_w: Some(p),
+            energy_j: Some(t * p),
+            ..Point::default()
+        }
+    }
+
+    fn knobs(f: f64, mem: f64) -> Knobs {
+        [
+            ("core_freq_mhz".to_string(), f),
+            ("mem_freq_mhz".to_string(), mem),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn moore_model_exact_from_two_clocks() {
+        // t = 2 + 3·1000/f, P = 50 + 100·(f/1000)^3 (default k with two clocks).
+        let t = |f: f64| 2.0 + 3.0 * 1000.0 / f;
+        let p = |f: f64| 50.0 + 100.0 * (f / 1000.0).powi(3);
+        let pts = vec![
+            pt("a", 500.0, 1.0, t(500.0), p(500.0)),
+            pt("a", 1000.0, 1.0, t(1000.0), p(1000.0)),
+        ];
+        let m = fit(&SetMeta::default(), &pts, &AnalyticParams::default()).unwrap();
+        assert_eq!(m.groups[0].time.as_ref().unwrap().overlap_p, 1.0);
+        assert_eq!(m.power_exponent, 3.0);
+        for f in [400.0, 750.0, 1200.0] {
+            let pr = m.predict("a", &knobs(f, 1.0)).unwrap();
+            assert!((pr.time_s.unwrap() - t(f)).abs() < 1e-9, "{f}");
+            assert!((pr.power_w.unwrap() - p(f)).abs() < 1e-9);
+            assert!((pr.energy_j.unwrap() - t(f) * p(f)).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn recovers_roofline_and_power_exponent() {
+        // Two workloads × two memory clocks; one roofline-shaped (p large), one additive;
+        // power with k = 4 shared. Five clocks, so k and p are identifiable.
+        let clocks = [600.0, 700.0, 800.0, 900.0, 1000.0];
+        let mut pts = Vec::new();
+        for (w, mem, tc, tm, p) in [
+            ("roof", 1.0, 3.0, 2.5, 32.0),
+            ("roof", 2.0, 3.0, 4.0, 32.0),
+            ("add", 1.0, 1.0, 1.0, 1.0),
+            ("add", 2.0, 1.5, 0.5, 1.0),
+        ] {
+            let c = TimeCurve {
+                t_comp_s: tc,
+                t_mem_s: tm,
+                overlap_p: p,
+                train_rel_rms: 0.0,
+            };
+            for f in clocks {
+                let pw = 40.0 + tc * 10.0 + 60.0 * (f / 1000.0f64).powi(4);
+                pts.push(pt(w, f, mem, c.at(1000.0, f), pw));
+            }
+        }
+        let params = AnalyticParams {
+            calibrate_clock: false,
+            ..AnalyticParams::default()
+        };
+        let m = fit(&SetMeta::default(), &pts, &params).unwrap();
+        assert!(
+            (m.power_exponent - 4.0).abs() < 1e-3,
+            "{}",
+            m.power_exponent
+        );
+        let roof = m.groups.iter().find(|g| g.workload == "roof").unwrap();
+        assert_eq!(roof.time.as_ref().unwrap().overlap_p, 32.0);
+        let add = m.groups.iter().find(|g| g.workload == "add").unwrap();
+        assert_eq!(add.time.as_ref().unwrap().overlap_p, 1.0);
+        for (w, mem, tc, tm, p) in [("roof", 2.0, 3.0, 4.0, 32.0), ("add", 2.0, 1.5, 0.5, 1.0)] {
+            let c = TimeCurve {
+                t_comp_s: tc,
+                t_mem_s: tm,
+                overlap_p: p,
+                train_rel_rms: 0.0,
+            };
+            for f in [650.0, 950.0] {
+                let pr = m.predict(w, &knobs(f, mem)).unwrap();
+                let want = c.at(1000.0, f);
+                assert!((pr.time_s.unwrap() / want - 1.0).abs() < 1e-6, "{w} {f}");
+            }
+        }
+    }
+
+    #[test]
+    fn effective_clock_estimated_from_compute_bound_groups() {
+        // The top clock 1200 really runs at 1150 for every workload: t = W/f_eff.
+        let mut pts = Vec::new();
+        for i in 0..6 {
+            let w = format!("w{i}");
+            let work = 1000.0 * (1.0 + i as f64);
+            for f in [600.0, 900.0, 1200.0] {
+                let fe = if f == 1200.0 { 1150.0 } else { f };
+                pts.push(pt(&w, f, 1.0, work / fe, 100.0));
+            }
+        }
+        let m = fit(&SetMeta::default(), &pts, &AnalyticParams::default()).unwrap();
+        assert_eq!(m.effective_clocks.len(), 1);
+        assert!((m.effective_clocks[0].effective_mhz - 1150.0).abs() < 1e-6);
+        let pr = m.predict("w0", &knobs(1000.0, 1.0)).unwrap();
+        assert!((pr.time_s.unwrap() - 1.0).abs() < 1e-9);
+        let pr = m.predict("w0", &knobs(1200.0, 1.0)).unwrap();
+        assert!((pr.time_s.unwrap() - 1000.0 / 1150.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn unreliable_time_is_not_fitted_and_unknown_setting_is_an_error() {
+        let mut meta = SetMeta::default();
+        meta.unreliable.push(crate::store::set::Unreliable {
+            target: "time_s".into(),
+            workloads: vec!["*".into()],
+            reason: "copied series".into(),
+        });
+        let pts = vec![
+            pt("a", 500.0, 1.0, 1.0, 60.0),
+            pt("a", 1000.0, 1.0, 1.0, 100.0),
+        ];
+        let m = fit(&meta, &pts, &AnalyticParams::default()).unwrap();
+        let pr = m.predict("a", &knobs(700.0, 1.0)).unwrap();
+        assert_eq!(pr.time_s, None);
+        assert_eq!(pr.energy_j, None);
+        assert!(pr.power_w.is_some());
+        let err = m.predict("a", &knobs(700.0, 2.0)).unwrap_err().to_string();
+        assert!(err.contains("mem_freq_mhz=1"), "{err}");
+    }
+}

@@ -1,0 +1,49 @@
+//! Errors of model fitting, prediction and model files.
+
+use std::path::PathBuf;
+
+/// What can go wrong in `models`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The set or the requested prediction lacks a knob the model needs.
+    #[error("model `{model}` needs the knob `{knob}`; fix: {fix}")]
+    MissingKnob {
+        knob: String,
+        model: String,
+        fix: String,
+    },
+    /// Too few points to fit.
+    #[error("model `{model}` cannot be fitted: {what}")]
+    NotEnoughData { model: String, what: String },
+    /// The model has no curve for this workload at these knob values.
+    #[error("no fitted curve for workload `{workload}` at {knobs}; the model knows this workload at: [{known}] (fix: predict at knob values the training set has for the other knobs)")]
+    UnknownSetting {
+        workload: String,
+        knobs: String,
+        known: String,
+    },
+    /// The model does not know the workload.
+    #[error("unknown workload `{workload}`; the model knows: {known}")]
+    UnknownWorkload { workload: String, known: String },
+    /// A model kind this build does not know.
+    #[error("unknown model kind `{kind}`; known kinds: analytic, linear, spca, threads, auto")]
+    UnknownKind { kind: String },
+    /// A numerical fit failed.
+    #[error("model `{model}`: fit failed: {what}")]
+    Fit { model: String, what: String },
+    /// A model file could not be read or written.
+    #[error("model file {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A model file is not valid JSON of this version.
+    #[error("model file {}: {source} (fix: write it again with `powerperf fit SET -o MODEL.json`)", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}

@@ -1,0 +1,323 @@
+//! End-to-end tests of `powerperf fit`, `predict` and `evaluate` on small sets with a known
+//! answer, written through `TrainingSet::write`.
+
+use assert_cmd::Command;
+use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet};
+use std::path::Path;
+
+/// t = a + b·1000/f, P = 20 + c·(f/1000)^3, two repeats each (means are exact), with counters.
+fn dvfs_set(dir: &Path) {
+    let mut meta = SetMeta {
+        source: "test".into(),
+        knobs: vec!["core_freq_mhz".into()],
+        targets: vec!["time_s".into(), "power_w".into(), "energy_j".into()],
+        ..SetMeta::default()
+    };
+    meta.counters.insert("cycles".into(), CounterKind::Count);
+    meta.counters.insert("mem_ops".into(), CounterKind::Count);
+    let mut points = Vec::new();
+    for (i, (w, a, b, c)) in [
+        ("alpha", 1.0, 2.0, 30.0),
+        ("beta", 3.0, 0.5, 50.0),
+        ("gamma", 0.5, 4.0, 40.0),
+        ("delta", 2.0, 2.0, 35.0),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for f in [500.0, 600.0, 700.0, 800.0, 900.0, 1000.0] {
+            for (r, d) in [(0, -0.01), (1, 0.01)] {
+                let t = a + b * 1000.0 / f + d;
+                let p = 20.0 + c * (f / 1000.0f64).powi(3);
+                points.push(Point {
+                    workload: w.to_string(),
+                    knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
+                    repeat: Some(r),
+                    time_s: Some(t),
+                    power_w: Some(p),
+                    energy_j: None,
+                    counters: [
+                        ("cycles".to_string(), f * 1e6 * t),
+                        ("mem_ops".to_string(), (i as f64 + 1.0) * 1e8 * t),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    static_features: Default::default(),
+                });
+            }
+        }
+    }
+    TrainingSet { meta, points }.write(dir).unwrap();
+}
+
+fn pp() -> Command {
+    Command::cargo_bin("powerperf").unwrap()
+}
+
+#[test]
+fn fit_predict_evaluate_on_exact_dvfs_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    dvfs_set(&set);
+    let model = tmp.path().join("m.json");
+    let out = pp()
+        .args([
+            "fit",
+            set.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--explain",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("leave-one-out"), "{text}");
+    assert!(text.contains("analytic DVFS model"), "{text}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    assert_eq!(m["kind"], "analytic");
+    let loo = &m["held_out_error"]["targets"];
+    assert!(loo["time_s"]["mape_pct"].as_f64().unwrap() < 1e-6, "{loo}");
+    assert!(loo["power_w"]["mape_pct"].as_f64().unwrap() < 1e-4, "{loo}");
+    assert_eq!(m["training_knobs"]["alpha"].as_array().unwrap().len(), 6);
+
+    // predict: exact values of the generating curves.
+    let out = pp()
+        .args([
+            "predict",
+            "--model",
+            model.to_str().unwrap(),
+            "--workload",
+            "beta",
+            "--knob",
+            "core_freq_mhz=550,1100",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let preds = v["predictions"].as_array().unwrap();
+    assert_eq!(preds.len(), 2);
+    for p in preds {
+        let f = p["knobs"]["core_freq_mhz"].as_f64().unwrap();
+        let t = 3.0 + 0.5 * 1000.0 / f;
+        let w = 20.0 + 50.0 * (f / 1000.0f64).powi(3);
+        assert!((p["time_s"].as_f64().unwrap() - t).abs() < 1e-9);
+        assert!((p["power_w"].as_f64().unwrap() - w).abs() < 1e-6);
+        assert!((p["energy_j"].as_f64().unwrap() - t * w).abs() < 1e-6);
+    }
+    let out = pp()
+        .args([
+            "predict",
+            "--model",
+            model.to_str().unwrap(),
+            "--workload",
+            "beta",
+            "--knob",
+            "core_freq_mhz=550",
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        csv.starts_with("workload,core_freq_mhz,time_s,power_w,energy_j\nbeta,550,"),
+        "{csv}"
+    );
+
+    // Unknown workload: a clear error naming the known ones.
+    let out = pp()
+        .args([
+            "predict",
+            "--model",
+            model.to_str().unwrap(),
+            "--workload",
+            "zeta",
+            "--knob",
+            "core_freq_mhz=550",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("alpha"));
+
+    // evaluate: knob holdout, JSON shape of issue 6, per-point CSV.
+    let pts = tmp.path().join("points.csv");
+    let out = pp()
+        .args([
+            "evaluate",
+            set.to_str().unwrap(),
+            "--protocol",
+            "knob-holdout",
+            "--train",
+            "core_freq_mhz=500,700,1000",
+            "--format",
+            "json",
+            "-o",
+            pts.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["points"], 12);
+    for t in ["time", "power", "energy"] {
+        assert!(v[t]["mape_pct"].as_f64().unwrap() < 1e-6, "{v}");
+        assert!(v[t]["max_pct"].is_number());
+    }
+    let csv = std::fs::read_to_string(&pts).unwrap();
+    assert!(
+        csv.starts_with("workload,core_freq_mhz,measured_time_s,predicted_time_s,"),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 13);
+}
+
+#[test]
+fn spca_explain_lists_selection_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    dvfs_set(&set);
+    let model = tmp.path().join("m.json");
+    let out = pp()
+        .args([
+            "fit",
+            set.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--model",
+            "spca",
+            "--explain",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Spearman"), "{text}");
+    assert!(
+        text.contains("PCA") || text.contains("one column or none left"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mem_ops_per_cycle"),
+        "rates are per cycle: {text}"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    assert_eq!(m["kind"], "spca");
+    assert!(
+        m["model"]["regression"]["targets"][0]["steps"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 3
+    );
+}
+
+#[test]
+fn threads_model_from_two_thread_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    let meta = SetMeta {
+        source: "collect".into(),
+        knobs: vec!["threads".into()],
+        targets: vec!["time_s".into(), "energy_j".into()],
+        ..SetMeta::default()
+    };
+    // t = 1 + 4/n, P = 10 + 5n (energy given, power derived).
+    let points = [1.0, 2.0]
+        .iter()
+        .map(|n| {
+            let t = 1.0 + 4.0 / n;
+            Point {
+                workload: "kernel".into(),
+                knobs: [("threads".to_string(), *n)].into_iter().collect(),
+                time_s: Some(t),
+                energy_j: Some(t * (10.0 + 5.0 * n)),
+                ..Point::default()
+            }
+        })
+        .collect();
+    TrainingSet { meta, points }.write(&set).unwrap();
+    let model = tmp.path().join("m.json");
+    let out = pp()
+        .args(["fit", set.to_str().unwrap(), "-o", model.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fitted threads"));
+    let out = pp()
+        .args([
+            "predict",
+            "--model",
+            model.to_str().unwrap(),
+            "--workload",
+            "kernel",
+            "--knob",
+            "threads=4",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["predictions"][0];
+    assert!((p["time_s"].as_f64().unwrap() - 2.0).abs() < 1e-9, "{v}");
+    assert!((p["power_w"].as_f64().unwrap() - 30.0).abs() < 1e-9, "{v}");
+    assert!((p["energy_j"].as_f64().unwrap() - 60.0).abs() < 1e-9, "{v}");
+}
+
+#[test]
+fn load_model_gives_a_predictor_with_the_training_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    dvfs_set(&set);
+    let model = tmp.path().join("m.json");
+    assert!(pp()
+        .args([
+            "fit",
+            set.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--no-loo"
+        ])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let m = powerperf::models::load_model(&model).unwrap();
+    assert_eq!(m.kind(), "analytic");
+    assert_eq!(m.workloads().len(), 4);
+    let grid = m.knob_grid("gamma");
+    assert_eq!(grid.len(), 6);
+    let p = m.predict("gamma", &grid[0]).unwrap();
+    assert!((p.time_s.unwrap() - (0.5 + 4.0 * 2.0)).abs() < 1e-9);
+    let err = powerperf::models::load_model(&tmp.path().join("missing.json"))
+        .err()
+        .unwrap();
+    assert!(format!("{err:#}").contains("missing.json"));
+}
