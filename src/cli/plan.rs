@@ -18,8 +18,21 @@ pub enum Format {
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
     /// The model file written by `powerperf fit`.
-    #[arg(long, value_name = "MODEL")]
-    pub model: PathBuf,
+    #[arg(long, value_name = "MODEL", required_unless_present = "evaluate")]
+    pub model: Option<PathBuf>,
+    /// Judge plans on measured data instead: fit on the --train settings of this set, plan
+    /// from the predictions, compare with the measured values (docs/dvfs.md).
+    #[arg(long, value_name = "SET", conflicts_with_all = ["model", "output", "job", "srun"], requires = "train")]
+    pub evaluate: Option<PathBuf>,
+    /// With --evaluate: the training settings, `KNOB=A,B,C` (e.g. core_freq_mhz=595,861,1164).
+    #[arg(long, value_name = "KNOB=A,B,C")]
+    pub train: Option<String>,
+    /// With --evaluate: the model kind to fit.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub kind: crate::models::ModelKind,
+    /// With --evaluate: idle power (W) for the race-to-idle baseline.
+    #[arg(long, value_name = "W")]
+    pub idle_power: Option<f64>,
     /// Workloads to plan (repeat the flag); default: every workload the model knows.
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
@@ -86,8 +99,28 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         reference_threads: args.reference_threads,
         ticks: None,
     };
-    let model = crate::models::load_model(&args.model)
-        .with_context(|| format!("loading the model {}", args.model.display()))?;
+    if let Some(set_dir) = &args.evaluate {
+        let set = crate::store::set::TrainingSet::read(set_dir)?;
+        let (train_knob, train_values) =
+            crate::dvfs::evaluate::parse_train(args.train.as_deref().unwrap_or_default())?;
+        let req = crate::dvfs::evaluate::EvalRequest {
+            config,
+            train_knob,
+            train_values,
+            kind: args.kind,
+            params: Default::default(),
+            idle_power_w: args.idle_power,
+        };
+        let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
+        match args.format {
+            Format::Table => print!("{}", crate::dvfs::evaluate::render(&report)),
+            Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        }
+        return Ok(0);
+    }
+    let model_path = args.model.clone().context("--model MODEL is required")?;
+    let model = crate::models::load_model(&model_path)
+        .with_context(|| format!("loading the model {}", model_path.display()))?;
     let req = from_model::PlanRequest {
         workloads: args.workloads.clone(),
         scope: if args.job {
@@ -97,7 +130,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         },
         device: args.device,
         config,
-        model_path: args.model.display().to_string(),
+        model_path: model_path.display().to_string(),
     };
     let out = from_model::plan_with_predictor(model.as_ref(), &req)?;
     if let Some(path) = &args.output {

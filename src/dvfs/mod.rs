@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod controller;
+pub mod evaluate;
 pub mod export;
 pub mod from_model;
 pub mod plan_file;
