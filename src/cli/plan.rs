@@ -42,6 +42,10 @@ pub struct PlanArgs {
     /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or `none`.
     #[arg(long, default_value = "5%", value_name = "BOUND")]
     pub max_slowdown: String,
+    /// Plan against the bound minus this margin (`1%` or `0.01`), a guard against prediction
+    /// error; the plan file records both.
+    #[arg(long, default_value = "0", value_name = "MARGIN")]
+    pub slowdown_margin: String,
     /// Settings whose predicted mean power is above this many watts are not chosen.
     #[arg(long, value_name = "W")]
     pub power_cap: Option<f64>,
@@ -82,6 +86,7 @@ pub struct PlanArgs {
 /// An unreadable model, a bad bound, an unknown workload, or a planner error.
 pub fn run(args: PlanArgs) -> Result<i32> {
     let max_slowdown = parse_slowdown(&args.max_slowdown)?;
+    let margin = parse_slowdown(&args.slowdown_margin)?.unwrap_or(0.0);
     let objective = args.objective.unwrap_or(if args.power_cap.is_some() {
         Objective::Time
     } else {
@@ -110,6 +115,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             kind: args.kind,
             params: Default::default(),
             idle_power_w: args.idle_power,
+            slowdown_margin: margin,
         };
         let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
         match args.format {
@@ -129,10 +135,15 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             Scope::PerWorkload
         },
         device: args.device,
-        config,
+        config: PlannerConfig {
+            max_slowdown: max_slowdown.map(|b| (b - margin).max(0.0)),
+            ..config
+        },
         model_path: model_path.display().to_string(),
     };
-    let out = from_model::plan_with_predictor(model.as_ref(), &req)?;
+    let mut out = from_model::plan_with_predictor(model.as_ref(), &req)?;
+    out.plan.plan.max_slowdown = max_slowdown;
+    out.plan.plan.slowdown_margin = margin;
     if let Some(path) = &args.output {
         out.plan.write(path)?;
     }
