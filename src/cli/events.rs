@@ -1,13 +1,442 @@
-//! `powerperf events`.
+//! `powerperf events`: check and evaluate derived-event definitions (PAPI user events,
+//! `papi_events.csv`, PerfExpert, LIKWID, perf metric JSON, infix) on a run or on values.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::events_dsl::alias::{candidates, Resolution, Resolver};
+use crate::events_dsl::{constants, lcpi, load_file, DefinitionSet, LoadOptions, Syntax};
+use crate::store::run::RunMeta;
+
+/// Output format of `events eval` and `events lcpi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    Table,
+    Json,
+}
+
+/// The definitions file and how to read it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FileArgs {
+    /// Definition file. Without it, the file named by PAPI_USER_EVENTS_FILE is read.
+    pub file: Option<PathBuf>,
+    /// Format of FILE (default: found from its name and content).
+    #[arg(long, value_parser = ["papi-user", "papi-csv", "perfexpert", "likwid", "perf-json", "infix"])]
+    pub syntax: Option<String>,
+    /// papi_events.csv: the `CPU,<pmu>` section to use (e.g. skx, icl, amd64_fam17h).
+    #[arg(long)]
+    pub cpu: Option<String>,
+}
+
+/// Where values come from.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ValueArgs {
+    /// Values as NAME=NUMBER,NAME=NUMBER,… (use --values-file for names with `,` or `=`).
+    #[arg(long)]
+    pub values: Option<String>,
+    /// A JSON object {"NAME": number, …}.
+    #[arg(long)]
+    pub values_file: Option<PathBuf>,
+    /// Machine constants: a machine-constants TOML or a PerfExpert machine.properties
+    /// (default: the shipped file for the run's CPU vendor/family/model, if any).
+    #[arg(long)]
+    pub constants: Option<PathBuf>,
+}
 
 /// `powerperf events` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum EventsCommand {
-    /// Evaluate every definition of FILE on a run's totals.
-    Eval {},
+    /// Evaluate every definition of FILE on a run's totals or on given values.
+    Eval {
+        #[command(flatten)]
+        file: FileArgs,
+        /// Run directory written by `powerperf collect`.
+        #[arg(long = "run", value_name = "RUN")]
+        run_flag: Option<PathBuf>,
+        /// Run directory (positional form of --run).
+        #[arg(value_name = "RUN")]
+        run: Option<PathBuf>,
+        #[command(flatten)]
+        values: ValueArgs,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutFormat,
+    },
+    /// List each definition with its RPN form, the events and constants it needs, and how
+    /// they resolve (through the alias table; against RUN's events with --run).
+    Check {
+        #[command(flatten)]
+        file: FileArgs,
+        /// Check the events against this run's columns.
+        #[arg(long)]
+        run: Option<PathBuf>,
+        /// Machine constants file (see `events eval`).
+        #[arg(long)]
+        constants: Option<PathBuf>,
+    },
+    /// The LCPI table (PerfExpert's six categories) of a run or of given values.
+    Lcpi {
+        /// Run directory.
+        run: Option<PathBuf>,
+        #[command(flatten)]
+        values: ValueArgs,
+        /// Use this LCPI definition file instead of the shipped ones.
+        #[arg(long)]
+        definitions: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutFormat,
+    },
 }
 
 /// Run `powerperf events ...`.
-pub fn run(_cmd: EventsCommand) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf events` is not built yet")
+///
+/// # Errors
+/// A malformed definition line (with file:line:col and the token), unreadable files,
+/// malformed `--values`.
+pub fn run(cmd: EventsCommand) -> Result<i32> {
+    match cmd {
+        EventsCommand::Eval {
+            file,
+            run_flag,
+            run,
+            values,
+            format,
+        } => eval(&file, run_flag.or(run).as_deref(), &values, format),
+        EventsCommand::Check {
+            file,
+            run,
+            constants,
+        } => check(&file, run.as_deref(), constants.as_deref()),
+        EventsCommand::Lcpi {
+            run,
+            values,
+            definitions,
+            format,
+        } => lcpi_cmd(run.as_deref(), &values, definitions.as_deref(), format),
+    }
+}
+
+fn load_defs(f: &FileArgs) -> Result<DefinitionSet> {
+    let (path, env_default) = match &f.file {
+        Some(p) => (p.clone(), false),
+        None => match std::env::var_os("PAPI_USER_EVENTS_FILE") {
+            Some(p) => (PathBuf::from(p), true),
+            None => bail!("no definition file: name one (`powerperf events eval FILE RUN`) or set PAPI_USER_EVENTS_FILE"),
+        },
+    };
+    let syntax = match &f.syntax {
+        Some(s) => Some(Syntax::from_name(s).with_context(|| format!("unknown syntax `{s}`"))?),
+        None if env_default => Some(Syntax::PapiUser),
+        None => None,
+    };
+    let set = load_file(&path, syntax, &LoadOptions { cpu: f.cpu.clone() })?;
+    Ok(set)
+}
+
+/// Parse `NAME=NUMBER,NAME=NUMBER`.
+///
+/// # Errors
+/// An item without `=` or with a value that is not a number, naming the item.
+pub fn parse_values(s: &str) -> Result<BTreeMap<String, f64>> {
+    let mut out = BTreeMap::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((k, v)) = item.split_once('=') else {
+            bail!("--values: `{item}` is not NAME=NUMBER (names with `,` or `=` go in --values-file F.json)");
+        };
+        let x: f64 = v
+            .trim()
+            .parse()
+            .with_context(|| format!("--values: `{v}` in `{item}` is not a number"))?;
+        out.insert(k.trim().to_string(), x);
+    }
+    Ok(out)
+}
+
+fn values_file(p: &Path) -> Result<BTreeMap<String, f64>> {
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", p.display()))?;
+    let obj = v.as_object().with_context(|| {
+        format!(
+            "{}: expected a JSON object {{\"NAME\": number}}",
+            p.display()
+        )
+    })?;
+    let mut out = BTreeMap::new();
+    for (k, x) in obj {
+        match x {
+            serde_json::Value::Number(n) => {
+                out.insert(k.clone(), n.as_f64().unwrap_or(f64::NAN));
+            }
+            serde_json::Value::Null => {}
+            other => bail!("{}: value of `{k}` is {other}, not a number", p.display()),
+        }
+    }
+    Ok(out)
+}
+
+/// CPU identity from `/proc/cpuinfo` (vendor_id, cpu family, model).
+fn this_cpu() -> Option<(String, u32, u32)> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let field = |k: &str| {
+        text.lines()
+            .find(|l| l.split(':').next().is_some_and(|x| x.trim() == k))
+            .and_then(|l| l.split_once(':'))
+            .map(|x| x.1.trim().to_string())
+    };
+    Some((
+        field("vendor_id")?,
+        field("cpu family")?.parse().ok()?,
+        field("model")?.parse().ok()?,
+    ))
+}
+
+/// Build the resolver: run totals or values, constants (explicit or selected by CPU), and
+/// values derived from the run's knobs. Returns notes for the user.
+fn resolver(run: Option<&Path>, v: &ValueArgs) -> Result<(Resolver, Vec<String>)> {
+    let mut r = Resolver::default();
+    let mut notes = Vec::new();
+    let mut cpu = None;
+    if let Some(dir) = run {
+        let meta = RunMeta::read(dir)?;
+        let t = meta.totals();
+        r.values = t.values;
+        r.missing = t.missing;
+        r.duration_s = Some(t.duration_s);
+        if let Some(f) = meta.knobs.core_freq_mhz {
+            r.values.entry("core_freq_mhz".into()).or_insert(f);
+            r.values
+                .entry("inverseClock".into())
+                .or_insert(1.0 / (f * 1e6));
+        }
+        if let Some(f) = meta.knobs.core_freq_max_mhz {
+            r.values
+                .entry(crate::events_dsl::CPU_MAX_HZ.into())
+                .or_insert(f * 1e6);
+        }
+        if let (Some(vn), Some(fa), Some(mo)) = (
+            meta.run.cpu_vendor.clone(),
+            meta.run.cpu_family,
+            meta.run.cpu_model_number,
+        ) {
+            cpu = Some((vn, fa, mo));
+        }
+    } else {
+        cpu = this_cpu();
+    }
+    if let Some(s) = &v.values {
+        r.values.extend(parse_values(s)?);
+    }
+    if let Some(p) = &v.values_file {
+        r.values.extend(values_file(p)?);
+    }
+    if run.is_none() && v.values.is_none() && v.values_file.is_none() {
+        bail!("no values to evaluate on: give a RUN directory, --values NAME=NUMBER,… or --values-file F.json");
+    }
+    if let Some(p) = &v.constants {
+        let m = constants::load(p)?;
+        notes.push(format!(
+            "constants: {} ({} values)",
+            p.display(),
+            m.constants.len()
+        ));
+        r.constants = m.as_map();
+    } else if let Some((vn, fa, mo)) = cpu {
+        match constants::select(&vn, fa, mo) {
+            Some((name, m)) => {
+                notes.push(format!("constants: machine-constants/{name} (CPU {vn} family {fa} model {mo})"));
+                r.constants = m.as_map();
+            }
+            None => notes.push(format!("constants: none shipped for CPU {vn} family {fa} model {mo}; give --constants FILE")),
+        }
+    }
+    Ok((r, notes))
+}
+
+fn fmt_value(x: f64) -> String {
+    if x != 0.0 && (x.abs() >= 1e7 || x.abs() < 1e-3) {
+        format!("{x:.6e}")
+    } else {
+        format!("{x:.6}")
+    }
+}
+
+fn explain_missing(r: &Resolver, names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| match r.resolve(n) {
+            Resolution::Missing { reason: Some(why) } if !why.starts_with(&format!("{n}:")) => {
+                format!("{n} ({why})")
+            }
+            Resolution::Missing { reason: Some(why) } => why,
+            _ => n.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> Result<i32> {
+    let set = load_defs(f)?;
+    let (r, notes) = resolver(run, v)?;
+    let values = set.evaluate(&|n: &str| r.get(n));
+    match format {
+        OutFormat::Json => {
+            // Written by hand to keep the definitions' order (serde_json's map sorts keys).
+            let items: Vec<String> = values
+                .iter()
+                .map(|v| {
+                    let val = v
+                        .value
+                        .map(serde_json::Value::from)
+                        .unwrap_or(serde_json::Value::Null);
+                    format!("  {}: {}", serde_json::Value::from(v.name.clone()), val)
+                })
+                .collect();
+            println!("{{\n{}\n}}", items.join(",\n"));
+        }
+        OutFormat::Table => {
+            for n in notes.iter().chain(&set.notes) {
+                eprintln!("note: {n}");
+            }
+            let w = values
+                .iter()
+                .map(|v| v.name.chars().count())
+                .max()
+                .unwrap_or(4)
+                .clamp(4, 60);
+            println!("{:<w$}  {:>16}  {}", "NAME", "VALUE", "UNIT / NOTE");
+            for (val, d) in values.iter().zip(&set.definitions) {
+                let shown = val.value.map(fmt_value).unwrap_or_else(|| "-".into());
+                let note = match &val.problem {
+                    Some(crate::events_dsl::Problem::Missing(m)) => {
+                        format!("not computable: missing {}", explain_missing(&r, m))
+                    }
+                    Some(p) => p.to_string(),
+                    None => d.unit.clone().unwrap_or_default(),
+                };
+                println!("{:<w$}  {:>16}  {}", val.name, shown, note);
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn check(f: &FileArgs, run: Option<&Path>, constants_file: Option<&Path>) -> Result<i32> {
+    let set = load_defs(f)?;
+    let mut r = Resolver::default();
+    if let Some(dir) = run {
+        let t = RunMeta::read(dir)?.totals();
+        r.values = t.values;
+        r.missing = t.missing;
+        r.duration_s = Some(t.duration_s);
+    }
+    if let Some(p) = constants_file {
+        r.constants = constants::load(p)?.as_map();
+    }
+    for n in &set.notes {
+        eprintln!("note: {n}");
+    }
+    let mut unresolved = 0usize;
+    for (i, d) in set.definitions.iter().enumerate() {
+        let group = d
+            .group
+            .as_deref()
+            .map(|g| format!(" [{g}]"))
+            .unwrap_or_default();
+        println!("{}{}  ({}:{})", d.name, group, d.pos.file, d.pos.line);
+        println!("  formula: {}", d.source);
+        println!("  rpn:     {}", set.rpn(i));
+        if !d.file_constants.is_empty() {
+            let cs: Vec<String> = d
+                .file_constants
+                .iter()
+                .map(|c| format!("{c}={}", set.file_constants[c]))
+                .collect();
+            println!("  file constants: {}", cs.join(", "));
+        }
+        if !d.refs.is_empty() {
+            println!("  uses definitions: {}", d.refs.join(", "));
+        }
+        for name in &d.vars {
+            let status = if run.is_some() || r.constants.contains_key(name) {
+                let res = r.resolve(name);
+                if res.value().is_none() {
+                    unresolved += 1;
+                }
+                let mark = if res.value().is_some() {
+                    "ok"
+                } else {
+                    "MISSING"
+                };
+                format!("{mark}: {res}")
+            } else {
+                match candidates(name).first() {
+                    Some((col, true)) => format!("alias of `{col}`"),
+                    Some((col, false)) => format!("approximate alias of `{col}`"),
+                    None if crate::events_dsl::alias::DURATION_NAMES.contains(&name.as_str()) => {
+                        "run duration, s".into()
+                    }
+                    None => "no alias: read as a raw event or constant name".into(),
+                }
+            };
+            println!("  needs {name}: {status}");
+        }
+    }
+    println!(
+        "{} definitions compiled from {} ({})",
+        set.definitions.len(),
+        set.file,
+        set.syntax
+    );
+    if run.is_some() {
+        println!("{unresolved} needed names have no value in the run");
+    }
+    Ok(0)
+}
+
+fn lcpi_cmd(
+    run: Option<&Path>,
+    v: &ValueArgs,
+    definitions: Option<&Path>,
+    format: OutFormat,
+) -> Result<i32> {
+    let (r, notes) = resolver(run, v)?;
+    let lookup = |n: &str| r.get(n);
+    let table = match definitions {
+        Some(p) => {
+            let set = load_file(p, None, &LoadOptions::default())?;
+            lcpi::table_with(&set, &p.display().to_string(), &lookup)
+        }
+        None => lcpi::table(&lookup),
+    };
+    match format {
+        OutFormat::Table => {
+            for n in &notes {
+                eprintln!("note: {n}");
+            }
+            print!("{table}");
+        }
+        OutFormat::Json => {
+            let mut m = serde_json::Map::new();
+            m.insert("source".into(), table.source.clone().into());
+            let val = |x: &Result<f64, String>| {
+                x.as_ref()
+                    .ok()
+                    .copied()
+                    .map(serde_json::Value::from)
+                    .unwrap_or(serde_json::Value::Null)
+            };
+            m.insert("overall_cpi".into(), val(&table.overall_cpi));
+            for row in &table.rows {
+                m.insert(row.category.clone(), val(&row.value));
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::Value::Object(m))?
+            );
+        }
+    }
+    Ok(0)
 }

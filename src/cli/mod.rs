@@ -9,6 +9,7 @@ pub mod evaluate;
 pub mod events;
 pub mod fit;
 pub mod import;
+pub mod microbench;
 pub mod plan;
 pub mod predict;
 pub mod quickstart;
@@ -44,6 +45,9 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Run a command under a plan, restoring every setting afterwards.
     Apply(apply::ApplyArgs),
+    /// Workload kernels for training runs (and machine-constant measurements).
+    #[command(subcommand)]
+    Microbench(microbench::MicrobenchCommand),
     /// Run the whole pipeline on a bundled default input.
     Quickstart(quickstart::QuickstartArgs),
 }
@@ -64,6 +68,7 @@ pub fn run() -> anyhow::Result<i32> {
         Command::Evaluate(a) => evaluate::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Apply(a) => apply::run(a),
+        Command::Microbench(a) => microbench::run(a),
         Command::Quickstart(a) => quickstart::run(a),
     }
 }

@@ -1,10 +1,28 @@
 //! `powerperf report`.
 
+use crate::report::Format;
+use crate::store::run::RunMeta;
+use std::path::PathBuf;
+
 /// Arguments of `powerperf report`.
 #[derive(Debug, clap::Args)]
-pub struct ReportArgs {}
+#[command(
+    after_help = "Examples:\n  powerperf report run1\n  powerperf report run1 --format json | jq .events"
+)]
+pub struct ReportArgs {
+    /// A run directory written by `powerperf collect`.
+    pub run: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
 
 /// Run `powerperf report`.
-pub fn run(_args: ReportArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`powerperf report` is not built yet")
+///
+/// # Errors
+/// A directory that is not a run.
+pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
+    let meta = RunMeta::read(&args.run)?;
+    print!("{}", crate::report::render(&meta, args.format)?);
+    Ok(0)
 }

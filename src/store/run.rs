@@ -31,6 +31,8 @@ pub enum Ending {
 pub struct RunInfo {
     pub id: String,
     pub command: Vec<String>,
+    /// A label for the workload (`--workload`, else the command's base name).
+    pub workload: Option<String>,
     pub ended: Ending,
     pub exit_status: Option<i32>,
     pub signal: Option<i32>,

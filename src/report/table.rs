@@ -1,0 +1,48 @@
+//! Plain-text table in the layout of `perf stat`.
+
+use super::{ending_line, value_and_unit, Summary};
+use std::fmt::Write;
+
+pub(super) fn render(s: &Summary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\n Performance counter stats for '{}':\n", s.command);
+    for r in &s.events {
+        let (v, unit) = value_and_unit(r);
+        let rate = match (&r.rate, &r.rate_unit) {
+            (Some(x), Some(u)) if u == "insn per cycle" || u == "CPUs utilized" => {
+                format!("  #  {x:>8.2}  {u}")
+            }
+            (Some(x), Some(u)) if u == "/sec" && *x >= 1e6 => {
+                format!("  #  {:>8.3} M/sec", x * 1e-6)
+            }
+            (Some(x), Some(u)) if u == "/sec" && *x >= 1e3 => {
+                format!("  #  {:>8.3} K/sec", x * 1e-3)
+            }
+            (Some(x), Some(u)) if u.starts_with('%') => format!("  #  {x:>8.2}{u}"),
+            (Some(x), Some(u)) => format!("  #  {x:>8.3} {u}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(o, "{v:>20} {unit:<4} {:<24}{rate}", r.event);
+    }
+    let _ = writeln!(o, "\n{:>20.6} seconds time elapsed", s.duration_s);
+    let _ = writeln!(o, "  command {}", ending_line(s));
+    // Events that failed for the same reason are listed together, as perf does.
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for r in s.events.iter().filter(|r| r.value.is_none()) {
+        if let Some(why) = &r.reason {
+            let generic = why.replace(&format!("`{}`", r.event), "the event");
+            match groups.iter_mut().find(|(g, _)| *g == generic) {
+                Some((_, evs)) => evs.push(&r.event),
+                None => groups.push((generic, vec![&r.event])),
+            }
+        }
+    }
+    for (why, evs) in groups {
+        let _ = writeln!(o, "  {}: {why}", evs.join(", "));
+    }
+    for n in &s.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    o.push('\n');
+    o
+}
