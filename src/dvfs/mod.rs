@@ -10,6 +10,7 @@ pub mod export;
 pub mod from_model;
 pub mod plan_file;
 pub mod planner;
+pub mod sweep;
 
 pub use planner::{Candidate, Objective, PlannerConfig, RegionInput, Solution, Transition};
 
