@@ -124,6 +124,34 @@ fn plan_chooses_the_lowest_energy_within_the_bound_and_writes_a_plan_file() {
         .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["plan"]["plan"]["scope"], "job");
+    // GEOPM frequency_map policy: default = maximum (Hz), region hashes (CRC-32C of the name)
+    let out = pp()
+        .args(["plan", "--model"])
+        .arg(&model)
+        .args([
+            "--workload",
+            "alpha",
+            "--workload",
+            "beta",
+            "--job",
+            "--geopm",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let line = text.lines().find(|l| l.starts_with("job\t")).unwrap();
+    let policy: serde_json::Value = serde_json::from_str(line.split_once('\t').unwrap().1).unwrap();
+    assert_eq!(policy["FREQ_DEFAULT"].as_f64(), Some(1e9));
+    assert_eq!(
+        policy["HASH_0"].as_u64(),
+        Some(u64::from(powerperf::dvfs::export::geopm_region_hash(
+            "alpha"
+        )))
+    );
+    assert!(policy["FREQ_1"].as_f64().unwrap() <= 1e9);
     assert!(
         v["plan"]["plan"]["time_s"].as_f64().unwrap()
             <= 1.05 * v["plan"]["plan"]["reference_time_s"].as_f64().unwrap() + 1e-9

@@ -22,7 +22,7 @@ pub struct PlanArgs {
     pub model: Option<PathBuf>,
     /// Judge plans on measured data instead: fit on the --train settings of this set, plan
     /// from the predictions, compare with the measured values (docs/dvfs.md).
-    #[arg(long, value_name = "SET", conflicts_with_all = ["model", "output", "job", "srun"], requires = "train")]
+    #[arg(long, value_name = "SET", conflicts_with_all = ["model", "output", "job", "srun", "geopm"], requires = "train")]
     pub evaluate: Option<PathBuf>,
     /// With --evaluate: the training settings, `KNOB=A,B,C` (e.g. core_freq_mhz=595,861,1164).
     #[arg(long, value_name = "KNOB=A,B,C")]
@@ -78,6 +78,10 @@ pub struct PlanArgs {
     /// Also print `srun` arguments (`--cpu-freq` / `--gpu-freq`) for each workload's setting.
     #[arg(long)]
     pub srun: bool,
+    /// Also print GEOPM `frequency_map` agent policies (JSON, Hz): one per workload, or one
+    /// region map for a --job plan.
+    #[arg(long)]
+    pub geopm: bool,
 }
 
 /// Run `powerperf plan`.
@@ -165,6 +169,11 @@ pub fn run(args: PlanArgs) -> Result<i32> {
                 "skipped": out.skipped.iter().map(|(w, why)| serde_json::json!({"workload": w, "reason": why})).collect::<Vec<_>>(),
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    }
+    if args.geopm {
+        for (name, policy) in export::geopm_policies(&out.plan)? {
+            println!("{name}\t{}", serde_json::to_string(&policy)?);
         }
     }
     if args.srun {
