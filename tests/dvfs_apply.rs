@@ -387,3 +387,75 @@ fn missing_write_permission_is_reported_before_the_command_runs() {
     );
     assert!(!s.record.exists());
 }
+
+#[test]
+fn gpu_clocks_are_only_described_and_threads_reach_the_command() {
+    let s = setup("cpufreq-userspace", 1600.0);
+    let plan = s.dir.path().join("gpu.toml");
+    std::fs::write(
+        &plan,
+        r#"[plan]
+objective = "energy"
+max_slowdown = 0.05
+model = "hand-written"
+created = "2026-01-01T00:00:00Z"
+scope = "per_workload"
+
+[[device]]
+kind = "gpu"
+knobs = ["core_freq_mhz", "mem_freq_mhz"]
+default = { core_freq_mhz = 1164.0, mem_freq_mhz = 3505.0 }
+
+[[region]]
+name = "a"
+setting = { core_freq_mhz = 861.0, mem_freq_mhz = 3505.0, threads = 2.0 }
+time_s = 1.0
+energy_j = 1.0
+power_w = 1.0
+reference_time_s = 1.0
+reference_energy_j = 1.0
+energy_saving = 0.0
+slowdown = 0.0
+
+[[region]]
+name = "b"
+setting = { core_freq_mhz = 1164.0, mem_freq_mhz = 810.0, threads = 2.0 }
+time_s = 1.0
+energy_j = 1.0
+power_w = 1.0
+reference_time_s = 1.0
+reference_energy_j = 1.0
+energy_saving = 0.0
+slowdown = 0.0
+"#,
+    )
+    .unwrap();
+    let mut args = s.args();
+    args[2] = plan.display().to_string();
+    // two regions with different settings: the one to apply must be named
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&args)
+        .arg("true")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--workload NAME").and(predicate::str::contains("a, b")));
+    let seen = s.dir.path().join("seen");
+    let mut args2 = args.clone();
+    args2.insert(1, "--workload".into());
+    args2.insert(2, "a".into());
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&args2)
+        .args(["sh", "-c", &format!("echo $OMP_NUM_THREADS > {}; exit 5", seen.display())])
+        .assert()
+        .code(5)
+        .stderr(
+            predicate::str::contains("nvmlDeviceSetGpuLockedClocks(device 0, 861 MHz, 861 MHz)")
+                .and(predicate::str::contains("GPU clocks are never changed")),
+        );
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "2");
+    // no CPU knob in the plan: the CPU settings were not touched and no record was written
+    s.assert_restored();
+    assert!(!s.log.exists() || !std::fs::read_to_string(&s.log).unwrap().contains("\tset\t"));
+}
