@@ -43,7 +43,8 @@ pub struct PlanArgs {
     #[arg(long, default_value = "5%", value_name = "BOUND")]
     pub max_slowdown: String,
     /// Plan against the bound minus this margin (`1%` or `0.01`), a guard against prediction
-    /// error; the plan file records both.
+    /// error; the plan file records both. With --evaluate, `auto` uses the model's
+    /// leave-one-out time error on the training points.
     #[arg(long, default_value = "0", value_name = "MARGIN")]
     pub slowdown_margin: String,
     /// Settings whose predicted mean power is above this many watts are not chosen.
@@ -90,7 +91,12 @@ pub struct PlanArgs {
 /// An unreadable model, a bad bound, an unknown workload, or a planner error.
 pub fn run(args: PlanArgs) -> Result<i32> {
     let max_slowdown = parse_slowdown(&args.max_slowdown)?;
-    let margin = parse_slowdown(&args.slowdown_margin)?.unwrap_or(0.0);
+    let auto_margin = args.slowdown_margin.trim() == "auto";
+    let margin = if auto_margin {
+        0.0
+    } else {
+        parse_slowdown(&args.slowdown_margin)?.unwrap_or(0.0)
+    };
     let objective = args.objective.unwrap_or(if args.power_cap.is_some() {
         Objective::Time
     } else {
@@ -119,7 +125,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             kind: args.kind,
             params: Default::default(),
             idle_power_w: args.idle_power,
-            slowdown_margin: margin,
+            slowdown_margin: (!auto_margin).then_some(margin),
         };
         let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
         match args.format {
@@ -129,6 +135,11 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         return Ok(0);
     }
     let model_path = args.model.clone().context("--model MODEL is required")?;
+    if auto_margin {
+        anyhow::bail!(
+            "--slowdown-margin auto works with --evaluate only; give a value such as 0.5%"
+        );
+    }
     let model = crate::models::load_model(&model_path)
         .with_context(|| format!("loading the model {}", model_path.display()))?;
     let req = from_model::PlanRequest {

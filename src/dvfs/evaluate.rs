@@ -39,8 +39,29 @@ pub struct EvalRequest {
     /// Idle power for race-to-idle, W.
     pub idle_power_w: Option<f64>,
     /// The planner plans against `max_slowdown − margin` (a guard for prediction error);
-    /// the choice is judged against `max_slowdown`.
-    pub slowdown_margin: f64,
+    /// the choice is judged against `max_slowdown`. `None`: the model's leave-one-out time
+    /// MAPE on the training points only (see [`auto_margin`]).
+    pub slowdown_margin: Option<f64>,
+}
+
+/// A margin from training data only: the leave-one-out mean absolute percentage error of
+/// the model's time predictions over the training points (each training mean predicted from
+/// all the others, [`crate::models::eval::leave_one_out`]), as a fraction.
+///
+/// # Errors
+/// No time error could be measured.
+pub fn auto_margin(
+    set: &TrainingSet,
+    train: &[Point],
+    kind: ModelKind,
+    params: &FitParams,
+) -> Result<f64> {
+    let ev = crate::models::eval::leave_one_out(kind, &set.meta, train, params);
+    ev.summary
+        .targets
+        .get("time_s")
+        .map(|e| e.mape_pct / 100.0)
+        .context("the leave-one-out time error on the training points could not be measured; give --slowdown-margin")
 }
 
 /// One workload's result.
@@ -136,8 +157,12 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
         .context("fitting the model on the training settings")?;
     let obj = req.config.objective;
     let bound = req.config.max_slowdown;
+    let margin = match req.slowdown_margin {
+        Some(m) => m,
+        None => auto_margin(&means, &train, req.kind, &req.params)?,
+    };
     let mut plan_cfg = req.config.clone();
-    plan_cfg.max_slowdown = bound.map(|b| (b - req.slowdown_margin).max(0.0));
+    plan_cfg.max_slowdown = bound.map(|b| (b - margin).max(0.0));
     let within = |s: f64| bound.is_none_or(|b| s <= b + 1e-12);
     let mut per = Vec::new();
     let mut skipped = Vec::new();
@@ -365,7 +390,7 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
         objective: obj.name().into(),
         max_slowdown: bound,
         model_kind: model.kind().to_string(),
-        slowdown_margin: req.slowdown_margin,
+        slowdown_margin: margin,
         train: format!(
             "{}={}",
             req.train_knob,
@@ -411,8 +436,11 @@ pub fn render(r: &EvalReport) -> String {
         .unwrap_or_else(|| "none".into());
     let _ = writeln!(
         s,
-        "plan quality: objective {}, max slowdown {b}, model {} trained on {}",
-        r.objective, r.model_kind, r.train
+        "plan quality: objective {}, max slowdown {b} (planned against {:.2}% less), model {} trained on {}",
+        r.objective,
+        r.slowdown_margin * 100.0,
+        r.model_kind,
+        r.train
     );
     let w = r
         .per_workload
@@ -525,7 +553,7 @@ mod tests {
             kind: ModelKind::Analytic,
             params: FitParams::default(),
             idle_power_w: None,
-            slowdown_margin: 0.0,
+            slowdown_margin: Some(0.0),
         };
         let r = evaluate(&set, &req).unwrap();
         assert_eq!(r.workloads, 2);
