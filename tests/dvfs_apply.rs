@@ -372,20 +372,50 @@ fn no_cpufreq_says_so_and_dry_run_runs_the_command() {
 
 #[test]
 fn missing_write_permission_is_reported_before_the_command_runs() {
-    if unsafe { libc::geteuid() } == 0 {
-        println!("skipped: running as root, file permissions do not stop writes");
-        return;
-    }
     use std::os::unix::fs::PermissionsExt;
     let s = setup("cpufreq-userspace", 1600.0);
-    let f = s
-        .root
-        .join("sys/devices/system/cpu/cpu1/cpufreq/scaling_setspeed");
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
-    s.cmd("true").assert().failure().stderr(
-        predicates::str::contains("run as root").and(predicates::str::contains("--dry-run")),
+    let marker = s.dir.path().join("ran");
+    let child = format!("touch {}", marker.display());
+    let assert = if unsafe { libc::geteuid() } != 0 {
+        let f = s
+            .root
+            .join("sys/devices/system/cpu/cpu1/cpufreq/scaling_setspeed");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
+        s.cmd(&child).assert()
+    } else {
+        // As root, file modes do not stop writes: run powerperf as `nobody` through setpriv,
+        // from a hard link (or copy) of the binary inside the world-readable test directory.
+        if std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            println!("skipped: running as root and setpriv(1) is not available");
+            return;
+        }
+        let bin = s.dir.path().join("powerperf");
+        let src = assert_cmd::cargo::cargo_bin("powerperf");
+        if std::fs::hard_link(&src, &bin).is_err() {
+            std::fs::copy(&src, &bin).unwrap();
+        }
+        for d in [s.dir.path().to_path_buf(), s.root.clone()] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(s.args())
+            .args(["sh", "-c", &child]);
+        c.assert()
+    };
+    assert.failure().stderr(
+        predicate::str::contains("cannot write")
+            .and(predicate::str::contains("run as root"))
+            .and(predicate::str::contains("--dry-run")),
     );
+    assert!(!marker.exists(), "the command ran");
     assert!(!s.record.exists());
+    s.assert_restored();
 }
 
 #[test]
@@ -447,7 +477,11 @@ slowdown = 0.0
     Command::cargo_bin("powerperf")
         .unwrap()
         .args(&args2)
-        .args(["sh", "-c", &format!("echo $OMP_NUM_THREADS > {}; exit 5", seen.display())])
+        .args([
+            "sh",
+            "-c",
+            &format!("echo $OMP_NUM_THREADS > {}; exit 5", seen.display()),
+        ])
         .assert()
         .code(5)
         .stderr(
