@@ -192,7 +192,10 @@ impl<'a> Session<'a> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0),
-            sysfs_root: sysfs_root.to_path_buf(),
+            // absolute, so that `--restore` works from any directory
+            sysfs_root: sysfs_root
+                .canonicalize()
+                .unwrap_or_else(|_| sysfs_root.to_path_buf()),
             controller: ctl.describe(),
             command: command.to_vec(),
             snapshot: snap.clone(),
