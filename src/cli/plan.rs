@@ -39,9 +39,10 @@ pub struct PlanArgs {
     /// What to minimise. With --power-cap and no --objective: time.
     #[arg(long, value_enum)]
     pub objective: Option<Objective>,
-    /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or `none`.
-    #[arg(long, default_value = "5%", value_name = "BOUND")]
-    pub max_slowdown: String,
+    /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or
+    /// `none` [default: 5%, or none with --power-cap].
+    #[arg(long, value_name = "BOUND")]
+    pub max_slowdown: Option<String>,
     /// Plan against the bound minus this margin (`1%` or `0.01`), a guard against prediction
     /// error; the plan file records both. With --evaluate, `auto` uses the model's
     /// leave-one-out time error on the training points.
@@ -90,7 +91,14 @@ pub struct PlanArgs {
 /// # Errors
 /// An unreadable model, a bad bound, an unknown workload, or a planner error.
 pub fn run(args: PlanArgs) -> Result<i32> {
-    let max_slowdown = parse_slowdown(&args.max_slowdown)?;
+    let bound_text = args.max_slowdown.clone().unwrap_or_else(|| {
+        if args.power_cap.is_some() {
+            "none".into()
+        } else {
+            "5%".into()
+        }
+    });
+    let max_slowdown = parse_slowdown(&bound_text)?;
     let auto_margin = args.slowdown_margin.trim() == "auto";
     let margin = if auto_margin {
         0.0

@@ -602,6 +602,7 @@ pub fn plan(regions: &[RegionInput], cfg: &PlannerConfig) -> Result<Solution, Dv
         (None, None) => Err(DvfsError::Infeasible {
             budget_s,
             reference_s: ref_time,
+            capped: cfg.power_cap_w.is_some(),
         }),
     }
 }
