@@ -14,6 +14,7 @@ pub mod plan;
 pub mod predict;
 pub mod quickstart;
 pub mod report;
+pub mod sweep;
 
 /// powerperf: where a program spends time and energy, why, what happens at another
 /// frequency or thread count, and which DVFS schedule saves the most energy.
@@ -45,6 +46,8 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Run a command under a plan, restoring every setting afterwards.
     Apply(apply::ApplyArgs),
+    /// Collect training runs over a grid of core frequencies and thread counts.
+    Sweep(sweep::SweepArgs),
     /// Workload kernels for training runs (and machine-constant measurements).
     #[command(subcommand)]
     Microbench(microbench::MicrobenchCommand),
@@ -68,6 +71,7 @@ pub fn run() -> anyhow::Result<i32> {
         Command::Evaluate(a) => evaluate::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Apply(a) => apply::run(a),
+        Command::Sweep(a) => sweep::run(a),
         Command::Microbench(a) => microbench::run(a),
         Command::Quickstart(a) => quickstart::run(a),
     }

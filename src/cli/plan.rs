@@ -18,17 +18,36 @@ pub enum Format {
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
     /// The model file written by `powerperf fit`.
-    #[arg(long, value_name = "MODEL")]
-    pub model: PathBuf,
+    #[arg(long, value_name = "MODEL", required_unless_present = "evaluate")]
+    pub model: Option<PathBuf>,
+    /// Judge plans on measured data instead: fit on the --train settings of this set, plan
+    /// from the predictions, compare with the measured values (docs/dvfs.md).
+    #[arg(long, value_name = "SET", conflicts_with_all = ["model", "output", "job", "srun", "geopm"], requires = "train")]
+    pub evaluate: Option<PathBuf>,
+    /// With --evaluate: the training settings, `KNOB=A,B,C` (e.g. core_freq_mhz=595,861,1164).
+    #[arg(long, value_name = "KNOB=A,B,C")]
+    pub train: Option<String>,
+    /// With --evaluate: the model kind to fit.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub kind: crate::models::ModelKind,
+    /// With --evaluate: idle power (W) for the race-to-idle baseline.
+    #[arg(long, value_name = "W")]
+    pub idle_power: Option<f64>,
     /// Workloads to plan (repeat the flag); default: every workload the model knows.
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
     /// What to minimise. With --power-cap and no --objective: time.
     #[arg(long, value_enum)]
     pub objective: Option<Objective>,
-    /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or `none`.
-    #[arg(long, default_value = "5%", value_name = "BOUND")]
-    pub max_slowdown: String,
+    /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or
+    /// `none` [default: 5%, or none with --power-cap].
+    #[arg(long, value_name = "BOUND")]
+    pub max_slowdown: Option<String>,
+    /// Plan against the bound minus this margin (`1%` or `0.01`), a guard against prediction
+    /// error; the plan file records both. With --evaluate, `auto` uses the model's
+    /// leave-one-out time error on the training points.
+    #[arg(long, default_value = "0", value_name = "MARGIN")]
+    pub slowdown_margin: String,
     /// Settings whose predicted mean power is above this many watts are not chosen.
     #[arg(long, value_name = "W")]
     pub power_cap: Option<f64>,
@@ -61,6 +80,10 @@ pub struct PlanArgs {
     /// Also print `srun` arguments (`--cpu-freq` / `--gpu-freq`) for each workload's setting.
     #[arg(long)]
     pub srun: bool,
+    /// Also print GEOPM `frequency_map` agent policies (JSON, Hz): one per workload, or one
+    /// region map for a --job plan.
+    #[arg(long)]
+    pub geopm: bool,
 }
 
 /// Run `powerperf plan`.
@@ -68,7 +91,20 @@ pub struct PlanArgs {
 /// # Errors
 /// An unreadable model, a bad bound, an unknown workload, or a planner error.
 pub fn run(args: PlanArgs) -> Result<i32> {
-    let max_slowdown = parse_slowdown(&args.max_slowdown)?;
+    let bound_text = args.max_slowdown.clone().unwrap_or_else(|| {
+        if args.power_cap.is_some() {
+            "none".into()
+        } else {
+            "5%".into()
+        }
+    });
+    let max_slowdown = parse_slowdown(&bound_text)?;
+    let auto_margin = args.slowdown_margin.trim() == "auto";
+    let margin = if auto_margin {
+        0.0
+    } else {
+        parse_slowdown(&args.slowdown_margin)?.unwrap_or(0.0)
+    };
     let objective = args.objective.unwrap_or(if args.power_cap.is_some() {
         Objective::Time
     } else {
@@ -86,8 +122,34 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         reference_threads: args.reference_threads,
         ticks: None,
     };
-    let model = crate::models::load_model(&args.model)
-        .with_context(|| format!("loading the model {}", args.model.display()))?;
+    if let Some(set_dir) = &args.evaluate {
+        let set = crate::store::set::TrainingSet::read(set_dir)?;
+        let (train_knob, train_values) =
+            crate::dvfs::evaluate::parse_train(args.train.as_deref().unwrap_or_default())?;
+        let req = crate::dvfs::evaluate::EvalRequest {
+            config,
+            train_knob,
+            train_values,
+            kind: args.kind,
+            params: Default::default(),
+            idle_power_w: args.idle_power,
+            slowdown_margin: (!auto_margin).then_some(margin),
+        };
+        let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
+        match args.format {
+            Format::Table => print!("{}", crate::dvfs::evaluate::render(&report)),
+            Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        }
+        return Ok(0);
+    }
+    let model_path = args.model.clone().context("--model MODEL is required")?;
+    if auto_margin {
+        anyhow::bail!(
+            "--slowdown-margin auto works with --evaluate only; give a value such as 0.5%"
+        );
+    }
+    let model = crate::models::load_model(&model_path)
+        .with_context(|| format!("loading the model {}", model_path.display()))?;
     let req = from_model::PlanRequest {
         workloads: args.workloads.clone(),
         scope: if args.job {
@@ -96,10 +158,15 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             Scope::PerWorkload
         },
         device: args.device,
-        config,
-        model_path: args.model.display().to_string(),
+        config: PlannerConfig {
+            max_slowdown: max_slowdown.map(|b| (b - margin).max(0.0)),
+            ..config
+        },
+        model_path: model_path.display().to_string(),
     };
-    let out = from_model::plan_with_predictor(model.as_ref(), &req)?;
+    let mut out = from_model::plan_with_predictor(model.as_ref(), &req)?;
+    out.plan.plan.max_slowdown = max_slowdown;
+    out.plan.plan.slowdown_margin = margin;
     if let Some(path) = &args.output {
         out.plan.write(path)?;
     }
@@ -121,6 +188,11 @@ pub fn run(args: PlanArgs) -> Result<i32> {
                 "skipped": out.skipped.iter().map(|(w, why)| serde_json::json!({"workload": w, "reason": why})).collect::<Vec<_>>(),
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    }
+    if args.geopm {
+        for (name, policy) in export::geopm_policies(&out.plan)? {
+            println!("{name}\t{}", serde_json::to_string(&policy)?);
         }
     }
     if args.srun {

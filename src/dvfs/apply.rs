@@ -152,21 +152,85 @@ impl SwitchLog {
     }
 }
 
-/// Restores the snapshot when dropped unless already restored (early returns, panics).
-struct Guard<'a> {
+/// A frequency session: the restore record is written when it begins, every switch is
+/// logged, and the snapshot is put back by [`Session::restore`] or, failing that, when the
+/// session is dropped (early returns, panics).
+pub struct Session<'a> {
     ctl: &'a mut dyn FrequencyController,
     snap: Snapshot,
     record: PathBuf,
     log: SwitchLog,
-    done: bool,
+    active: bool,
 }
 
-impl Guard<'_> {
-    fn restore(&mut self) -> Result<()> {
-        if self.done {
+impl<'a> Session<'a> {
+    /// Refuse when a restore record is left over; snapshot the controller; write the record.
+    ///
+    /// # Errors
+    /// A left-over record (run `powerperf apply --restore` first), unreadable settings, an
+    /// unwritable record or log.
+    pub fn begin(
+        ctl: &'a mut dyn FrequencyController,
+        restore_file: &Path,
+        log_file: &Path,
+        sysfs_root: &Path,
+        command: &[String],
+    ) -> Result<Self> {
+        if restore_file.exists() {
+            let old = RestoreRecord::read(restore_file).ok();
+            anyhow::bail!(
+                "a restore record from an earlier apply (pid {}) is still at {}: its settings may not have been put back. Run `powerperf apply --restore --restore-file {}` first",
+                old.map(|r| r.pid.to_string()).unwrap_or_else(|| "?".into()),
+                restore_file.display(),
+                restore_file.display()
+            );
+        }
+        let snap = ctl.snapshot()?;
+        let record = RestoreRecord {
+            pid: std::process::id(),
+            created_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
+            // absolute, so that `--restore` works from any directory
+            sysfs_root: sysfs_root
+                .canonicalize()
+                .unwrap_or_else(|_| sysfs_root.to_path_buf()),
+            controller: ctl.describe(),
+            command: command.to_vec(),
+            snapshot: snap.clone(),
+        };
+        let log = SwitchLog::open(log_file)?;
+        record.write(restore_file)?;
+        Ok(Session {
+            ctl,
+            snap,
+            record: restore_file.to_path_buf(),
+            log,
+            active: true,
+        })
+    }
+
+    /// Set `mhz` and log the writes.
+    ///
+    /// # Errors
+    /// The controller's error (the session stays active, so a later restore undoes any
+    /// partial write).
+    pub fn set(&mut self, mhz: f64) -> Result<()> {
+        let w = self.ctl.set(mhz)?;
+        self.log.log("set", &w);
+        Ok(())
+    }
+
+    /// Put the snapshot back, log it and remove the record.
+    ///
+    /// # Errors
+    /// A failed write: the record is kept and the message says how to replay it.
+    pub fn restore(&mut self) -> Result<()> {
+        if !self.active {
             return Ok(());
         }
-        self.done = true;
+        self.active = false;
         match self.ctl.restore(&self.snap) {
             Ok(w) => {
                 self.log.log("restore", &w);
@@ -182,7 +246,7 @@ impl Guard<'_> {
     }
 }
 
-impl Drop for Guard<'_> {
+impl Drop for Session<'_> {
     fn drop(&mut self) {
         if let Err(e) = self.restore() {
             eprintln!("powerperf: {e:#}");
@@ -309,73 +373,33 @@ pub fn run_child(
 /// # Errors
 /// A setting outside the range, missing privileges, a left-over record (run
 /// `--restore` first), a command that cannot start, or a failed restore. Nothing is
-/// changed when an error happens before the first write; after it, the guard restores.
+/// changed when an error happens before the first write; after it, the session restores.
 pub fn apply_with(
     ctl: &mut dyn FrequencyController,
     req: &ApplyRequest,
     sig: &SignalForwarder,
 ) -> Result<i32> {
-    let mut writes_planned = Vec::new();
-    if let Some(f) = req.core_freq_mhz {
-        writes_planned = ctl.plan_set(f)?;
-        ctl.check_access(&writes_planned)?;
-    }
-    if req.restore_file.exists() {
-        let old = RestoreRecord::read(&req.restore_file).ok();
-        anyhow::bail!(
-            "a restore record from an earlier apply (pid {}) is still at {}: its settings may not have been put back. Run `powerperf apply --restore --restore-file {}` first",
-            old.map(|r| r.pid.to_string()).unwrap_or_else(|| "?".into()),
-            req.restore_file.display(),
-            req.restore_file.display()
-        );
-    }
-    let snap = ctl.snapshot()?;
-    let record = RestoreRecord {
-        pid: std::process::id(),
-        created_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-        sysfs_root: req.sysfs_root.clone(),
-        controller: ctl.describe(),
-        command: req.command.clone(),
-        snapshot: snap.clone(),
+    let Some(f) = req.core_freq_mhz else {
+        return run_child(&req.command, &req.env, sig);
     };
-    let log = SwitchLog::open(&req.log_file)?;
-    if !writes_planned.is_empty() {
-        record.write(&req.restore_file)?;
-    }
-    let mut guard = Guard {
+    let writes = ctl.plan_set(f)?;
+    ctl.check_access(&writes)?;
+    let mut session = Session::begin(
         ctl,
-        snap,
-        record: req.restore_file.clone(),
-        log,
-        done: writes_planned.is_empty(),
-    };
-    if let Some(f) = req.core_freq_mhz {
-        let r = guard.ctl.set(f);
-        match r {
-            Ok(w) => guard.log.log("set", &w),
-            Err(e) => {
-                guard.restore()?;
-                return Err(e.into());
-            }
-        }
-    }
+        &req.restore_file,
+        &req.log_file,
+        &req.sysfs_root,
+        &req.command,
+    )?;
+    session.set(f)?;
     let caught = sig.caught();
     let status = if caught != 0 {
         eprintln!("powerperf: caught signal {caught} before the command started; restoring");
         128 + caught
     } else {
-        match run_child(&req.command, &req.env, sig) {
-            Ok(s) => s,
-            Err(e) => {
-                guard.restore()?;
-                return Err(e);
-            }
-        }
+        run_child(&req.command, &req.env, sig)?
     };
-    guard.restore()?;
+    session.restore()?;
     Ok(status)
 }
 

@@ -258,7 +258,8 @@ impl CpufreqController {
             .truncate(true)
             .open(&abs)
             .map_err(|e| self.write_error(&abs, e))?;
-        f.write_all(value.as_bytes())
+        // a trailing newline, as `echo VALUE > FILE` writes it; the kernel accepts both
+        f.write_all(format!("{value}\n").as_bytes())
             .map_err(|e| self.write_error(&abs, e))
     }
 

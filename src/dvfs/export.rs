@@ -1,4 +1,5 @@
-//! Static plans for sites' own tools: `srun` arguments (Slurm `--cpu-freq`, `--gpu-freq`).
+//! Plans for sites' own tools: `srun` arguments (Slurm `--cpu-freq`, `--gpu-freq`) and GEOPM
+//! `frequency_map` agent policies.
 //!
 //! Slurm `srun(1)`: `--cpu-freq=<p1>` with a numeric `p1` in kilohertz requests that
 //! frequency (Slurm sets the userspace governor); `--gpu-freq=<value>,memory=<value>` takes
@@ -57,4 +58,101 @@ pub fn srun_args(plan: &Plan, region: &PlanRegion) -> Result<String> {
         }
     }
     Ok(out.join(" "))
+}
+
+/// GEOPM's region hash (`geopm_crc32_str` of GEOPM 1.x/2.x): CRC-32C (Castagnoli,
+/// reflected polynomial 0x82F63B78) with initial value 0 and no final XOR, over the name's
+/// bytes zero-padded to a multiple of 8 (it hashes 64-bit words with the SSE4.2 `crc32`
+/// instruction). Checked against the examples of `geopm_agent_frequency_map(7)`:
+/// `region_1` → 0xee12ee15, `region_2` → 0xfd421de1.
+pub fn geopm_region_hash(name: &str) -> u32 {
+    let mut bytes = name.as_bytes().to_vec();
+    while bytes.len() % 8 != 0 {
+        bytes.push(0);
+    }
+    let mut crc: u32 = 0;
+    for b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// GEOPM `frequency_map` agent policies (`geopm_agent_frequency_map(7)`): frequencies in Hz,
+/// `FREQ_DEFAULT`, then `HASH_i`/`FREQ_i` pairs (at most 31).
+///
+/// - `per_workload` plans: one policy per workload, `FREQ_DEFAULT` = its chosen frequency
+///   (a static setting for that job), returned as `(name, policy)`;
+/// - `job` plans: one policy (name `job`): `FREQ_DEFAULT` = the device default (maximum), and
+///   each region mapped by its name's hash to its chosen frequency.
+///
+/// # Errors
+/// A GPU plan (the agent sets CPU frequencies), a region without `core_freq_mhz`, or more
+/// than 31 regions.
+pub fn geopm_policies(plan: &Plan) -> Result<Vec<(String, serde_json::Value)>> {
+    use super::plan_file::Scope;
+    if plan
+        .device_of("core_freq_mhz")
+        .is_some_and(|d| d.kind == DeviceKind::Gpu)
+    {
+        anyhow::bail!("the GEOPM frequency_map agent sets CPU frequencies; this plan's core_freq_mhz is a GPU clock");
+    }
+    let hz = |r: &PlanRegion| -> Result<f64> {
+        r.setting
+            .get("core_freq_mhz")
+            .map(|f| f * 1e6)
+            .ok_or_else(|| anyhow::anyhow!("region `{}` has no core_freq_mhz", r.name))
+    };
+    match plan.plan.scope {
+        Scope::PerWorkload => plan
+            .regions
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.name.clone(),
+                    serde_json::json!({ "FREQ_DEFAULT": hz(r)? }),
+                ))
+            })
+            .collect(),
+        Scope::Job => {
+            if plan.regions.len() > 31 {
+                anyhow::bail!("GEOPM's frequency map holds at most 31 regions; this plan has {} (raise --min-region to fold short ones)", plan.regions.len());
+            }
+            let default = plan
+                .device_of("core_freq_mhz")
+                .and_then(|d| d.default.get("core_freq_mhz"))
+                .map(|f| f * 1e6)
+                .ok_or_else(|| {
+                    anyhow::anyhow!("the plan has no CPU device default for core_freq_mhz")
+                })?;
+            let mut m = serde_json::Map::new();
+            m.insert("FREQ_DEFAULT".into(), serde_json::json!(default));
+            for (i, r) in plan.regions.iter().enumerate() {
+                m.insert(
+                    format!("HASH_{i}"),
+                    serde_json::json!(geopm_region_hash(&r.name)),
+                );
+                m.insert(format!("FREQ_{i}"), serde_json::json!(hz(r)?));
+            }
+            Ok(vec![("job".into(), serde_json::Value::Object(m))])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geopm_hash_matches_the_manual_examples() {
+        assert_eq!(geopm_region_hash("region_1"), 0xee12_ee15);
+        assert_eq!(geopm_region_hash("region_2"), 0xfd42_1de1);
+        assert_eq!(geopm_region_hash("region_1"), 3_994_218_005);
+    }
 }

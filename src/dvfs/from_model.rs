@@ -150,6 +150,7 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
         plan: PlanHeader {
             objective: cfg.objective,
             max_slowdown: cfg.max_slowdown,
+            slowdown_margin: 0.0,
             model: req.model_path.clone(),
             model_kind: p.kind().to_string(),
             created: now_rfc3339(),

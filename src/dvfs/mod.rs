@@ -5,10 +5,12 @@
 
 pub mod apply;
 pub mod controller;
+pub mod evaluate;
 pub mod export;
 pub mod from_model;
 pub mod plan_file;
 pub mod planner;
+pub mod sweep;
 
 pub use planner::{Candidate, Objective, PlannerConfig, RegionInput, Solution, Transition};
 
@@ -41,8 +43,12 @@ pub enum DvfsError {
         lowest_w: f64,
     },
     /// No combination fits the time budget.
-    #[error("no combination of settings fits the time budget of {budget_s:.6} s (reference {reference_s:.6} s); raise --max-slowdown or lower the power cap's effect")]
-    Infeasible { budget_s: f64, reference_s: f64 },
+    #[error("no combination of settings fits the time budget of {budget_s:.6} s (reference {reference_s:.6} s){}; raise --max-slowdown{}", if *capped { " under the power cap" } else { "" }, if *capped { " (or give none), or raise --power-cap" } else { "" })]
+    Infeasible {
+        budget_s: f64,
+        reference_s: f64,
+        capped: bool,
+    },
     /// A plan file that cannot be parsed.
     #[error("{path}: {message}")]
     PlanFile { path: String, message: String },

@@ -25,6 +25,10 @@ pub struct PlanHeader {
     pub objective: Objective,
     /// Fraction (0.05 = 5 %); absent: no bound.
     pub max_slowdown: Option<f64>,
+    /// The plan was chosen against `max_slowdown − slowdown_margin` (a guard against
+    /// prediction error).
+    #[serde(default)]
+    pub slowdown_margin: f64,
     /// Path of the model the predictions came from.
     pub model: String,
     /// The model's kind (`analytic`, `linear`, ...).
@@ -240,6 +244,7 @@ mod tests {
             plan: PlanHeader {
                 objective: Objective::Edp,
                 max_slowdown: Some(0.05),
+                slowdown_margin: 0.01,
                 model: "model.json".into(),
                 model_kind: "analytic".into(),
                 created: rfc3339_utc(1_700_000_000),

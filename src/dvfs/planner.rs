@@ -119,7 +119,7 @@ pub struct PlannerConfig {
     /// Reference thread count (the maximum when `None`).
     pub reference_threads: Option<f64>,
     /// Number of ticks of the time budget; `None`: chosen from the problem size
-    /// (up to 200 000, at most 5·10⁶ DP cells).
+    /// (1 000 to 20 000, about 2·10⁶ DP cells).
     pub ticks: Option<usize>,
 }
 
@@ -527,7 +527,7 @@ pub fn plan(regions: &[RegionInput], cfg: &PlannerConfig) -> Result<Solution, Dv
     };
     let ticks = cfg.ticks.unwrap_or_else(|| {
         let cells = folded.len().max(1) * settings.len().max(1);
-        (5_000_000 / cells).clamp(1000, 200_000)
+        (2_000_000 / cells).clamp(1000, 20_000)
     });
     let tick_s = if budget_s > 0.0 {
         budget_s / ticks as f64
@@ -602,6 +602,7 @@ pub fn plan(regions: &[RegionInput], cfg: &PlannerConfig) -> Result<Solution, Dv
         (None, None) => Err(DvfsError::Infeasible {
             budget_s,
             reference_s: ref_time,
+            capped: cfg.power_cap_w.is_some(),
         }),
     }
 }

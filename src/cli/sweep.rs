@@ -1,0 +1,98 @@
+//! `powerperf sweep`: collect training runs over a grid of core frequencies and thread
+//! counts (see [`crate::dvfs::sweep`]).
+
+use crate::dvfs::apply::{self, SignalForwarder};
+use crate::dvfs::sweep::{self, FreqSpec, SweepConfig};
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// Arguments of `powerperf sweep`.
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    /// The training set directory to write (runs under SET/runs/).
+    #[arg(short = 'o', long = "output", value_name = "SET")]
+    pub output: PathBuf,
+    /// Core frequencies, comma-separated: `1.2GHz,1800MHz,max` (`min`/`max` from cpufreq).
+    #[arg(long, value_delimiter = ',', value_parser = FreqSpec::parse, value_name = "F,...")]
+    pub freq: Vec<FreqSpec>,
+    /// Thread counts (OMP_NUM_THREADS), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub threads: Vec<u32>,
+    /// Runs per grid point.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Root of the sysfs tree (a fixture directory in tests).
+    #[arg(long, default_value = "/", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+    /// Print the grid and the writes, run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The restore record (as for `powerperf apply`).
+    #[arg(long, value_name = "PATH")]
+    pub restore_file: Option<PathBuf>,
+    /// The switch log (as for `powerperf apply`).
+    #[arg(long, value_name = "PATH")]
+    pub log: Option<PathBuf>,
+    /// Workload label of the runs (default: the command's base name).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Events to count, as for `powerperf collect -e`.
+    #[arg(short = 'e', long = "events")]
+    pub events: Option<String>,
+    /// Timeline sampling interval, as for `powerperf collect`.
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub interval: std::time::Duration,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Run `powerperf sweep`. Exit status 0 when every run finished (even when some commands
+/// failed: they are listed and left out of the set), 128 + signal when interrupted.
+///
+/// # Errors
+/// See [`crate::dvfs::sweep::sweep`].
+pub fn run(args: SweepArgs) -> Result<i32> {
+    let sig = SignalForwarder::install()?;
+    let cfg = SweepConfig {
+        out: args.output.clone(),
+        freqs: args.freq,
+        threads: args.threads,
+        repeat: args.repeat,
+        sysfs_root: args.sysfs_root,
+        dry_run: args.dry_run,
+        restore_file: args
+            .restore_file
+            .unwrap_or_else(apply::default_restore_path),
+        log_file: args.log.unwrap_or_else(apply::default_log_path),
+        command: args.command,
+        workload: args.workload,
+        events: args.events,
+        interval: args.interval,
+    };
+    let out = sweep::sweep(&cfg, &sig)?;
+    if cfg.dry_run {
+        return Ok(0);
+    }
+    eprintln!(
+        "powerperf sweep: {} runs done, {} skipped (finished earlier); {} points in {}",
+        out.ran,
+        out.skipped,
+        out.points,
+        cfg.out.display()
+    );
+    for (d, st) in &out.failed {
+        eprintln!(
+            "powerperf sweep: {} ended with status {st}; left out of the set",
+            d.display()
+        );
+    }
+    for n in &out.notes {
+        eprintln!("powerperf sweep: {n}");
+    }
+    if let Some(code) = out.interrupted {
+        eprintln!("powerperf sweep: interrupted; original settings restored; run the same command again to resume");
+        return Ok(code);
+    }
+    Ok(0)
+}

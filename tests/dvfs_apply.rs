@@ -1,0 +1,495 @@
+//! `powerperf apply` end to end through the real binary on copies of the cpufreq fixture
+//! trees: the original settings must be back after every exit path.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn fixture_src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(name)
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        let to = dst.join(e.file_name());
+        if e.path().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+            copy_tree(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// Every file of the tree, relative path -> contents.
+fn snapshot(root: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    fn walk(base: &Path, d: &Path, out: &mut Vec<(PathBuf, String)>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.path().is_dir() {
+                walk(base, &e.path(), out);
+            } else {
+                out.push((
+                    e.path().strip_prefix(base).unwrap().to_path_buf(),
+                    std::fs::read_to_string(e.path())
+                        .unwrap()
+                        .trim()
+                        .to_string(),
+                ));
+            }
+        }
+    }
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    plan: PathBuf,
+    record: PathBuf,
+    log: PathBuf,
+    original: Vec<(PathBuf, String)>,
+}
+
+fn setup(fixture: &str, mhz: f64) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    copy_tree(&fixture_src(fixture), &root);
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"[plan]
+objective = "energy"
+max_slowdown = 0.05
+model = "hand-written"
+created = "2026-01-01T00:00:00Z"
+scope = "per_workload"
+
+[[device]]
+kind = "cpu"
+knobs = ["core_freq_mhz"]
+default = {{ core_freq_mhz = 2400.0 }}
+
+[[region]]
+name = "w"
+setting = {{ core_freq_mhz = {mhz:.1} }}
+time_s = 1.03
+energy_j = 80.0
+power_w = 77.7
+reference_time_s = 1.0
+reference_energy_j = 100.0
+energy_saving = 0.2
+slowdown = 0.03
+"#
+        ),
+    )
+    .unwrap();
+    let original = snapshot(&root);
+    Setup {
+        record: dir.path().join("restore.toml"),
+        log: dir.path().join("switches.log"),
+        dir,
+        root,
+        plan,
+        original,
+    }
+}
+
+impl Setup {
+    fn args(&self) -> Vec<String> {
+        vec![
+            "apply".into(),
+            "--plan".into(),
+            self.plan.display().to_string(),
+            "--sysfs-root".into(),
+            self.root.display().to_string(),
+            "--restore-file".into(),
+            self.record.display().to_string(),
+            "--log".into(),
+            self.log.display().to_string(),
+            "--".into(),
+        ]
+    }
+    fn cmd(&self, child: &str) -> Command {
+        let mut c = Command::cargo_bin("powerperf").unwrap();
+        c.args(self.args()).args(["sh", "-c", child]);
+        c
+    }
+    /// Every file as it was. `scaling_setspeed` reads `<unsupported>` on a real kernel
+    /// whenever the governor is not userspace and cannot be written back; a plain fixture
+    /// file keeps the last value written, so it is compared only when the original was a
+    /// frequency (the governor files, compared too, show the userspace governor is gone).
+    fn assert_restored(&self) {
+        let now = snapshot(&self.root);
+        assert_eq!(now.len(), self.original.len());
+        for ((p, v), (q, w)) in now.iter().zip(&self.original) {
+            assert_eq!(p, q);
+            if p.ends_with("scaling_setspeed") && w == "<unsupported>" {
+                continue;
+            }
+            assert_eq!(v, w, "{} not restored", p.display());
+        }
+        assert!(!self.record.exists(), "restore record left behind");
+    }
+    fn file(&self, cpu: u32, name: &str) -> String {
+        std::fs::read_to_string(
+            self.root
+                .join(format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/{name}")),
+        )
+        .unwrap()
+        .trim()
+        .to_string()
+    }
+}
+
+#[test]
+fn child_exit_0_sees_the_setting_and_everything_is_restored() {
+    let s = setup("cpufreq-userspace", 1600.0);
+    let seen = s.dir.path().join("seen");
+    let f = s.root.join("sys/devices/system/cpu/cpu1/cpufreq");
+    s.cmd(&format!(
+        "cat {0}/scaling_governor {0}/scaling_setspeed > {1}",
+        f.display(),
+        seen.display()
+    ))
+    .assert()
+    .code(0);
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "userspace\n1600000\n"
+    );
+    s.assert_restored();
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines[0], "t_monotonic_ns\tpid\taction\tpath\told\tnew");
+    // 2 CPUs x (governor + setspeed) set, 2 governors restored
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("\tset\t")).count(),
+        4,
+        "{log}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("\trestore\t")).count(),
+        2,
+        "{log}"
+    );
+    let t: Vec<u64> = lines[1..]
+        .iter()
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]) && t[0] > 0);
+}
+
+#[test]
+fn child_exit_3_is_passed_on_and_restored() {
+    let s = setup("cpufreq-userspace", 1200.0);
+    s.cmd("exit 3").assert().code(3);
+    s.assert_restored();
+}
+
+#[test]
+fn child_killed_by_sigkill_and_sigsegv_is_restored() {
+    let s = setup("cpufreq-userspace", 2000.0);
+    s.cmd("kill -KILL $$").assert().code(128 + 9);
+    s.assert_restored();
+    s.cmd("kill -SEGV $$").assert().code(128 + 11);
+    s.assert_restored();
+}
+
+#[test]
+fn intel_pstate_clamps_are_restored() {
+    let s = setup("cpufreq-intel-pstate", 1500.0);
+    let seen = s.dir.path().join("seen");
+    let f = s.root.join("sys/devices/system/cpu/cpu0/cpufreq");
+    s.cmd(&format!(
+        "cat {0}/scaling_min_freq {0}/scaling_max_freq {0}/scaling_governor > {1}; exit 7",
+        f.display(),
+        seen.display()
+    ))
+    .assert()
+    .code(7);
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "1500000\n1500000\npowersave\n"
+    );
+    s.assert_restored();
+}
+
+/// Start powerperf with a child that writes its pid and sleeps; returns (powerperf, child pid).
+fn start_sleeping(s: &Setup) -> (std::process::Child, i32) {
+    let pidfile = s.dir.path().join("child.pid");
+    let bin = assert_cmd::cargo::cargo_bin("powerperf");
+    let p = std::process::Command::new(bin)
+        .args(s.args())
+        .args([
+            "sh",
+            "-c",
+            &format!(
+                "echo $$ > {}.tmp && mv {0}.tmp {0} && exec sleep 30",
+                pidfile.display()
+            ),
+        ])
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !pidfile.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "child did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (p, pid)
+}
+
+fn signal_powerperf(sig: i32) {
+    let s = setup("cpufreq-userspace", 1200.0);
+    let (mut p, _child) = start_sleeping(&s);
+    assert_eq!(s.file(0, "scaling_governor"), "userspace");
+    assert!(
+        s.record.exists(),
+        "no restore record while the command runs"
+    );
+    unsafe { libc::kill(p.id() as i32, sig) };
+    let st = p.wait().unwrap();
+    assert_eq!(st.code(), Some(128 + sig), "{st:?}");
+    s.assert_restored();
+}
+
+#[test]
+fn sigterm_to_powerperf_is_forwarded_and_restored() {
+    signal_powerperf(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_to_powerperf_is_forwarded_and_restored() {
+    signal_powerperf(libc::SIGINT);
+}
+
+#[test]
+fn restore_replays_the_record_after_powerperf_is_sigkilled() {
+    let s = setup("cpufreq-userspace", 1600.0);
+    let (mut p, child) = start_sleeping(&s);
+    unsafe { libc::kill(p.id() as i32, libc::SIGKILL) };
+    p.wait().unwrap();
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    assert_eq!(s.file(1, "scaling_setspeed"), "1600000");
+    assert!(s.record.exists());
+    // a new apply refuses while the record is there
+    s.cmd("true")
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("apply --restore"));
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["apply", "--restore", "--restore-file"])
+        .arg(&s.record)
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("restored 2 setting(s)"));
+    s.assert_restored();
+    // nothing left: a second replay says so
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["apply", "--restore", "--restore-file"])
+        .arg(&s.record)
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("nothing to restore"));
+}
+
+#[test]
+fn out_of_range_setting_is_refused_before_the_command_runs() {
+    let s = setup("cpufreq-userspace", 1700.0);
+    let marker = s.dir.path().join("ran");
+    s.cmd(&format!("touch {}", marker.display()))
+        .assert()
+        .failure()
+        .stderr(
+            predicates::str::contains("1700 MHz is outside")
+                .and(predicates::str::contains("1200, 1600, 2000, 2400")),
+        );
+    assert!(!marker.exists());
+    s.assert_restored();
+}
+
+#[test]
+fn no_cpufreq_says_so_and_dry_run_runs_the_command() {
+    let s = setup("cpufreq-userspace", 1600.0);
+    let empty = s.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let marker = s.dir.path().join("ran");
+    let mut args = s.args();
+    args[4] = empty.display().to_string();
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&args)
+        .args(["touch", &marker.display().to_string()])
+        .assert()
+        .failure()
+        .stderr(
+            predicates::str::contains("no cpufreq").and(predicates::str::contains(
+                "with --dry-run powerperf would set core_freq_mhz = 1600",
+            )),
+        );
+    assert!(!marker.exists());
+    let mut dry = args.clone();
+    dry.insert(1, "--dry-run".into());
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&dry)
+        .args(["sh", "-c", &format!("touch {}; exit 4", marker.display())])
+        .assert()
+        .code(4)
+        .stderr(predicates::str::contains("dry-run"));
+    assert!(marker.exists());
+    // dry-run on the fixture lists the writes and changes nothing
+    let mut dry = s.args();
+    dry.insert(1, "--dry-run".into());
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&dry)
+        .arg("true")
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "cpu1/cpufreq/scaling_setspeed: <unsupported> -> 1600000",
+        ));
+    s.assert_restored();
+}
+
+#[test]
+fn missing_write_permission_is_reported_before_the_command_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup("cpufreq-userspace", 1600.0);
+    let marker = s.dir.path().join("ran");
+    let child = format!("touch {}", marker.display());
+    let assert = if unsafe { libc::geteuid() } != 0 {
+        let f = s
+            .root
+            .join("sys/devices/system/cpu/cpu1/cpufreq/scaling_setspeed");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
+        s.cmd(&child).assert()
+    } else {
+        // As root, file modes do not stop writes: run powerperf as `nobody` through setpriv,
+        // from a hard link (or copy) of the binary inside the world-readable test directory.
+        if std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            println!("skipped: running as root and setpriv(1) is not available");
+            return;
+        }
+        let bin = s.dir.path().join("powerperf");
+        let src = assert_cmd::cargo::cargo_bin("powerperf");
+        if std::fs::hard_link(&src, &bin).is_err() {
+            std::fs::copy(&src, &bin).unwrap();
+        }
+        for d in [s.dir.path().to_path_buf(), s.root.clone()] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(s.args())
+            .args(["sh", "-c", &child]);
+        c.assert()
+    };
+    assert.failure().stderr(
+        predicate::str::contains("cannot write")
+            .and(predicate::str::contains("run as root"))
+            .and(predicate::str::contains("--dry-run")),
+    );
+    assert!(!marker.exists(), "the command ran");
+    assert!(!s.record.exists());
+    s.assert_restored();
+}
+
+#[test]
+fn gpu_clocks_are_only_described_and_threads_reach_the_command() {
+    let s = setup("cpufreq-userspace", 1600.0);
+    let plan = s.dir.path().join("gpu.toml");
+    std::fs::write(
+        &plan,
+        r#"[plan]
+objective = "energy"
+max_slowdown = 0.05
+model = "hand-written"
+created = "2026-01-01T00:00:00Z"
+scope = "per_workload"
+
+[[device]]
+kind = "gpu"
+knobs = ["core_freq_mhz", "mem_freq_mhz"]
+default = { core_freq_mhz = 1164.0, mem_freq_mhz = 3505.0 }
+
+[[region]]
+name = "a"
+setting = { core_freq_mhz = 861.0, mem_freq_mhz = 3505.0, threads = 2.0 }
+time_s = 1.0
+energy_j = 1.0
+power_w = 1.0
+reference_time_s = 1.0
+reference_energy_j = 1.0
+energy_saving = 0.0
+slowdown = 0.0
+
+[[region]]
+name = "b"
+setting = { core_freq_mhz = 1164.0, mem_freq_mhz = 810.0, threads = 2.0 }
+time_s = 1.0
+energy_j = 1.0
+power_w = 1.0
+reference_time_s = 1.0
+reference_energy_j = 1.0
+energy_saving = 0.0
+slowdown = 0.0
+"#,
+    )
+    .unwrap();
+    let mut args = s.args();
+    args[2] = plan.display().to_string();
+    // two regions with different settings: the one to apply must be named
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&args)
+        .arg("true")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--workload NAME").and(predicate::str::contains("a, b")));
+    let seen = s.dir.path().join("seen");
+    let mut args2 = args.clone();
+    args2.insert(1, "--workload".into());
+    args2.insert(2, "a".into());
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&args2)
+        .args([
+            "sh",
+            "-c",
+            &format!("echo $OMP_NUM_THREADS > {}; exit 5", seen.display()),
+        ])
+        .assert()
+        .code(5)
+        .stderr(
+            predicate::str::contains("nvmlDeviceSetGpuLockedClocks(device 0, 861 MHz, 861 MHz)")
+                .and(predicate::str::contains("GPU clocks are never changed")),
+        );
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "2");
+    // no CPU knob in the plan: the CPU settings were not touched and no record was written
+    s.assert_restored();
+    assert!(!s.log.exists() || !std::fs::read_to_string(&s.log).unwrap().contains("\tset\t"));
+}
