@@ -36,6 +36,7 @@ fn write_run(dir: &Path) {
         run: RunInfo {
             id: "t".into(),
             command: vec!["true".into()],
+            workload: None,
             ended: Ending::Exited,
             exit_status: Some(0),
             signal: None,

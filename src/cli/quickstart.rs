@@ -71,9 +71,15 @@ impl Runner {
     /// Run `powerperf ARGS`, print the command and at most `keep` lines of its output
     /// (stdout, then stderr), and return its stdout.
     fn pp(&self, args: &[&str], keep: usize) -> Result<String> {
-        println!("$ powerperf {}", args.join(" "));
+        self.pp_env(args, keep, &[])
+    }
+
+    /// [`Runner::pp`] with extra environment variables (shown before the command).
+    fn pp_env(&self, args: &[&str], keep: usize, env: &[(&str, &str)]) -> Result<String> {
+        let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        println!("$ {}powerperf {}", shown.concat(), args.join(" "));
         let mut cmd = Command::new(&self.exe);
-        cmd.args(args);
+        cmd.args(args).envs(env.iter().copied());
         if let Some(d) = &self.data {
             cmd.env("POWERPERF_DATA_DIR", d);
         }
@@ -156,32 +162,13 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
             let run = p(&format!("runs/mixed-t{t}-r{k}"));
             let threads = t.to_string();
             let keep = if t == 1 && k == 0 { 30 } else { 0 };
-            r.pp(
-                &[
-                    "collect",
-                    "-o",
-                    &run,
-                    "--workload",
-                    "mixed",
-                    "--",
-                    &exe_s,
-                    "microbench",
-                    "kernel",
-                    "mixed",
-                    "--threads",
-                    &threads,
-                    "--scale",
-                    &scale,
-                ],
+            // OMP_NUM_THREADS sets the kernel's threads and is recorded as the run's
+            // `threads` knob, as for any OpenMP program.
+            r.pp_env(
+                &["collect", "-o", &run, "--workload", "mixed", "--", &exe_s, "microbench", "kernel", "mixed", "--scale", &scale],
                 keep,
+                &[("OMP_NUM_THREADS", &threads)],
             )?;
-            // Record the thread count as a knob (collect reads OMP_NUM_THREADS; the kernel
-            // takes --threads), so the run is a point of a thread-count set.
-            let toml_path = PathBuf::from(&run).join("run.toml");
-            let mut meta = crate::store::run::RunMeta::read(Path::new(&run))?;
-            meta.knobs.threads = Some(t as u32);
-            meta.write(Path::new(&run))
-                .with_context(|| format!("updating {}", toml_path.display()))?;
             runs.push(run);
         }
     }

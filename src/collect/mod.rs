@@ -231,7 +231,11 @@ mod run_impl {
             .with_context(|| format!("cannot create the run directory {}", cfg.out.display()))?;
         let (host, kernel) = sysinfo::host_and_kernel();
         let cpu = sysinfo::cpu_id();
-        let knobs = sysinfo::read_knobs(&cfg.sysfs_root);
+        let mut knobs = sysinfo::read_knobs(&cfg.sysfs_root);
+        if let Some((_, t)) = cfg.env.iter().find(|(k, _)| k == "OMP_NUM_THREADS") {
+            // The command's own environment wins over powerperf's.
+            knobs.threads = t.trim().parse().ok();
+        }
         let mut notes = Vec::new();
         if let Some(n) = &knobs.cpufreq_note {
             notes.push(n.clone());

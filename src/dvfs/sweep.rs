@@ -329,6 +329,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             env.push(("OMP_NUM_THREADS".to_string(), t.to_string()));
         }
         let ccfg = crate::collect::CollectConfig {
+            mode: crate::collect::Mode::Command,
             events: cfg.events.clone(),
             interval: cfg.interval,
             sysfs_root: cfg.sysfs_root.clone(),
