@@ -34,6 +34,11 @@ pub struct CollectArgs {
     /// Workload label stored in run.toml (default: the command's base name).
     #[arg(long)]
     pub workload: Option<String>,
+    /// NVIDIA GPU sampling through NVML (power, energy counter, clocks, utilisation,
+    /// temperature, throttle reasons per interval): auto samples where NVML is present,
+    /// on also records NVML as not supported where it is missing.
+    #[arg(long, value_enum, default_value_t = crate::collect::NvmlMode::Auto)]
+    pub nvml: crate::collect::NvmlMode,
     /// Do not print the summary after the run.
     #[arg(short, long)]
     pub quiet: bool,
@@ -76,6 +81,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         command: args.command,
         workload: args.workload,
         env: vec![],
+        nvml: args.nvml,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

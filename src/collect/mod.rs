@@ -9,6 +9,7 @@ pub mod energy;
 pub mod events;
 #[cfg(target_os = "linux")]
 pub mod launcher;
+pub mod nvml;
 #[cfg(target_os = "linux")]
 pub mod perf_event;
 pub mod pmu;
@@ -35,6 +36,18 @@ pub enum Mode {
     SystemWide(Vec<usize>),
 }
 
+/// Whether to sample NVIDIA GPUs through NVML.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NvmlMode {
+    /// Sample every GPU NVML sees; without NVML, a note in the run.
+    #[default]
+    Auto,
+    /// Sample, and record NVML as not supported (with the reason) where it is missing.
+    On,
+    /// Do not load NVML.
+    Off,
+}
+
 /// What `powerperf collect` does, as a plain struct.
 #[derive(Debug, Clone)]
 pub struct CollectConfig {
@@ -51,6 +64,8 @@ pub struct CollectConfig {
     pub workload: Option<String>,
     /// Extra environment for the command (e.g. OMP_NUM_THREADS for sweeps).
     pub env: Vec<(String, String)>,
+    /// NVML GPU sampling.
+    pub nvml: NvmlMode,
 }
 
 /// The node-local rank under MPI launchers (`OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`,
@@ -102,10 +117,12 @@ pub fn monotonic_ns() -> u64 {
 mod run_impl {
     use super::energy::Energy;
     use super::launcher::{self, Exit};
+    use super::nvml::GpuSampler;
     use super::perf_event::{self, OpenCounter, Opened, Target};
     use super::timeline::Timeline;
     use super::{
-        events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, Mode, Outcome,
+        events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, Mode, NvmlMode,
+        Outcome,
     };
     use crate::store::run::{
         Backend, Ending, EventRecord, EventStatus, RunInfo, RunMeta, TIMELINE,
@@ -118,6 +135,7 @@ mod run_impl {
     struct Sampler {
         counters: Vec<OpenCounter>,
         energy: Energy,
+        gpu: GpuSampler,
         timeline: Timeline,
         origin_ns: u64,
         last_ns: u64,
@@ -128,6 +146,7 @@ mod run_impl {
             let now = monotonic_ns();
             let mut vals: Vec<Option<f64>> = self.counters.iter_mut().map(|c| c.sample()).collect();
             vals.extend(self.energy.sample());
+            vals.extend(self.gpu.sample(now - self.last_ns));
             self.timeline
                 .push(now - self.origin_ns, now - self.last_ns, &vals);
             self.last_ns = now;
@@ -323,19 +342,36 @@ mod run_impl {
             _ => Energy::open(&cfg.sysfs_root),
         };
         meta.notes.extend(energy.notes.iter().cloned());
+        let gpu = match (cfg.nvml, local_rank()) {
+            (NvmlMode::Off, _) => GpuSampler::none("NVML sampling turned off (--nvml off)"),
+            (_, Some(l)) if l > 0 => GpuSampler::none(format!(
+                "node-wide sources (NVML) are sampled by the first rank on each node; this is local rank {l}"
+            )),
+            _ => match super::nvml::open_nvml() {
+                Ok(src) => GpuSampler::new(src),
+                Err(why) => GpuSampler::none(why),
+            },
+        };
+        meta.notes.extend(gpu.notes.iter().cloned());
+        if let (Some(why), NvmlMode::Auto) = (&gpu.unavailable, cfg.nvml) {
+            meta.notes.push(format!("no GPU sampling: {why}"));
+        }
         let mut columns: Vec<String> = counters.iter().map(|c| c.spec.name.clone()).collect();
         columns.extend(energy.domains.iter().map(|d| d.column.clone()));
+        columns.extend(gpu.columns());
         let origin = monotonic_ns();
         meta.run.start_monotonic_ns = origin;
         let mut sampler = Sampler {
             counters,
             energy,
+            gpu,
             timeline: Timeline::new(&columns),
             origin_ns: origin,
             last_ns: origin,
         };
         sampler.energy.sample();
         sampler.energy.totals_j.iter_mut().for_each(|t| *t = 0.0);
+        sampler.gpu.sample(0);
 
         // Signals: forwarded to a command we started; otherwise they end the measurement.
         let stop = Arc::new(AtomicBool::new(false));
@@ -507,6 +543,15 @@ mod run_impl {
                 scale: None,
                 running_ratio: None,
             });
+        }
+        for rec in sampler
+            .gpu
+            .records(meta.run.duration_ns, cfg.nvml == NvmlMode::On)
+        {
+            if rec.name.ends_with("-energy") && rec.column.is_none() {
+                timeline.remove(&rec.name.replace("-energy", "_energy_j"));
+            }
+            meta.events.push(rec);
         }
         if !energy.domains.is_empty() {
             meta.notes

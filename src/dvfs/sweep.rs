@@ -337,6 +337,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             command: cfg.command.clone(),
             workload: cfg.workload.clone(),
             env,
+            nvml: crate::collect::NvmlMode::Auto,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

@@ -34,6 +34,20 @@ pub struct Row {
     pub reason: Option<String>,
 }
 
+/// GPU energy of a run, from NVML.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GpuEnergy {
+    pub gpu: String,
+    /// From `nvmlDeviceGetTotalEnergyConsumption` deltas, J.
+    pub energy_j: f64,
+    /// Mean power, energy / duration, W.
+    pub mean_power_w: f64,
+    /// ∫ sampled power dt (trapezoid rule), J; `None` without power samples.
+    pub power_integral_j: Option<f64>,
+    /// 100 · (integral − counter) / counter.
+    pub integral_vs_counter_pct: Option<f64>,
+}
+
 /// The whole report of one run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
@@ -49,6 +63,9 @@ pub struct Summary {
     pub energy_j: std::collections::BTreeMap<String, f64>,
     /// Mean power per RAPL domain, W (energy / duration).
     pub mean_power_w: std::collections::BTreeMap<String, f64>,
+    /// Per NVIDIA GPU (`gpu0`, …): energy from NVML's energy counter, the integral of the
+    /// sampled power over the same samples, and their difference.
+    pub gpus: Vec<GpuEnergy>,
     pub events: Vec<Row>,
     pub notes: Vec<String>,
 }
@@ -87,6 +104,10 @@ pub fn summarize(meta: &RunMeta) -> Summary {
                 mean_power_w.insert(domain, v / dur);
                 (Some(v / dur), Some("W".to_string()))
             }
+            (Some(v), Backend::Nvml, n) if dur > 0.0 && n.ends_with("-energy") => {
+                (Some(v / dur), Some("W".to_string()))
+            }
+            (Some(_), Backend::Nvml, _) => (None, None),
             (Some(v), _, "task-clock") if dur > 0.0 => {
                 (Some(v * 1e-9 / dur), Some("CPUs utilized".into()))
             }
@@ -121,6 +142,27 @@ pub fn summarize(meta: &RunMeta) -> Summary {
             reason: e.reason.clone(),
         });
     }
+    let gpus = meta
+        .events
+        .iter()
+        .filter(|e| e.backend == Backend::Nvml && e.name.ends_with("-energy"))
+        .filter_map(|e| {
+            let energy_j = e.total.filter(|_| e.status.has_value())?;
+            let gpu = e.name.trim_end_matches("-energy").to_string();
+            let integral = meta
+                .events
+                .iter()
+                .find(|p| p.name == format!("{gpu}-power-integral") && p.status.has_value())
+                .and_then(|p| p.total);
+            Some(GpuEnergy {
+                gpu,
+                energy_j,
+                mean_power_w: if dur > 0.0 { energy_j / dur } else { f64::NAN },
+                power_integral_j: integral,
+                integral_vs_counter_pct: integral.map(|i| 100.0 * (i - energy_j) / energy_j),
+            })
+        })
+        .collect();
     Summary {
         command: meta.run.command.join(" "),
         workload: meta.run.workload.clone(),
@@ -137,6 +179,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         ipc,
         energy_j,
         mean_power_w,
+        gpus,
         events: rows,
         notes: meta.notes.clone(),
     }

@@ -25,6 +25,17 @@ pub(super) fn render(s: &Summary) -> String {
         let _ = writeln!(o, "{v:>20} {unit:<4} {:<24}{rate}", r.event);
     }
     let _ = writeln!(o, "\n{:>20.6} seconds time elapsed", s.duration_s);
+    for g in &s.gpus {
+        let check = match (g.power_integral_j, g.integral_vs_counter_pct) {
+            (Some(i), Some(d)) => format!("; integral of sampled power {i:.2} J ({d:+.2} %)"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "  {}: {:.2} J from the NVML energy counter, mean {:.2} W{check}",
+            g.gpu, g.energy_j, g.mean_power_w
+        );
+    }
     let _ = writeln!(o, "  command {}", ending_line(s));
     // Events that failed for the same reason are listed together, as perf does.
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
