@@ -1,0 +1,449 @@
+//! The recording runtime: per-thread event buffers, the region name table, the events file.
+//!
+//! Hot path (a begin or an end by handle): one acquire load of the global state, one
+//! thread-local access, one uncontended lock of the thread's own buffer (only the owner
+//! locks it, except [`flush_all`] and the exit handler), one `clock_gettime`, one push.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::codes;
+
+/// Environment variable naming the run directory; without it every call is a no-op.
+pub const ENV_RUN_DIR: &str = "POWERPERF_RUN_DIR";
+
+/// Events a thread buffers before it writes them to the events file.
+pub const BUFFER_EVENTS: usize = 8192;
+
+/// First line of every events file (followed by ` pid=<pid>`).
+pub const FILE_MAGIC: &str = "# powerperf-rt region events v1";
+
+static RT: OnceLock<Option<Runtime>> = OnceLock::new();
+
+/// Event kinds as recorded in the per-thread buffer.
+#[derive(Clone, Copy)]
+enum Kind {
+    Begin,
+    End,
+    Exit,
+}
+
+#[derive(Clone, Copy)]
+struct Ev {
+    t_ns: u64,
+    id: u32,
+    kind: Kind,
+}
+
+struct ThreadData {
+    tid: u32,
+    events: Vec<Ev>,
+    /// Region ids open on this thread, innermost last.
+    stack: Vec<u32>,
+    /// Set once the thread's buffer has been written for the last time.
+    done: bool,
+}
+
+struct ThreadBuf {
+    data: Mutex<ThreadData>,
+}
+
+struct Output {
+    file: Option<File>,
+    /// Region ids below this have their `R` line in the file.
+    defined: usize,
+}
+
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FastMap = HashMap<Box<[u8]>, u32, BuildHasherDefault<Fnv>>;
+
+struct Names {
+    ids: FastMap,
+    /// Index = region id; index 0 is unused (handle 0 is the no-op handle).
+    list: Vec<String>,
+}
+
+struct Runtime {
+    pid: u32,
+    path: PathBuf,
+    out: Mutex<Output>,
+    names: Mutex<Names>,
+    /// `names.list.len()`, readable without the lock to validate handles.
+    n_names: AtomicU32,
+    threads: Mutex<Vec<Arc<ThreadBuf>>>,
+    finished: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+#[inline]
+fn runtime() -> Option<&'static Runtime> {
+    let rt = RT.get_or_init(Runtime::from_env).as_ref()?;
+    if rt.finished.load(Ordering::Relaxed) {
+        return None;
+    }
+    Some(rt)
+}
+
+/// Whether this process records regions (`POWERPERF_RUN_DIR` set and its events file
+/// open). Decided at the first call and cached for the life of the process.
+pub fn enabled() -> bool {
+    runtime().is_some()
+}
+
+extern "C" fn at_exit() {
+    // Never unwind into libc.
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(Some(rt)) = RT.get() {
+            rt.finish();
+        }
+    });
+}
+
+impl Runtime {
+    fn from_env() -> Option<Runtime> {
+        let dir = std::env::var_os(ENV_RUN_DIR)?;
+        if dir.is_empty() {
+            return None;
+        }
+        let pid = std::process::id();
+        let events_dir = PathBuf::from(dir).join("region_events");
+        let path = events_dir.join(format!("{pid}.tsv"));
+        let opened = std::fs::create_dir_all(&events_dir).and_then(|_| {
+            let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+            f.write_all(format!("{FILE_MAGIC} pid={pid}\n").as_bytes())?;
+            Ok(f)
+        });
+        let file = match opened {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!(
+                    "powerperf-rt: cannot write {}: {e}; regions are not recorded",
+                    path.display()
+                );
+                return None;
+            }
+        };
+        // SAFETY: `at_exit` is an `extern "C" fn()` that lives for the whole process.
+        unsafe { libc::atexit(at_exit) };
+        Some(Runtime {
+            pid,
+            path,
+            out: Mutex::new(Output {
+                file: Some(file),
+                defined: 1,
+            }),
+            names: Mutex::new(Names {
+                ids: FastMap::default(),
+                list: vec![String::new()],
+            }),
+            n_names: AtomicU32::new(1),
+            threads: Mutex::new(Vec::new()),
+            finished: AtomicBool::new(false),
+        })
+    }
+
+    /// The id of `name`, registering it on first use.
+    fn register(&self, name: &[u8]) -> Result<u32, i32> {
+        let mut names = lock(&self.names);
+        if let Some(&id) = names.ids.get(name) {
+            return Ok(id);
+        }
+        let id = u32::try_from(names.list.len()).map_err(|_| codes::PP_ENOSPC)?;
+        if id == u32::MAX {
+            return Err(codes::PP_ENOSPC);
+        }
+        names.list.push(String::from_utf8_lossy(name).into_owned());
+        names.ids.insert(name.into(), id);
+        self.n_names.store(id + 1, Ordering::Release);
+        Ok(id)
+    }
+
+    /// Write a thread's buffered events (and `R` lines for new names) to the file.
+    fn write_events(&self, d: &mut ThreadData) {
+        if d.events.is_empty() {
+            return;
+        }
+        // A child forked without exec shares our buffers and file: it writes nothing.
+        if std::process::id() != self.pid {
+            d.events.clear();
+            return;
+        }
+        let mut out = lock(&self.out);
+        let mut text = String::with_capacity(d.events.len() * 32 + 64);
+        {
+            let names = lock(&self.names);
+            for (id, name) in names.list.iter().enumerate().skip(out.defined) {
+                text.push_str("R\t");
+                let _ = write!(text, "{id}\t");
+                escape_into(&mut text, name);
+                text.push('\n');
+            }
+            out.defined = names.list.len();
+        }
+        for e in &d.events {
+            let k = match e.kind {
+                Kind::Begin => 'B',
+                Kind::End => 'E',
+                Kind::Exit => 'X',
+            };
+            let _ = writeln!(text, "{k}\t{}\t{}\t{}", e.t_ns, d.tid, e.id);
+        }
+        d.events.clear();
+        if let Some(f) = out.file.as_mut() {
+            if let Err(e) = f.write_all(text.as_bytes()) {
+                eprintln!(
+                    "powerperf-rt: writing {} failed: {e}; later region events are dropped",
+                    self.path.display()
+                );
+                out.file = None;
+            }
+        }
+    }
+
+    /// Close the open regions of a finished thread with `X` records and write its buffer.
+    fn close_thread(&self, d: &mut ThreadData) {
+        if d.done {
+            return;
+        }
+        let t = now_ns();
+        while let Some(id) = d.stack.pop() {
+            d.events.push(Ev {
+                t_ns: t,
+                id,
+                kind: Kind::Exit,
+            });
+        }
+        self.write_events(d);
+        d.done = true;
+    }
+
+    fn flush_all(&self) {
+        let threads: Vec<Arc<ThreadBuf>> = lock(&self.threads).clone();
+        for t in threads {
+            let mut d = lock(&t.data);
+            if !d.done {
+                self.write_events(&mut d);
+            }
+        }
+    }
+
+    /// Process exit: from here on every call is a no-op; every thread's buffer is written,
+    /// joined or not, and its open regions are closed with `X`.
+    fn finish(&self) {
+        self.finished.store(true, Ordering::SeqCst);
+        let threads: Vec<Arc<ThreadBuf>> = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            let mut d = lock(&t.data);
+            self.close_thread(&mut d);
+        }
+    }
+}
+
+/// Escape a region name for the `R` line: `\` -> `\\`, tab -> `\t`, LF -> `\n`, CR -> `\r`.
+pub(crate) fn escape_into(out: &mut String, name: &str) {
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+}
+
+struct Local {
+    buf: Arc<ThreadBuf>,
+    cache: RefCell<FastMap>,
+}
+
+impl Local {
+    fn new() -> Local {
+        let buf = Arc::new(ThreadBuf {
+            data: Mutex::new(ThreadData {
+                tid: gettid(),
+                events: Vec::with_capacity(BUFFER_EVENTS),
+                stack: Vec::with_capacity(16),
+                done: false,
+            }),
+        });
+        if let Some(rt) = runtime() {
+            lock(&rt.threads).push(Arc::clone(&buf));
+        }
+        Local {
+            buf,
+            cache: RefCell::new(FastMap::default()),
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let Some(rt) = runtime() else { return };
+        {
+            let mut d = lock(&self.buf.data);
+            rt.close_thread(&mut d);
+        }
+        lock(&rt.threads).retain(|t| !Arc::ptr_eq(t, &self.buf));
+    }
+}
+
+thread_local! {
+    static LOCAL: Local = Local::new();
+}
+
+/// Id of `name` through the calling thread's cache (no global lock after the first use
+/// on a thread). `Ok(0)` when the runtime is off.
+pub(crate) fn id_of(name: &[u8]) -> Result<u32, i32> {
+    let Some(rt) = runtime() else { return Ok(0) };
+    LOCAL
+        .try_with(|l| {
+            if let Some(&id) = l.cache.borrow().get(name) {
+                return Ok(id);
+            }
+            let id = rt.register(name)?;
+            l.cache.borrow_mut().insert(name.into(), id);
+            Ok(id)
+        })
+        .unwrap_or(Ok(0))
+}
+
+/// Handle (region id) for `name`, registered in the global table; 0 when the runtime is off.
+pub(crate) fn handle_of(name: &[u8]) -> Result<u32, i32> {
+    match runtime() {
+        Some(rt) => rt.register(name),
+        None => Ok(0),
+    }
+}
+
+#[inline]
+fn check(rt: &Runtime, id: u32) -> Result<(), i32> {
+    if id == 0 || id >= rt.n_names.load(Ordering::Acquire) {
+        Err(codes::PP_EINVAL)
+    } else {
+        Ok(())
+    }
+}
+
+/// Begin region `id` on the calling thread.
+#[inline]
+pub(crate) fn begin_id(id: u32) -> i32 {
+    let Some(rt) = runtime() else { return 0 };
+    if let Err(e) = check(rt, id) {
+        return e;
+    }
+    LOCAL
+        .try_with(|l| {
+            let mut d = lock(&l.buf.data);
+            if d.done {
+                return 0;
+            }
+            d.stack.push(id);
+            let t_ns = now_ns();
+            d.events.push(Ev {
+                t_ns,
+                id,
+                kind: Kind::Begin,
+            });
+            if d.events.len() >= BUFFER_EVENTS {
+                rt.write_events(&mut d);
+            }
+            0
+        })
+        .unwrap_or(0)
+}
+
+/// End region `id` on the calling thread. The event is recorded even on misuse.
+#[inline]
+pub(crate) fn end_id(id: u32) -> i32 {
+    let t_ns = now_ns();
+    let Some(rt) = runtime() else { return 0 };
+    if let Err(e) = check(rt, id) {
+        return e;
+    }
+    LOCAL
+        .try_with(|l| {
+            let mut d = lock(&l.buf.data);
+            if d.done {
+                return 0;
+            }
+            let rc = match d.stack.last() {
+                Some(&top) if top == id => {
+                    d.stack.pop();
+                    codes::PP_OK
+                }
+                _ => match d.stack.iter().rposition(|&x| x == id) {
+                    // Regions opened inside it are abandoned (the reader drops them too).
+                    Some(pos) => {
+                        d.stack.truncate(pos);
+                        codes::PP_ENEST
+                    }
+                    None => codes::PP_ENOTOPEN,
+                },
+            };
+            d.events.push(Ev {
+                t_ns,
+                id,
+                kind: Kind::End,
+            });
+            if d.events.len() >= BUFFER_EVENTS {
+                rt.write_events(&mut d);
+            }
+            rc
+        })
+        .unwrap_or(0)
+}
+
+/// Write every thread's buffered events to the events file.
+pub(crate) fn flush_all() {
+    if let Some(rt) = runtime() {
+        rt.flush_all();
+    }
+}
