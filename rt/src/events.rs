@@ -332,3 +332,177 @@ pub fn stats(intervals: &[Interval]) -> Vec<Stats> {
     }
     by.into_values().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Vec<RegionEvent>, bool) {
+        parse_file(Path::new("t.tsv"), text).unwrap()
+    }
+
+    const HDR: &str = "# powerperf-rt region events v1 pid=42\n";
+
+    fn file(body: &str) -> String {
+        format!("{HDR}{body}")
+    }
+
+    #[test]
+    fn parses_records_and_escaped_names() {
+        let (ev, trunc) = parse(&file(
+            "R\t1\tmain\nR\t2\ta\\tb\\\\c\nB\t10\t7\t1\nB\t11\t7\t2\nE\t12\t7\t2\nX\t20\t7\t1\n",
+        ));
+        assert!(!trunc);
+        assert_eq!(ev.len(), 4);
+        assert_eq!(
+            ev[1],
+            RegionEvent {
+                t_ns: 11,
+                tid: 7,
+                pid: 42,
+                region: "a\tb\\c".into(),
+                kind: Kind::Begin
+            }
+        );
+        assert_eq!(ev[3].kind, Kind::ExitClosed);
+    }
+
+    #[test]
+    fn nesting_paths_depths_and_stats() {
+        let (ev, _) = parse(&file(
+            "R\t1\tmain\nR\t2\tstep\nR\t3\tio\n\
+             B\t0\t1\t1\nB\t10\t1\t2\nE\t30\t1\t2\nB\t40\t1\t2\nE\t50\t1\t2\n\
+             B\t60\t1\t3\nE\t90\t1\t3\nE\t100\t1\t1\nB\t200\t1\t3\nE\t205\t1\t3\n",
+        ));
+        let iv = intervals(&ev);
+        let paths: Vec<_> = iv.iter().map(|i| (i.path.as_str(), i.depth)).collect();
+        assert_eq!(
+            paths,
+            [
+                ("main", 0),
+                ("main/step", 1),
+                ("main/step", 1),
+                ("main/io", 1),
+                ("io", 0)
+            ]
+        );
+        let st = stats(&iv);
+        let row = |p: &str| st.iter().find(|s| s.path == p).unwrap().clone();
+        assert_eq!(st.len(), 4);
+        assert_eq!((row("main/step").calls, row("main/step").incl_ns), (2, 30));
+        assert_eq!((row("main/step").min_ns, row("main/step").max_ns), (10, 20));
+        assert_eq!((row("main").calls, row("main").incl_ns), (1, 100));
+        assert_eq!((row("io").calls, row("main/io").incl_ns), (1, 30));
+        // Tree order: a parent right before its children, whatever the characters.
+        let order: Vec<_> = st.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(order, ["io", "main", "main/io", "main/step"]);
+    }
+
+    #[test]
+    fn recursion_of_the_same_name() {
+        let (ev, _) = parse(&file(
+            "R\t1\tfib\nB\t0\t1\t1\nB\t1\t1\t1\nB\t2\t1\t1\nE\t3\t1\t1\nE\t5\t1\t1\nE\t9\t1\t1\n",
+        ));
+        let iv = intervals(&ev);
+        let got: Vec<_> = iv
+            .iter()
+            .map(|i| (i.path.as_str(), i.start_ns, i.end_ns, i.depth))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("fib", 0, 9, 0),
+                ("fib/fib", 1, 5, 1),
+                ("fib/fib/fib", 2, 3, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn end_without_begin_and_mismatched_nesting() {
+        let (ev, _) = parse(&file(
+            "R\t1\ta\nR\t2\tb\nR\t3\tc\n\
+             E\t1\t1\t1\n\
+             B\t2\t1\t1\nB\t3\t1\t2\nE\t4\t1\t1\nE\t5\t1\t2\n",
+        ));
+        let a = analyze(&ev);
+        // E a (not open), then a ends while b is open inside: b abandoned, later E b unmatched.
+        assert_eq!(a.unmatched_ends, 2);
+        assert_eq!(a.unterminated, 1);
+        assert_eq!(a.intervals.len(), 1);
+        assert_eq!(
+            (a.intervals[0].path.as_str(), a.intervals[0].dur_ns()),
+            ("a", 2)
+        );
+    }
+
+    #[test]
+    fn unterminated_and_exit_closed_regions() {
+        let (ev, _) = parse(&file(
+            "R\t1\touter\nR\t2\tinner\n\
+             B\t0\t1\t1\nB\t5\t1\t2\nX\t9\t1\t2\nX\t9\t1\t1\n\
+             B\t3\t2\t1\n",
+        ));
+        let a = analyze(&ev);
+        assert_eq!(a.unterminated, 1, "thread 2 never closed outer");
+        assert_eq!(a.intervals.len(), 2);
+        assert!(a.intervals.iter().all(|i| i.closed_by_exit && i.tid == 1));
+        let st = stats(&a.intervals);
+        assert_eq!(st[0].exit_closed, 1);
+    }
+
+    #[test]
+    fn threads_and_processes_are_separate() {
+        let mut ev = parse(&file(
+            "R\t1\tr\nB\t0\t1\t1\nB\t1\t2\t1\nE\t4\t1\t1\nE\t6\t2\t1\n",
+        ))
+        .0;
+        let other = "# powerperf-rt region events v1 pid=43\nR\t1\tr\nB\t0\t1\t1\nE\t7\t1\t1\n";
+        ev.extend(parse_file(Path::new("u.tsv"), other).unwrap().0);
+        let st = stats(&intervals(&ev));
+        let got: Vec<_> = st.iter().map(|s| (s.pid, s.tid, s.incl_ns)).collect();
+        assert_eq!(got, [(42, 1, 4), (42, 2, 5), (43, 1, 7)]);
+    }
+
+    #[test]
+    fn truncated_last_line_is_skipped_and_reported() {
+        let (ev, trunc) = parse(&file("R\t1\tr\nB\t0\t1\t1\nE\t12\t1"));
+        assert!(trunc);
+        assert_eq!(ev.len(), 1);
+        let (ev, trunc) = parse("# powerperf-rt region ev");
+        assert!(trunc && ev.is_empty());
+        let (ev, trunc) = parse("");
+        assert!(!trunc && ev.is_empty());
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_with_position() {
+        let e = parse_file(Path::new("t.tsv"), &file("R\t1\tr\nB\tzz\t1\t1\n")).unwrap_err();
+        assert!(e.to_string().contains("t.tsv:3"), "{e}");
+        let e = parse_file(Path::new("t.tsv"), &file("B\t1\t1\t9\n")).unwrap_err();
+        assert!(e.to_string().contains("no R line"), "{e}");
+        let e = parse_file(Path::new("t.tsv"), "hello\n").unwrap_err();
+        assert!(e.to_string().contains("t.tsv:1"), "{e}");
+    }
+
+    #[test]
+    fn read_dir_reads_every_file_and_reports_truncation() {
+        let dir = std::env::temp_dir().join(format!("pp-rt-events-{}", std::process::id()));
+        let ev_dir = dir.join("region_events");
+        std::fs::create_dir_all(&ev_dir).unwrap();
+        assert!(read_dir(&dir.join("nope")).unwrap().is_empty());
+        std::fs::write(
+            ev_dir.join("1.tsv"),
+            file("R\t1\tr\nB\t0\t1\t1\nE\t5\t1\t1\n"),
+        )
+        .unwrap();
+        std::fs::write(ev_dir.join("2.tsv"), file("R\t1\tr\nB\t0\t3\t1\nE\t5\t3")).unwrap();
+        std::fs::write(ev_dir.join("notes.txt"), "ignored").unwrap();
+        let r = read_dir_report(&dir).unwrap();
+        assert_eq!(r.files.len(), 2);
+        assert_eq!(r.truncated_files, [ev_dir.join("2.tsv")]);
+        assert_eq!(r.events.len(), 3);
+        assert_eq!(read_dir(&dir).unwrap(), r.events);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
