@@ -44,7 +44,9 @@ fn c_example_records_nested_regions_on_threads() {
     assert_eq!(calls(&st, "worker"), 2);
     assert_eq!(threads(&st, "worker"), 2);
     assert_eq!(calls(&st, "worker/chunk"), 10);
-    assert!(iv.iter().all(|i| !i.closed_by_exit && i.end_ns >= i.start_ns));
+    assert!(iv
+        .iter()
+        .all(|i| !i.closed_by_exit && i.end_ns >= i.start_ns));
     // The misuse is in the file.
     let a = powerperf_rt::events::analyze(&events);
     assert_eq!((a.unmatched_ends, a.unterminated), (1, 0));
@@ -83,7 +85,11 @@ fn fortran_example_records_regions() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("recording=1 rc=0"));
     let (_, _, st) = read_run(&run);
     assert_eq!(calls(&st, "main"), 1);
-    assert_eq!(calls(&st, "main/iterate"), 4, "trailing blanks trimmed: {st:?}");
+    assert_eq!(
+        calls(&st, "main/iterate"),
+        4,
+        "trailing blanks trimmed: {st:?}"
+    );
     assert_eq!(calls(&st, "main/iterate/residual"), 4);
     assert_eq!(st.len(), 3, "{st:?}");
 }
