@@ -25,7 +25,7 @@
 
 pub mod codes;
 pub mod events;
-mod ffi;
+pub mod ffi;
 mod runtime;
 
 pub use ffi::PpHandle;

@@ -216,7 +216,7 @@ impl Runtime {
             return;
         }
         let mut out = lock(&self.out);
-        let mut text = String::with_capacity(d.events.len() * 32 + 64);
+        let mut text = String::new();
         {
             let names = lock(&self.names);
             for (id, name) in names.list.iter().enumerate().skip(out.defined) {
@@ -227,17 +227,27 @@ impl Runtime {
             }
             out.defined = names.list.len();
         }
+        let mut bytes = text.into_bytes();
+        bytes.reserve(d.events.len() * 32);
+        let mut tid = Vec::with_capacity(12);
+        push_dec(&mut tid, u64::from(d.tid));
         for e in &d.events {
-            let k = match e.kind {
-                Kind::Begin => 'B',
-                Kind::End => 'E',
-                Kind::Exit => 'X',
-            };
-            let _ = writeln!(text, "{k}\t{}\t{}\t{}", e.t_ns, d.tid, e.id);
+            bytes.push(match e.kind {
+                Kind::Begin => b'B',
+                Kind::End => b'E',
+                Kind::Exit => b'X',
+            });
+            bytes.push(b'\t');
+            push_dec(&mut bytes, e.t_ns);
+            bytes.push(b'\t');
+            bytes.extend_from_slice(&tid);
+            bytes.push(b'\t');
+            push_dec(&mut bytes, u64::from(e.id));
+            bytes.push(b'\n');
         }
         d.events.clear();
         if let Some(f) = out.file.as_mut() {
-            if let Err(e) = f.write_all(text.as_bytes()) {
+            if let Err(e) = f.write_all(&bytes) {
                 eprintln!(
                     "powerperf-rt: writing {} failed: {e}; later region events are dropped",
                     self.path.display()
@@ -284,6 +294,21 @@ impl Runtime {
             self.close_thread(&mut d);
         }
     }
+}
+
+/// Append the decimal digits of `v` (the event lines are the hot part of a flush).
+fn push_dec(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
 }
 
 /// Escape a region name for the `R` line: `\` -> `\\`, tab -> `\t`, LF -> `\n`, CR -> `\r`.
@@ -403,8 +428,8 @@ pub(crate) fn begin_id(id: u32) -> i32 {
 /// End region `id` on the calling thread. The event is recorded even on misuse.
 #[inline]
 pub(crate) fn end_id(id: u32) -> i32 {
-    let t_ns = now_ns();
     let Some(rt) = runtime() else { return 0 };
+    let t_ns = now_ns();
     if let Err(e) = check(rt, id) {
         return e;
     }
