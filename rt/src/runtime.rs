@@ -228,23 +228,45 @@ impl Runtime {
             out.defined = names.list.len();
         }
         let mut bytes = text.into_bytes();
-        bytes.reserve(d.events.len() * 32);
         let mut tid = Vec::with_capacity(12);
         push_dec(&mut tid, u64::from(d.tid));
+        // Each line is at most 1 + 1 + 20 + 1 + 10 + 1 + 10 + 1 bytes.
+        let (mut hi_cached, mut hi_digits) = (0u64, Vec::with_capacity(12));
+        let mut pos = bytes.len();
+        bytes.resize(pos + d.events.len() * 48, 0);
         for e in &d.events {
-            bytes.push(match e.kind {
+            bytes[pos] = match e.kind {
                 Kind::Begin => b'B',
                 Kind::End => b'E',
                 Kind::Exit => b'X',
-            });
-            bytes.push(b'\t');
-            push_dec(&mut bytes, e.t_ns);
-            bytes.push(b'\t');
-            bytes.extend_from_slice(&tid);
-            bytes.push(b'\t');
-            push_dec(&mut bytes, u64::from(e.id));
-            bytes.push(b'\n');
+            };
+            bytes[pos + 1] = b'\t';
+            pos += 2;
+            // t_ns = hi * 10^8 + lo: hi changes every 0.1 s, so its digits are cached
+            // and lo is written as exactly 8 digits.
+            let hi = e.t_ns / 100_000_000;
+            if hi == 0 {
+                pos = put_dec(&mut bytes, pos, e.t_ns);
+            } else {
+                if hi != hi_cached {
+                    hi_cached = hi;
+                    hi_digits.clear();
+                    push_dec(&mut hi_digits, hi);
+                }
+                bytes[pos..pos + hi_digits.len()].copy_from_slice(&hi_digits);
+                pos += hi_digits.len();
+                put_8_digits(&mut bytes[pos..pos + 8], (e.t_ns % 100_000_000) as u32);
+                pos += 8;
+            }
+            bytes[pos] = b'\t';
+            bytes[pos + 1..pos + 1 + tid.len()].copy_from_slice(&tid);
+            pos += 1 + tid.len();
+            bytes[pos] = b'\t';
+            pos = put_dec(&mut bytes, pos + 1, u64::from(e.id));
+            bytes[pos] = b'\n';
+            pos += 1;
         }
+        bytes.truncate(pos);
         d.events.clear();
         if let Some(f) = out.file.as_mut() {
             if let Err(e) = f.write_all(&bytes) {
@@ -309,6 +331,52 @@ fn push_dec(out: &mut Vec<u8>, mut v: u64) {
         }
     }
     out.extend_from_slice(&buf[i..]);
+}
+
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Write the decimal digits of `v` at `out[pos..]` (room for 20 bytes needed); returns
+/// the position after them.
+#[inline]
+fn put_dec(out: &mut [u8], pos: usize, mut v: u64) -> usize {
+    let mut n = 1;
+    let mut x = v;
+    while x >= 10 {
+        x /= 10;
+        n += 1;
+    }
+    let mut i = pos + n;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        out[i] = DIGIT_PAIRS[d];
+        out[i + 1] = DIGIT_PAIRS[d + 1];
+    }
+    if v >= 10 {
+        let d = v as usize * 2;
+        out[pos] = DIGIT_PAIRS[d];
+        out[pos + 1] = DIGIT_PAIRS[d + 1];
+    } else {
+        out[pos] = b'0' + v as u8;
+    }
+    pos + n
+}
+
+/// Write `v < 10^8` as exactly 8 digits.
+#[inline]
+fn put_8_digits(out: &mut [u8], v: u32) {
+    let (a, b) = (v / 10_000, v % 10_000);
+    for (k, q) in [a / 100, a % 100, b / 100, b % 100].into_iter().enumerate() {
+        let d = q as usize * 2;
+        out[2 * k] = DIGIT_PAIRS[d];
+        out[2 * k + 1] = DIGIT_PAIRS[d + 1];
+    }
 }
 
 /// Escape a region name for the `R` line: `\` -> `\\`, tab -> `\t`, LF -> `\n`, CR -> `\r`.
@@ -470,5 +538,25 @@ pub(crate) fn end_id(id: u32) -> i32 {
 pub(crate) fn flush_all() {
     if let Some(rt) = runtime() {
         rt.flush_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_formatting() {
+        for v in [0u64, 7, 10, 99, 100, 101, 12345, 1_000_000_007, u64::MAX] {
+            let mut a = Vec::new();
+            super::push_dec(&mut a, v);
+            let mut b = [0u8; 24];
+            let n = super::put_dec(&mut b, 2, v);
+            assert_eq!(&b[2..n], v.to_string().as_bytes());
+            assert_eq!(a, v.to_string().as_bytes());
+            if v < 100_000_000 {
+                let mut c = [0u8; 8];
+                super::put_8_digits(&mut c, v as u32);
+                assert_eq!(c, format!("{v:08}").as_bytes());
+            }
+        }
     }
 }
