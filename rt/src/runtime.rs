@@ -4,14 +4,14 @@
 //! thread-local access, one uncontended lock of the thread's own buffer (only the owner
 //! locks it, except [`flush_all`] and the exit handler), one `clock_gettime`, one push.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::codes;
@@ -42,17 +42,85 @@ struct Ev {
     kind: Kind,
 }
 
-struct ThreadData {
+/// Deepest nesting recorded per thread; deeper begins return `PP_ENOSPC`, are not
+/// recorded, and their ends are skipped.
+pub const MAX_DEPTH: usize = 1024;
+
+/// One thread's events and open regions. Only the owner thread appends (no lock, no
+/// read-modify-write on the hot path: slots are atomics written with plain stores, the
+/// count is published with a release store). Writers of the file (the owner when the
+/// buffer is full or the thread exits, `pp_flush` and the exit handler from any thread)
+/// serialise on `flush`, which holds how many of the published events are written.
+struct ThreadBuf {
     tid: u32,
-    events: Vec<Ev>,
-    /// Region ids open on this thread, innermost last.
-    stack: Vec<u32>,
-    /// Set once the thread's buffer has been written for the last time.
+    t_ns: Box<[AtomicU64]>,
+    /// `id << 2 | kind` (0 begin, 1 end, 2 exit).
+    id_kind: Box<[AtomicU32]>,
+    len: AtomicUsize,
+    stack: Box<[AtomicU32]>,
+    depth: AtomicUsize,
+    flush: Mutex<FlushState>,
+}
+
+struct FlushState {
+    written: usize,
     done: bool,
 }
 
-struct ThreadBuf {
-    data: Mutex<ThreadData>,
+impl ThreadBuf {
+    fn new(tid: u32) -> ThreadBuf {
+        ThreadBuf {
+            tid,
+            t_ns: (0..BUFFER_EVENTS).map(|_| AtomicU64::new(0)).collect(),
+            id_kind: (0..BUFFER_EVENTS).map(|_| AtomicU32::new(0)).collect(),
+            len: AtomicUsize::new(0),
+            stack: (0..MAX_DEPTH).map(|_| AtomicU32::new(0)).collect(),
+            depth: AtomicUsize::new(0),
+            flush: Mutex::new(FlushState {
+                written: 0,
+                done: false,
+            }),
+        }
+    }
+
+    /// Published events not yet written (caller holds `flush`).
+    fn pending(&self, st: &FlushState) -> Vec<Ev> {
+        let len = self.len.load(Ordering::Acquire);
+        (st.written..len)
+            .map(|i| {
+                let ik = self.id_kind[i].load(Ordering::Relaxed);
+                Ev {
+                    t_ns: self.t_ns[i].load(Ordering::Relaxed),
+                    id: ik >> 2,
+                    kind: match ik & 3 {
+                        0 => Kind::Begin,
+                        1 => Kind::End,
+                        _ => Kind::Exit,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Owner only: append one event, writing the buffer first when it is full.
+    #[inline]
+    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32) {
+        let mut n = self.len.load(Ordering::Relaxed);
+        if n == BUFFER_EVENTS {
+            let mut st = lock(&self.flush);
+            if st.done {
+                return;
+            }
+            let evs = self.pending(&st);
+            rt.write_events(self.tid, &evs);
+            st.written = 0;
+            self.len.store(0, Ordering::Release);
+            n = 0;
+        }
+        self.t_ns[n].store(t_ns, Ordering::Relaxed);
+        self.id_kind[n].store(id << 2 | kind, Ordering::Relaxed);
+        self.len.store(n + 1, Ordering::Release);
+    }
 }
 
 struct Output {
@@ -196,7 +264,7 @@ impl Runtime {
             return Ok(id);
         }
         let id = u32::try_from(names.list.len()).map_err(|_| codes::PP_ENOSPC)?;
-        if id == u32::MAX {
+        if id >= 1 << 30 {
             return Err(codes::PP_ENOSPC);
         }
         names.list.push(String::from_utf8_lossy(name).into_owned());
@@ -206,13 +274,9 @@ impl Runtime {
     }
 
     /// Write a thread's buffered events (and `R` lines for new names) to the file.
-    fn write_events(&self, d: &mut ThreadData) {
-        if d.events.is_empty() {
-            return;
-        }
+    fn write_events(&self, tid: u32, events: &[Ev]) {
         // A child forked without exec shares our buffers and file: it writes nothing.
-        if std::process::id() != self.pid {
-            d.events.clear();
+        if events.is_empty() || std::process::id() != self.pid {
             return;
         }
         let mut out = lock(&self.out);
@@ -228,13 +292,13 @@ impl Runtime {
             out.defined = names.list.len();
         }
         let mut bytes = text.into_bytes();
-        let mut tid = Vec::with_capacity(12);
-        push_dec(&mut tid, u64::from(d.tid));
+        let mut tid_digits = Vec::with_capacity(12);
+        push_dec(&mut tid_digits, u64::from(tid));
         // Each line is at most 1 + 1 + 20 + 1 + 10 + 1 + 10 + 1 bytes.
         let (mut hi_cached, mut hi_digits) = (0u64, Vec::with_capacity(12));
         let mut pos = bytes.len();
-        bytes.resize(pos + d.events.len() * 48, 0);
-        for e in &d.events {
+        bytes.resize(pos + events.len() * 48, 0);
+        for e in events {
             bytes[pos] = match e.kind {
                 Kind::Begin => b'B',
                 Kind::End => b'E',
@@ -259,15 +323,14 @@ impl Runtime {
                 pos += 8;
             }
             bytes[pos] = b'\t';
-            bytes[pos + 1..pos + 1 + tid.len()].copy_from_slice(&tid);
-            pos += 1 + tid.len();
+            bytes[pos + 1..pos + 1 + tid_digits.len()].copy_from_slice(&tid_digits);
+            pos += 1 + tid_digits.len();
             bytes[pos] = b'\t';
             pos = put_dec(&mut bytes, pos + 1, u64::from(e.id));
             bytes[pos] = b'\n';
             pos += 1;
         }
         bytes.truncate(pos);
-        d.events.clear();
         if let Some(f) = out.file.as_mut() {
             if let Err(e) = f.write_all(&bytes) {
                 eprintln!(
@@ -279,29 +342,35 @@ impl Runtime {
         }
     }
 
-    /// Close the open regions of a finished thread with `X` records and write its buffer.
-    fn close_thread(&self, d: &mut ThreadData) {
-        if d.done {
+    /// Write a thread's pending events, then close its open regions with `X` records
+    /// (thread or process exit). After this the buffer records nothing.
+    fn close_thread(&self, b: &ThreadBuf) {
+        let mut st = lock(&b.flush);
+        if st.done {
             return;
         }
-        let t = now_ns();
-        while let Some(id) = d.stack.pop() {
-            d.events.push(Ev {
-                t_ns: t,
-                id,
+        st.done = true;
+        let mut evs = b.pending(&st);
+        let t_ns = now_ns();
+        let depth = b.depth.load(Ordering::Acquire).min(MAX_DEPTH);
+        for i in (0..depth).rev() {
+            evs.push(Ev {
+                t_ns,
+                id: b.stack[i].load(Ordering::Relaxed),
                 kind: Kind::Exit,
             });
         }
-        self.write_events(d);
-        d.done = true;
+        self.write_events(b.tid, &evs);
     }
 
     fn flush_all(&self) {
         let threads: Vec<Arc<ThreadBuf>> = lock(&self.threads).clone();
-        for t in threads {
-            let mut d = lock(&t.data);
-            if !d.done {
-                self.write_events(&mut d);
+        for b in threads {
+            let mut st = lock(&b.flush);
+            if !st.done {
+                let evs = b.pending(&st);
+                self.write_events(b.tid, &evs);
+                st.written += evs.len();
             }
         }
     }
@@ -311,9 +380,8 @@ impl Runtime {
     fn finish(&self) {
         self.finished.store(true, Ordering::SeqCst);
         let threads: Vec<Arc<ThreadBuf>> = std::mem::take(&mut *lock(&self.threads));
-        for t in threads {
-            let mut d = lock(&t.data);
-            self.close_thread(&mut d);
+        for b in threads {
+            self.close_thread(&b);
         }
     }
 }
@@ -395,24 +463,20 @@ pub(crate) fn escape_into(out: &mut String, name: &str) {
 struct Local {
     buf: Arc<ThreadBuf>,
     cache: RefCell<FastMap>,
+    /// Begins beyond MAX_DEPTH not recorded (their ends are skipped).
+    overflow: Cell<u32>,
 }
 
 impl Local {
     fn new() -> Local {
-        let buf = Arc::new(ThreadBuf {
-            data: Mutex::new(ThreadData {
-                tid: gettid(),
-                events: Vec::with_capacity(BUFFER_EVENTS),
-                stack: Vec::with_capacity(16),
-                done: false,
-            }),
-        });
+        let buf = Arc::new(ThreadBuf::new(gettid()));
         if let Some(rt) = runtime() {
             lock(&rt.threads).push(Arc::clone(&buf));
         }
         Local {
             buf,
             cache: RefCell::new(FastMap::default()),
+            overflow: Cell::new(0),
         }
     }
 }
@@ -420,10 +484,7 @@ impl Local {
 impl Drop for Local {
     fn drop(&mut self) {
         let Some(rt) = runtime() else { return };
-        {
-            let mut d = lock(&self.buf.data);
-            rt.close_thread(&mut d);
-        }
+        rt.close_thread(&self.buf);
         lock(&rt.threads).retain(|t| !Arc::ptr_eq(t, &self.buf));
     }
 }
@@ -474,21 +535,16 @@ pub(crate) fn begin_id(id: u32) -> i32 {
     }
     LOCAL
         .try_with(|l| {
-            let mut d = lock(&l.buf.data);
-            if d.done {
-                return 0;
+            let b = &*l.buf;
+            let d = b.depth.load(Ordering::Relaxed);
+            if d >= MAX_DEPTH {
+                l.overflow.set(l.overflow.get() + 1);
+                return codes::PP_ENOSPC;
             }
-            d.stack.push(id);
-            let t_ns = now_ns();
-            d.events.push(Ev {
-                t_ns,
-                id,
-                kind: Kind::Begin,
-            });
-            if d.events.len() >= BUFFER_EVENTS {
-                rt.write_events(&mut d);
-            }
-            0
+            b.stack[d].store(id, Ordering::Relaxed);
+            b.depth.store(d + 1, Ordering::Release);
+            b.push(rt, now_ns(), id, 0);
+            codes::PP_OK
         })
         .unwrap_or(0)
 }
@@ -503,32 +559,26 @@ pub(crate) fn end_id(id: u32) -> i32 {
     }
     LOCAL
         .try_with(|l| {
-            let mut d = lock(&l.buf.data);
-            if d.done {
-                return 0;
+            if l.overflow.get() > 0 {
+                l.overflow.set(l.overflow.get() - 1);
+                return codes::PP_OK;
             }
-            let rc = match d.stack.last() {
-                Some(&top) if top == id => {
-                    d.stack.pop();
-                    codes::PP_OK
-                }
-                _ => match d.stack.iter().rposition(|&x| x == id) {
+            let b = &*l.buf;
+            let d = b.depth.load(Ordering::Relaxed);
+            let rc = if d > 0 && b.stack[d - 1].load(Ordering::Relaxed) == id {
+                b.depth.store(d - 1, Ordering::Release);
+                codes::PP_OK
+            } else {
+                match (0..d).rev().find(|&i| b.stack[i].load(Ordering::Relaxed) == id) {
                     // Regions opened inside it are abandoned (the reader drops them too).
                     Some(pos) => {
-                        d.stack.truncate(pos);
+                        b.depth.store(pos, Ordering::Release);
                         codes::PP_ENEST
                     }
                     None => codes::PP_ENOTOPEN,
-                },
+                }
             };
-            d.events.push(Ev {
-                t_ns,
-                id,
-                kind: Kind::End,
-            });
-            if d.events.len() >= BUFFER_EVENTS {
-                rt.write_events(&mut d);
-            }
+            b.push(rt, t_ns, id, 1);
             rc
         })
         .unwrap_or(0)
