@@ -38,14 +38,15 @@ fn clock_read() {
     black_box(powerperf_rt::now_ns());
 }
 
-/// (name pair, handle pair, rust guard pair) medians.
-fn pairs() -> [f64; 3] {
+/// (clock read, name pair, handle pair, rust guard pair) medians, repeats interleaved.
+fn pairs() -> [f64; 4] {
     let name: &CStr = c"bench-by-name";
     // SAFETY: NUL-terminated literal.
     let h = unsafe { pp_region_handle(c"bench-by-handle".as_ptr()) };
     let rh = powerperf_rt::Handle::new("bench-guard");
-    let mut r = [Vec::new(), Vec::new(), Vec::new()];
+    let mut r = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..REPEATS {
+        r[3].push(per_iter(clock_read));
         r[0].push(per_iter(|| unsafe {
             // SAFETY: NUL-terminated literal.
             black_box(pp_region_begin(black_box(name.as_ptr())));
@@ -59,13 +60,14 @@ fn pairs() -> [f64; 3] {
             let _g = black_box(rh).enter();
         }));
     }
-    r.map(median)
+    let [n, h, g, c] = r.map(median);
+    [c, n, h, g]
 }
 
 fn main() {
     if std::env::args().any(|a| a == "--child-off") {
         assert!(!powerperf_rt::enabled());
-        let [n, h, g] = pairs();
+        let [_, n, h, g] = pairs();
         println!("{n} {h} {g}");
         return;
     }
@@ -91,8 +93,7 @@ fn main() {
         powerperf_rt::enabled(),
         "recording must be on in the parent"
     );
-    let clock = median((0..REPEATS).map(|_| per_iter(clock_read)).collect());
-    let [by_name, by_handle, guard] = pairs();
+    let [clock, by_name, by_handle, guard] = pairs();
     powerperf_rt::flush();
     let _ = std::fs::remove_dir_all(&run);
 

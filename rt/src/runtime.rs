@@ -569,7 +569,10 @@ pub(crate) fn end_id(id: u32) -> i32 {
                 b.depth.store(d - 1, Ordering::Release);
                 codes::PP_OK
             } else {
-                match (0..d).rev().find(|&i| b.stack[i].load(Ordering::Relaxed) == id) {
+                match (0..d)
+                    .rev()
+                    .find(|&i| b.stack[i].load(Ordering::Relaxed) == id)
+                {
                     // Regions opened inside it are abandoned (the reader drops them too).
                     Some(pos) => {
                         b.depth.store(pos, Ordering::Release);
