@@ -1,0 +1,508 @@
+//! Reader of the region events files (`RUN/region_events/<pid>.tsv`), their per-thread
+//! nested intervals, and GPTL-style per-thread statistics.
+//!
+//! ```no_run
+//! use powerperf_rt::events;
+//! let evs = events::read_dir(std::path::Path::new("run1"))?;
+//! for s in events::stats(&events::intervals(&evs)) {
+//!     println!("{} {} {} calls {} ns", s.tid, s.path, s.calls, s.incl_ns);
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::runtime::FILE_MAGIC;
+
+/// What a record says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `B`: the program began the region.
+    Begin,
+    /// `E`: the program ended the region.
+    End,
+    /// `X`: the region was still open when its thread or the process exited; the runtime
+    /// closed it.
+    ExitClosed,
+}
+
+/// One record of an events file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionEvent {
+    /// CLOCK_MONOTONIC, nanoseconds.
+    pub t_ns: u64,
+    /// OS thread id (gettid).
+    pub tid: u32,
+    /// Process id (from the file's header).
+    pub pid: u32,
+    /// Region name.
+    pub region: String,
+    pub kind: Kind,
+}
+
+/// Everything [`read_dir_report`] read.
+#[derive(Debug, Clone, Default)]
+pub struct ReadReport {
+    /// Events of all files: files in name order, each file's records in file order.
+    pub events: Vec<RegionEvent>,
+    /// The files read.
+    pub files: Vec<PathBuf>,
+    /// Files whose last line had no newline (a writer cut off mid-line); that line is
+    /// skipped.
+    pub truncated_files: Vec<PathBuf>,
+}
+
+fn bad(path: &Path, line: usize, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}:{line}: {what}", path.display()),
+    )
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// Parse one events file's text. Returns the events and whether the last line was cut
+/// off (and skipped). `path` is only used in error messages.
+///
+/// # Errors
+/// `InvalidData` naming the path and line for a bad header, a malformed complete line, or
+/// an event whose region id has no `R` line before it.
+pub fn parse_file(path: &Path, text: &str) -> io::Result<(Vec<RegionEvent>, bool)> {
+    let (body, truncated) = match text.rfind('\n') {
+        Some(i) if i + 1 == text.len() => (text, false),
+        Some(i) => (&text[..=i], true),
+        None => ("", !text.is_empty()),
+    };
+    let mut lines = body.lines().enumerate();
+    let pid = match lines.next() {
+        None => return Ok((Vec::new(), truncated)),
+        Some((_, header)) => {
+            let rest = header
+                .strip_prefix(FILE_MAGIC)
+                .ok_or_else(|| bad(path, 1, format!("not a region events v1 file: {header:?}")))?;
+            rest.trim()
+                .strip_prefix("pid=")
+                .and_then(|p| p.parse::<u32>().ok())
+                .ok_or_else(|| bad(path, 1, format!("header without pid=: {header:?}")))?
+        }
+    };
+    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut events = Vec::new();
+    for (i, line) in lines {
+        let n = i + 1;
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut f = line.splitn(4, '\t');
+        let tag = f.next().unwrap_or("");
+        if tag == "R" {
+            let id = f
+                .next()
+                .and_then(|s| s.parse::<u32>().ok())
+                .ok_or_else(|| bad(path, n, format!("bad region id in {line:?}")))?;
+            let name = f
+                .next()
+                .ok_or_else(|| bad(path, n, format!("region line without a name: {line:?}")))?;
+            names.insert(id, unescape(name));
+            continue;
+        }
+        let kind = match tag {
+            "B" => Kind::Begin,
+            "E" => Kind::End,
+            "X" => Kind::ExitClosed,
+            _ => return Err(bad(path, n, format!("unknown record {tag:?}"))),
+        };
+        let mut num = |what: &str| -> io::Result<u64> {
+            f.next()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or_else(|| bad(path, n, format!("bad {what} in {line:?}")))
+        };
+        let t_ns = num("time")?;
+        let tid = u32::try_from(num("tid")?).map_err(|_| bad(path, n, "tid out of range"))?;
+        let id = u32::try_from(num("region id")?).map_err(|_| bad(path, n, "id out of range"))?;
+        let region = names
+            .get(&id)
+            .ok_or_else(|| bad(path, n, format!("region id {id} has no R line before it")))?
+            .clone();
+        events.push(RegionEvent {
+            t_ns,
+            tid,
+            pid,
+            region,
+            kind,
+        });
+    }
+    Ok((events, truncated))
+}
+
+/// Read every `run_dir/region_events/*.tsv`, reporting truncated files.
+/// A run without a `region_events` directory has no events.
+///
+/// # Errors
+/// I/O errors reading the directory or a file; `InvalidData` as in [`parse_file`].
+pub fn read_dir_report(run_dir: &Path) -> io::Result<ReadReport> {
+    let dir = run_dir.join("region_events");
+    let mut report = ReadReport::default();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(e),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "tsv"))
+        .collect();
+    files.sort();
+    for path in files {
+        let bytes = std::fs::read(&path)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let (events, truncated) = parse_file(&path, &text)?;
+        report.events.extend(events);
+        if truncated {
+            report.truncated_files.push(path.clone());
+        }
+        report.files.push(path);
+    }
+    Ok(report)
+}
+
+/// Read every `run_dir/region_events/*.tsv` (truncated last lines skipped; use
+/// [`read_dir_report`] to learn about them).
+///
+/// # Errors
+/// As [`read_dir_report`].
+pub fn read_dir(run_dir: &Path) -> io::Result<Vec<RegionEvent>> {
+    Ok(read_dir_report(run_dir)?.events)
+}
+
+/// One completed region instance on one thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interval {
+    pub pid: u32,
+    pub tid: u32,
+    /// Region name.
+    pub region: String,
+    /// Names of the enclosing open regions and this one, outermost first, joined by `/`.
+    pub path: String,
+    /// CLOCK_MONOTONIC ns.
+    pub start_ns: u64,
+    /// CLOCK_MONOTONIC ns.
+    pub end_ns: u64,
+    /// 0 for an outermost region.
+    pub depth: u32,
+    /// Closed by an `X` record (thread or process exit), not by the program.
+    pub closed_by_exit: bool,
+}
+
+impl Interval {
+    /// `end_ns - start_ns`.
+    pub fn dur_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// [`intervals`] plus the misuse it found.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// Sorted by (pid, tid, start_ns, depth).
+    pub intervals: Vec<Interval>,
+    /// `E`/`X` records for a region not open on their thread (end without begin).
+    pub unmatched_ends: usize,
+    /// Regions abandoned: open inside a region whose end came first (mismatched nesting),
+    /// or still open at the end of their file without an `X` (the process was killed).
+    pub unterminated: usize,
+}
+
+/// Pair begins and ends per (pid, tid) into nested intervals, as the runtime does:
+/// an end closes the innermost open instance of its region; regions opened inside that
+/// instance and not yet ended are abandoned; an end of a region not open is counted and
+/// skipped.
+pub fn analyze(events: &[RegionEvent]) -> Analysis {
+    struct Open<'a> {
+        region: &'a str,
+        start_ns: u64,
+    }
+    let mut a = Analysis::default();
+    let mut stacks: HashMap<(u32, u32), Vec<Open<'_>>> = HashMap::new();
+    for e in events {
+        let stack = stacks.entry((e.pid, e.tid)).or_default();
+        match e.kind {
+            Kind::Begin => stack.push(Open {
+                region: &e.region,
+                start_ns: e.t_ns,
+            }),
+            Kind::End | Kind::ExitClosed => {
+                let Some(pos) = stack.iter().rposition(|o| o.region == e.region) else {
+                    a.unmatched_ends += 1;
+                    continue;
+                };
+                a.unterminated += stack.len() - pos - 1;
+                stack.truncate(pos + 1);
+                let path = stack.iter().map(|o| o.region).collect::<Vec<_>>().join("/");
+                let open = stack.pop().expect("pos is in the stack");
+                a.intervals.push(Interval {
+                    pid: e.pid,
+                    tid: e.tid,
+                    region: e.region.clone(),
+                    path,
+                    start_ns: open.start_ns,
+                    end_ns: e.t_ns,
+                    depth: pos as u32,
+                    closed_by_exit: e.kind == Kind::ExitClosed,
+                });
+            }
+        }
+    }
+    a.unterminated += stacks.values().map(Vec::len).sum::<usize>();
+    a.intervals
+        .sort_by_key(|i| (i.pid, i.tid, i.start_ns, i.depth));
+    a
+}
+
+/// Nested per-thread intervals of `events` (see [`analyze`] for the rules and the misuse
+/// counts).
+pub fn intervals(events: &[RegionEvent]) -> Vec<Interval> {
+    analyze(events).intervals
+}
+
+/// GPTL-style statistics of one region path on one thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    pub pid: u32,
+    pub tid: u32,
+    /// `outer/inner`.
+    pub path: String,
+    /// Last component of `path`.
+    pub region: String,
+    /// 0 for an outermost region.
+    pub depth: u32,
+    /// Completed instances.
+    pub calls: u64,
+    /// Sum of the instances' durations (inclusive of nested regions), ns.
+    pub incl_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// Instances closed by thread or process exit (included in `calls`).
+    pub exit_closed: u64,
+}
+
+/// Per (pid, tid, path) statistics, sorted by pid, tid, path (so a parent comes before its
+/// children, as in GPTL's tree).
+pub fn stats(intervals: &[Interval]) -> Vec<Stats> {
+    let mut by: BTreeMap<(u32, u32, Vec<&str>), Stats> = BTreeMap::new();
+    for i in intervals {
+        let d = i.dur_ns();
+        let key = (i.pid, i.tid, i.path.split('/').collect());
+        let s = by.entry(key).or_insert_with(|| Stats {
+            pid: i.pid,
+            tid: i.tid,
+            path: i.path.clone(),
+            region: i.region.clone(),
+            depth: i.depth,
+            calls: 0,
+            incl_ns: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            exit_closed: 0,
+        });
+        s.calls += 1;
+        s.incl_ns += d;
+        s.min_ns = s.min_ns.min(d);
+        s.max_ns = s.max_ns.max(d);
+        s.exit_closed += u64::from(i.closed_by_exit);
+    }
+    by.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Vec<RegionEvent>, bool) {
+        parse_file(Path::new("t.tsv"), text).unwrap()
+    }
+
+    const HDR: &str = "# powerperf-rt region events v1 pid=42\n";
+
+    fn file(body: &str) -> String {
+        format!("{HDR}{body}")
+    }
+
+    #[test]
+    fn parses_records_and_escaped_names() {
+        let (ev, trunc) = parse(&file(
+            "R\t1\tmain\nR\t2\ta\\tb\\\\c\nB\t10\t7\t1\nB\t11\t7\t2\nE\t12\t7\t2\nX\t20\t7\t1\n",
+        ));
+        assert!(!trunc);
+        assert_eq!(ev.len(), 4);
+        assert_eq!(
+            ev[1],
+            RegionEvent {
+                t_ns: 11,
+                tid: 7,
+                pid: 42,
+                region: "a\tb\\c".into(),
+                kind: Kind::Begin
+            }
+        );
+        assert_eq!(ev[3].kind, Kind::ExitClosed);
+    }
+
+    #[test]
+    fn nesting_paths_depths_and_stats() {
+        let (ev, _) = parse(&file(
+            "R\t1\tmain\nR\t2\tstep\nR\t3\tio\n\
+             B\t0\t1\t1\nB\t10\t1\t2\nE\t30\t1\t2\nB\t40\t1\t2\nE\t50\t1\t2\n\
+             B\t60\t1\t3\nE\t90\t1\t3\nE\t100\t1\t1\nB\t200\t1\t3\nE\t205\t1\t3\n",
+        ));
+        let iv = intervals(&ev);
+        let paths: Vec<_> = iv.iter().map(|i| (i.path.as_str(), i.depth)).collect();
+        assert_eq!(
+            paths,
+            [
+                ("main", 0),
+                ("main/step", 1),
+                ("main/step", 1),
+                ("main/io", 1),
+                ("io", 0)
+            ]
+        );
+        let st = stats(&iv);
+        let row = |p: &str| st.iter().find(|s| s.path == p).unwrap().clone();
+        assert_eq!(st.len(), 4);
+        assert_eq!((row("main/step").calls, row("main/step").incl_ns), (2, 30));
+        assert_eq!((row("main/step").min_ns, row("main/step").max_ns), (10, 20));
+        assert_eq!((row("main").calls, row("main").incl_ns), (1, 100));
+        assert_eq!((row("io").calls, row("main/io").incl_ns), (1, 30));
+        // Tree order: a parent right before its children, whatever the characters.
+        let order: Vec<_> = st.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(order, ["io", "main", "main/io", "main/step"]);
+    }
+
+    #[test]
+    fn recursion_of_the_same_name() {
+        let (ev, _) = parse(&file(
+            "R\t1\tfib\nB\t0\t1\t1\nB\t1\t1\t1\nB\t2\t1\t1\nE\t3\t1\t1\nE\t5\t1\t1\nE\t9\t1\t1\n",
+        ));
+        let iv = intervals(&ev);
+        let got: Vec<_> = iv
+            .iter()
+            .map(|i| (i.path.as_str(), i.start_ns, i.end_ns, i.depth))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("fib", 0, 9, 0),
+                ("fib/fib", 1, 5, 1),
+                ("fib/fib/fib", 2, 3, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn end_without_begin_and_mismatched_nesting() {
+        let (ev, _) = parse(&file(
+            "R\t1\ta\nR\t2\tb\nR\t3\tc\n\
+             E\t1\t1\t1\n\
+             B\t2\t1\t1\nB\t3\t1\t2\nE\t4\t1\t1\nE\t5\t1\t2\n",
+        ));
+        let a = analyze(&ev);
+        // E a (not open), then a ends while b is open inside: b abandoned, later E b unmatched.
+        assert_eq!(a.unmatched_ends, 2);
+        assert_eq!(a.unterminated, 1);
+        assert_eq!(a.intervals.len(), 1);
+        assert_eq!(
+            (a.intervals[0].path.as_str(), a.intervals[0].dur_ns()),
+            ("a", 2)
+        );
+    }
+
+    #[test]
+    fn unterminated_and_exit_closed_regions() {
+        let (ev, _) = parse(&file(
+            "R\t1\touter\nR\t2\tinner\n\
+             B\t0\t1\t1\nB\t5\t1\t2\nX\t9\t1\t2\nX\t9\t1\t1\n\
+             B\t3\t2\t1\n",
+        ));
+        let a = analyze(&ev);
+        assert_eq!(a.unterminated, 1, "thread 2 never closed outer");
+        assert_eq!(a.intervals.len(), 2);
+        assert!(a.intervals.iter().all(|i| i.closed_by_exit && i.tid == 1));
+        let st = stats(&a.intervals);
+        assert_eq!(st[0].exit_closed, 1);
+    }
+
+    #[test]
+    fn threads_and_processes_are_separate() {
+        let mut ev = parse(&file(
+            "R\t1\tr\nB\t0\t1\t1\nB\t1\t2\t1\nE\t4\t1\t1\nE\t6\t2\t1\n",
+        ))
+        .0;
+        let other = "# powerperf-rt region events v1 pid=43\nR\t1\tr\nB\t0\t1\t1\nE\t7\t1\t1\n";
+        ev.extend(parse_file(Path::new("u.tsv"), other).unwrap().0);
+        let st = stats(&intervals(&ev));
+        let got: Vec<_> = st.iter().map(|s| (s.pid, s.tid, s.incl_ns)).collect();
+        assert_eq!(got, [(42, 1, 4), (42, 2, 5), (43, 1, 7)]);
+    }
+
+    #[test]
+    fn truncated_last_line_is_skipped_and_reported() {
+        let (ev, trunc) = parse(&file("R\t1\tr\nB\t0\t1\t1\nE\t12\t1"));
+        assert!(trunc);
+        assert_eq!(ev.len(), 1);
+        let (ev, trunc) = parse("# powerperf-rt region ev");
+        assert!(trunc && ev.is_empty());
+        let (ev, trunc) = parse("");
+        assert!(!trunc && ev.is_empty());
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_with_position() {
+        let e = parse_file(Path::new("t.tsv"), &file("R\t1\tr\nB\tzz\t1\t1\n")).unwrap_err();
+        assert!(e.to_string().contains("t.tsv:3"), "{e}");
+        let e = parse_file(Path::new("t.tsv"), &file("B\t1\t1\t9\n")).unwrap_err();
+        assert!(e.to_string().contains("no R line"), "{e}");
+        let e = parse_file(Path::new("t.tsv"), "hello\n").unwrap_err();
+        assert!(e.to_string().contains("t.tsv:1"), "{e}");
+    }
+
+    #[test]
+    fn read_dir_reads_every_file_and_reports_truncation() {
+        let dir = std::env::temp_dir().join(format!("pp-rt-events-{}", std::process::id()));
+        let ev_dir = dir.join("region_events");
+        std::fs::create_dir_all(&ev_dir).unwrap();
+        assert!(read_dir(&dir.join("nope")).unwrap().is_empty());
+        std::fs::write(
+            ev_dir.join("1.tsv"),
+            file("R\t1\tr\nB\t0\t1\t1\nE\t5\t1\t1\n"),
+        )
+        .unwrap();
+        std::fs::write(ev_dir.join("2.tsv"), file("R\t1\tr\nB\t0\t3\t1\nE\t5\t3")).unwrap();
+        std::fs::write(ev_dir.join("notes.txt"), "ignored").unwrap();
+        let r = read_dir_report(&dir).unwrap();
+        assert_eq!(r.files.len(), 2);
+        assert_eq!(r.truncated_files, [ev_dir.join("2.tsv")]);
+        assert_eq!(r.events.len(), 3);
+        assert_eq!(read_dir(&dir).unwrap(), r.events);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
