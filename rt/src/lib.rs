@@ -26,6 +26,7 @@
 pub mod codes;
 pub mod events;
 pub mod ffi;
+pub mod nvtx;
 mod runtime;
 
 pub use ffi::PpHandle;
