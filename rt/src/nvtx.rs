@@ -341,12 +341,14 @@ extern "C" fn domain_range_end(_domain: Domain, range: u64) {
 
 unsafe extern "C" fn domain_register_string_a(_domain: Domain, s: *const c_char) -> Domain {
     // SAFETY: NVTX API contract for nvtxDomainRegisterStringA.
-    guard(std::ptr::null(), || unsafe { ascii_id(s) } as usize as Domain)
+    guard(std::ptr::null(), || unsafe { ascii_id(s) } as usize
+        as Domain)
 }
 
 unsafe extern "C" fn domain_register_string_w(_domain: Domain, s: *const libc::wchar_t) -> Domain {
     // SAFETY: NVTX API contract for nvtxDomainRegisterStringW.
-    guard(std::ptr::null(), || unsafe { wide_id(s) } as usize as Domain)
+    guard(std::ptr::null(), || unsafe { wide_id(s) } as usize
+        as Domain)
 }
 
 extern "C" fn domain_create(_name: *const c_void) -> Domain {
@@ -433,12 +435,30 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: GetExportTab
         let core_slots: [(usize, *const c_void); 8] = [
             (core::RANGE_PUSH_A, range_push_a as PushA as *const c_void),
             (core::RANGE_PUSH_W, range_push_w as PushW as *const c_void),
-            (core::RANGE_PUSH_EX, range_push_ex as PushEx as *const c_void),
-            (core::RANGE_POP, range_pop as extern "C" fn() -> c_int as *const c_void),
-            (core::RANGE_START_A, range_start_a as StartA as *const c_void),
-            (core::RANGE_START_W, range_start_w as StartW as *const c_void),
-            (core::RANGE_START_EX, range_start_ex as StartEx as *const c_void),
-            (core::RANGE_END, range_end as extern "C" fn(u64) as *const c_void),
+            (
+                core::RANGE_PUSH_EX,
+                range_push_ex as PushEx as *const c_void,
+            ),
+            (
+                core::RANGE_POP,
+                range_pop as extern "C" fn() -> c_int as *const c_void,
+            ),
+            (
+                core::RANGE_START_A,
+                range_start_a as StartA as *const c_void,
+            ),
+            (
+                core::RANGE_START_W,
+                range_start_w as StartW as *const c_void,
+            ),
+            (
+                core::RANGE_START_EX,
+                range_start_ex as StartEx as *const c_void,
+            ),
+            (
+                core::RANGE_END,
+                range_end as extern "C" fn(u64) as *const c_void,
+            ),
         ];
         let core2_slots: [(usize, *const c_void); 9] = [
             (

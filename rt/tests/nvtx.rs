@@ -1,0 +1,101 @@
+//! NVTX injection: an unmodified NVTX program (the Python `nvtx` package, a real NVTX v3
+//! client) run with `NVTX_INJECTION64_PATH=libpowerperf_rt.so` records its ranges as regions.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+/// Whether `python3 -c "import nvtx"` works; prints `skipped: <reason>` when not.
+fn have_python_nvtx(test: &str) -> bool {
+    let out = Command::new("python3").args(["-c", "import nvtx"]).output();
+    match out {
+        Ok(o) if o.status.success() => true,
+        Ok(_) => {
+            eprintln!(
+                "skipped: {test}: the Python module `nvtx` is not installed (pip install nvtx)"
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("skipped: {test}: python3 does not run: {e} (pip install nvtx)");
+            false
+        }
+    }
+}
+
+/// Run the example with the injection; `run: None` sets `POWERPERF_RUN_DIR=""` (off) and
+/// runs in `cwd`.
+fn run_example(run: Option<&std::path::Path>, cwd: &std::path::Path) -> String {
+    let mut c = Command::new("python3");
+    c.arg(rt_dir().join("examples/python/nvtx_ranges.py"))
+        .env(
+            "NVTX_INJECTION64_PATH",
+            lib_dir().join("libpowerperf_rt.so"),
+        )
+        .env_remove("PYTHONPATH")
+        .current_dir(cwd)
+        .env("POWERPERF_RUN_DIR", run.unwrap_or("".as_ref()));
+    String::from_utf8_lossy(&run_ok(&mut c).stdout).into_owned()
+}
+
+#[test]
+fn python_nvtx_ranges_become_regions() {
+    if !have_python_nvtx("python_nvtx_ranges_become_regions") {
+        return;
+    }
+    let dir = temp_dir("nvtx-py");
+    let run = dir.join("run");
+    let out = run_example(Some(&run), &dir);
+    assert!(out.contains("nvtx_enabled=1"), "{out}");
+
+    let (events, iv, st) = read_run(&run);
+    let a = powerperf_rt::events::analyze(&events);
+    assert_eq!((a.unmatched_ends, a.unterminated), (0, 0), "{st:?}");
+    assert!(iv
+        .iter()
+        .all(|i| !i.closed_by_exit && i.end_ns >= i.start_ns));
+
+    // push/pop nesting, annotate (registered strings) and the decorator.
+    assert_eq!(calls(&st, "train"), 1, "{st:?}");
+    assert_eq!(calls(&st, "train/epoch"), 3);
+    assert_eq!(calls(&st, "train/epoch/step"), 12);
+    assert_eq!(calls(&st, "train/epoch/step/kernel"), 12);
+    // start/end on the same thread, a range without a message, another domain.
+    assert_eq!(calls(&st, "train/checkpoint"), 1);
+    assert_eq!(calls(&st, "train/(unnamed)"), 1);
+    assert_eq!(calls(&st, "train/io"), 1);
+    // Two threads, each its own stack, in domain "pool".
+    assert_eq!(calls(&st, "worker"), 2);
+    assert_eq!(threads(&st, "worker"), 2);
+    assert_eq!(calls(&st, "worker/chunk"), 10);
+    assert_eq!(threads(&st, "worker/chunk"), 2);
+    let main_tid = st.iter().find(|s| s.path == "train").unwrap().tid;
+    assert!(st
+        .iter()
+        .filter(|s| s.path.starts_with("worker"))
+        .all(|s| s.tid != main_tid));
+    assert_eq!(st.len(), 11, "{st:?}"); // stats are per (thread, path)
+
+    // Nested time is inside its parent.
+    let train = st.iter().find(|s| s.path == "train").unwrap();
+    let epoch = st.iter().find(|s| s.path == "train/epoch").unwrap();
+    assert!(epoch.incl_ns <= train.incl_ns);
+}
+
+#[test]
+fn python_nvtx_without_run_dir_records_nothing() {
+    if !have_python_nvtx("python_nvtx_without_run_dir_records_nothing") {
+        return;
+    }
+    let dir = temp_dir("nvtx-py-off");
+    // Recording off: the init returns 0, NVTX unloads the library, the program runs.
+    let out = run_example(None, &dir);
+    assert!(out.contains("nvtx_enabled="), "{out}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
