@@ -99,3 +99,50 @@ fn python_nvtx_without_run_dir_records_nothing() {
         "nothing written"
     );
 }
+
+#[test]
+fn c_loader_stand_in_exercises_every_range_slot() {
+    if !have("gcc", "c_loader_stand_in_exercises_every_range_slot") {
+        return;
+    }
+    let dir = temp_dir("nvtx-c");
+    let exe = dir.join("nvtx_client");
+    run_ok(
+        Command::new("gcc")
+            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
+            .arg(rt_dir().join("examples/c/nvtx_client.c"))
+            .arg("-o")
+            .arg(&exe)
+            .arg("-ldl"),
+    );
+    let lib = lib_dir().join("libpowerperf_rt.so");
+    let out = run_ok(
+        Command::new(&exe)
+            .env("NVTX_INJECTION64_PATH", &lib)
+            .env("POWERPERF_RUN_DIR", ""),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "init=0\n");
+
+    let run = dir.join("run");
+    let out = run_ok(
+        Command::new(&exe)
+            .env("NVTX_INJECTION64_PATH", &lib)
+            .env("POWERPERF_RUN_DIR", &run),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "init=1\nlevels=3 extra_pop=-1\n"
+    );
+    let (events, _, st) = read_run(&run);
+    assert_eq!(calls(&st, "outer"), 1, "{st:?}");
+    assert_eq!(calls(&st, "outer/wide"), 1);
+    assert_eq!(calls(&st, "outer/wide/résumé"), 1);
+    assert_eq!(calls(&st, "outer/(unnamed)"), 1);
+    assert_eq!(calls(&st, "outer/registered"), 1);
+    assert_eq!(calls(&st, "outer/registered/started"), 1);
+    // "moved" ended on another thread: not recorded; the end of "outer" abandoned it.
+    assert_eq!(st.len(), 6, "{st:?}");
+    assert!(events.iter().any(|e| e.region == "moved"));
+    let a = powerperf_rt::events::analyze(&events);
+    assert_eq!(a.unmatched_ends, 0);
+}
