@@ -295,3 +295,40 @@ fn syntax_and_cpu_flags() {
         .failure()
         .stderr(predicate::str::contains("g.txt:1:2: unexpected token `,`"));
 }
+
+#[test]
+fn events_list_offers_software_events_and_sysfs_pmu_events() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/power-pmu");
+    let out = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["events", "list", "--format", "json", "--sysfs-root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let find = |n: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == n)
+            .unwrap_or_else(|| panic!("{n} not listed"))
+            .clone()
+    };
+    // Software events count on every Linux machine, this VM included.
+    assert_eq!(find("task-clock")["available"], true);
+    // A hardware event is either available or says why not (never silently absent).
+    let cyc = find("cycles");
+    assert!(cyc["available"] == true || cyc["reason"].is_string(), "{cyc}");
+    let pkg = find("power/energy-pkg/");
+    assert_eq!(pkg["unit"], "Joules");
+    assert!(pkg["scale"].as_f64().unwrap() > 0.0);
+    let text = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["events", "list", "--sysfs-root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let t = String::from_utf8(text.stdout).unwrap();
+    assert!(t.contains("task-clock") && t.contains("[Software event]"), "{t}");
+}

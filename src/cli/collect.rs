@@ -39,6 +39,10 @@ pub struct CollectArgs {
     /// on also records NVML as not supported where it is missing.
     #[arg(long, value_enum, default_value_t = crate::collect::NvmlMode::Auto)]
     pub nvml: crate::collect::NvmlMode,
+    /// Do not turn NVTX ranges (nvtxRangePush/Pop, torch.cuda.nvtx.range_push/pop) into
+    /// regions (by default collect sets NVTX_INJECTION64_PATH to libpowerperf_rt.so).
+    #[arg(long)]
+    pub no_nvtx: bool,
     /// Do not print the summary after the run.
     #[arg(short, long)]
     pub quiet: bool,
@@ -82,6 +86,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         workload: args.workload,
         env: vec![],
         nvml: args.nvml,
+        nvtx: !args.no_nvtx,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

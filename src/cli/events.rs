@@ -75,6 +75,17 @@ pub enum EventsCommand {
         #[arg(long)]
         constants: Option<PathBuf>,
     },
+    /// The events this machine offers, as `perf list`: perf's generic hardware and software
+    /// events (each opened once on powerperf itself to see whether it counts here) and the
+    /// named events of every PMU in sysfs, with their scale and unit.
+    #[command(after_help = "Examples:\n  powerperf events list\n  powerperf events list --format json | jq '.[] | select(.available)'")]
+    List {
+        /// Filesystem root for sysfs reads (a fixture tree in tests).
+        #[arg(long, default_value = "/")]
+        sysfs_root: PathBuf,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutFormat,
+    },
     /// The LCPI table (PerfExpert's six categories) of a run or of given values.
     Lcpi {
         /// Run directory.
@@ -108,6 +119,7 @@ pub fn run(cmd: EventsCommand) -> Result<i32> {
             run,
             constants,
         } => check(&file, run.as_deref(), constants.as_deref()),
+        EventsCommand::List { sysfs_root, format } => list_cmd(&sysfs_root, format),
         EventsCommand::Lcpi {
             run,
             values,
@@ -498,6 +510,93 @@ fn lcpi_cmd(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::Value::Object(m))?
             );
+        }
+    }
+    Ok(0)
+}
+
+/// One line of `events list`.
+#[derive(Debug, serde::Serialize)]
+struct Listed {
+    name: String,
+    kind: String,
+    available: bool,
+    /// Why the event cannot be counted here (perf's `<not supported>`), when it cannot.
+    reason: Option<String>,
+    unit: Option<String>,
+    scale: Option<f64>,
+}
+
+fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
+    use crate::collect::events::{parse_event, symbolic, EventKind};
+    let mut out = Vec::new();
+    for (name, kind) in symbolic() {
+        let kind_name = match kind {
+            EventKind::Hardware(_) => "Hardware event",
+            _ => "Software event",
+        };
+        #[cfg(target_os = "linux")]
+        let (available, reason) = {
+            use crate::collect::perf_event::{open_all, Opened, Target};
+            let spec = parse_event(name, 0).map_err(anyhow::Error::msg)?;
+            // SAFETY: gettid has no preconditions.
+            let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+            match open_all(std::slice::from_ref(&spec), &Target::Tasks(vec![me]), root)
+                .into_iter()
+                .next()
+            {
+                Some(Opened::Counter(_)) => (true, None),
+                Some(Opened::Failed { reason, .. }) => (false, Some(reason)),
+                None => (false, Some("could not be opened".to_string())),
+            }
+        };
+        #[cfg(not(target_os = "linux"))]
+        let (available, reason) = {
+            let _ = parse_event(name, 0);
+            (false, Some("perf_event exists on Linux only".to_string()))
+        };
+        out.push(Listed {
+            name: name.into(),
+            kind: kind_name.into(),
+            available,
+            reason,
+            unit: None,
+            scale: None,
+        });
+    }
+    for pmu in crate::collect::pmu::list(root) {
+        for e in &pmu.events {
+            out.push(Listed {
+                name: format!("{}/{}/", pmu.name, e.name),
+                kind: if pmu.cpumask.is_some() {
+                    "Kernel PMU event, per CPU/package".into()
+                } else {
+                    "Kernel PMU event".into()
+                },
+                available: true,
+                reason: None,
+                unit: e.unit.clone(),
+                scale: e.scale,
+            });
+        }
+    }
+    match format {
+        OutFormat::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        OutFormat::Table => {
+            println!("List of events (to be used in -e):\n");
+            for l in &out {
+                let extra = match (&l.unit, l.scale) {
+                    (Some(u), Some(s)) => format!(" ({u}, scale {s:e})"),
+                    (Some(u), None) => format!(" ({u})"),
+                    _ => String::new(),
+                };
+                let status = match &l.reason {
+                    Some(r) => format!("  <not supported>: {r}"),
+                    None => String::new(),
+                };
+                println!("  {:<40} [{}{extra}]{status}", l.name, l.kind);
+            }
+            println!("\nRaw events: rNNNN (hex), PMU/event=0x..,umask=0x../ as perf takes them.");
         }
     }
     Ok(0)

@@ -23,6 +23,8 @@ pub struct ReportArgs {
 /// A directory that is not a run.
 pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let meta = RunMeta::read(&args.run)?;
-    print!("{}", crate::report::render(&meta, args.format)?);
+    let mut s = crate::report::summarize(&meta);
+    s.regions = crate::collect::attribution::read_regions(&args.run)?.unwrap_or_default();
+    print!("{}", crate::report::render_summary(&s, args.format)?);
     Ok(0)
 }

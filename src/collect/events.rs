@@ -101,6 +101,11 @@ const SYMBOLIC: &[(&str, EventKind, Option<&str>)] = &[
     ("emulation-faults", EventKind::Software(8), None),
 ];
 
+/// perf's symbolic event names with their kind (`cycles`, `task-clock`, …), aliases included.
+pub fn symbolic() -> impl Iterator<Item = (&'static str, EventKind)> {
+    SYMBOLIC.iter().map(|(n, k, _)| (*n, k.clone()))
+}
+
 /// Parse one event name.
 ///
 /// # Errors

@@ -4,6 +4,7 @@
 //! Sources sit behind small types: [`perf_event`] (CPU counters), [`rapl`] (energy),
 //! [`sysinfo`] (host facts and knobs). Every sysfs reader takes a root directory.
 
+pub mod attribution;
 #[cfg(target_os = "linux")]
 pub mod energy;
 pub mod events;
@@ -66,6 +67,8 @@ pub struct CollectConfig {
     pub env: Vec<(String, String)>,
     /// NVML GPU sampling.
     pub nvml: NvmlMode,
+    /// Turn NVTX ranges into regions through NVTX injection (`NVTX_INJECTION64_PATH`).
+    pub nvtx: bool,
 }
 
 /// The node-local rank under MPI launchers (`OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`,
@@ -100,6 +103,21 @@ pub struct Outcome {
     pub meta: crate::store::run::RunMeta,
     /// The status a shell would report for the command: exit code, or 128 + signal.
     pub shell_status: i32,
+}
+
+/// The region library handed to programs as `POWERPERF_RT_LIB`: that variable when set,
+/// else `libpowerperf_rt.so` next to the powerperf binary (DESIGN.md, powerperf-rt).
+pub fn rt_library() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("POWERPERF_RT_LIB") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    // `cargo test` runs the binary from target/<profile>/; the library sits there too,
+    // and in deps/ for test builds.
+    [dir.join("libpowerperf_rt.so"), dir.join("deps/libpowerperf_rt.so")]
+        .into_iter()
+        .find(|p| p.is_file())
 }
 
 /// CLOCK_MONOTONIC now, ns: the one clock of every run file.
@@ -307,6 +325,30 @@ mod run_impl {
 
         let mut env = cfg.env.clone();
         env.push(("POWERPERF_RUN_DIR".into(), cfg.out.display().to_string()));
+        if let Some(lib) = super::rt_library() {
+            // For programs that load the region library by path (the Python ctypes module).
+            let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
+            env.push(("POWERPERF_RT_LIB".into(), lib.display().to_string()));
+            // NVTX ranges (nvtxRangePush/Pop, torch.cuda.nvtx) become regions: NVTX dlopens
+            // the library named here and calls its InitializeInjectionNvtx2 (rt/README.md).
+            let theirs = std::env::var_os("NVTX_INJECTION64_PATH")
+                .map(|v| v.to_string_lossy().into_owned())
+                .or_else(|| {
+                    cfg.env
+                        .iter()
+                        .find(|(k, _)| k == "NVTX_INJECTION64_PATH")
+                        .map(|(_, v)| v.clone())
+                });
+            match (cfg.nvtx, theirs) {
+                (true, None) => {
+                    env.push(("NVTX_INJECTION64_PATH".into(), lib.display().to_string()))
+                }
+                (true, Some(t)) => meta.notes.push(format!(
+                    "NVTX ranges are not recorded as regions: NVTX_INJECTION64_PATH is already set to {t} (NVTX loads one tool per process)"
+                )),
+                (false, _) => {}
+            }
+        }
         let paused = if cfg.command.is_empty() {
             None
         } else {
@@ -564,6 +606,15 @@ mod run_impl {
             meta.notes.push(format!(
                 "the timeline could not be written completely: {e:#}"
             ));
+        }
+        match super::attribution::write_regions(&cfg.out, &timeline, origin, rank) {
+            Ok(Some((_, notes))) => meta.notes.extend(notes),
+            Ok(None) => {}
+            Err(e) => {
+                meta.run.truncated = true;
+                meta.notes
+                    .push(format!("regions.parquet could not be written: {e:#}"));
+            }
         }
         meta.write(&cfg.out)?;
         let shell_status = meta.shell_status();

@@ -338,6 +338,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             workload: cfg.workload.clone(),
             env,
             nvml: crate::collect::NvmlMode::Auto,
+            nvtx: true,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

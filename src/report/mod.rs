@@ -4,6 +4,7 @@
 mod csv_out;
 mod json;
 mod markdown;
+pub mod regions;
 mod table;
 
 use crate::store::run::{Backend, Ending, EventStatus, RunMeta};
@@ -66,6 +67,9 @@ pub struct Summary {
     /// Per NVIDIA GPU (`gpu0`, …): energy from NVML's energy counter, the integral of the
     /// sampled power over the same samples, and their difference.
     pub gpus: Vec<GpuEnergy>,
+    /// `regions.parquet`, where the program marked regions (powerperf-rt).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<crate::collect::attribution::RegionRecord>,
     pub events: Vec<Row>,
     pub notes: Vec<String>,
 }
@@ -180,6 +184,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         energy_j,
         mean_power_w,
         gpus,
+        regions: vec![],
         events: rows,
         notes: meta.notes.clone(),
     }
@@ -190,7 +195,15 @@ pub fn summarize(meta: &RunMeta) -> Summary {
 /// # Errors
 /// Serialisation errors (JSON, CSV).
 pub fn render(meta: &RunMeta, format: Format) -> anyhow::Result<String> {
-    let s = summarize(meta);
+    render_summary(&summarize(meta), format)
+}
+
+/// Render a summary (with its regions, if any) in `format`.
+///
+/// # Errors
+/// Serialisation errors (JSON, CSV).
+pub fn render_summary(s: &Summary, format: Format) -> anyhow::Result<String> {
+    let s = s.clone();
     match format {
         Format::Table => Ok(table::render(&s)),
         Format::Json => json::render(&s),

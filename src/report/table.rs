@@ -55,5 +55,9 @@ pub(super) fn render(s: &Summary) -> String {
         let _ = writeln!(o, "  note: {n}");
     }
     o.push('\n');
+    if !s.regions.is_empty() {
+        o.push_str(&super::regions::render_text(&s.regions, &s.command, s.duration_s));
+        o.push('\n');
+    }
     o
 }

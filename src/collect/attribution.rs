@@ -1,0 +1,383 @@
+//! Regions × timeline: per-region counters and energy (`RUN/regions.parquet`).
+//!
+//! powerperf-rt writes region enter/exit records (`RUN/region_events/<pid>.tsv`, CLOCK_MONOTONIC
+//! ns); [`powerperf_rt::events`] pairs them into nested per-thread intervals. Each timeline
+//! sample's additive values (counter deltas, `energy_*_j`, `gpu<i>_energy_j`) are split among
+//! the region instances that overlap it:
+//!
+//! > share of an instance = value × overlap(instance, sample) / max(sample length,
+//! > Σ over threads of the overlap of their outermost regions with the sample)
+//!
+//! so a sample in which one thread spends half its time in a region gives that region half
+//! of the sample, and a sample shared by four busy threads gives each a quarter (DESIGN.md,
+//! "Energy of concurrent regions": in proportion to the threads' time in regions; the
+//! per-thread CPU time within a sample is not measured, so every thread in a region counts
+//! as busy). Values are inclusive: a nested region's share is also its parent's. Gauges
+//! (power, clocks, utilisation, temperature) are not attributed.
+
+use crate::collect::timeline::Timeline;
+use anyhow::{Context, Result};
+use polars::prelude::{Column, DataFrame, ParquetReader, ParquetWriter, SerReader};
+use powerperf_rt::events::{self, Interval, Stats};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// File name of the per-region table inside a run directory.
+pub const REGIONS: &str = "regions.parquet";
+
+/// The attribution rule, as recorded in run.toml's notes.
+pub const RULE: &str = "regions.parquet: each sample's counter deltas and energy are split among the region instances overlapping it, in proportion to overlap time over max(sample length, total thread time in outermost regions); values are inclusive of nested regions";
+
+/// Whether a timeline column adds up over time (and so can be split among regions).
+pub fn is_additive(column: &str) -> bool {
+    ![
+        "_w",
+        "_mhz",
+        "_pct",
+        "_c",
+        "_reasons",
+    ]
+    .iter()
+    .any(|s| column.ends_with(s))
+}
+
+/// One row of `regions.parquet`: a region path on one thread, with its GPTL statistics and
+/// its share of every additive timeline column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionRow {
+    pub stats: Stats,
+    /// Same order as the column names returned with it.
+    pub values: Vec<f64>,
+}
+
+/// Split the timeline's additive columns among `intervals`.
+///
+/// `origin_ns` is the CLOCK_MONOTONIC time of the timeline's `t_ns = 0`. Returns the
+/// attributed column names and one row per entry of [`events::stats`].
+pub fn attribute(
+    intervals: &[Interval],
+    timeline: &Timeline,
+    origin_ns: u64,
+) -> (Vec<String>, Vec<RegionRow>) {
+    let cols: Vec<usize> = timeline
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, (n, _))| is_additive(n))
+        .map(|(i, _)| i)
+        .collect();
+    let names: Vec<String> = cols.iter().map(|&i| timeline.columns[i].0.clone()).collect();
+    let stats = events::stats(intervals);
+    let index: HashMap<(u32, u32, &str), usize> = stats
+        .iter()
+        .enumerate()
+        .map(|(k, s)| ((s.pid, s.tid, s.path.as_str()), k))
+        .collect();
+    let mut rows: Vec<RegionRow> = stats
+        .iter()
+        .map(|s| RegionRow {
+            stats: s.clone(),
+            values: vec![0.0; cols.len()],
+        })
+        .collect();
+    // Samples as absolute [start, end) on CLOCK_MONOTONIC; ends are sorted.
+    let ends: Vec<u64> = timeline.t_ns.iter().map(|t| origin_ns + t).collect();
+    let starts: Vec<u64> = ends
+        .iter()
+        .zip(&timeline.dur_ns)
+        .map(|(e, d)| e.saturating_sub(*d))
+        .collect();
+    let mut denom: Vec<u64> = timeline.dur_ns.clone();
+    let mut busy = vec![0u64; ends.len()];
+    for iv in intervals.iter().filter(|i| i.depth == 0) {
+        for (s, o) in overlaps(iv, &starts, &ends) {
+            busy[s] += o;
+        }
+    }
+    for (d, b) in denom.iter_mut().zip(&busy) {
+        *d = (*d).max(*b);
+    }
+    for iv in intervals {
+        let Some(&k) = index.get(&(iv.pid, iv.tid, iv.path.as_str())) else {
+            continue;
+        };
+        for (s, o) in overlaps(iv, &starts, &ends) {
+            if denom[s] == 0 {
+                continue;
+            }
+            let f = o as f64 / denom[s] as f64;
+            for (v, &c) in rows[k].values.iter_mut().zip(&cols) {
+                if let Some(x) = timeline.columns[c].1[s] {
+                    *v += x * f;
+                }
+            }
+        }
+    }
+    (names, rows)
+}
+
+/// The samples an interval overlaps, with the overlap in ns. Samples are
+/// `[starts[s], ends[s])` on CLOCK_MONOTONIC with `ends` sorted.
+fn overlaps(iv: &Interval, starts: &[u64], ends: &[u64]) -> Vec<(usize, u64)> {
+    // First sample whose end is after the interval's start.
+    let first = ends.partition_point(|&e| e <= iv.start_ns);
+    (first..ends.len())
+        .take_while(|&s| starts[s] < iv.end_ns)
+        .filter_map(|s| {
+            let o = iv.end_ns.min(ends[s]).saturating_sub(iv.start_ns.max(starts[s]));
+            (o > 0).then_some((s, o))
+        })
+        .collect()
+}
+
+/// Read the run's region events, attribute the timeline to them and write
+/// `RUN/regions.parquet`. Returns `None` when the program marked no regions, else the
+/// number of rows and notes (truncated event files, misuse counts).
+///
+/// # Errors
+/// A malformed events file, or an unwritable `regions.parquet`.
+pub fn write_regions(
+    run_dir: &Path,
+    timeline: &Timeline,
+    origin_ns: u64,
+    rank: Option<u32>,
+) -> Result<Option<(usize, Vec<String>)>> {
+    let read = events::read_dir_report(run_dir)
+        .with_context(|| format!("reading the region events of {}", run_dir.display()))?;
+    if read.events.is_empty() {
+        return Ok(None);
+    }
+    let mut notes = vec![RULE.to_string()];
+    for f in &read.truncated_files {
+        notes.push(format!(
+            "{}: the last record was cut off (the writer stopped mid-line) and is skipped",
+            f.display()
+        ));
+    }
+    let a = events::analyze(&read.events);
+    if a.unmatched_ends > 0 {
+        notes.push(format!(
+            "regions: {} region end(s) without a matching begin were skipped",
+            a.unmatched_ends
+        ));
+    }
+    if a.unterminated > 0 {
+        notes.push(format!(
+            "regions: {} region instance(s) never ended (mismatched nesting, or a process killed before it could write them) are not in regions.parquet",
+            a.unterminated
+        ));
+    }
+    let (names, rows) = attribute(&a.intervals, timeline, origin_ns);
+    let mut df = to_frame(&names, &rows, rank)?;
+    let path = run_dir.join(REGIONS);
+    let f = std::fs::File::create(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    ParquetWriter::new(f)
+        .finish(&mut df)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(Some((rows.len(), notes)))
+}
+
+fn to_frame(names: &[String], rows: &[RegionRow], rank: Option<u32>) -> Result<DataFrame> {
+    let n = rows.len();
+    let u32s = |f: &dyn Fn(&Stats) -> u32| rows.iter().map(|r| f(&r.stats)).collect::<Vec<_>>();
+    let u64s = |f: &dyn Fn(&Stats) -> u64| rows.iter().map(|r| f(&r.stats)).collect::<Vec<_>>();
+    let strs = |f: &dyn Fn(&Stats) -> &str| {
+        rows.iter()
+            .map(|r| f(&r.stats).to_string())
+            .collect::<Vec<_>>()
+    };
+    let mut cols = vec![
+        Column::new("rank".into(), vec![rank; n]),
+        Column::new("pid".into(), u32s(&|s| s.pid)),
+        Column::new("tid".into(), u32s(&|s| s.tid)),
+        Column::new("region".into(), strs(&|s| s.region.as_str())),
+        Column::new("path".into(), strs(&|s| s.path.as_str())),
+        Column::new("depth".into(), u32s(&|s| s.depth)),
+        Column::new("calls".into(), u64s(&|s| s.calls)),
+        Column::new("incl_ns".into(), u64s(&|s| s.incl_ns)),
+        Column::new("min_ns".into(), u64s(&|s| s.min_ns)),
+        Column::new("max_ns".into(), u64s(&|s| s.max_ns)),
+        Column::new("exit_closed".into(), u64s(&|s| s.exit_closed)),
+    ];
+    for (k, name) in names.iter().enumerate() {
+        cols.push(Column::new(
+            name.as_str().into(),
+            rows.iter().map(|r| r.values[k]).collect::<Vec<f64>>(),
+        ));
+    }
+    DataFrame::new(n, cols).context("building the regions table")
+}
+
+/// One row of `regions.parquet` read back.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RegionRecord {
+    pub pid: u32,
+    pub tid: u32,
+    pub region: String,
+    pub path: String,
+    pub depth: u32,
+    pub calls: u64,
+    pub incl_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub exit_closed: u64,
+    /// Attributed values by column name (counters, `energy_*_j`, `gpu<i>_energy_j`).
+    pub values: std::collections::BTreeMap<String, f64>,
+}
+
+/// Read `RUN/regions.parquet`; `None` when the run has none.
+///
+/// # Errors
+/// An unreadable file or one without the documented columns.
+pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
+    let path = run_dir.join(REGIONS);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let f = std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    let df = ParquetReader::new(f)
+        .finish()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let ctx = || format!("{}: not a regions table", path.display());
+    let u32c = |n: &str| -> Result<Vec<u32>> {
+        Ok(df.column(n).with_context(ctx)?.u32().with_context(ctx)?.iter().map(|v| v.unwrap_or(0)).collect())
+    };
+    let u64c = |n: &str| -> Result<Vec<u64>> {
+        Ok(df.column(n).with_context(ctx)?.u64().with_context(ctx)?.iter().map(|v| v.unwrap_or(0)).collect())
+    };
+    let strc = |n: &str| -> Result<Vec<String>> {
+        Ok(df
+            .column(n)
+            .with_context(ctx)?
+            .str()
+            .with_context(ctx)?
+            .iter()
+            .map(|v| v.unwrap_or("").to_string())
+            .collect())
+    };
+    let (pid, tid, depth) = (u32c("pid")?, u32c("tid")?, u32c("depth")?);
+    let (region, rpath) = (strc("region")?, strc("path")?);
+    let (calls, incl, min, max, xc) = (
+        u64c("calls")?,
+        u64c("incl_ns")?,
+        u64c("min_ns")?,
+        u64c("max_ns")?,
+        u64c("exit_closed")?,
+    );
+    let fixed = [
+        "rank", "pid", "tid", "region", "path", "depth", "calls", "incl_ns", "min_ns", "max_ns",
+        "exit_closed",
+    ];
+    let mut value_cols = Vec::new();
+    for c in df.columns() {
+        if !fixed.contains(&c.name().as_str()) {
+            let v: Vec<f64> = c.f64().with_context(ctx)?.iter().map(|v| v.unwrap_or(0.0)).collect();
+            value_cols.push((c.name().to_string(), v));
+        }
+    }
+    Ok(Some(
+        (0..df.height())
+            .map(|i| RegionRecord {
+                pid: pid[i],
+                tid: tid[i],
+                region: region[i].clone(),
+                path: rpath[i].clone(),
+                depth: depth[i],
+                calls: calls[i],
+                incl_ns: incl[i],
+                min_ns: min[i],
+                max_ns: max[i],
+                exit_closed: xc[i],
+                values: value_cols.iter().map(|(n, v)| (n.clone(), v[i])).collect(),
+            })
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use powerperf_rt::events::{Kind, RegionEvent};
+
+    fn ev(t: u64, tid: u32, region: &str, kind: Kind) -> RegionEvent {
+        RegionEvent {
+            t_ns: t,
+            tid,
+            pid: 1,
+            region: region.into(),
+            kind,
+        }
+    }
+
+    /// Four 10 ns samples from t = 100 (origin) of 10 J each.
+    fn timeline() -> Timeline {
+        let mut t = Timeline::new(&["energy_package_0_j".into(), "gpu0_power_w".into()]);
+        for k in 1..=4 {
+            t.push(k * 10, 10, &[Some(10.0), Some(300.0)]);
+        }
+        t
+    }
+
+    #[test]
+    fn one_thread_gets_its_overlap_and_nesting_is_inclusive() {
+        use Kind::*;
+        // outer 105..135 (15 of the first 3 samples... 5+10+5 ns), inner 110..120.
+        let evs = vec![
+            ev(105, 7, "outer", Begin),
+            ev(110, 7, "inner", Begin),
+            ev(120, 7, "inner", End),
+            ev(125, 7, "outer", End),
+        ];
+        let iv = events::intervals(&evs);
+        let (names, rows) = attribute(&iv, &timeline(), 100);
+        assert_eq!(names, vec!["energy_package_0_j"], "power is a gauge");
+        let outer = rows.iter().find(|r| r.stats.path == "outer").unwrap();
+        let inner = rows.iter().find(|r| r.stats.path == "outer/inner").unwrap();
+        // outer: 5 ns of sample 1 (105..110), 10 of sample 2, 5 of sample 3 -> 2 J.
+        assert!((outer.values[0] - 20.0).abs() < 1e-9, "{}", outer.values[0]);
+        assert!((inner.values[0] - 10.0).abs() < 1e-9, "{}", inner.values[0]);
+        assert_eq!(outer.stats.incl_ns, 20);
+    }
+
+    #[test]
+    fn concurrent_threads_split_a_sample() {
+        use Kind::*;
+        // Two threads in regions over the whole of sample 2 (110..120).
+        let evs = vec![
+            ev(110, 1, "a", Begin),
+            ev(110, 2, "b", Begin),
+            ev(120, 1, "a", End),
+            ev(120, 2, "b", End),
+        ];
+        let iv = events::intervals(&evs);
+        let (_, rows) = attribute(&iv, &timeline(), 100);
+        let total: f64 = rows.iter().map(|r| r.values[0]).sum();
+        assert!((total - 10.0).abs() < 1e-9, "energy is not counted twice: {total}");
+        assert!(rows.iter().all(|r| (r.values[0] - 5.0).abs() < 1e-9));
+    }
+
+    #[test]
+    fn regions_parquet_round_trips() {
+        use Kind::*;
+        let dir = tempfile::tempdir().unwrap();
+        let ev_dir = dir.path().join("region_events");
+        std::fs::create_dir(&ev_dir).unwrap();
+        std::fs::write(
+            ev_dir.join("1.tsv"),
+            "# powerperf-rt region events v1 pid=1\nR\t1\tsolve\nB\t105\t1\t1\nE\t135\t1\t1\n",
+        )
+        .unwrap();
+        let _ = (Begin, End);
+        let (n, notes) = write_regions(dir.path(), &timeline(), 100, Some(0))
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 1);
+        assert!(notes[0].starts_with("regions.parquet"));
+        let back = read_regions(dir.path()).unwrap().unwrap();
+        assert_eq!(back[0].path, "solve");
+        assert_eq!(back[0].calls, 1);
+        assert_eq!(back[0].incl_ns, 30);
+        assert!((back[0].values["energy_package_0_j"] - 30.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,217 @@
+//! Regions end to end: a C, a Fortran and a Python program mark regions with powerperf-rt,
+//! run under `powerperf collect`; `regions.parquet` and `report` show them (issue 4).
+//! Programs whose compiler is missing print `skipped: <reason>`.
+
+use assert_cmd::Command;
+use powerperf::collect::attribution::{read_regions, RegionRecord};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// target/<profile>, where `cargo test --workspace` puts `libpowerperf_rt.so`.
+fn lib_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent()?.parent()?.to_path_buf();
+    if dir.join("libpowerperf_rt.so").is_file() {
+        Some(dir)
+    } else {
+        println!(
+            "skipped: {} not built (run `cargo test --workspace`, which builds powerperf-rt)",
+            dir.join("libpowerperf_rt.so").display()
+        );
+        None
+    }
+}
+
+fn have(tool: &str) -> bool {
+    let ok = std::process::Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("skipped: `{tool}` is not installed (apt-get install {tool})");
+    }
+    ok
+}
+
+fn build(cmd: &mut std::process::Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `powerperf collect` the program, then check regions.parquet and `report`.
+fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[(&str, u64)]) {
+    let run = dir.join("run");
+    let mut c = Command::cargo_bin("powerperf").unwrap();
+    c.args(["collect", "-q", "--nvml", "off", "--interval", "1ms", "-o"])
+        .arg(&run)
+        .arg("--")
+        .args(prog);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.assert().success();
+    let regions: Vec<RegionRecord> = read_regions(&run).unwrap().expect("regions.parquet");
+    for (path, calls) in expect {
+        let got: u64 = regions.iter().filter(|r| r.path == *path).map(|r| r.calls).sum();
+        assert_eq!(got, *calls, "calls of {path}: {regions:#?}");
+    }
+    // Every region has the run's counters attributed (task-clock is a software event that
+    // counts here), and shares add up to at most the run's total.
+    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let total = meta.totals().values.get("task-clock").copied().unwrap();
+    let top: f64 = regions
+        .iter()
+        .filter(|r| r.depth == 0)
+        .map(|r| r.values["task-clock"])
+        .sum();
+    assert!(top > 0.0 && top <= total * 1.000001, "top {top} total {total}");
+    let out = Command::cargo_bin("powerperf")
+        .unwrap()
+        .arg("report")
+        .arg(&run)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Regions (GPTL-style"), "{text}");
+    assert!(text.contains("##IPM-style banner"), "{text}");
+    for (path, _) in expect {
+        let leaf = path.rsplit('/').next().unwrap();
+        assert!(text.contains(leaf), "{leaf} missing from the report:\n{text}");
+    }
+    let json = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["report", "--format", "json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["regions"].as_array().unwrap().len(), regions.len());
+}
+
+#[test]
+fn c_program_regions_show_up_in_report() {
+    let Some(lib) = lib_dir() else { return };
+    if !have("gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("regions");
+    build(
+        std::process::Command::new("gcc")
+            .args(["-O2", "-pthread", "-I"])
+            .arg(root().join("rt/include"))
+            .arg(root().join("rt/examples/c/regions.c"))
+            .arg("-o")
+            .arg(&exe)
+            .arg("-L")
+            .arg(&lib)
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lpowerperf_rt"),
+    );
+    collect_and_check(
+        dir.path(),
+        &[exe.to_str().unwrap()],
+        &[],
+        &[
+            ("main", 1),
+            ("main/solve", 1),
+            ("main/solve/step", 10),
+            ("main/solve/step/compute", 10),
+            ("main/worker", 0),
+            ("worker", 2),
+            ("worker/chunk", 10),
+        ],
+    );
+}
+
+#[test]
+fn fortran_program_regions_show_up_in_report() {
+    let Some(lib) = lib_dir() else { return };
+    if !have("gfortran") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("regions");
+    build(
+        std::process::Command::new("gfortran")
+            .current_dir(dir.path())
+            .arg("-J")
+            .arg(dir.path())
+            .arg(root().join("rt/fortran/powerperf.f90"))
+            .arg(root().join("rt/examples/fortran/regions.f90"))
+            .arg("-o")
+            .arg(&exe)
+            .arg("-L")
+            .arg(&lib)
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lpowerperf_rt"),
+    );
+    collect_and_check(
+        dir.path(),
+        &[exe.to_str().unwrap()],
+        &[],
+        &[("main", 1), ("main/iterate", 4), ("main/iterate/residual", 4)],
+    );
+}
+
+#[test]
+fn python_program_regions_show_up_in_report() {
+    let Some(lib) = lib_dir() else { return };
+    if !have("python3") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pypath = root().join("rt/python");
+    let script = root().join("rt/examples/python/regions.py");
+    let libfile = lib.join("libpowerperf_rt.so");
+    collect_and_check(
+        dir.path(),
+        &["python3", script.to_str().unwrap()],
+        &[
+            ("PYTHONPATH", pypath.to_str().unwrap()),
+            ("POWERPERF_RT_LIB", libfile.to_str().unwrap()),
+        ],
+        &[
+            ("main", 1),
+            ("main/epoch", 3),
+            ("main/epoch/batch", 12),
+            ("loader", 1),
+        ],
+    );
+}
+
+#[test]
+fn nvtx_ranges_become_regions_under_collect() {
+    if lib_dir().is_none() || !have("python3") {
+        return;
+    }
+    let has_nvtx = std::process::Command::new("python3")
+        .args(["-c", "import nvtx"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_nvtx {
+        println!("skipped: the Python package nvtx is not installed (pip install nvtx)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = root().join("rt/examples/python/nvtx_ranges.py");
+    // No powerperf import in the program: collect sets NVTX_INJECTION64_PATH.
+    collect_and_check(
+        dir.path(),
+        &["python3", script.to_str().unwrap()],
+        &[],
+        &[
+            ("train", 1),
+            ("train/epoch", 3),
+            ("train/epoch/step", 12),
+            ("worker", 2),
+        ],
+    );
+}
