@@ -493,3 +493,142 @@ slowdown = 0.0
     s.assert_restored();
     assert!(!s.log.exists() || !std::fs::read_to_string(&s.log).unwrap().contains("\tset\t"));
 }
+
+/// `libpowerperf_rt.so` of this target directory (`cargo build -p powerperf-rt`), or
+/// `POWERPERF_RT_LIB`.
+fn rt_lib() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("POWERPERF_RT_LIB") {
+        return Some(PathBuf::from(p)).filter(|p| p.exists());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let lib = exe.parent()?.parent()?.join("libpowerperf_rt.so");
+    lib.exists().then_some(lib)
+}
+
+#[test]
+fn region_switches_from_a_c_program_are_logged_in_order_and_restored() {
+    let test = "region_switches_from_a_c_program";
+    let gcc_ok = std::process::Command::new("gcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !gcc_ok {
+        eprintln!("skipped: {test}: gcc is not installed");
+        return;
+    }
+    let Some(lib) = rt_lib() else {
+        eprintln!("skipped: {test}: libpowerperf_rt.so is not built in this target directory (run `cargo build -p powerperf-rt` first, or set POWERPERF_RT_LIB)");
+        return;
+    };
+    let s = setup("cpufreq-userspace", 2400.0);
+    let plan = s.dir.path().join("regions.toml");
+    let region = |name: &str, mhz: f64| {
+        format!(
+            "[[region]]\nname = \"{name}\"\nsetting = {{ core_freq_mhz = {mhz:.1} }}\ntime_s = 1.0\nenergy_j = 1.0\npower_w = 1.0\nreference_time_s = 1.0\nreference_energy_j = 1.0\nenergy_saving = 0.0\nslowdown = 0.0\n\n"
+        )
+    };
+    std::fs::write(
+        &plan,
+        format!(
+            "[plan]\nobjective = \"energy\"\nmax_slowdown = 0.05\nmodel = \"hand-written\"\ncreated = \"2026-01-01T00:00:00Z\"\nscope = \"job\"\n\n[[device]]\nkind = \"cpu\"\nknobs = [\"core_freq_mhz\"]\ndefault = {{ core_freq_mhz = 2400.0 }}\n\n{}{}",
+            region("load", 1200.0),
+            region("compute", 2000.0)
+        ),
+    )
+    .unwrap();
+    let setspeed = s
+        .root
+        .join("sys/devices/system/cpu/cpu0/cpufreq/scaling_setspeed");
+    let src = s.dir.path().join("prog.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include "powerperf.h"
+static void show(FILE *out, const char *path, const char *where) {
+    char buf[64] = {0};
+    FILE *f = fopen(path, "r");
+    if (f) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
+    fprintf(out, "%s %s", where, buf);
+}
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    FILE *out = fopen(argv[2], "w");
+    if (!out) return 2;
+    show(out, argv[1], "start");
+    pp_region_begin("load");
+    show(out, argv[1], "load");
+    pp_region_begin("unplanned");
+    show(out, argv[1], "unplanned");
+    pp_region_end("unplanned");
+    pp_region_end("load");
+    show(out, argv[1], "between");
+    pp_region_begin("compute");
+    show(out, argv[1], "compute");
+    pp_region_end("compute");
+    fclose(out);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = s.dir.path().join("prog");
+    let libdir = lib.parent().unwrap();
+    let st = std::process::Command::new("gcc")
+        .arg("-I")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(libdir)
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-lpowerperf_rt")
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed");
+    let seen = s.dir.path().join("seen");
+    let mut args = s.args();
+    args[2] = plan.display().to_string();
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&args)
+        .arg(&exe)
+        .arg(&setspeed)
+        .arg(&seen)
+        .env_remove("POWERPERF_RUN_DIR")
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("switching at region boundaries"));
+    // each region's setting was in place before its code ran
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "start 2400000\nload 1200000\nunplanned 1200000\nbetween 2400000\ncompute 2000000\n"
+    );
+    s.assert_restored();
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    let regions: Vec<String> = log
+        .lines()
+        .filter(|l| l.contains("\tregion\t"))
+        .map(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            format!("{} {}->{}", c[3], c[4], c[5])
+        })
+        .collect();
+    assert_eq!(
+        regions,
+        [
+            "B load 2400->1200",
+            "E load 1200->2400",
+            "B compute 2400->2000",
+            "E compute 2000->2400"
+        ],
+        "{log}"
+    );
+    let t: Vec<u64> = log
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "{log}");
+    assert!(log.lines().last().unwrap().contains("\trestore\t"), "{log}");
+}

@@ -24,11 +24,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod codes;
+pub mod ctl;
 pub mod events;
 pub mod ffi;
 pub mod nvtx;
 mod runtime;
 
+pub use ctl::ENV_CTL_SOCKET;
 pub use ffi::PpHandle;
 pub use runtime::{now_ns, BUFFER_EVENTS, ENV_RUN_DIR, FILE_MAGIC};
 

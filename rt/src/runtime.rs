@@ -167,6 +167,8 @@ struct Runtime {
     n_names: AtomicU32,
     threads: Mutex<Vec<Arc<ThreadBuf>>>,
     finished: AtomicBool,
+    /// The frequency controller (`POWERPERF_CTL_SOCKET`), when switching is on.
+    ctl: Option<crate::ctl::Ctl>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -254,6 +256,7 @@ impl Runtime {
             n_names: AtomicU32::new(1),
             threads: Mutex::new(Vec::new()),
             finished: AtomicBool::new(false),
+            ctl: crate::ctl::Ctl::from_env(),
         })
     }
 
@@ -271,6 +274,15 @@ impl Runtime {
         names.ids.insert(name.into(), id);
         self.n_names.store(id + 1, Ordering::Release);
         Ok(id)
+    }
+
+    /// Tell the frequency controller (if any) that region `id` begins (`B`) or ends (`E`).
+    #[cold]
+    fn switch(&self, ctl: &crate::ctl::Ctl, kind: u8, id: u32) {
+        let name = lock(&self.names).list.get(id as usize).cloned();
+        if let Some(name) = name {
+            ctl.send(kind, &name);
+        }
     }
 
     /// Write a thread's buffered events (and `R` lines for new names) to the file.
@@ -546,6 +558,14 @@ pub(crate) fn begin_id(id: u32) -> i32 {
             b.push(rt, now_ns(), id, 0);
             codes::PP_OK
         })
+        .map(|rc| {
+            if let Some(c) = &rt.ctl {
+                if rc == codes::PP_OK {
+                    rt.switch(c, b'B', id);
+                }
+            }
+            rc
+        })
         .unwrap_or(0)
 }
 
@@ -561,7 +581,7 @@ pub(crate) fn end_id(id: u32) -> i32 {
         .try_with(|l| {
             if l.overflow.get() > 0 {
                 l.overflow.set(l.overflow.get() - 1);
-                return codes::PP_OK;
+                return (codes::PP_OK, false);
             }
             let b = &*l.buf;
             let d = b.depth.load(Ordering::Relaxed);
@@ -582,6 +602,14 @@ pub(crate) fn end_id(id: u32) -> i32 {
                 }
             };
             b.push(rt, t_ns, id, 1);
+            (rc, rc == codes::PP_OK || rc == codes::PP_ENEST)
+        })
+        .map(|(rc, was_open)| {
+            if let Some(c) = &rt.ctl {
+                if was_open {
+                    rt.switch(c, b'E', id);
+                }
+            }
             rc
         })
         .unwrap_or(0)

@@ -1,11 +1,13 @@
-//! `powerperf apply`: run a command under a plan's static setting and restore every
-//! changed setting afterwards; `powerperf apply --restore` replays a left-over record.
+//! `powerperf apply`: run a command under a plan's static setting, or (a job plan with
+//! different settings per region) switch at the region boundaries the command's
+//! powerperf-rt reports over the controller socket; restore every changed setting
+//! afterwards. `powerperf apply --restore` replays a left-over record.
 
-use crate::dvfs::apply::{self, ApplyRequest, SignalForwarder};
+use crate::dvfs::apply::{self, ApplyRequest, RegionSettings, SignalForwarder};
 use crate::dvfs::controller::{
     ControllerError, CpufreqController, FrequencyController, NvmlLockedClocks,
 };
-use crate::dvfs::plan_file::{DeviceKind, Plan, PlanRegion};
+use crate::dvfs::plan_file::{DeviceKind, Plan, PlanRegion, Scope};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -63,7 +65,7 @@ fn select<'a>(plan: &'a Plan, name: Option<&str>, path: &Path) -> Result<&'a Pla
         return Ok(first);
     }
     anyhow::bail!(
-        "{} has {} regions with different settings ({}); name the one to apply with --workload NAME (switching settings at region boundaries inside one run is not built)",
+        "{} has {} workloads with different settings ({}); name the one to apply with --workload NAME (switching at region boundaries needs a plan with scope = \"job\")",
         path.display(),
         plan.regions.len(),
         names()
@@ -105,6 +107,9 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     }
     let plan_path = args.plan.clone().context("--plan PLAN is required")?;
     let plan = Plan::read(&plan_path)?;
+    if let Some(settings) = region_settings(&plan, args.workload.as_deref()) {
+        return run_regions(&args, &plan, &plan_path, settings, restore_file);
+    }
     let region = select(&plan, args.workload.as_deref(), &plan_path)?;
 
     let mut core_mhz = None;
@@ -215,4 +220,139 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
         }
         None => apply::run_child(&req.command, &req.env, &sig),
     }
+}
+
+/// Whether the CPU core frequency knob of `plan` is `knob` (a CPU device or no device).
+fn is_cpu_core(plan: &Plan, knob: &str) -> bool {
+    knob == "core_freq_mhz"
+        && plan
+            .device_of(knob)
+            .is_none_or(|d| d.kind == DeviceKind::Cpu)
+}
+
+/// The per-region CPU settings of a job plan whose regions differ, `None` for a static
+/// plan (a per-workload plan, `--workload` given, or one setting for every region).
+fn region_settings(plan: &Plan, workload: Option<&str>) -> Option<Vec<(String, f64)>> {
+    if workload.is_some() || plan.plan.scope != Scope::Job {
+        return None;
+    }
+    let list: Vec<(String, f64)> = plan
+        .regions
+        .iter()
+        .filter_map(|r| {
+            r.setting
+                .iter()
+                .find(|(k, _)| is_cpu_core(plan, k))
+                .map(|(_, v)| (r.name.clone(), *v))
+        })
+        .collect();
+    let first = list.first()?.1;
+    list.iter().any(|(_, v)| *v != first).then_some(list)
+}
+
+/// `powerperf apply` with region-triggered switching.
+fn run_regions(
+    args: &ApplyArgs,
+    plan: &Plan,
+    plan_path: &Path,
+    list: Vec<(String, f64)>,
+    restore_file: PathBuf,
+) -> Result<i32> {
+    let mut env = Vec::new();
+    let threads: Vec<f64> = plan
+        .regions
+        .iter()
+        .filter_map(|r| r.setting.get("threads").copied())
+        .collect();
+    if let Some(t) = threads.first() {
+        if threads.iter().all(|x| x == t) {
+            env.push((
+                "OMP_NUM_THREADS".to_string(),
+                format!("{}", t.round() as u64),
+            ));
+        } else {
+            eprintln!("powerperf: the regions ask for different thread counts; the thread count cannot change inside a run, OMP_NUM_THREADS is left as it is");
+        }
+    }
+    if plan.regions.iter().any(|r| {
+        r.setting
+            .keys()
+            .any(|k| k != "threads" && !is_cpu_core(plan, k))
+    }) {
+        eprintln!("powerperf: only the CPU core frequency is switched per region; GPU and other knobs in the plan are left unchanged");
+    }
+    let ctl = match CpufreqController::open(&args.sysfs_root) {
+        Ok(c) => Some(c),
+        Err(e @ ControllerError::NoCpufreq { .. }) if args.dry_run => {
+            eprintln!("powerperf: dry-run: {e}");
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let default_mhz = plan
+        .device_of("core_freq_mhz")
+        .and_then(|d| d.default.get("core_freq_mhz").copied())
+        .or_else(|| ctl.as_ref().and_then(|c| c.range().ok()).map(|r| r.max_mhz))
+        .context("the plan has no default core_freq_mhz and the CPU range is unknown")?;
+    let settings = RegionSettings {
+        regions: list.iter().cloned().collect(),
+        default_mhz,
+    };
+    eprintln!(
+        "powerperf: switching at region boundaries from {}: default {default_mhz} MHz; {}",
+        plan_path.display(),
+        list.iter()
+            .map(|(n, v)| format!("{n} = {v} MHz"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let sig = SignalForwarder::install()?;
+    if args.dry_run {
+        if let Some(c) = &ctl {
+            for (n, v) in std::iter::once(("(default)".to_string(), default_mhz)).chain(list) {
+                match c.plan_set(v) {
+                    Ok(w) => eprintln!(
+                        "powerperf: dry-run: {n}: would write {}",
+                        w.iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                    Err(e) => eprintln!("powerperf: dry-run: {n}: would be refused: {e}"),
+                }
+            }
+        }
+        eprintln!("powerperf: dry-run: the command runs without the controller socket");
+        if args.command.is_empty() {
+            return Ok(0);
+        }
+        return apply::run_child(&args.command, &env, &sig);
+    }
+    if args.command.is_empty() {
+        anyhow::bail!(
+            "no command given: write it after `--`, e.g. `powerperf apply --plan {} -- ./app`",
+            plan_path.display()
+        );
+    }
+    let mut ctl = ctl.context("no cpufreq controller")?;
+    let req = ApplyRequest {
+        core_freq_mhz: Some(default_mhz),
+        env,
+        command: args.command.clone(),
+        restore_file,
+        log_file: args.log.clone().unwrap_or_else(apply::default_log_path),
+        sysfs_root: args.sysfs_root.clone(),
+    };
+    eprintln!("powerperf: {}", ctl.describe());
+    let st = apply::apply_regions(
+        &mut ctl as &mut dyn FrequencyController,
+        &req,
+        &settings,
+        &sig,
+    )?;
+    eprintln!(
+        "powerperf: original settings restored; switches logged in {}",
+        req.log_file.display()
+    );
+    Ok(st)
 }

@@ -146,6 +146,24 @@ impl SwitchLog {
         }
     }
 
+    /// Log one line that is not a file write: a region event (`region`), a refused
+    /// switch (`refuse`), a refused connection (`deny`).
+    pub fn note(&mut self, action: &str, what: &str, old: &str, new: &str) {
+        if let Some(f) = &mut self.file {
+            let clean = |x: &str| x.replace(['\t', '\n'], " ");
+            let _ = writeln!(
+                f,
+                "{}\t{}\t{action}\t{}\t{}\t{}",
+                monotonic_ns(),
+                std::process::id(),
+                clean(what),
+                clean(old),
+                clean(new)
+            );
+            let _ = f.flush();
+        }
+    }
+
     /// Path of the log.
     pub fn path(&self) -> &Path {
         &self.path
@@ -220,6 +238,11 @@ impl<'a> Session<'a> {
         let w = self.ctl.set(mhz)?;
         self.log.log("set", &w);
         Ok(())
+    }
+
+    /// Log a line that is not a file write (see [`SwitchLog::note`]).
+    pub fn note(&mut self, action: &str, what: &str, old: &str, new: &str) {
+        self.log.note(action, what, old, new);
     }
 
     /// Put the snapshot back, log it and remove the record.
@@ -403,6 +426,400 @@ pub fn apply_with(
     Ok(status)
 }
 
+/// Environment variable through which the command's powerperf-rt finds the controller.
+pub const ENV_CTL_SOCKET: &str = "POWERPERF_CTL_SOCKET";
+/// Environment variable naming the run directory of powerperf-rt.
+pub const ENV_RUN_DIR: &str = "POWERPERF_RUN_DIR";
+
+/// Per-region settings for region-triggered switching (`core_freq_mhz`, MHz).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionSettings {
+    /// The setting of each planned region, by region name.
+    pub regions: std::collections::BTreeMap<String, f64>,
+    /// The setting outside every planned region (the plan's default); set at start.
+    pub default_mhz: f64,
+}
+
+/// The controller's socket in a private directory (mode 0700), removed when dropped.
+pub struct ControlSocket {
+    dir: PathBuf,
+    path: PathBuf,
+    listener: Option<std::os::unix::net::UnixListener>,
+}
+
+impl ControlSocket {
+    /// Create `<base>/powerperf-ctl-<pid>-<n>/ctl.sock` (0700 directory). Falls back to
+    /// `$XDG_RUNTIME_DIR`, then `/tmp`, when the path would be too long for a socket.
+    ///
+    /// # Errors
+    /// No directory could be created or the socket cannot be bound.
+    pub fn create(base: &Path) -> Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut bases = vec![base.to_path_buf()];
+        if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+            bases.push(PathBuf::from(x));
+        }
+        bases.push(PathBuf::from("/tmp"));
+        let mut last_err = None;
+        for b in bases {
+            for n in 0..100u32 {
+                let dir = b.join(format!("powerperf-ctl-{}-{n}", std::process::id()));
+                let path = dir.join("ctl.sock");
+                if path.as_os_str().len() >= 100 {
+                    break;
+                }
+                match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => {
+                        last_err = Some(format!("{}: {e}", dir.display()));
+                        break;
+                    }
+                }
+                return match std::os::unix::net::UnixListener::bind(&path) {
+                    Ok(l) => Ok(ControlSocket {
+                        dir,
+                        path,
+                        listener: Some(l),
+                    }),
+                    Err(e) => {
+                        let _ = std::fs::remove_dir(&dir);
+                        Err(anyhow::anyhow!(
+                            "cannot create the controller socket {}: {e}",
+                            path.display()
+                        ))
+                    }
+                };
+            }
+        }
+        anyhow::bail!(
+            "cannot create a private directory for the controller socket ({})",
+            last_err.unwrap_or_else(|| "every path was too long for a Unix socket".into())
+        )
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The private directory holding the socket.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        self.listener = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The credentials of the peer of a Unix socket (SO_PEERCRED): pid, uid.
+///
+/// # Errors
+/// getsockopt fails.
+pub fn peer_credentials(s: &std::os::unix::net::UnixStream) -> std::io::Result<(i32, u32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((cred.pid, cred.uid))
+}
+
+/// The parent pid of `pid` from `/proc/<pid>/stat` (the field after the `(comm)`).
+pub fn parent_pid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `pid` is `root` or one of its descendants (walking the parent pids).
+pub fn is_descendant(pid: i32, root: i32) -> bool {
+    let mut p = pid;
+    for _ in 0..4096 {
+        if p == root {
+            return true;
+        }
+        if p <= 1 {
+            return false;
+        }
+        match parent_pid(p) {
+            Some(q) => p = q,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// What a connection handler asks the thread that owns the session.
+enum CtlEvent {
+    /// A region event: `what` (`B name`, `E name`, `close`) and the setting to switch to
+    /// (`None`: keep the current one). The handler waits for the ack byte on `reply`.
+    Switch {
+        what: String,
+        target: Option<f64>,
+        reply: std::sync::mpsc::Sender<u8>,
+    },
+    /// A connection refused by the credential check.
+    Denied(String),
+    /// The command ended.
+    Exited(std::io::Result<std::process::ExitStatus>),
+}
+
+/// Undo the `\\`, `\t`, `\n`, `\r` escapes of a region name.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// Serve one connection: check the peer, then turn `B`/`E` lines into switch requests.
+/// The stack of open regions is per connection (per thread of the command).
+fn serve_connection(
+    conn: std::os::unix::net::UnixStream,
+    tx: std::sync::mpsc::Sender<CtlEvent>,
+    plan: &RegionSettings,
+    job_pid: i32,
+    job_uid: u32,
+) {
+    use std::io::BufRead;
+    match peer_credentials(&conn) {
+        Ok((pid, uid)) if uid == job_uid && is_descendant(pid, job_pid) => {}
+        Ok((pid, uid)) => {
+            let _ = tx.send(CtlEvent::Denied(format!(
+                "pid {pid} uid {uid}: not the command (pid {job_pid}) or its descendant with uid {job_uid}"
+            )));
+            return;
+        }
+        Err(e) => {
+            let _ = tx.send(CtlEvent::Denied(format!("no peer credentials: {e}")));
+            return;
+        }
+    }
+    let Ok(mut w) = conn.try_clone() else { return };
+    let mut stack: Vec<(String, Option<f64>)> = Vec::new();
+    let effective = |st: &[(String, Option<f64>)]| {
+        st.iter()
+            .rev()
+            .find_map(|(_, m)| *m)
+            .unwrap_or(plan.default_mhz)
+    };
+    let ask = |what: String, target: Option<f64>| -> Option<u8> {
+        let (rtx, rrx) = std::sync::mpsc::channel();
+        tx.send(CtlEvent::Switch {
+            what,
+            target,
+            reply: rtx,
+        })
+        .ok()?;
+        rrx.recv().ok()
+    };
+    for line in std::io::BufReader::new(conn).lines() {
+        let Ok(line) = line else { break };
+        let (kind, name) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        let name = unescape(name);
+        let target = match kind {
+            "B" => {
+                let m = plan.regions.get(&name).copied();
+                stack.push((name, m));
+                m
+            }
+            "E" => match stack.iter().rposition(|(n, _)| *n == name) {
+                Some(pos) => {
+                    let had = stack[pos..].iter().any(|(_, m)| m.is_some());
+                    stack.truncate(pos);
+                    had.then(|| effective(&stack))
+                }
+                None => None,
+            },
+            _ => break,
+        };
+        let Some(ack) = ask(line.clone(), target) else {
+            break;
+        };
+        if std::io::Write::write_all(&mut w, &[ack]).is_err() {
+            break;
+        }
+    }
+    // the thread or process ended inside planned regions: back to the default
+    if stack.iter().any(|(_, m)| m.is_some()) {
+        let _ = ask("close".into(), Some(plan.default_mhz));
+    }
+}
+
+/// Set the plan's default, run the command with the controller socket, switch at region
+/// boundaries as the command's powerperf-rt reports them, restore. Returns the command's
+/// shell status.
+///
+/// Every region setting outside the controller's range is refused when asked for (logged
+/// as `refuse`, the command goes on); the default must be allowed (checked, with the
+/// privileges, before anything is changed).
+///
+/// # Errors
+/// As [`apply_with`], and a socket that cannot be created.
+pub fn apply_regions(
+    ctl: &mut dyn FrequencyController,
+    req: &ApplyRequest,
+    plan: &RegionSettings,
+    sig: &SignalForwarder,
+) -> Result<i32> {
+    use std::sync::mpsc;
+    let writes = ctl.plan_set(plan.default_mhz)?;
+    ctl.check_access(&writes)?;
+    let range = ctl.range()?;
+    for (name, mhz) in &plan.regions {
+        if !range.allows(*mhz) {
+            eprintln!(
+                "powerperf: region `{name}`: {mhz} MHz is outside what this CPU allows ({}); it will be refused and the region runs at the enclosing setting",
+                range.describe()
+            );
+        }
+    }
+    let base = req
+        .log_file
+        .parent()
+        .filter(|p| p.is_dir())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let mut sock = ControlSocket::create(&base)?;
+    let listener = sock.listener.take().context("socket already in use")?;
+    let mut session = Session::begin(
+        ctl,
+        &req.restore_file,
+        &req.log_file,
+        &req.sysfs_root,
+        &req.command,
+    )?;
+    session.set(plan.default_mhz)?;
+    let mut current = plan.default_mhz;
+    let caught = sig.caught();
+    if caught != 0 {
+        eprintln!("powerperf: caught signal {caught} before the command started; restoring");
+        session.restore()?;
+        return Ok(128 + caught);
+    }
+    let (prog, args) = req
+        .command
+        .split_first()
+        .context("no command given after `--`")?;
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(args);
+    for (k, v) in &req.env {
+        cmd.env(k, v);
+    }
+    cmd.env(ENV_CTL_SOCKET, sock.path());
+    if std::env::var_os(ENV_RUN_DIR).is_none() && !req.env.iter().any(|(k, _)| k == ENV_RUN_DIR) {
+        cmd.env(ENV_RUN_DIR, sock.dir());
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start `{prog}`"))?;
+    let job_pid = child.id() as i32;
+    sig.set_child(job_pid);
+    // SAFETY: getuid has no preconditions.
+    let job_uid = unsafe { libc::getuid() };
+    let (tx, rx) = mpsc::channel::<CtlEvent>();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waiter = {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(CtlEvent::Exited(child.wait()));
+        })
+    };
+    let acceptor = {
+        let (tx, stop, plan) = (tx.clone(), stop.clone(), Arc::new(plan.clone()));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (tx, plan) = (tx.clone(), plan.clone());
+                std::thread::spawn(move || serve_connection(conn, tx, &plan, job_pid, job_uid));
+            }
+        })
+    };
+    drop(tx);
+    let status = loop {
+        let Ok(ev) = rx.recv() else {
+            anyhow::bail!("the command's waiter ended without a status");
+        };
+        match ev {
+            CtlEvent::Exited(st) => break st.context("waiting for the command")?,
+            CtlEvent::Denied(who) => {
+                eprintln!("powerperf: refused a controller connection from {who}");
+                session.note("deny", &who, "", "");
+            }
+            CtlEvent::Switch {
+                what,
+                target,
+                reply,
+            } => {
+                let mut ack = b'K';
+                if let Some(m) = target {
+                    if m != current {
+                        session.note("region", &what, &format!("{current}"), &format!("{m}"));
+                        match session.set(m) {
+                            Ok(()) => current = m,
+                            Err(e) => {
+                                eprintln!("powerperf: `{what}`: switch refused: {e:#}");
+                                session.note(
+                                    "refuse",
+                                    &what,
+                                    &format!("{current}"),
+                                    &format!("{m}"),
+                                );
+                                ack = b'N';
+                            }
+                        }
+                    }
+                }
+                let _ = reply.send(ack);
+            }
+        }
+    };
+    sig.clear_child();
+    stop.store(true, Ordering::SeqCst);
+    let _ = std::os::unix::net::UnixStream::connect(sock.path());
+    let _ = acceptor.join();
+    let _ = waiter.join();
+    drop(rx);
+    session.restore()?;
+    drop(sock);
+    Ok(shell_status(status))
+}
+
 /// Replay a restore record: put back every saved value through a cpufreq controller on
 /// the record's root (or `root` when given). Returns the writes done; `Ok(None)` when
 /// there is no record.
@@ -486,5 +903,167 @@ mod tests {
         .unwrap_err();
         assert!(format!("{e:#}").contains("cannot start"), "{e:#}");
         assert_eq!(*log.lock().unwrap().last().unwrap(), "restore 2000");
+    }
+
+    fn region_plan() -> RegionSettings {
+        RegionSettings {
+            regions: [("a", 1000.0), ("b", 1500.0), ("bad", 1234.0)]
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect(),
+            default_mhz: 2000.0,
+        }
+    }
+
+    fn region_req(d: &Path, command: Vec<String>) -> ApplyRequest {
+        ApplyRequest {
+            core_freq_mhz: Some(2000.0),
+            env: vec![],
+            command,
+            restore_file: d.join("r.toml"),
+            log_file: d.join("s.log"),
+            sysfs_root: d.to_path_buf(),
+        }
+    }
+
+    #[test]
+    fn region_switches_follow_the_stack_and_out_of_range_is_refused() {
+        if std::process::Command::new("python3")
+            .arg("-c")
+            .arg("pass")
+            .status()
+            .map(|s| !s.success())
+            .unwrap_or(true)
+        {
+            eprintln!("skipped: region_switches_follow_the_stack: python3 is not installed");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let acks = d.path().join("acks");
+        let client = format!(
+            r#"
+import os, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["POWERPERF_CTL_SOCKET"])
+assert os.path.isdir(os.environ["POWERPERF_RUN_DIR"])
+out = []
+for m in ["B a", "B other", "B b", "E b", "E other", "B bad", "E bad", "E a", "B b"]:
+    s.sendall((m + "\n").encode())
+    out.append(s.recv(1).decode())
+open("{}", "w").write("".join(out))
+"#,
+            acks.display()
+        );
+        let mut f = FakeController::new(&[1000.0, 1500.0, 2000.0]);
+        let log = f.log.clone();
+        let sig = SignalForwarder::install().unwrap();
+        let req = region_req(d.path(), vec!["python3".into(), "-c".into(), client]);
+        let st = apply_regions(&mut f, &req, &region_plan(), &sig).unwrap();
+        assert_eq!(st, 0);
+        assert_eq!(std::fs::read_to_string(&acks).unwrap(), "KKKKKNKKK");
+        // the connection ended inside `b`: back to the default, then the restore
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "set 2000",
+                "set 1000",
+                "set 1500",
+                "set 1000",
+                "set 2000",
+                "set 1500",
+                "set 2000",
+                "restore 2000"
+            ]
+        );
+        assert!(!req.restore_file.exists());
+        let text = std::fs::read_to_string(&req.log_file).unwrap();
+        let actions: Vec<String> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let c: Vec<&str> = l.split('\t').collect();
+                format!("{} {}", c[2], if c[2] == "set" { c[5] } else { c[3] })
+            })
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "set 2000",
+                "region B a",
+                "set 1000",
+                "region B b",
+                "set 1500",
+                "region E b",
+                "set 1000",
+                "region B bad",
+                "refuse B bad",
+                "region E a",
+                "set 2000",
+                "region B b",
+                "set 1500",
+                "region close",
+                "set 2000",
+                "restore fake/freq_mhz"
+            ],
+            "{text}"
+        );
+        // the private socket directory is gone
+        assert!(std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("powerperf-ctl")));
+    }
+
+    #[test]
+    fn a_connection_from_outside_the_command_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let mut f = FakeController::new(&[1000.0, 1500.0, 2000.0]);
+        let log = f.log.clone();
+        let sig = SignalForwarder::install().unwrap();
+        let req = region_req(d.path(), vec!["sleep".into(), "1".into()]);
+        let sock = d
+            .path()
+            .join(format!("powerperf-ctl-{}-0/ctl.sock", std::process::id()));
+        let intruder = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            for _ in 0..200 {
+                if let Ok(mut s) = std::os::unix::net::UnixStream::connect(&sock) {
+                    s.write_all(b"B a\n").unwrap();
+                    let mut buf = Vec::new();
+                    // refused: closed without an acknowledgement
+                    let _ = s.read_to_end(&mut buf);
+                    return Some(buf);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            None
+        });
+        assert_eq!(
+            apply_regions(&mut f, &req, &region_plan(), &sig).unwrap(),
+            0
+        );
+        assert_eq!(intruder.join().unwrap(), Some(vec![]));
+        assert_eq!(*log.lock().unwrap(), ["set 2000", "restore 2000"]);
+        let text = std::fs::read_to_string(&req.log_file).unwrap();
+        assert!(
+            text.contains(&format!("\tdeny\tpid {} uid", std::process::id())),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn descendants_are_found_through_proc() {
+        let me = std::process::id() as i32;
+        let mut c = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = c.id() as i32;
+        assert_eq!(parent_pid(pid), Some(me));
+        assert!(is_descendant(pid, me));
+        assert!(!is_descendant(me, pid));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert_eq!(unescape("a\\tb\\\\c\\n"), "a\tb\\c\n");
     }
 }
