@@ -528,116 +528,141 @@ fn sort_key(v: f64) -> u64 {
     }
 }
 
-/// Reusable buffers of [`average_ranks`].
+/// Reusable buffers of the rank sort.
 #[derive(Default)]
 struct RankScratch {
-    keys: Vec<u64>,
-    idx: Vec<u32>,
-    keys2: Vec<u64>,
-    idx2: Vec<u32>,
+    /// `(sort key, row)` pairs, bucketed then sorted.
+    pairs: Vec<(u64, u32)>,
+    counts: Vec<usize>,
 }
 
-/// 1-based ranks of `values` (finite) into `out`, tied values getting the average of their
-/// ranks (statrs `RankTieBreaker::Average`, scipy `rankdata(method="average")`). The sort is
-/// an LSD radix sort of the order-preserving keys (six 11-bit digits, digits on which all
-/// keys agree skipped): O(n), no allocation once `scratch` has grown to `n`.
-fn average_ranks(
-    values: impl Iterator<Item = f64>,
-    n: usize,
-    s: &mut RankScratch,
-    out: &mut [f64],
-) {
-    const BITS: usize = 11;
-    const PASSES: usize = 6;
-    const BUCKETS: usize = 1 << BITS;
-    s.keys.clear();
-    s.keys.extend(values.map(sort_key));
-    debug_assert_eq!(s.keys.len(), n);
-    s.idx.clear();
-    s.idx.extend(0..n as u32);
-    s.keys2.resize(n, 0);
-    s.idx2.resize(n, 0);
-    let mut hist = vec![[0usize; BUCKETS]; PASSES];
-    for &k in &s.keys {
-        for (p, h) in hist.iter_mut().enumerate() {
-            h[((k >> (p * BITS)) as usize) & (BUCKETS - 1)] += 1;
+/// Buckets of the first, value-range pass of [`sort_by_value`].
+const RANK_BUCKETS: usize = 1 << 14;
+
+/// `(sort_key(v), row)` of every value, ascending by value, in `s.pairs`. One pass splits
+/// the values into [`RANK_BUCKETS`] equal-width value ranges between their minimum and
+/// maximum (`⌊(v − min)·B/(max − min)⌋` is non-decreasing in `v`, so the buckets are in value
+/// order and equal values share one); each bucket is then sorted exactly by key (pdqsort,
+/// insertion sort for short ones). O(n) passes plus O(n log(n/B)) comparisons for evenly
+/// spread values; O(n log n) at worst (all values in one bucket). No allocation once the
+/// scratch buffers have grown to `n`.
+fn sort_by_value(values: &[f64], s: &mut RankScratch) {
+    let n = values.len();
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &v in values {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    let mut scale = RANK_BUCKETS as f64 / (hi - lo);
+    if !scale.is_finite() {
+        scale = 0.0;
+    }
+    let bucket = |v: f64| (((v - lo) * scale) as usize).min(RANK_BUCKETS - 1);
+    s.counts.clear();
+    s.counts.resize(RANK_BUCKETS + 1, 0);
+    for &v in values {
+        s.counts[bucket(v) + 1] += 1;
+    }
+    for b in 0..RANK_BUCKETS {
+        s.counts[b + 1] += s.counts[b];
+    }
+    s.pairs.clear();
+    s.pairs.resize(n, (0, 0));
+    let mut pos = s.counts[..RANK_BUCKETS].to_vec();
+    for (i, &v) in values.iter().enumerate() {
+        let b = bucket(v);
+        s.pairs[pos[b]] = (sort_key(v), i as u32);
+        pos[b] += 1;
+    }
+    for b in 0..RANK_BUCKETS {
+        let (a, e) = (s.counts[b], s.counts[b + 1]);
+        if e - a > 1 {
+            s.pairs[a..e].sort_unstable_by_key(|p| p.0);
         }
     }
-    for (p, h) in hist.iter_mut().enumerate() {
-        if h.iter().any(|&c| c == n) {
-            continue;
-        }
-        let mut total = 0;
-        for c in h.iter_mut() {
-            let t = *c;
-            *c = total;
-            total += t;
-        }
-        let shift = p * BITS;
-        for (&k, &i) in s.keys.iter().zip(&s.idx) {
-            let d = ((k >> shift) as usize) & (BUCKETS - 1);
-            s.keys2[h[d]] = k;
-            s.idx2[h[d]] = i;
-            h[d] += 1;
-        }
-        std::mem::swap(&mut s.keys, &mut s.keys2);
-        std::mem::swap(&mut s.idx, &mut s.idx2);
-    }
+}
+
+/// Calls `f(row, rank)` for every row of the sorted `pairs`, the rank 1-based and tied values
+/// getting the average of their ranks (statrs `RankTieBreaker::Average`, scipy
+/// `rankdata(method="average")`).
+fn for_each_average_rank(pairs: &[(u64, u32)], mut f: impl FnMut(usize, f64)) {
+    let n = pairs.len();
     let mut a = 0;
     while a < n {
         let mut b = a + 1;
-        while b < n && s.keys[b] == s.keys[a] {
+        while b < n && pairs[b].0 == pairs[a].0 {
             b += 1;
         }
         let r = (a + b + 1) as f64 / 2.0;
-        for &i in &s.idx[a..b] {
-            out[i as usize] = r;
+        for p in &pairs[a..b] {
+            f(p.1 as usize, r);
         }
         a = b;
     }
 }
 
-/// Pearson correlation of two rank vectors of length `n` (mean `(n+1)/2` each); `syy` is
-/// `Σ(ry − (n+1)/2)²`. `None` when either is constant.
-fn rank_pearson(rx: &[f64], ry: &[f64], syy: f64) -> Option<f64> {
-    let m = (rx.len() as f64 + 1.0) / 2.0;
-    let (mut sxy, mut sxx) = (0.0, 0.0);
-    for (&a, &b) in rx.iter().zip(ry) {
-        let dx = a - m;
-        sxy += dx * (b - m);
-        sxx += dx * dx;
-    }
-    if sxx <= 0.0 || syy <= 0.0 {
-        return None;
-    }
-    Some(sxy / (sxx * syy).sqrt())
-}
+/// Columns read together by one sweep over row blocks (eight f64 share a cache line of a
+/// row-major matrix).
+const RANK_GROUP: usize = 8;
 
-/// Spearman ρ of each column `cols` of `x` with `y` (all finite), the columns split over the
-/// available cores. Equals [`super::features::spearman`] on the same pairs.
+/// Spearman ρ of each column `cols` of `x` with `y` (all finite), groups of columns split
+/// over the available cores. Equals [`super::features::spearman`] on the same pairs: ρ is
+/// the Pearson correlation of the average ranks (mean `(n+1)/2` each).
 fn spearman_columns(x: ArrayView2<f64>, y: ArrayView1<f64>, cols: &[usize]) -> Vec<Option<f64>> {
     let n = y.len();
-    if n < 2 {
+    if n < 2 || cols.is_empty() {
         return vec![None; cols.len()];
     }
-    let mut s = RankScratch::default();
-    let mut ry = vec![0.0; n];
-    average_ranks(y.iter().copied(), n, &mut s, &mut ry);
+    assert!(n <= u32::MAX as usize, "at most 2³² − 1 rows");
     let m = (n as f64 + 1.0) / 2.0;
-    let syy: f64 = ry.iter().map(|r| (r - m) * (r - m)).sum();
-    let workers = worker_count(n).min(cols.len().max(1));
-    let ry = &ry;
-    let mut out = vec![None; cols.len()];
-    let results: Vec<Vec<(usize, Option<f64>)>> = std::thread::scope(|sc| {
+    let mut s = RankScratch::default();
+    let yv: Vec<f64> = y.iter().copied().collect();
+    sort_by_value(&yv, &mut s);
+    drop(yv);
+    // Centred ranks of y.
+    let mut ry = vec![0.0; n];
+    for_each_average_rank(&s.pairs, |i, r| ry[i] = r - m);
+    let syy: f64 = ry.iter().map(|r| r * r).sum();
+    let groups: Vec<&[usize]> = cols.chunks(RANK_GROUP).collect();
+    let workers = worker_count(n).min(groups.len());
+    let (ry, groups) = (&ry, &groups);
+    let results: Vec<Vec<Option<f64>>> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..workers)
             .map(|t| {
                 sc.spawn(move || {
                     let mut s = RankScratch::default();
+                    let mut vals: Vec<Vec<f64>> = vec![vec![0.0; n]; RANK_GROUP];
                     let mut rx = vec![0.0; n];
-                    let mut res = Vec::new();
-                    for (c, &j) in cols.iter().enumerate().skip(t).step_by(workers) {
-                        average_ranks(x.column(j).iter().copied(), n, &mut s, &mut rx);
-                        res.push((c, rank_pearson(&rx, ry, syy)));
+                    let mut res = vec![None; cols.len()];
+                    for (g, group) in groups.iter().enumerate().skip(t).step_by(workers) {
+                        let mut b = 0;
+                        while b < n {
+                            let e = (b + BLOCK_ROWS).min(n);
+                            for (c, &j) in group.iter().enumerate() {
+                                for (d, &v) in
+                                    vals[c][b..e].iter_mut().zip(x.slice(s![b..e, j]).iter())
+                                {
+                                    *d = v;
+                                }
+                            }
+                            b = e;
+                        }
+                        for c in 0..group.len() {
+                            sort_by_value(&vals[c], &mut s);
+                            // Scatter the centred ranks (random writes do not stall like
+                            // random reads of `ry` would), then two sequential sums.
+                            for_each_average_rank(&s.pairs, |i, r| rx[i] = r - m);
+                            let (mut sxy, mut sxx) = (0.0, 0.0);
+                            for (&a, &b) in rx.iter().zip(ry.iter()) {
+                                sxy += a * b;
+                                sxx += a * a;
+                            }
+                            res[g * RANK_GROUP + c] = if sxx <= 0.0 || syy <= 0.0 {
+                                None
+                            } else {
+                                Some(sxy / (sxx * syy).sqrt())
+                            };
+                        }
                     }
                     res
                 })
@@ -647,8 +672,13 @@ fn spearman_columns(x: ArrayView2<f64>, y: ArrayView1<f64>, cols: &[usize]) -> V
             .map(|h| h.join().expect("spearman worker panicked"))
             .collect()
     });
-    for (c, r) in results.into_iter().flatten() {
-        out[c] = r;
+    let mut out = vec![None; cols.len()];
+    for res in results {
+        for (o, r) in out.iter_mut().zip(res) {
+            if r.is_some() {
+                *o = r;
+            }
+        }
     }
     out
 }
@@ -707,7 +737,8 @@ impl SpcaFit {
 /// `max_features`); final least squares (linfa-linear) on them.
 ///
 /// Cost: two passes over `x` (column sums; centred cross-products `XᵀX` by blocks) and one
-/// O(n) radix-sort rank per kept column, on all cores; every later step works on the
+/// rank sort per kept column (value-range buckets, then exact sorts within them, see
+/// [`sort_by_value`]), on all cores; every later step works on the
 /// `(k+1)×(k+1)` cross-products (linfa sees a `2p × p` matrix with the same means and
 /// cross-products as the data, see [`sketch`]), so it does not depend on `n`.
 ///
@@ -1311,7 +1342,7 @@ mod tests {
     }
 
     #[test]
-    fn radix_ranks_match_statrs_spearman_with_ties_and_signed_zeros() {
+    fn ranks_match_statrs_spearman_with_ties_and_signed_zeros() {
         let mut seed = 7;
         let n = 500;
         let mut x = Array2::<f64>::zeros((n, 4));
