@@ -124,7 +124,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         anyhow::bail!(
             "model {} does not know workload `{workload}`; it knows: {} (fix: --workload NAME)",
             args.model.display(),
-            model.workloads().join(", ")
+            crate::models::name_list(&model.workloads())
         );
     }
     let lists: Vec<(String, Vec<f64>)> = args

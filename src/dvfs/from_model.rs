@@ -92,7 +92,7 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
         if !known.contains(w) {
             anyhow::bail!(
                 "the model does not know workload `{w}`; it knows: {}",
-                known.join(", ")
+                crate::models::name_list(&known)
             );
         }
     }

@@ -33,7 +33,7 @@ pub enum ModelError {
     #[error("model `{model}`: fit failed: {what}")]
     Fit { model: String, what: String },
     /// A model file could not be read or written.
-    #[error("model file {}: {source}", path.display())]
+    #[error("model file {}", path.display())]
     Io {
         path: PathBuf,
         #[source]

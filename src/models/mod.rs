@@ -303,6 +303,13 @@ impl ModelFile {
             path: path.into(),
             source: e,
         })?;
+        // Like the run and set writers, create the folder the file goes in.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| ModelError::Io {
+                path: path.into(),
+                source: e,
+            })?;
+        }
         std::fs::write(path, text + "\n").map_err(|e| ModelError::Io {
             path: path.into(),
             source: e,
@@ -366,4 +373,15 @@ pub fn load_model(path: &Path) -> Result<Box<dyn Predictor>> {
         );
     }
     Ok(Box::new(m))
+}
+
+/// Names for an error message: the first 12, then how many more (a model can know
+/// hundreds of workloads).
+pub fn name_list(names: &[String]) -> String {
+    const SHOWN: usize = 12;
+    let mut s = names.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        s.push_str(&format!(", … and {} more", names.len() - SHOWN));
+    }
+    s
 }

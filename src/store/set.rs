@@ -517,7 +517,9 @@ pub fn from_runs(dirs: &[PathBuf]) -> Result<TrainingSet> {
 
 /// Make a training set from run directories, one point per run.
 ///
-/// - workload: `workload` when given, else the base name of the run's `[run] command[0]`
+/// - workload: `workload` when given, else the run's `[run] workload` (collect's
+///   `--workload`, which defaults to the command's base name), else the base name of
+///   `[run] command[0]`
 ///   (the run id when the command is empty);
 /// - knobs: `core_freq_mhz`, `mem_freq_mhz`, `threads` from `[knobs]` where the run has
 ///   them (a knob no run has is not a column);
@@ -561,7 +563,7 @@ pub fn from_runs_labelled(
             ));
             continue;
         }
-        let label = match workload {
+        let label = match workload.or(meta.run.workload.as_deref()) {
             Some(w) => w.to_string(),
             None => meta
                 .run
