@@ -9,6 +9,7 @@ outputs is refused: the repository keeps notebooks with cleared outputs.
 """
 
 import argparse
+import re
 import sys
 
 import nbformat
@@ -38,7 +39,8 @@ def main():
         client.execute()
     except (CellExecutionError, CellTimeoutError) as e:
         nbformat.write(nb, a.executed)
-        print(f"{a.notebook}: a cell failed (executed copy: {a.executed})\n{e}", file=sys.stderr)
+        msg = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # the traceback without terminal colours
+        print(f"{a.notebook}: a cell failed (executed copy: {a.executed})\n{msg}", file=sys.stderr)
         return 1
     nbformat.write(nb, a.executed)
     return 0
