@@ -1,7 +1,8 @@
 //! STREAM bandwidth (McCalpin, "Memory Bandwidth and Machine Balance", IEEE TCCA 1995;
 //! `stream.c` v5.10): copy `c = a`, scale `b = s·c`, add `c = a + b`, triad `a = b + s·c`,
 //! bytes counted as STREAM counts them (16, 16, 24, 24 per element: reads plus writes, no
-//! write-allocate traffic). One thread per CPU, each pinned where the OS allows, each
+//! write-allocate traffic); plus `load` (a sum over `a`, 8 bytes per element), the
+//! counterpart of likwid-bench's `load` kernel. One thread per CPU, each pinned where the OS allows, each
 //! first-touching and working on its own contiguous slice, timed between barriers like
 //! STREAM's OpenMP version.
 
@@ -21,21 +22,25 @@ pub enum StreamKernel {
     Scale,
     Add,
     Triad,
+    /// `sum += a[i]` with 8 independent partial sums: reads only.
+    Load,
 }
 
 impl StreamKernel {
-    /// All four, in STREAM's order.
-    pub const ALL: [StreamKernel; 4] = [
+    /// STREAM's four in its order, then `load`.
+    pub const ALL: [StreamKernel; 5] = [
         StreamKernel::Copy,
         StreamKernel::Scale,
         StreamKernel::Add,
         StreamKernel::Triad,
+        StreamKernel::Load,
     ];
     /// Bytes per element as STREAM counts them.
     pub fn bytes_per_elem(self) -> u64 {
         match self {
             StreamKernel::Copy | StreamKernel::Scale => 16,
             StreamKernel::Add | StreamKernel::Triad => 24,
+            StreamKernel::Load => 8,
         }
     }
     /// Lower-case name.
@@ -45,6 +50,7 @@ impl StreamKernel {
             StreamKernel::Scale => "scale",
             StreamKernel::Add => "add",
             StreamKernel::Triad => "triad",
+            StreamKernel::Load => "load",
         }
     }
 }
@@ -75,11 +81,22 @@ fn kernel(k: StreamKernel, a: &mut [f64], b: &mut [f64], c: &mut [f64], s: f64) 
             .iter_mut()
             .zip(b.iter().zip(c.iter()))
             .for_each(|(a, (b, c))| *a = b + s * c),
+        StreamKernel::Load => {
+            let mut acc = [0.0f64; 8];
+            let mut it = a.chunks_exact(8);
+            for ch in &mut it {
+                for (x, y) in acc.iter_mut().zip(ch) {
+                    *x += y;
+                }
+            }
+            let tail: f64 = it.remainder().iter().sum();
+            std::hint::black_box(acc.iter().sum::<f64>() + tail);
+        }
     }
     std::hint::black_box((a, b, c));
 }
 
-/// Run the four kernels `warmup + repeats` times on arrays of `elems` f64 each, split over
+/// Run the five kernels `warmup + repeats` times on arrays of `elems` f64 each, split over
 /// `cpus.len()` threads (thread `i` pinned to `cpus[i]`). Returns one result per kernel.
 pub fn stream(elems: usize, cpus: &[usize], warmup: usize, repeats: usize) -> Vec<StreamResult> {
     let threads = cpus.len().max(1);
@@ -89,48 +106,49 @@ pub fn stream(elems: usize, cpus: &[usize], warmup: usize, repeats: usize) -> Ve
     let mut c: Buffer<f64> = Buffer::zeroed(elems, Pages::Huge);
     let barrier = Barrier::new(threads);
     let rounds = warmup + repeats.max(1);
-    let (times, pinned): (Vec<[f64; 4]>, Vec<bool>) = std::thread::scope(|sc| {
-        let handles: Vec<_> = a
-            .chunks_mut(chunk)
-            .zip(b.chunks_mut(chunk))
-            .zip(c.chunks_mut(chunk))
-            .enumerate()
-            .map(|(t, ((a, b), c))| {
-                let barrier = &barrier;
-                let cpu = cpus.get(t).copied();
-                sc.spawn(move || {
-                    let pinned = cpu.map(|c| pin_current_thread(c).is_ok()).unwrap_or(false);
-                    // First touch by the owner, as STREAM initialises: a=1, b=2, c=0.
-                    a.iter_mut().for_each(|x| *x = 1.0);
-                    b.iter_mut().for_each(|x| *x = 2.0);
-                    c.iter_mut().for_each(|x| *x = 0.0);
-                    let mut times = Vec::with_capacity(rounds);
-                    for _ in 0..rounds {
-                        let mut row = [0.0; 4];
-                        for (i, k) in StreamKernel::ALL.iter().enumerate() {
-                            barrier.wait();
-                            let t0 = Instant::now();
-                            kernel(*k, a, b, c, 3.0);
-                            barrier.wait();
-                            row[i] = t0.elapsed().as_secs_f64();
+    let (times, pinned): (Vec<[f64; StreamKernel::ALL.len()]>, Vec<bool>) =
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = a
+                .chunks_mut(chunk)
+                .zip(b.chunks_mut(chunk))
+                .zip(c.chunks_mut(chunk))
+                .enumerate()
+                .map(|(t, ((a, b), c))| {
+                    let barrier = &barrier;
+                    let cpu = cpus.get(t).copied();
+                    sc.spawn(move || {
+                        let pinned = cpu.map(|c| pin_current_thread(c).is_ok()).unwrap_or(false);
+                        // First touch by the owner, as STREAM initialises: a=1, b=2, c=0.
+                        a.iter_mut().for_each(|x| *x = 1.0);
+                        b.iter_mut().for_each(|x| *x = 2.0);
+                        c.iter_mut().for_each(|x| *x = 0.0);
+                        let mut times = Vec::with_capacity(rounds);
+                        for _ in 0..rounds {
+                            let mut row = [0.0; StreamKernel::ALL.len()];
+                            for (i, k) in StreamKernel::ALL.iter().enumerate() {
+                                barrier.wait();
+                                let t0 = Instant::now();
+                                kernel(*k, a, b, c, 3.0);
+                                barrier.wait();
+                                row[i] = t0.elapsed().as_secs_f64();
+                            }
+                            times.push(row);
                         }
-                        times.push(row);
-                    }
-                    (times, pinned)
+                        (times, pinned)
+                    })
                 })
-            })
-            .collect();
-        let mut all_pinned = true;
-        let mut first = Vec::new();
-        for (i, h) in handles.into_iter().enumerate() {
-            let (t, p) = h.join().unwrap_or_default();
-            all_pinned &= p;
-            if i == 0 {
-                first = t;
+                .collect();
+            let mut all_pinned = true;
+            let mut first = Vec::new();
+            for (i, h) in handles.into_iter().enumerate() {
+                let (t, p) = h.join().unwrap_or_default();
+                all_pinned &= p;
+                if i == 0 {
+                    first = t;
+                }
             }
-        }
-        (first, vec![all_pinned])
-    });
+            (first, vec![all_pinned])
+        });
     let pinned = pinned.iter().all(|&p| p);
     StreamKernel::ALL
         .iter()
@@ -159,7 +177,7 @@ mod tests {
     #[test]
     fn small_stream_runs_on_two_threads() {
         let r = stream(1 << 16, &[0, 0], 1, 2);
-        assert_eq!(r.len(), 4);
+        assert_eq!(r.len(), 5);
         for x in &r {
             assert_eq!(x.threads, 2);
             assert!(x.gb_per_s.median > 0.0, "{x:?}");
