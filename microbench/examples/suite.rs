@@ -31,7 +31,13 @@ fn main() {
             }
         }
         Err(e) => {
-            eprintln!("Error: {e}");
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            eprintln!("Error: {msg}");
             std::process::exit(1);
         }
     }

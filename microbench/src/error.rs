@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum MicrobenchError {
     /// A sysfs file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         #[source]
@@ -26,7 +26,7 @@ pub enum MicrobenchError {
     #[error("unavailable: {0}")]
     Unavailable(String),
     /// Writing an output file failed.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         path: PathBuf,
         #[source]

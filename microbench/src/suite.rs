@@ -427,8 +427,8 @@ fn single_threaded(
         })
         .collect();
     // A level whose sysfs-chosen working set already runs at DRAM latency (a VM whose
-    // host partitions the shared L3, or a neighbour thrashing it) is measured again at the
-    // largest curve size that still runs below half the DRAM latency, and says so.
+    // host partitions the shared L3, or a neighbour thrashing it) is measured again inside
+    // the part of the curve that still runs below half the DRAM latency, and says so.
     let dram = *plateaus.last().unwrap_or(&f64::NAN);
     for i in 1..caches.len() {
         if plateaus[i] < 0.7 * dram {
@@ -441,7 +441,10 @@ fn single_threaded(
             .take_while(|p| p.ns_per_load < 0.5 * dram && p.size_bytes <= caches[i].size_bytes)
             .last()
             .map(|p| p.size_bytes);
-        if let Some(size) = usable {
+        if let Some(edge) = usable {
+            // Stay clear of the edge: the geometric mean of the previous level's size and
+            // the last size below half the DRAM latency.
+            let size = ((prev as f64 * edge as f64).sqrt() as u64) & !63;
             progress(&format!(
                 "{}: {} runs at DRAM latency here; measuring again at {}",
                 levels[i].0,
@@ -453,11 +456,11 @@ fn single_threaded(
             let v = &mut values[i];
             v.how = format!(
                 "random pointer chase over {} (at {}, the size chosen from sysfs, it ran at {:.1} ns, \
-                 like DRAM: only about {} of the {} L{} behaves as cache here)",
+                 like DRAM: only up to about {} of the {} L{} behaves as cache here)",
                 human_bytes(size),
                 human_bytes(levels[i].2),
                 v.ns.median,
-                human_bytes(size),
+                human_bytes(edge),
                 human_bytes(caches[i].size_bytes),
                 caches[i].level
             );
