@@ -33,21 +33,24 @@ for d in /sys/devices/system/cpu/cpu0/cache/index*; do
 done
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-echo "== likwid-bench (1 GB working set, 3 runs each; MByte/s = 10^6 B/s, bytes counted per kernel like STREAM)"
-for k in copy triad load; do
-    for n in 1 "$NCPU"; do
-        for rep in 1 2 3; do
+# Bandwidth: the tools take turns, ROUNDS times, so that the slow swings of this shared
+# machine's memory traffic hit all of them alike.
+ROUNDS=${ROUNDS:-3}
+MB_TARGET=${MB_TARGET:-/root/.cache/pp-mb-target}
+CARGO_TARGET_DIR=$MB_TARGET cargo build -q --release -p powerperf-microbench --example stream
+STREAM_BIN=$MB_TARGET/release/examples/stream
+echo "== bandwidth, $ROUNDS rounds of: likwid-bench copy/triad/load (1 GB, 1 and $NCPU threads), mbw -n 3 -t0 256, our STREAM (3 repeats)"
+for round in $(seq "$ROUNDS"); do
+    for k in copy triad load; do
+        for n in 1 "$NCPU"; do
             out=$(likwid-bench -t "$k" -w "S0:1GB:$n" 2>&1) || { echo "likwid-bench -t $k failed:"; echo "$out" | tail -3; continue; }
-            mbs=$(echo "$out" | awk -F: '/^MByte\/s/ {gsub(/[ \t]/,"",$2); print $2}')
-            echo "likwid $k $n $mbs" | tee -a "$WORK/theirs.txt"
+            echo "$out" | awk -F: -v k="$k" -v n="$n" '/^MByte\/s/ {gsub(/[ \t]/,"",$2); print "likwid", k, n, $2}' >>"$WORK/theirs.txt"
         done
     done
+    mbw -q -n 3 -t0 256 2>&1 | awk '/^[0-9]/ {for (i=1;i<=NF;i++) if ($i=="Copy:") print "mbw memcpy 1", $(i+1)}' >>"$WORK/theirs.txt"
+    "$STREAM_BIN" 3 | awk '{print "ours", $2, $3, $5}' >>"$WORK/theirs.txt"
+    echo "round $round done"
 done
-
-echo "== mbw (memcpy of 256 MiB arrays, 10 runs; reports MiB/s of data copied)"
-out=$(mbw -q -n 10 -t0 256 2>&1)
-echo "$out" | grep AVG
-echo "$out" | awk '/^[0-9]/ {for (i=1;i<=NF;i++) if ($i=="Copy:") print "mbw memcpy 1", $(i+1)}' >>"$WORK/theirs.txt"
 
 echo "== powerperf microbench run"
 "$POWERPERF" microbench run --format json --curve "$WORK/curve.csv" -o "$WORK/constants.toml" >"$WORK/ours.json"
@@ -61,29 +64,38 @@ print(f"\ncore clock {r['core_clock_ghz']['median']:.3f} GHz (dependent-add chai
 print("\n## Bandwidth, GB/s (10^9 B/s)\n")
 print("Each tool's runs are summarised by their median and by their best (STREAM reports the best")
 print("rate); this VM shares its memory system with other guests, so single runs vary widely.\n")
-print("| kernel | threads | ours median (min-max) | theirs median (min-max, runs) | tool | ratio of medians | ratio of bests | best within 10 % |")
+print("| kernel | threads | ours median (min-max, rounds) | theirs median (min-max, runs) | tool | ratio of medians | ratio of bests | medians within 10 % |")
 print("|---|---|---|---|---|---|---|---|")
 # likwid triad is A = B*C + D (32 B/element), STREAM's is a = b + s*c (24 B/element): both are
 # memory bound and counted without write-allocate traffic, so the rates compare.
 # mbw counts the bytes copied once; STREAM counts read + write: ours is compared with 2 x mbw.
 import statistics
-theirs = {}
+theirs, mine = {}, {}
 for line in open(sys.argv[2]):
     tool, k, n, v = line.split()
     n = int(n)
+    if tool == "ours":
+        mine.setdefault((k, n), []).append(float(v))
+        continue
     if tool == "likwid":
         g, what = float(v) / 1000.0, f"likwid-bench -t {k} -w S0:1GB:{n}"
     else:
-        g, what = 2 * float(v) * 1.048576 / 1000.0, "mbw -n 10 -t0 256 (2 x MiB/s copied)"
+        g, what = 2 * float(v) * 1.048576 / 1000.0, "mbw -n 3 -t0 256 (2 x MiB/s copied)"
         k = "copy"
     theirs.setdefault((what, k, n), []).append(g)
 for (what, k, n), gs in theirs.items():
-    o = ours.get((k, n))
-    if o is None:
+    os_ = mine.get((k, n))
+    if not os_:
         continue
     med, best = statistics.median(gs), max(gs)
-    rm, rb = o["median"] / med, o["max"] / best
-    print(f"| {k} | {n} | {o['median']:.2f} ({o['min']:.2f}-{o['max']:.2f}) | {med:.2f} ({min(gs):.2f}-{best:.2f}, {len(gs)}) | {what} | {rm:.2f} | {rb:.2f} | {'yes' if abs(rb - 1) <= 0.10 else 'no'} |")
+    om, ob = statistics.median(os_), max(os_)
+    rm, rb = om / med, ob / best
+    print(f"| {k} | {n} | {om:.2f} ({min(os_):.2f}-{ob:.2f}, {len(os_)}) | {med:.2f} ({min(gs):.2f}-{best:.2f}, {len(gs)}) | {what} | {rm:.2f} | {rb:.2f} | {'yes' if abs(rm - 1) <= 0.10 else 'no'} |")
+print("\nOurs: the median of 3 repeats per round (microbench example `stream`, same kernels and arrays")
+print("as `powerperf microbench run`). The full run's own STREAM figures, for the record:\n")
+for b in r["bandwidth"]:
+    g = b["gb_per_s"]
+    print(f"- {b['kernel']} {b['threads']} thread(s): median {g['median']:.2f}, min {g['min']:.2f}, max {g['max']:.2f} GB/s")
 
 # Published load-to-use latencies for AMD Zen 4 (family 19h model 11h = EPYC 9004 "Genoa").
 # CC22 = Chips and Cheese, "AMD's Zen 4, Part 2: Memory Subsystem and Conclusion" (2022-11-08);

@@ -71,7 +71,14 @@ pub struct StreamResult {
 #[inline(never)]
 fn kernel(k: StreamKernel, a: &mut [f64], b: &mut [f64], c: &mut [f64], s: f64) {
     match k {
-        StreamKernel::Copy => c.copy_from_slice(a),
+        // An element loop like STREAM's and likwid-bench's, not a memcpy call: compilers
+        // turn the plain loop into memcpy, whose non-temporal path for large copies behaves
+        // differently; the opaque factor 1.0 keeps it a loop (the multiply costs nothing in
+        // a memory-bound loop).
+        StreamKernel::Copy => {
+            let one = std::hint::black_box(1.0);
+            c.iter_mut().zip(a.iter()).for_each(|(c, a)| *c = a * one)
+        }
         StreamKernel::Scale => b.iter_mut().zip(c.iter()).for_each(|(b, c)| *b = s * c),
         StreamKernel::Add => c
             .iter_mut()
