@@ -5,6 +5,7 @@
 #
 #   apt-get install -y likwid mbw
 #   microbench/compare.sh            # POWERPERF=path/to/powerperf to choose the binary
+#   KEEP=dir ROUNDS=3 microbench/compare.sh   # keep the run's constants.toml, curve.csv, JSON
 #
 # Needs python3 (for the JSON). Prints one report; exits 1 if a tool is missing.
 set -euo pipefail
@@ -55,6 +56,10 @@ done
 echo "== powerperf microbench run"
 "$POWERPERF" microbench run --format json --curve "$WORK/curve.csv" -o "$WORK/constants.toml" >"$WORK/ours.json"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ -n ${KEEP:-} ]]; then
+    mkdir -p "$KEEP" && cp "$WORK/constants.toml" "$WORK/curve.csv" "$WORK/ours.json" "$KEEP/"
+    echo "kept constants.toml, curve.csv, ours.json in $KEEP"
+fi
 
 python3 - "$WORK/ours.json" "$WORK/theirs.txt" <<'EOF'
 import json, sys

@@ -431,7 +431,7 @@ fn single_threaded(
     // the part of the curve that still runs below half the DRAM latency, and says so.
     let dram = *plateaus.last().unwrap_or(&f64::NAN);
     for i in 1..caches.len() {
-        if plateaus[i] < 0.7 * dram {
+        if plateaus[i] < 0.5 * dram {
             continue;
         }
         let prev = caches[i - 1].size_bytes;
