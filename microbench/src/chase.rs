@@ -4,10 +4,8 @@
 //! address. Also the data-TLB miss penalty: the same chase over one line per 4 KiB page
 //! against the same number of lines packed into few pages.
 
-use std::time::Instant;
-
 use crate::os::{Buffer, Pages};
-use crate::stats::{measure, Stat};
+use crate::stats::{measure, CpuTimer, Stat};
 
 /// Cache-line size assumed for the chase (bytes); one `usize` link per line.
 pub const LINE_BYTES: usize = 64;
@@ -72,9 +70,9 @@ pub fn time_chase(buf: &[usize], start: usize, steps: usize, warm: usize, repeat
     std::hint::black_box(chase(buf, start, warm));
     let mut p = start;
     measure(0, repeats, || {
-        let t = Instant::now();
+        let t = CpuTimer::start();
         p = chase(buf, p, steps);
-        let ns = t.elapsed().as_nanos() as f64;
+        let ns = t.elapsed_ns();
         std::hint::black_box(p);
         ns / steps as f64
     })
@@ -106,9 +104,9 @@ impl ChaseBuffer {
         drop(slots);
         // Calibrate the sample length on a short chase (also a first warm-up).
         let probe = 20_000usize;
-        let t = Instant::now();
+        let t = CpuTimer::start();
         let p = chase(&self.buf, start, probe);
-        let est = (t.elapsed().as_nanos() as f64 / probe as f64).max(0.1);
+        let est = (t.elapsed_ns() / probe as f64).max(0.1);
         let steps = ((sample_ns / est) as usize).max(1000);
         time_chase(&self.buf, p, steps, lines.min(4 * steps), repeats)
     }

@@ -2,14 +2,15 @@
 //! each on every current x86-64 and AArch64 core), floating-point latencies (dependent
 //! chains), branch and branch-mispredict cost, and the overhead of reading the clock and a
 //! perf_event counter. Each returns nanoseconds per operation; the caller converts to cycles
-//! with the measured clock.
+//! with the measured clock. Work is timed on the thread's CPU time ([`CpuTimer`]), so time
+//! lost to other tasks on a shared machine is left out (the overheads' CPU time includes the
+//! kernel time of their system calls).
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use crate::chase::SplitMix64;
 use crate::os::{monotonic_ns, TaskClock};
-use crate::stats::{measure, Stat};
+use crate::stats::{measure, CpuTimer, Stat};
 use crate::MicrobenchError;
 
 /// Dependent adds per loop iteration in [`core_clock_ghz`].
@@ -77,9 +78,9 @@ pub fn core_clock_ghz(
     {
         let iters = ((sample_ns * 3.0 / ADDS as f64) as u64).max(1000);
         Ok(measure(warmup, repeats, || {
-            let t = Instant::now();
+            let t = CpuTimer::start();
             black_box(add_chain(iters));
-            (iters * ADDS) as f64 / t.elapsed().as_nanos() as f64
+            (iters * ADDS) as f64 / t.elapsed_ns()
         }))
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -172,9 +173,9 @@ pub fn fp_latency_ns(
     };
     let n = ((sample_ns / per / UNROLL as f64) as u64).max(100);
     Ok(measure(warmup, repeats, || {
-        let t = Instant::now();
+        let t = CpuTimer::start();
         black_box(fp_chain(op, n));
-        t.elapsed().as_nanos() as f64 / (n * UNROLL) as f64
+        t.elapsed_ns() / (n * UNROLL) as f64
     }))
 }
 
@@ -209,11 +210,11 @@ pub fn branch_ns(len: usize, sample_ns: f64, warmup: usize, repeats: usize) -> (
     let reps = ((sample_ns / len as f64) as usize).max(1);
     let time = |data: &[u8]| {
         measure(warmup, repeats, || {
-            let t = Instant::now();
+            let t = CpuTimer::start();
             for _ in 0..reps {
                 black_box(branchy(black_box(data)));
             }
-            t.elapsed().as_nanos() as f64 / (reps * len) as f64
+            t.elapsed_ns() / (reps * len) as f64
         })
     };
     (time(&predictable), time(&random))
@@ -222,12 +223,11 @@ pub fn branch_ns(len: usize, sample_ns: f64, warmup: usize, repeats: usize) -> (
 /// Overhead of one `clock_gettime(CLOCK_MONOTONIC)` call, in ns (back-to-back calls).
 pub fn timer_overhead_ns(calls: usize, warmup: usize, repeats: usize) -> Stat {
     measure(warmup, repeats, || {
-        let t0 = monotonic_ns();
-        let mut last = t0;
+        let t = CpuTimer::start();
         for _ in 0..calls {
-            last = black_box(monotonic_ns());
+            black_box(monotonic_ns());
         }
-        (last - t0) as f64 / calls as f64
+        t.elapsed_ns() / calls as f64
     })
 }
 
@@ -242,10 +242,10 @@ pub fn counter_read_ns(
 ) -> Result<Stat, MicrobenchError> {
     let c = TaskClock::open().map_err(MicrobenchError::Unavailable)?;
     Ok(measure(warmup, repeats, || {
-        let t = Instant::now();
+        let t = CpuTimer::start();
         for _ in 0..reads {
             black_box(c.read());
         }
-        t.elapsed().as_nanos() as f64 / reads as f64
+        t.elapsed_ns() / reads as f64
     }))
 }

@@ -20,4 +20,4 @@ mod imp;
 #[path = "os_other.rs"]
 mod imp;
 
-pub use imp::{allowed_cpus, monotonic_ns, pin_current_thread, Buffer, TaskClock};
+pub use imp::{allowed_cpus, monotonic_ns, pin_current_thread, thread_cpu_ns, Buffer, TaskClock};

@@ -51,6 +51,19 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time of the calling thread (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`) in ns: time
+/// while another task had the CPU is left out, so single-threaded samples on a shared
+/// machine measure the work and not the wait.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Zero-initialised anonymous memory of `len` elements of `T` (`u64`, `usize`, `f64`:
 /// types for which all-zero bytes are a valid value), page size per [`Pages`].
 pub struct Buffer<T: Copy> {

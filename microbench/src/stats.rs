@@ -76,6 +76,21 @@ impl Stat {
     }
 }
 
+/// A stopwatch on the calling thread's CPU time ([`crate::os::thread_cpu_ns`]), used by
+/// every single-threaded measurement.
+pub struct CpuTimer(u64);
+
+impl CpuTimer {
+    /// Start.
+    pub fn start() -> CpuTimer {
+        CpuTimer(crate::os::thread_cpu_ns())
+    }
+    /// Nanoseconds of thread CPU time since `start` (at least 1).
+    pub fn elapsed_ns(&self) -> f64 {
+        (crate::os::thread_cpu_ns().saturating_sub(self.0)).max(1) as f64
+    }
+}
+
 /// Run `sample` `warmup` times unrecorded, then `repeats` times, and summarise the
 /// returned values.
 pub fn measure(warmup: usize, repeats: usize, mut sample: impl FnMut() -> f64) -> Stat {
