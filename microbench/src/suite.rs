@@ -165,7 +165,7 @@ pub fn utc_date() -> String {
 
 /// `n` bytes as `32 KiB`, `1 MiB`, ...
 pub fn human_bytes(n: u64) -> String {
-    if n >= 1 << 30 && n % (1 << 30) == 0 {
+    if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
         format!("{} GiB", n >> 30)
     } else if n >= 1 << 20 {
         let m = n as f64 / (1u64 << 20) as f64;
@@ -602,8 +602,8 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "\n{:<28} {:>10} {:>10} {:>17} {:>4} {:>4}  {}",
-            "quantity", "ns", "cycles", "cycles min-max", "n", "out", "constant"
+            "\n{:<28} {:>10} {:>10} {:>17} {:>4} {:>4}  constant",
+            "quantity", "ns", "cycles", "cycles min-max", "n", "out"
         );
         for v in &self.values {
             let cy = v.cycles.as_ref();
@@ -622,8 +622,8 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "\n{:<8} {:>7} {:>10} {:>17} {:>4} {:>4}  {}",
-            "STREAM", "threads", "GB/s", "min-max", "n", "out", "array"
+            "\n{:<8} {:>7} {:>10} {:>17} {:>4} {:>4}  array",
+            "STREAM", "threads", "GB/s", "min-max", "n", "out"
         );
         for b in &self.bandwidth {
             let g = &b.gb_per_s;
