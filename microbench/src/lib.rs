@@ -1,11 +1,23 @@
-//! powerperf microbenchmarks: workload kernels for training runs, and (later) the
-//! measurements of machine constants.
+//! powerperf microbenchmarks: workload kernels for training runs, and the measurements of
+//! machine constants (latencies, bandwidths, penalties; [`suite::run_suite`]).
 //!
 //! Kernels run on `threads` OS threads, each on its own slice of the data, for a fixed
 //! amount of work, so that the run time responds to thread count and frequency like a real
 //! program. STREAM kernels follow McCalpin's definitions (copy: a = b; triad: a = b + s·c).
 
 use std::time::{Duration, Instant};
+
+pub mod cache;
+pub mod chase;
+mod error;
+pub mod ops;
+pub mod os;
+pub mod stats;
+pub mod stream;
+pub mod suite;
+
+pub use error::MicrobenchError;
+pub use suite::{run_suite, Report, SuiteConfig};
 
 /// A workload kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

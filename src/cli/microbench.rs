@@ -1,4 +1,14 @@
-//! `powerperf microbench`: workload kernels for training runs.
+//! `powerperf microbench`: workload kernels for training runs, and the measurement of
+//! machine constants (`run`).
+
+use std::path::PathBuf;
+
+/// Output format of `microbench run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
 
 /// `powerperf microbench` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -17,12 +27,36 @@ pub enum MicrobenchCommand {
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },
+    /// Measure machine constants: memory latency per cache level (pointer chase over working
+    /// sets chosen from sysfs cache sizes), STREAM bandwidth on 1 thread and on every CPU,
+    /// branch, FP, TLB, timer and counter costs, and the core clock used for ns -> cycles.
+    /// Under 60 s (--quick: under 10 s).
+    #[command(
+        after_help = "Example:\n  powerperf microbench run -o machine-constants/amd-epyc-zen4.toml --curve latency.csv"
+    )]
+    Run {
+        /// Fewer repeats and a coarser curve (under 10 s; for tests).
+        #[arg(long)]
+        quick: bool,
+        /// Write the constants TOML (format of machine-constants/*.toml; `-` for stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Write the latency curve CSV (size_bytes,ns_per_load,cycles_per_load; `-` for stdout).
+        #[arg(long)]
+        curve: Option<PathBuf>,
+        /// How to print the results.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Root of the sysfs tree with devices/system/cpu/cpu0/cache (for tests).
+        #[arg(long, default_value = "/sys")]
+        sysfs_root: PathBuf,
+    },
 }
 
 /// Run `powerperf microbench ...`.
 ///
 /// # Errors
-/// None today; kept for the machine-constant measurements.
+/// `run`: the cache sizes cannot be read from sysfs, or an output file cannot be written.
 pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
     match cmd {
         MicrobenchCommand::Kernel {
@@ -48,6 +82,32 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
                 r.flops as f64 / s * 1e-9,
                 r.checksum
             );
+            Ok(0)
+        }
+        MicrobenchCommand::Run {
+            quick,
+            output,
+            curve,
+            format,
+            sysfs_root,
+        } => {
+            let mut cfg = microbench::SuiteConfig::live(quick);
+            cfg.sysfs_root = sysfs_root;
+            let report =
+                microbench::run_suite(&cfg, &mut |stage| eprintln!("microbench: {stage}"))?;
+            match format {
+                Format::Table => print!("{}", report.table()),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+            if let Some(p) = curve {
+                microbench::suite::write_out(&p, &report.curve_csv())?;
+            }
+            if let Some(p) = output {
+                microbench::suite::write_out(&p, &report.constants_toml()?)?;
+                if p.as_os_str() != "-" {
+                    eprintln!("microbench: wrote {}", p.display());
+                }
+            }
             Ok(0)
         }
     }
