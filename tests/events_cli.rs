@@ -57,6 +57,7 @@ fn write_run(dir: &Path) {
             interval_ns: 10_000_000,
             samples: 200,
             truncated: false,
+            self_cpu_ns: None,
         },
         knobs: Knobs::default(),
         events: vec![

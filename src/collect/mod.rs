@@ -182,6 +182,17 @@ mod run_impl {
             .unwrap_or_default()
     }
 
+    /// CPU time of this process so far (user + system), ns.
+    fn self_cpu_ns() -> Option<u64> {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+            return None;
+        }
+        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        Some(ns(ru.ru_utime) + ns(ru.ru_stime))
+    }
+
     /// Whether `pid` still runs: it exists and is not a zombie (an exited process whose
     /// parent has not reaped it yet still answers kill(pid, 0)).
     fn pid_alive(pid: i32) -> bool {
@@ -314,6 +325,7 @@ mod run_impl {
                 interval_ns: cfg.interval.as_nanos() as u64,
                 samples: 0,
                 truncated: false,
+                self_cpu_ns: None,
             },
             knobs,
             events: vec![],
@@ -477,6 +489,7 @@ mod run_impl {
         let _ = forwarder.join();
 
         meta.run.duration_ns = end - origin;
+        meta.run.self_cpu_ns = self_cpu_ns();
         meta.run.samples = sampler.timeline.t_ns.len() as u64;
         match (&exec_result, exit) {
             (Some((_, Err(e))), _) => {

@@ -62,6 +62,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "perfexpert-intel-nehalem.toml",
         include_str!("../../machine-constants/perfexpert-intel-nehalem.toml"),
     ),
+    (
+        "amd-epyc-zen4-genoa.toml",
+        include_str!("../../machine-constants/amd-epyc-zen4-genoa.toml"),
+    ),
 ];
 
 fn pos_of(text: &str, file: &str, byte: usize) -> Pos {

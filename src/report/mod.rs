@@ -310,6 +310,7 @@ mod tests {
                 interval_ns: 10_000_000,
                 samples: 200,
                 truncated: false,
+                self_cpu_ns: None,
             },
             knobs: Knobs::default(),
             events: vec![

@@ -58,6 +58,10 @@ pub struct RunInfo {
     /// True when the run could not be written completely (e.g. a full disk).
     #[serde(default)]
     pub truncated: bool,
+    /// CPU time powerperf itself used during the run (user + system, getrusage
+    /// RUSAGE_SELF: the sampler, signal and writer threads), ns.
+    #[serde(default)]
+    pub self_cpu_ns: Option<u64>,
 }
 
 /// `[knobs]`: the settings the run was made under, where readable.

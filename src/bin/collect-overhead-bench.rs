@@ -1,0 +1,112 @@
+//! Overhead of `powerperf collect` on a CPU-bound program (issue 4, item 8): the program's
+//! wall time alone and under `collect --interval 10ms`, interleaved, with the mean dilation
+//! and its 95 % confidence interval (Student's t), and powerperf's own CPU time against the
+//! program's (`run.self_cpu_ns` against `task-clock`).
+//!
+//! `cargo build --release && target/release/collect-overhead-bench [RUNS] [SCALE]`
+//! (default 30 runs each way; SCALE sizes the `microbench kernel fma` workload). The program
+//! is `powerperf microbench kernel fma --threads 1`, next to this binary.
+
+use statrs::distribution::{ContinuousCDF, StudentsT};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+fn mean_ci(x: &[f64]) -> (f64, f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let sd = (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let t = StudentsT::new(0.0, 1.0, n - 1.0)
+        .map(|d| d.inverse_cdf(0.975))
+        .unwrap_or(1.96);
+    let h = t * sd / n.sqrt();
+    (m, m - h, m + h)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let scale = args.next().unwrap_or_else(|| "2".into());
+    let exe = std::env::current_exe().expect("own path");
+    let pp: PathBuf = exe.with_file_name("powerperf");
+    assert!(pp.is_file(), "{} not built (cargo build --release)", pp.display());
+    let dir = std::env::temp_dir().join(format!("pp-overhead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let prog = |c: &mut Command| {
+        c.args(["microbench", "kernel", "fma", "--threads", "1", "--scale", &scale]);
+    };
+    let mut alone = Vec::new();
+    let mut under = Vec::new();
+    let mut under_total = Vec::new();
+    let mut self_cpu = Vec::new();
+    // Warm-up of both (page cache, CPU frequency).
+    for _ in 0..2 {
+        let mut c = Command::new(&pp);
+        prog(&mut c);
+        c.output().expect("program runs");
+    }
+    for i in 0..runs {
+        // Alternate which goes first, so drifts of the machine hit both alike.
+        for first_alone in [i % 2 == 0, i % 2 != 0] {
+            if first_alone {
+                let mut c = Command::new(&pp);
+                prog(&mut c);
+                let t = Instant::now();
+                let o = c.output().expect("program runs");
+                assert!(o.status.success());
+                alone.push(t.elapsed().as_secs_f64());
+            } else {
+                let run = dir.join(format!("r{i}"));
+                let mut c = Command::new(&pp);
+                c.args(["collect", "-q", "--nvml", "off", "--interval", "10ms", "-o"])
+                    .arg(&run)
+                    .arg("--")
+                    .arg(&pp);
+                prog(&mut c);
+                let t = Instant::now();
+                let o = c.output().expect("collect runs");
+                under_total.push(t.elapsed().as_secs_f64());
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                let meta = powerperf::store::run::RunMeta::read(&run).expect("run.toml");
+                under.push(meta.run.duration_ns as f64 * 1e-9);
+                let tc = meta.totals().values.get("task-clock").copied();
+                if let (Some(s), Some(tc)) = (meta.run.self_cpu_ns, tc) {
+                    self_cpu.push(100.0 * s as f64 / tc);
+                }
+                std::fs::remove_dir_all(&run).ok();
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let ratio: Vec<f64> = alone
+        .iter()
+        .zip(&under)
+        .map(|(a, u)| 100.0 * (u / a - 1.0))
+        .collect();
+    let ratio_total: Vec<f64> = alone
+        .iter()
+        .zip(&under_total)
+        .map(|(a, u)| 100.0 * (u / a - 1.0))
+        .collect();
+    let (ma, _, _) = mean_ci(&alone);
+    let (mu, _, _) = mean_ci(&under);
+    let (d, lo, hi) = mean_ci(&ratio);
+    let (dt, lot, hit) = mean_ci(&ratio_total);
+    let (sc, slo, shi) = mean_ci(&self_cpu);
+    println!("collect overhead, {runs} interleaved runs each way, `powerperf microbench kernel fma --threads 1 --scale {scale}`, --interval 10ms");
+    println!("{:<58} {:>10}", "quantity", "value");
+    println!("{:<58} {:>10.4} s", "program wall time alone (mean, incl. exec)", ma);
+    println!("{:<58} {:>10.4} s", "program wall time under collect (mean, run.duration_ns)", mu);
+    println!(
+        "{:<58} {:>+9.2} %  95 % CI [{lo:+.2}, {hi:+.2}]",
+        "dilation of the program", d
+    );
+    println!(
+        "{:<58} {:>+9.2} %  95 % CI [{lot:+.2}, {hit:+.2}]",
+        "dilation end to end (powerperf start, run, write)", dt
+    );
+    println!(
+        "{:<58} {:>9.3} %  95 % CI [{slo:.3}, {shi:.3}]",
+        "powerperf's own CPU time / the program's task-clock", sc
+    );
+}
