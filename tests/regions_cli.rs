@@ -93,6 +93,23 @@ fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["regions"].as_array().unwrap().len(), regions.len());
+    // LCPI per region: without hardware counters here every category says what is missing.
+    let lcpi = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["report", "--lcpi"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let t = String::from_utf8(lcpi.stdout).unwrap();
+    assert!(t.contains("Whole run:") && t.contains("LCPI"), "{t}");
+    assert!(t.contains(&format!("Region {}:", expect[0].0)), "{t}");
+    if !has_cpu_pmu() {
+        assert!(t.contains("not computable: missing events"), "{t}");
+    }
+}
+
+fn has_cpu_pmu() -> bool {
+    Path::new("/sys/bus/event_source/devices/cpu/events/instructions").exists()
 }
 
 #[test]

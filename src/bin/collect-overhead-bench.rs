@@ -26,7 +26,7 @@ fn mean_ci(x: &[f64]) -> (f64, f64, f64) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(30);
-    let scale = args.next().unwrap_or_else(|| "2".into());
+    let scale = args.next().unwrap_or_else(|| "0.5".into());
     let exe = std::env::current_exe().expect("own path");
     let pp: PathBuf = exe.with_file_name("powerperf");
     assert!(pp.is_file(), "{} not built (cargo build --release)", pp.display());

@@ -228,7 +228,7 @@ pub fn cpu_identity(text: &str) -> Option<(String, u32, u32)> {
 
 /// Build the resolver: run totals or values, constants (explicit or selected by CPU), and
 /// values derived from the run's knobs. Returns notes for the user.
-fn resolver(run: Option<&Path>, v: &ValueArgs) -> Result<(Resolver, Vec<String>)> {
+pub(crate) fn resolver(run: Option<&Path>, v: &ValueArgs) -> Result<(Resolver, Vec<String>)> {
     let mut r = Resolver::default();
     let mut notes = Vec::new();
     let mut cpu = None;

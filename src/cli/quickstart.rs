@@ -30,6 +30,9 @@ pub struct QuickstartArgs {
     /// Directory holding the public datasets (else POWERPERF_DATA_DIR, else ../shared/datasets).
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// Do not look for the public datasets (run only the steps this machine can do alone).
+    #[arg(long, conflicts_with = "data")]
+    pub no_data: bool,
     /// Work per collected run (1.0 ≈ 0.5 s of one core).
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
@@ -134,7 +137,11 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 /// A step that fails (its output is shown).
 pub fn run(args: QuickstartArgs) -> Result<i32> {
     let exe = std::env::current_exe().context("cannot find the powerperf binary")?;
-    let data = find_data(&args.data);
+    let data = if args.no_data {
+        None
+    } else {
+        find_data(&args.data)
+    };
     let r = Runner {
         exe: exe.clone(),
         data: data.clone(),
@@ -345,8 +352,30 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
             )?;
         }
         None => {
-            r.step("3. apply");
-            println!("    the XU3 dataset was not found: no CPU plan to apply; skipped");
+            r.step("3. apply the shipped example plan (hand-written, no frequency dataset found) with --dry-run to the cpufreq fixture");
+            let plan = repo.join("examples/plans/cpu-static.toml").display().to_string();
+            r.pp(
+                &[
+                    "apply",
+                    "--plan",
+                    &plan,
+                    "--workload",
+                    "fma",
+                    "--dry-run",
+                    "--sysfs-root",
+                    &root_s,
+                    "--",
+                    &exe_s,
+                    "microbench",
+                    "kernel",
+                    "fma",
+                    "--threads",
+                    "1",
+                    "--scale",
+                    "0.1",
+                ],
+                20,
+            )?;
         }
     }
     // The fixture must be as it was: dry-run writes nothing.
