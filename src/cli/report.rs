@@ -10,7 +10,9 @@ use std::path::PathBuf;
     after_help = "Examples:\n  powerperf report run1\n  powerperf report run1 --format json | jq .events"
 )]
 pub struct ReportArgs {
-    /// A run directory written by `powerperf collect`.
+    /// A run directory written by `powerperf collect`, or a directory of per-rank run
+    /// directories (`collect -o JOB/rank%r` under srun/mpirun): then min, mean, max and
+    /// imbalance over ranks of every event and region.
     pub run: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
@@ -31,6 +33,15 @@ pub struct ReportArgs {
 /// # Errors
 /// A directory that is not a run.
 pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
+    if !crate::report::ranks::shards(&args.run).is_empty() {
+        // A directory of per-rank shards (collect -o JOB/rank%r under srun/mpirun).
+        let r = crate::report::ranks::rank_report(&args.run)?;
+        match args.format {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+            _ => print!("{}", crate::report::ranks::render_text(&r)),
+        }
+        return Ok(0);
+    }
     let meta = RunMeta::read(&args.run)?;
     let mut s = crate::report::summarize(&meta);
     s.regions = crate::collect::attribution::read_regions(&args.run)?.unwrap_or_default();

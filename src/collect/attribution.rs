@@ -17,7 +17,7 @@
 
 use crate::collect::timeline::Timeline;
 use anyhow::{Context, Result};
-use polars::prelude::{Column, DataFrame, ParquetReader, ParquetWriter, SerReader};
+use polars::prelude::{Column, DataFrame, ParquetReader, SerReader};
 use powerperf_rt::events::{self, Interval, Stats};
 use std::collections::HashMap;
 use std::path::Path;
@@ -169,12 +169,7 @@ pub fn write_regions(
     }
     let (names, rows) = attribute(&a.intervals, timeline, origin_ns);
     let mut df = to_frame(&names, &rows, rank)?;
-    let path = run_dir.join(REGIONS);
-    let f = std::fs::File::create(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    ParquetWriter::new(f)
-        .finish(&mut df)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    crate::collect::timeline::write_frame(&mut df, &run_dir.join(REGIONS))?;
     Ok(Some((rows.len(), notes)))
 }
 

@@ -59,14 +59,25 @@ impl Timeline {
     /// # Errors
     /// I/O errors with the path.
     pub fn write_parquet(&self, path: &Path) -> Result<()> {
-        let mut df = self.to_frame()?;
-        let f = std::fs::File::create(path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        ParquetWriter::new(f)
-            .finish(&mut df)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(())
+        write_frame(&mut self.to_frame()?, path)
     }
+}
+
+/// Write a table as Parquet through a buffer (the writer issues many small writes), and
+/// report a failed final flush (a full disk) instead of losing it in a drop.
+///
+/// # Errors
+/// I/O errors with the path.
+pub fn write_frame(df: &mut DataFrame, path: &Path) -> Result<()> {
+    use std::io::Write;
+    let f =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    ParquetWriter::new(&mut w)
+        .finish(df)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    w.flush()
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Read a timeline Parquet file back as a DataFrame.

@@ -4,6 +4,7 @@
 mod csv_out;
 mod json;
 mod markdown;
+pub mod ranks;
 pub mod regions;
 mod table;
 
