@@ -120,7 +120,11 @@ fn check_in_browser(html_path: &Path, tmp: &Path, events: &[&str]) -> Option<Pat
         String::from_utf8_lossy(&out.stderr)
     );
     let frac = non_white_fraction(&shot);
-    assert!(frac > 0.02, "screenshot nearly blank: {:.4} non-white", frac);
+    assert!(
+        frac > 0.02,
+        "screenshot nearly blank: {:.4} non-white",
+        frac
+    );
     let out = chromium(&["--dump-dom"], html_path, tmp);
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -132,7 +136,11 @@ fn check_in_browser(html_path: &Path, tmp: &Path, events: &[&str]) -> Option<Pat
     for e in events {
         assert!(dom.contains(e), "event {e} not in the rendered DOM");
     }
-    println!("screenshot: {} ({:.1} % non-white)", shot.display(), 100.0 * frac);
+    println!(
+        "screenshot: {} ({:.1} % non-white)",
+        shot.display(),
+        100.0 * frac
+    );
     Some(shot)
 }
 
@@ -195,11 +203,20 @@ with open(os.path.join(d, f"{pid}.tsv"), "w") as f:
     let out = dir.path().join("report.html");
     let html = html_of(&run, &out);
     check_text(&html);
-    assert!(html.contains("<table class=\"regions\">"), "no regions table");
+    assert!(
+        html.contains("<table class=\"regions\">"),
+        "no regions table"
+    );
     assert!(html.contains("<table class=\"banner\">"));
-    assert!(html.contains("init &lt;setup&gt;"), "region name not escaped");
+    assert!(
+        html.contains("init &lt;setup&gt;"),
+        "region name not escaped"
+    );
     assert!(html.contains("solve/step"));
-    assert!(html.contains("region solve"), "regions not shaded in a plot");
+    assert!(
+        html.contains("region solve"),
+        "regions not shaded in a plot"
+    );
     // --plot writes the same plots as files, SVG and PNG.
     let plots = dir.path().join("plots");
     pp().arg("report")
@@ -219,9 +236,11 @@ with open(os.path.join(d, f"{pid}.tsv"), "w") as f:
         .expect("a timeline plot");
     assert!(svg.contains("region solve"));
     assert!(
-        std::fs::read_dir(&plots)
+        std::fs::read_dir(&plots).unwrap().any(|e| e
             .unwrap()
-            .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "png")),
+            .path()
+            .extension()
+            .is_some_and(|x| x == "png")),
         "no PNG written"
     );
     if let Some(shot) = check_in_browser(&out, dir.path(), &["task-clock", "solve"]) {
@@ -299,10 +318,16 @@ core_freq_mhz = 1500.0
         .success();
     let pvm = std::fs::read_to_string(plots.join("predicted_vs_measured.svg")).unwrap();
     for s in ["y = x", "time_s", "power_w", "energy_j", "gzip", "a,b"] {
-        assert!(pvm.contains(s), "{s} missing from predicted_vs_measured.svg");
+        assert!(
+            pvm.contains(s),
+            "{s} missing from predicted_vs_measured.svg"
+        );
     }
     let pa = std::fs::read_to_string(plots.join("pareto.svg")).unwrap();
-    assert!(pa.contains("plan: core_freq_mhz=1500"), "plan's choice not marked");
+    assert!(
+        pa.contains("plan: core_freq_mhz=1500"),
+        "plan's choice not marked"
+    );
     assert!(pa.contains("Pareto front"));
     // PNG through the bitmap backend, with the embedded font.
     pp().arg("report")
