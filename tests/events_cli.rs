@@ -306,7 +306,11 @@ fn events_list_offers_software_events_and_sysfs_pmu_events() {
         .arg(&root)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let find = |n: &str| {
         v.as_array()
@@ -320,7 +324,10 @@ fn events_list_offers_software_events_and_sysfs_pmu_events() {
     assert_eq!(find("task-clock")["available"], true);
     // A hardware event is either available or says why not (never silently absent).
     let cyc = find("cycles");
-    assert!(cyc["available"] == true || cyc["reason"].is_string(), "{cyc}");
+    assert!(
+        cyc["available"] == true || cyc["reason"].is_string(),
+        "{cyc}"
+    );
     let pkg = find("power/energy-pkg/");
     assert_eq!(pkg["unit"], "Joules");
     assert!(pkg["scale"].as_f64().unwrap() > 0.0);
@@ -331,5 +338,8 @@ fn events_list_offers_software_events_and_sysfs_pmu_events() {
         .output()
         .unwrap();
     let t = String::from_utf8(text.stdout).unwrap();
-    assert!(t.contains("task-clock") && t.contains("[Software event]"), "{t}");
+    assert!(
+        t.contains("task-clock") && t.contains("[Software event]"),
+        "{t}"
+    );
 }

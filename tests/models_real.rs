@@ -30,9 +30,18 @@ fn mape(e: &Evaluation, t: &str) -> f64 {
 
 #[test]
 fn titanx_knob_holdout_meets_issue6_targets() {
-    let Some(set) = load("titanx-micro") else { return };
+    let Some(set) = load("titanx-micro") else {
+        return;
+    };
     let pts = mean_points(&set);
-    let e = knob_holdout(ModelKind::Auto, &set.meta, &pts, "core_freq_mhz", &[595.0, 861.0, 1164.0], &FitParams::default());
+    let e = knob_holdout(
+        ModelKind::Auto,
+        &set.meta,
+        &pts,
+        "core_freq_mhz",
+        &[595.0, 861.0, 1164.0],
+        &FitParams::default(),
+    );
     assert_eq!(e.kind, ModelKind::Analytic);
     // 140 workloads × 2 memory clocks × 13 held-out core clocks.
     assert_eq!(e.summary.points, 140 * 2 * 13);
@@ -40,14 +49,27 @@ fn titanx_knob_holdout_meets_issue6_targets() {
     println!("titanx knob holdout: {:?}", e.summary.targets);
     assert!(mape(&e, "time_s") <= 0.5, "time {}", mape(&e, "time_s"));
     assert!(mape(&e, "power_w") <= 1.5, "power {}", mape(&e, "power_w"));
-    assert!(mape(&e, "energy_j") <= 2.0, "energy {}", mape(&e, "energy_j"));
+    assert!(
+        mape(&e, "energy_j") <= 2.0,
+        "energy {}",
+        mape(&e, "energy_j")
+    );
 }
 
 #[test]
 fn v100_power_knob_holdout() {
-    let Some(set) = load("v100-dcgm-sweep") else { return };
+    let Some(set) = load("v100-dcgm-sweep") else {
+        return;
+    };
     let pts = mean_points(&set);
-    let e = knob_holdout(ModelKind::Analytic, &set.meta, &pts, "core_freq_mhz", &[510.0, 945.0, 1380.0], &FitParams::default());
+    let e = knob_holdout(
+        ModelKind::Analytic,
+        &set.meta,
+        &pts,
+        "core_freq_mhz",
+        &[510.0, 945.0, 1380.0],
+        &FitParams::default(),
+    );
     println!("v100 knob holdout: {:?}", e.summary.targets);
     // Time and energy are scored only for dgemm and stream (the copied run_time series).
     assert_eq!(e.summary.targets["time_s"].n, 2 * 114);

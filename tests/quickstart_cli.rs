@@ -11,15 +11,33 @@ fn quickstart_without_datasets_runs_every_local_step() {
     let out = dir.path().join("qs");
     let o = Command::cargo_bin("powerperf")
         .unwrap()
-        .args(["quickstart", "--no-data", "--repeat", "1", "--scale", "0.05", "--out"])
+        .args([
+            "quickstart",
+            "--no-data",
+            "--repeat",
+            "1",
+            "--scale",
+            "0.05",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(text.contains("== 1. collect"), "{text}");
-    assert!(text.contains("not found") || text.contains("skipped"), "{text}");
-    assert!(text.contains("== 3. apply the shipped example plan"), "{text}");
+    assert!(
+        text.contains("not found") || text.contains("skipped"),
+        "{text}"
+    );
+    assert!(
+        text.contains("== 3. apply the shipped example plan"),
+        "{text}"
+    );
     assert!(text.contains("dry-run"), "{text}");
     assert!(text.contains("(unchanged)"), "{text}");
     // Runs exist and are readable; the dry run changed nothing in the fixture copy.

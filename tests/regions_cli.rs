@@ -59,7 +59,11 @@ fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[
     c.assert().success();
     let regions: Vec<RegionRecord> = read_regions(&run).unwrap().expect("regions.parquet");
     for (path, calls) in expect {
-        let got: u64 = regions.iter().filter(|r| r.path == *path).map(|r| r.calls).sum();
+        let got: u64 = regions
+            .iter()
+            .filter(|r| r.path == *path)
+            .map(|r| r.calls)
+            .sum();
         assert_eq!(got, *calls, "calls of {path}: {regions:#?}");
     }
     // Every region has the run's counters attributed (task-clock is a software event that
@@ -71,7 +75,10 @@ fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[
         .filter(|r| r.depth == 0)
         .map(|r| r.values["task-clock"])
         .sum();
-    assert!(top > 0.0 && top <= total * 1.000001, "top {top} total {total}");
+    assert!(
+        top > 0.0 && top <= total * 1.000001,
+        "top {top} total {total}"
+    );
     let out = Command::cargo_bin("powerperf")
         .unwrap()
         .arg("report")
@@ -83,7 +90,10 @@ fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[
     assert!(text.contains("##IPM-style banner"), "{text}");
     for (path, _) in expect {
         let leaf = path.rsplit('/').next().unwrap();
-        assert!(text.contains(leaf), "{leaf} missing from the report:\n{text}");
+        assert!(
+            text.contains(leaf),
+            "{leaf} missing from the report:\n{text}"
+        );
     }
     let json = Command::cargo_bin("powerperf")
         .unwrap()
@@ -174,7 +184,11 @@ fn fortran_program_regions_show_up_in_report() {
         dir.path(),
         &[exe.to_str().unwrap()],
         &[],
-        &[("main", 1), ("main/iterate", 4), ("main/iterate/residual", 4)],
+        &[
+            ("main", 1),
+            ("main/iterate", 4),
+            ("main/iterate/residual", 4),
+        ],
     );
 }
 

@@ -29,11 +29,23 @@ fn main() {
     let scale = args.next().unwrap_or_else(|| "0.5".into());
     let exe = std::env::current_exe().expect("own path");
     let pp: PathBuf = exe.with_file_name("powerperf");
-    assert!(pp.is_file(), "{} not built (cargo build --release)", pp.display());
+    assert!(
+        pp.is_file(),
+        "{} not built (cargo build --release)",
+        pp.display()
+    );
     let dir = std::env::temp_dir().join(format!("pp-overhead-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let prog = |c: &mut Command| {
-        c.args(["microbench", "kernel", "fma", "--threads", "1", "--scale", &scale]);
+        c.args([
+            "microbench",
+            "kernel",
+            "fma",
+            "--threads",
+            "1",
+            "--scale",
+            &scale,
+        ]);
     };
     let mut alone = Vec::new();
     let mut under = Vec::new();
@@ -95,8 +107,14 @@ fn main() {
     let (sc, slo, shi) = mean_ci(&self_cpu);
     println!("collect overhead, {runs} interleaved runs each way, `powerperf microbench kernel fma --threads 1 --scale {scale}`, --interval 10ms");
     println!("{:<58} {:>10}", "quantity", "value");
-    println!("{:<58} {:>10.4} s", "program wall time alone (mean, incl. exec)", ma);
-    println!("{:<58} {:>10.4} s", "program wall time under collect (mean, run.duration_ns)", mu);
+    println!(
+        "{:<58} {:>10.4} s",
+        "program wall time alone (mean, incl. exec)", ma
+    );
+    println!(
+        "{:<58} {:>10.4} s",
+        "program wall time under collect (mean, run.duration_ns)", mu
+    );
     println!(
         "{:<58} {:>+9.2} %  95 % CI [{lo:+.2}, {hi:+.2}]",
         "dilation of the program", d

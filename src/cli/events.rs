@@ -78,7 +78,9 @@ pub enum EventsCommand {
     /// The events this machine offers, as `perf list`: perf's generic hardware and software
     /// events (each opened once on powerperf itself to see whether it counts here) and the
     /// named events of every PMU in sysfs, with their scale and unit.
-    #[command(after_help = "Examples:\n  powerperf events list\n  powerperf events list --format json | jq '.[] | select(.available)'")]
+    #[command(
+        after_help = "Examples:\n  powerperf events list\n  powerperf events list --format json | jq '.[] | select(.available)'"
+    )]
     List {
         /// Filesystem root for sysfs reads (a fixture tree in tests).
         #[arg(long, default_value = "/")]

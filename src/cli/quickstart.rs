@@ -172,7 +172,20 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
             // OMP_NUM_THREADS sets the kernel's threads and is recorded as the run's
             // `threads` knob, as for any OpenMP program.
             r.pp_env(
-                &["collect", "-o", &run, "--workload", "mixed", "--", &exe_s, "microbench", "kernel", "mixed", "--scale", &scale],
+                &[
+                    "collect",
+                    "-o",
+                    &run,
+                    "--workload",
+                    "mixed",
+                    "--",
+                    &exe_s,
+                    "microbench",
+                    "kernel",
+                    "mixed",
+                    "--scale",
+                    &scale,
+                ],
                 keep,
                 &[("OMP_NUM_THREADS", &threads)],
             )?;
@@ -353,7 +366,10 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         }
         None => {
             r.step("3. apply the shipped example plan (hand-written, no frequency dataset found) with --dry-run to the cpufreq fixture");
-            let plan = repo.join("examples/plans/cpu-static.toml").display().to_string();
+            let plan = repo
+                .join("examples/plans/cpu-static.toml")
+                .display()
+                .to_string();
             r.pp(
                 &[
                     "apply",

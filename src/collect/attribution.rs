@@ -30,15 +30,9 @@ pub const RULE: &str = "regions.parquet: each sample's counter deltas and energy
 
 /// Whether a timeline column adds up over time (and so can be split among regions).
 pub fn is_additive(column: &str) -> bool {
-    ![
-        "_w",
-        "_mhz",
-        "_pct",
-        "_c",
-        "_reasons",
-    ]
-    .iter()
-    .any(|s| column.ends_with(s))
+    !["_w", "_mhz", "_pct", "_c", "_reasons"]
+        .iter()
+        .any(|s| column.ends_with(s))
 }
 
 /// One row of `regions.parquet`: a region path on one thread, with its GPTL statistics and
@@ -66,7 +60,10 @@ pub fn attribute(
         .filter(|(_, (n, _))| is_additive(n))
         .map(|(i, _)| i)
         .collect();
-    let names: Vec<String> = cols.iter().map(|&i| timeline.columns[i].0.clone()).collect();
+    let names: Vec<String> = cols
+        .iter()
+        .map(|&i| timeline.columns[i].0.clone())
+        .collect();
     let stats = events::stats(intervals);
     let index: HashMap<(u32, u32, &str), usize> = stats
         .iter()
@@ -124,7 +121,10 @@ fn overlaps(iv: &Interval, starts: &[u64], ends: &[u64]) -> Vec<(usize, u64)> {
     (first..ends.len())
         .take_while(|&s| starts[s] < iv.end_ns)
         .filter_map(|s| {
-            let o = iv.end_ns.min(ends[s]).saturating_sub(iv.start_ns.max(starts[s]));
+            let o = iv
+                .end_ns
+                .min(ends[s])
+                .saturating_sub(iv.start_ns.max(starts[s]));
             (o > 0).then_some((s, o))
         })
         .collect()
@@ -230,16 +230,31 @@ pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
     if !path.exists() {
         return Ok(None);
     }
-    let f = std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    let f =
+        std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
     let df = ParquetReader::new(f)
         .finish()
         .with_context(|| format!("cannot read {}", path.display()))?;
     let ctx = || format!("{}: not a regions table", path.display());
     let u32c = |n: &str| -> Result<Vec<u32>> {
-        Ok(df.column(n).with_context(ctx)?.u32().with_context(ctx)?.iter().map(|v| v.unwrap_or(0)).collect())
+        Ok(df
+            .column(n)
+            .with_context(ctx)?
+            .u32()
+            .with_context(ctx)?
+            .iter()
+            .map(|v| v.unwrap_or(0))
+            .collect())
     };
     let u64c = |n: &str| -> Result<Vec<u64>> {
-        Ok(df.column(n).with_context(ctx)?.u64().with_context(ctx)?.iter().map(|v| v.unwrap_or(0)).collect())
+        Ok(df
+            .column(n)
+            .with_context(ctx)?
+            .u64()
+            .with_context(ctx)?
+            .iter()
+            .map(|v| v.unwrap_or(0))
+            .collect())
     };
     let strc = |n: &str| -> Result<Vec<String>> {
         Ok(df
@@ -261,13 +276,27 @@ pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
         u64c("exit_closed")?,
     );
     let fixed = [
-        "rank", "pid", "tid", "region", "path", "depth", "calls", "incl_ns", "min_ns", "max_ns",
+        "rank",
+        "pid",
+        "tid",
+        "region",
+        "path",
+        "depth",
+        "calls",
+        "incl_ns",
+        "min_ns",
+        "max_ns",
         "exit_closed",
     ];
     let mut value_cols = Vec::new();
     for c in df.columns() {
         if !fixed.contains(&c.name().as_str()) {
-            let v: Vec<f64> = c.f64().with_context(ctx)?.iter().map(|v| v.unwrap_or(0.0)).collect();
+            let v: Vec<f64> = c
+                .f64()
+                .with_context(ctx)?
+                .iter()
+                .map(|v| v.unwrap_or(0.0))
+                .collect();
             value_cols.push((c.name().to_string(), v));
         }
     }
@@ -348,7 +377,10 @@ mod tests {
         let iv = events::intervals(&evs);
         let (_, rows) = attribute(&iv, &timeline(), 100);
         let total: f64 = rows.iter().map(|r| r.values[0]).sum();
-        assert!((total - 10.0).abs() < 1e-9, "energy is not counted twice: {total}");
+        assert!(
+            (total - 10.0).abs() < 1e-9,
+            "energy is not counted twice: {total}"
+        );
         assert!(rows.iter().all(|r| (r.values[0] - 5.0).abs() < 1e-9));
     }
 

@@ -115,9 +115,12 @@ pub fn rt_library() -> Option<PathBuf> {
     let dir = exe.parent()?;
     // `cargo test` runs the binary from target/<profile>/; the library sits there too,
     // and in deps/ for test builds.
-    [dir.join("libpowerperf_rt.so"), dir.join("deps/libpowerperf_rt.so")]
-        .into_iter()
-        .find(|p| p.is_file())
+    [
+        dir.join("libpowerperf_rt.so"),
+        dir.join("deps/libpowerperf_rt.so"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
 }
 
 /// CLOCK_MONOTONIC now, ns: the one clock of every run file.

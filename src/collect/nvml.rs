@@ -205,7 +205,11 @@ impl GpuSampler {
             recs.push(EventRecord {
                 name: format!("gpu{i}-power-integral"),
                 backend: Backend::Nvml,
-                status: if pi > 0.0 { EventStatus::Counted } else { EventStatus::NotSupported },
+                status: if pi > 0.0 {
+                    EventStatus::Counted
+                } else {
+                    EventStatus::NotSupported
+                },
                 reason: (pi <= 0.0).then(|| format!("no power samples of gpu{i}")),
                 column: (pi > 0.0).then(|| format!("gpu{i}_power_w")),
                 total: (pi > 0.0).then_some(pi),
@@ -410,7 +414,11 @@ mod tests {
         let recs = s.records(50_000_000, false);
         assert_eq!(recs[0].status, EventStatus::NotSupported);
         assert_eq!(recs[0].total, None);
-        assert!(recs[0].reason.as_deref().unwrap().contains("did not advance"));
+        assert!(recs[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("did not advance"));
     }
 
     #[test]
@@ -420,6 +428,10 @@ mod tests {
         assert!(s.records(1, false).is_empty());
         let r = s.records(1, true);
         assert_eq!(r[0].status, EventStatus::NotSupported);
-        assert!(r[0].reason.as_deref().unwrap().starts_with("NVML not available"));
+        assert!(r[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("NVML not available"));
     }
 }

@@ -184,7 +184,8 @@ impl Plan {
             return Ok(());
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create its folder: {e}")))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| err(format!("cannot create its folder: {e}")))?;
         }
         let tmp = path.with_extension("toml.tmp");
         std::fs::write(&tmp, &text).map_err(|e| err(format!("cannot write: {e}")))?;

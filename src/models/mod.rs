@@ -379,7 +379,12 @@ pub fn load_model(path: &Path) -> Result<Box<dyn Predictor>> {
 /// hundreds of workloads).
 pub fn name_list(names: &[String]) -> String {
     const SHOWN: usize = 12;
-    let mut s = names.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if names.len() > SHOWN {
         s.push_str(&format!(", … and {} more", names.len() - SHOWN));
     }

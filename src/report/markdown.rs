@@ -29,12 +29,19 @@ pub(super) fn render(s: &Summary) -> String {
     if !s.regions.is_empty() {
         let _ = writeln!(o, "\n| pid | tid | region | calls | incl s | min s | max s | energy J |\n|---|---|---|---|---|---|---|---|");
         for r in &s.regions {
-            let e = super::regions::energy_j(r).map(|e| format!("{e:.3}")).unwrap_or_default();
+            let e = super::regions::energy_j(r)
+                .map(|e| format!("{e:.3}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 o,
                 "| {} | {} | `{}` | {} | {:.6} | {:.6} | {:.6} | {e} |",
-                r.pid, r.tid, r.path, r.calls,
-                r.incl_ns as f64 * 1e-9, r.min_ns as f64 * 1e-9, r.max_ns as f64 * 1e-9
+                r.pid,
+                r.tid,
+                r.path,
+                r.calls,
+                r.incl_ns as f64 * 1e-9,
+                r.min_ns as f64 * 1e-9,
+                r.max_ns as f64 * 1e-9
             );
         }
     }

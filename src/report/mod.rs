@@ -1,9 +1,12 @@
 //! Reports of a run, like `perf stat`: totals, rates, IPC, energy per domain, mean power,
-//! unsupported events shown as such. One exporter per format (table, JSON, CSV, Markdown).
+//! unsupported events shown as such. One exporter per format (table, JSON, CSV, Markdown);
+//! plots ([`plots`]) and a self-contained HTML report ([`html`]).
 
 mod csv_out;
+pub mod html;
 mod json;
 mod markdown;
+pub mod plots;
 pub mod ranks;
 pub mod regions;
 mod table;

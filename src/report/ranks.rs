@@ -138,7 +138,9 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let (min, max) = v
             .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
         events.push(Spread {
             name,
             ranks: v.len(),
@@ -161,7 +163,10 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
             .enumerate()
             .map(|(k, p)| {
                 let lf = anyhow::Context::with_context(
-                    LazyFrame::scan_parquet(PlRefPath::try_from_path(p)?, ScanArgsParquet::default()),
+                    LazyFrame::scan_parquet(
+                        PlRefPath::try_from_path(p)?,
+                        ScanArgsParquet::default(),
+                    ),
                     || format!("cannot scan {}", p.display()),
                 )?;
                 Ok(lf
@@ -200,7 +205,12 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
 pub fn render_text(r: &RankReport) -> String {
     use std::fmt::Write;
     let mut o = String::new();
-    let _ = writeln!(o, "\n Job report over {} ranks in {}:\n", r.shards.len(), r.dir);
+    let _ = writeln!(
+        o,
+        "\n Job report over {} ranks in {}:\n",
+        r.shards.len(),
+        r.dir
+    );
     let _ = writeln!(
         o,
         "  {:<34} {:>6} {:>16} {:>16} {:>16} {:>10}",
@@ -222,7 +232,11 @@ pub fn render_text(r: &RankReport) -> String {
         line(&mut o, s);
     }
     if !r.regions.is_empty() {
-        let _ = writeln!(o, "\n  {:<34} {:>6}  (inclusive seconds per rank, summed over threads)", "region", "ranks");
+        let _ = writeln!(
+            o,
+            "\n  {:<34} {:>6}  (inclusive seconds per rank, summed over threads)",
+            "region", "ranks"
+        );
         for s in &r.regions {
             line(&mut o, s);
         }

@@ -39,7 +39,11 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
             "Wallclock",
             "max",
             "min",
-            if has_energy { format!(" {:>10}", "energy_J") } else { String::new() }
+            if has_energy {
+                format!(" {:>10}", "energy_J")
+            } else {
+                String::new()
+            }
         );
     };
     let line = |o: &mut String, first: &str, r: &RegionRecord| {
@@ -48,7 +52,11 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
             (true, None) => format!(" {:>10}", "-"),
             _ => String::new(),
         };
-        let mark = if r.exit_closed > 0 { " (closed at exit)" } else { "" };
+        let mark = if r.exit_closed > 0 {
+            " (closed at exit)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
             "  {first:<10} {:>8} {:>12.6} {:>10.6} {:>10.6}{e}  {}{}{mark}",
@@ -67,7 +75,11 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
     }
     header(&mut o, "Thd");
     for ((pid, tid), rows) in &threads {
-        let label = if pid == tid { format!("{pid}") } else { format!("{pid}.{tid}") };
+        let label = if pid == tid {
+            format!("{pid}")
+        } else {
+            format!("{pid}.{tid}")
+        };
         for r in rows {
             line(&mut o, &label, r);
         }
@@ -101,7 +113,10 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
             line(&mut o, "SUM", r);
         }
     }
-    let _ = writeln!(o, "  (Thd is the process id, with .thread id for other threads)");
+    let _ = writeln!(
+        o,
+        "  (Thd is the process id, with .thread id for other threads)"
+    );
     let _ = writeln!(o, "\n##IPM-style banner{}", "#".repeat(52));
     let _ = writeln!(o, "# command   : {command}");
     let _ = writeln!(o, "# wallclock : {wall_s:.6} s");
@@ -112,10 +127,18 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
         "[time s]",
         "[count]",
         "<%wall>",
-        if has_energy { format!(" {:>12}", "[energy J]") } else { String::new() }
+        if has_energy {
+            format!(" {:>12}", "[energy J]")
+        } else {
+            String::new()
+        }
     );
     for r in sum.values() {
-        let pct = if wall_s > 0.0 { 100.0 * secs(r.incl_ns) / wall_s } else { f64::NAN };
+        let pct = if wall_s > 0.0 {
+            100.0 * secs(r.incl_ns) / wall_s
+        } else {
+            f64::NAN
+        };
         let e = match (has_energy, energy_j(r)) {
             (true, Some(e)) => format!(" {e:>12.3}"),
             (true, None) => format!(" {:>12}", "-"),
@@ -130,7 +153,10 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
             pct
         );
     }
-    let _ = writeln!(o, "# (time and %wall sum over threads, so threaded regions can exceed 100 %)");
+    let _ = writeln!(
+        o,
+        "# (time and %wall sum over threads, so threaded regions can exceed 100 %)"
+    );
     let _ = writeln!(o, "{}", "#".repeat(70));
     o
 }
@@ -151,9 +177,12 @@ mod tests {
             min_ns: incl_ns / 4,
             max_ns: incl_ns * 3 / 4,
             exit_closed: 0,
-            values: [("energy_package_0_j".to_string(), e), ("task-clock".to_string(), 1.0)]
-                .into_iter()
-                .collect(),
+            values: [
+                ("energy_package_0_j".to_string(), e),
+                ("task-clock".to_string(), 1.0),
+            ]
+            .into_iter()
+            .collect(),
         }
     }
 
@@ -167,8 +196,14 @@ mod tests {
         let t = render_text(&rows, "./a.out", 1.0);
         assert!(t.contains("  step"), "nested regions are indented:\n{t}");
         assert!(t.contains("10.11"), "other threads are pid.tid:\n{t}");
-        let sum = t.lines().find(|l| l.starts_with("  SUM") && l.ends_with("solve")).unwrap();
-        assert!(sum.contains(" 4 ") && sum.contains("1.400000") && sum.contains("14.000"), "{sum}");
+        let sum = t
+            .lines()
+            .find(|l| l.starts_with("  SUM") && l.ends_with("solve"))
+            .unwrap();
+        assert!(
+            sum.contains(" 4 ") && sum.contains("1.400000") && sum.contains("14.000"),
+            "{sum}"
+        );
         let banner = t.lines().find(|l| l.starts_with("# solve ")).unwrap();
         assert!(banner.contains("140.00"), "{banner}");
     }

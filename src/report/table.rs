@@ -56,7 +56,11 @@ pub(super) fn render(s: &Summary) -> String {
     }
     o.push('\n');
     if !s.regions.is_empty() {
-        o.push_str(&super::regions::render_text(&s.regions, &s.command, s.duration_s));
+        o.push_str(&super::regions::render_text(
+            &s.regions,
+            &s.command,
+            s.duration_s,
+        ));
         o.push('\n');
     }
     o
