@@ -43,6 +43,9 @@ pub struct CollectArgs {
     /// regions (by default collect sets NVTX_INJECTION64_PATH to libpowerperf_rt.so).
     #[arg(long)]
     pub no_nvtx: bool,
+    /// Format of the summary printed (to stderr, as perf stat does) after the run.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::report::Format,
     /// Do not print the summary after the run.
     #[arg(short, long)]
     pub quiet: bool,
@@ -93,9 +96,11 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         eprintln!("powerperf: {e}");
     }
     if !args.quiet {
-        let text = crate::report::render(&outcome.meta, crate::report::Format::Table)?;
+        let text = crate::report::render(&outcome.meta, args.format)?;
         eprint!("{text}");
-        eprintln!("run directory: {}", out.display());
+        if args.format == crate::report::Format::Table {
+            eprintln!("run directory: {}", out.display());
+        }
     }
     Ok(outcome.shell_status)
 }

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 /// Arguments of `powerperf fit`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  powerperf fit titanx -o titanx.json\n  powerperf fit titanx --model spca --explain -o titanx-spca.json\n  powerperf fit mixed-threads --model threads -o threads.json --no-loo\n\nThe leave-one-out error is printed for time, power and energy (targets the set marks unreliable are skipped).")]
 pub struct FitArgs {
     /// Training-set directory (`set.toml` + `points.parquet`, from `powerperf import`).
     pub set: PathBuf,
@@ -30,6 +31,10 @@ pub struct FitArgs {
     /// Skip the leave-one-out error (faster; the model file then has no held-out error).
     #[arg(long)]
     pub no_loo: bool,
+    /// `json`: print one object (model file, kind, points, leave-one-out error) on stdout;
+    /// the human lines go to stderr.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::cli::events::OutFormat,
     /// Model parameters as a JSON object (`FitParams`), e.g.
     /// `{"regression":{"spca":{"rho_min":0.5}}}`.
     #[arg(long)]
@@ -67,6 +72,15 @@ pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
 
 /// Run `powerperf fit`.
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
+    let json = args.format == crate::cli::events::OutFormat::Json;
+    // With --format json the human lines go to stderr and stdout carries one JSON object.
+    let say = |line: String| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
     let set = TrainingSet::read(&args.set)?;
     let params = parse_params(args.params.as_deref())?;
     let points = mean_points(&set);
@@ -79,44 +93,44 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     let kind = args.model.resolve(&points, false);
     let fitted = fit_kind(kind, &set.meta, &points, &params)
         .with_context(|| format!("fitting `{}` on {}", kind.name(), args.set.display()))?;
-    println!(
+    say(format!(
         "fitted {} on {} ({} workloads, {} points = means over repeats)",
         fitted.kind(),
         args.set.display(),
         set.workloads().len(),
         points.len()
-    );
+    ));
     let held_out_error = if args.no_loo {
         None
     } else {
         let ev = leave_one_out(kind, &set.meta, &points, &params);
-        println!("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):");
+        say("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):".into());
         let skipped: Vec<&str> = TARGETS
             .iter()
             .copied()
             .filter(|t| set.meta.unreliable.iter().any(|u| u.target == *t))
             .collect();
-        print!("{}", error_table(&ev.summary.targets, &skipped));
+        say(error_table(&ev.summary.targets, &skipped).trim_end().to_string());
         for u in &set.meta.unreliable {
-            println!(
+            say(format!(
                 "  {} not scored for {}: {}",
                 u.target,
                 u.workloads.join(", "),
                 u.reason
-            );
+            ));
         }
         if !ev.failures.is_empty() {
-            println!(
+            say(format!(
                 "  {} point(s) could not be predicted when left out, e.g. {}: {}",
                 ev.failures.len(),
                 ev.failures[0].0,
                 ev.failures[0].1
-            );
+            ));
         }
         Some(ev.summary)
     };
     if args.explain {
-        println!("\n{}", fitted.explain());
+        say(format!("\n{}", fitted.explain()));
     }
     let mut training_knobs: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for p in &points {
@@ -137,6 +151,19 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         model: fitted,
     };
     file.write(&args.output)?;
-    println!("wrote {}", args.output.display());
+    say(format!("wrote {}", args.output.display()));
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "model": args.output.display().to_string(),
+                "kind": file.kind,
+                "set": file.set_path,
+                "workloads": set.workloads().len(),
+                "points": points.len(),
+                "held_out_error": file.held_out_error,
+            }))?
+        );
+    }
     Ok(0)
 }

@@ -53,6 +53,21 @@ pub enum Command {
     Microbench(microbench::MicrobenchCommand),
     /// Run the whole pipeline on a bundled default input.
     Quickstart(quickstart::QuickstartArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = "Examples:\n  powerperf completions bash > /etc/bash_completion.d/powerperf\n  powerperf completions zsh > ~/.zfunc/_powerperf")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (powerperf.1 and one per subcommand) generated from these
+    /// definitions.
+    #[command(after_help = "Examples:\n  powerperf man -o /usr/local/share/man/man1\n  powerperf man -o man && man -l man/powerperf-collect.1")]
+    Man {
+        /// Directory to write the pages into (created if missing).
+        #[arg(short = 'o', long = "output", default_value = ".")]
+        out: std::path::PathBuf,
+    },
 }
 
 /// Parse arguments and run; returns the exit status.
@@ -74,6 +89,18 @@ pub fn run() -> anyhow::Result<i32> {
         Command::Sweep(a) => sweep::run(a),
         Command::Microbench(a) => microbench::run(a),
         Command::Quickstart(a) => quickstart::run(a),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "powerperf", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { out } => {
+            use clap::CommandFactory;
+            std::fs::create_dir_all(&out)?;
+            clap_mangen::generate_to(Cli::command(), &out)?;
+            eprintln!("wrote man pages into {}", out.display());
+            Ok(0)
+        }
     }
 }
 
