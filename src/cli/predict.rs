@@ -226,7 +226,14 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                         .iter()
                         .map(|(t, x)| format!("{t} {:.2} %", x.mape_pct))
                         .collect();
-                    println!("held-out error ({}): {}", e.protocol, parts.join(", "));
+                    if parts.is_empty() {
+                        println!(
+                            "held-out error ({}): none measurable (no point could be predicted with itself left out: too few training points)",
+                            e.protocol
+                        );
+                    } else {
+                        println!("held-out error ({}): {}", e.protocol, parts.join(", "));
+                    }
                 } else {
                     println!("held-out error: not measured (model fitted with --no-loo)");
                 }
