@@ -32,7 +32,11 @@ fn every_subcommand_help_has_examples() {
         let o = pp().args(&sub).arg("--help").output().unwrap();
         assert!(o.status.success(), "{sub:?}");
         let t = String::from_utf8(o.stdout).unwrap();
-        assert!(t.contains("Example"), "`powerperf {} --help` has no example:\n{t}", sub.join(" "));
+        assert!(
+            t.contains("Example"),
+            "`powerperf {} --help` has no example:\n{t}",
+            sub.join(" ")
+        );
         assert!(t.contains("powerperf "), "{sub:?}");
     }
 }
@@ -42,11 +46,19 @@ fn completions_and_man_pages_are_generated() {
     let o = pp().args(["completions", "bash"]).output().unwrap();
     assert!(o.status.success());
     let t = String::from_utf8(o.stdout).unwrap();
-    assert!(t.contains("_powerperf") && t.contains("collect") && t.contains("--interval"), "{}", &t[..t.len().min(400)]);
+    assert!(
+        t.contains("_powerperf") && t.contains("collect") && t.contains("--interval"),
+        "{}",
+        &t[..t.len().min(400)]
+    );
     let dir = tempfile::tempdir().unwrap();
     pp().args(["man", "-o"]).arg(dir.path()).assert().success();
     let main = std::fs::read_to_string(dir.path().join("powerperf.1")).unwrap();
-    assert!(main.starts_with(".ie") || main.contains(".TH"), "{}", &main[..main.len().min(200)]);
+    assert!(
+        main.starts_with(".ie") || main.contains(".TH"),
+        "{}",
+        &main[..main.len().min(200)]
+    );
     let collect = std::fs::read_to_string(dir.path().join("powerperf-collect.1")).unwrap();
     assert!(collect.contains("interval"));
 }

@@ -31,8 +31,7 @@ const COPIED: &[&str] = &[
 /// Characters that would need a shell: a guide command containing one could not be run as
 /// the test splits it.
 const SHELL_SYNTAX: &[char] = &[
-    '\'', '"', '`', '$', '|', '&', ';', '<', '>', '(', ')', '*', '?', '[', ']', '{', '}',
-    '\\', '~',
+    '\'', '"', '`', '$', '|', '&', ';', '<', '>', '(', ')', '*', '?', '[', ']', '{', '}', '\\', '~',
 ];
 
 fn root() -> PathBuf {
@@ -170,10 +169,9 @@ fn every_guide_command_runs() {
     for p in COPIED {
         copy_tree(&root().join(p), &work.join(p));
     }
-    let path = std::env::join_paths(
-        std::iter::once(bin.parent().unwrap().to_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(bin.parent().unwrap().to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .unwrap();
 
     let mut ran = 0;
@@ -261,7 +259,10 @@ fn every_guide_command_runs() {
         }
     }
     assert!(ran >= 8, "only {ran} guide commands ran");
-    assert!(dataset_commands >= 8, "the dataset section has {dataset_commands} commands");
+    assert!(
+        dataset_commands >= 8,
+        "the dataset section has {dataset_commands} commands"
+    );
 
     // The outputs the guide promises exist.
     let out = work.join("guide-out");

@@ -329,14 +329,28 @@ fn fit_format_json_prints_one_object_with_the_loo_error() {
     dvfs_set(&set);
     let model = tmp.path().join("sub/m.json");
     let out = pp()
-        .args(["fit", set.to_str().unwrap(), "-o", model.to_str().unwrap(), "--format", "json"])
+        .args([
+            "fit",
+            set.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["kind"], "analytic");
     assert!(v["points"].as_u64().unwrap() > 0);
-    assert!(v["held_out_error"]["targets"]["time_s"]["mape_pct"].is_number(), "{v}");
+    assert!(
+        v["held_out_error"]["targets"]["time_s"]["mape_pct"].is_number(),
+        "{v}"
+    );
     // The model's folder is created.
     assert!(model.is_file());
 }

@@ -61,7 +61,9 @@ fn bad(path: &Path, line: usize, what: impl std::fmt::Display) -> io::Error {
     )
 }
 
-fn unescape(s: &str) -> String {
+/// Undo the `\\`, `\t`, `\n`, `\r` escapes of a region name (in events files and in the
+/// controller protocol, rt/README.md).
+pub fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut it = s.chars();
     while let Some(c) = it.next() {

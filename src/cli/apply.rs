@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 /// Arguments of `powerperf apply`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  powerperf apply --plan plan.toml -- ./my_program\n  powerperf apply --plan plan.toml --workload DP --dry-run -- ./dp_kernel\n  powerperf apply --plan examples/plans/cpu-static.toml --workload fma --dry-run --sysfs-root tests/fixtures/sysfs/cpufreq-userspace -- true\n  powerperf apply --restore        # replay a restore record (e.g. from a Slurm epilog)\n\nEvery changed setting is restored on exit, error, SIGINT/SIGTERM and a crash of the command; see docs/dvfs.md.")]
+#[command(
+    after_help = "Examples:\n  powerperf apply --plan plan.toml -- ./my_program\n  powerperf apply --plan plan.toml --workload DP --dry-run -- ./dp_kernel\n  powerperf apply --plan examples/plans/cpu-static.toml --workload fma --dry-run --sysfs-root tests/fixtures/sysfs/cpufreq-userspace -- true\n  powerperf apply --restore        # replay a restore record (e.g. from a Slurm epilog)\n\nEvery changed setting is restored on exit, error, SIGINT/SIGTERM and a crash of the command; see docs/dvfs.md."
+)]
 pub struct ApplyArgs {
     /// The plan file written by `powerperf plan`.
     #[arg(long, value_name = "PLAN", required_unless_present = "restore")]

@@ -25,7 +25,9 @@ pub enum Protocol {
 
 /// Arguments of `powerperf evaluate`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  powerperf evaluate titanx --protocol knob-holdout --train core_freq_mhz=595,861,1164\n  powerperf evaluate titanx --protocol workload-holdout --baseline core_freq_mhz=1164,mem_freq_mhz=3505 --format json\n  powerperf evaluate v100 --protocol knob-holdout --train core_freq_mhz=510,945,1380 -o points.csv\n\nMeasured errors on the shared datasets: docs/models.md.")]
+#[command(
+    after_help = "Examples:\n  powerperf evaluate titanx --protocol knob-holdout --train core_freq_mhz=595,861,1164\n  powerperf evaluate titanx --protocol workload-holdout --baseline core_freq_mhz=1164,mem_freq_mhz=3505 --format json\n  powerperf evaluate v100 --protocol knob-holdout --train core_freq_mhz=510,945,1380 -o points.csv\n\nMeasured errors on the shared datasets: docs/models.md."
+)]
 pub struct EvaluateArgs {
     /// Training-set directory.
     pub set: PathBuf,

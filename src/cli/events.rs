@@ -49,7 +49,9 @@ pub struct ValueArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum EventsCommand {
     /// Evaluate every definition of FILE on a run's totals or on given values.
-    #[command(after_help = "Examples:\n  powerperf events eval my_events.txt run1\n  powerperf events eval papi_events.csv --cpu skx --values PAPI_TOT_INS=1e9,PAPI_TOT_CYC=2e9 --format json\n  powerperf events eval events/lcpi/papi.txt run1 --constants machine-constants/amd-opteron-8358.toml")]
+    #[command(
+        after_help = "Examples:\n  powerperf events eval my_events.txt run1\n  powerperf events eval papi_events.csv --cpu skx --values PAPI_TOT_INS=1e9,PAPI_TOT_CYC=2e9 --format json\n  powerperf events eval events/lcpi/papi.txt run1 --constants machine-constants/amd-opteron-8358.toml"
+    )]
     Eval {
         #[command(flatten)]
         file: FileArgs,
@@ -66,7 +68,9 @@ pub enum EventsCommand {
     },
     /// List each definition with its RPN form, the events and constants it needs, and how
     /// they resolve (through the alias table; against RUN's events with --run).
-    #[command(after_help = "Examples:\n  powerperf events check my_events.txt\n  powerperf events check /usr/share/likwid/perfgroups/skylakex/FLOPS_DP.txt --run run1")]
+    #[command(
+        after_help = "Examples:\n  powerperf events check my_events.txt\n  powerperf events check /usr/share/likwid/perfgroups/skylakex/FLOPS_DP.txt --run run1"
+    )]
     Check {
         #[command(flatten)]
         file: FileArgs,
@@ -91,7 +95,9 @@ pub enum EventsCommand {
         format: OutFormat,
     },
     /// The LCPI table (PerfExpert's six categories) of a run or of given values.
-    #[command(after_help = "Examples:\n  powerperf events lcpi run1\n  powerperf events lcpi --values PAPI_TOT_INS=1e9,PAPI_TOT_CYC=1.5e9,PAPI_L1_DCA=4e8 --constants machine-constants/amd-opteron-8358.toml")]
+    #[command(
+        after_help = "Examples:\n  powerperf events lcpi run1\n  powerperf events lcpi --values PAPI_TOT_INS=1e9,PAPI_TOT_CYC=1.5e9,PAPI_L1_DCA=4e8 --constants machine-constants/amd-opteron-8358.toml"
+    )]
     Lcpi {
         /// Run directory.
         run: Option<PathBuf>,

@@ -14,7 +14,9 @@ use std::path::PathBuf;
 
 /// Arguments of `powerperf fit`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  powerperf fit titanx -o titanx.json\n  powerperf fit titanx --model spca --explain -o titanx-spca.json\n  powerperf fit mixed-threads --model threads -o threads.json --no-loo\n\nThe leave-one-out error is printed for time, power and energy (targets the set marks unreliable are skipped).")]
+#[command(
+    after_help = "Examples:\n  powerperf fit titanx -o titanx.json\n  powerperf fit titanx --model spca --explain -o titanx-spca.json\n  powerperf fit mixed-threads --model threads -o threads.json --no-loo\n\nThe leave-one-out error is printed for time, power and energy (targets the set marks unreliable are skipped)."
+)]
 pub struct FitArgs {
     /// Training-set directory (`set.toml` + `points.parquet`, from `powerperf import`).
     pub set: PathBuf,
@@ -110,7 +112,9 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
             .copied()
             .filter(|t| set.meta.unreliable.iter().any(|u| u.target == *t))
             .collect();
-        say(error_table(&ev.summary.targets, &skipped).trim_end().to_string());
+        say(error_table(&ev.summary.targets, &skipped)
+            .trim_end()
+            .to_string());
         for u in &set.meta.unreliable {
             say(format!(
                 "  {} not scored for {}: {}",

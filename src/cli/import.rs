@@ -9,7 +9,9 @@ use std::path::PathBuf;
 
 /// Arguments of `powerperf import`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  powerperf import datasets/titanx-micro.toml -o titanx\n  powerperf import datasets/v100-dcgm-sweep.toml --file /data/spec_21apps.csv -o v100\n  powerperf import run1 run2 run3 -o my-set        # runs written by powerperf collect\n\nSpecs name the public files; POWERPERF_DATA_DIR or --file says where they are (docs/import.md).")]
+#[command(
+    after_help = "Examples:\n  powerperf import datasets/titanx-micro.toml -o titanx\n  powerperf import datasets/v100-dcgm-sweep.toml --file /data/spec_21apps.csv -o v100\n  powerperf import run1 run2 run3 -o my-set        # runs written by powerperf collect\n\nSpecs name the public files; POWERPERF_DATA_DIR or --file says where they are (docs/import.md)."
+)]
 pub struct ImportArgs {
     /// An import spec (TOML, e.g. datasets/titanx-micro.toml), or run directories written by
     /// `powerperf collect` (each holds a run.toml).

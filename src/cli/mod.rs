@@ -54,7 +54,9 @@ pub enum Command {
     /// Run the whole pipeline on a bundled default input.
     Quickstart(quickstart::QuickstartArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    #[command(after_help = "Examples:\n  powerperf completions bash > /etc/bash_completion.d/powerperf\n  powerperf completions zsh > ~/.zfunc/_powerperf")]
+    #[command(
+        after_help = "Examples:\n  powerperf completions bash > /etc/bash_completion.d/powerperf\n  powerperf completions zsh > ~/.zfunc/_powerperf"
+    )]
     Completions {
         /// The shell.
         #[arg(value_enum)]
@@ -62,7 +64,9 @@ pub enum Command {
     },
     /// Write man pages (powerperf.1 and one per subcommand) generated from these
     /// definitions.
-    #[command(after_help = "Examples:\n  powerperf man -o /usr/local/share/man/man1\n  powerperf man -o man && man -l man/powerperf-collect.1")]
+    #[command(
+        after_help = "Examples:\n  powerperf man -o /usr/local/share/man/man1\n  powerperf man -o man && man -l man/powerperf-collect.1"
+    )]
     Man {
         /// Directory to write the pages into (created if missing).
         #[arg(short = 'o', long = "output", default_value = ".")]
@@ -91,7 +95,12 @@ pub fn run() -> anyhow::Result<i32> {
         Command::Quickstart(a) => quickstart::run(a),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "powerperf", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "powerperf",
+                &mut std::io::stdout(),
+            );
             Ok(0)
         }
         Command::Man { out } => {

@@ -16,7 +16,9 @@ pub enum Format {
 
 /// Arguments of `powerperf plan`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  powerperf plan --model titanx.json --workload DP --workload SP --objective energy --max-slowdown 5% -o plan.toml\n  powerperf plan --model titanx.json --objective edp --max-slowdown none -o plan.toml\n  powerperf plan --evaluate titanx --train core_freq_mhz=595,861,1164 --max-slowdown 5% --format json\n\nPlan file format: docs/plan-format.md; planner and evaluation: docs/dvfs.md.")]
+#[command(
+    after_help = "Examples:\n  powerperf plan --model titanx.json --workload DP --workload SP --objective energy --max-slowdown 5% -o plan.toml\n  powerperf plan --model titanx.json --objective edp --max-slowdown none -o plan.toml\n  powerperf plan --evaluate titanx --train core_freq_mhz=595,861,1164 --max-slowdown 5% --format json\n\nPlan file format: docs/plan-format.md; planner and evaluation: docs/dvfs.md."
+)]
 pub struct PlanArgs {
     /// The model file written by `powerperf fit`.
     #[arg(long, value_name = "MODEL", required_unless_present = "evaluate")]

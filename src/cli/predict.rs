@@ -21,7 +21,9 @@ pub enum Format {
 
 /// Arguments of `powerperf predict`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  powerperf predict --model titanx.json --workload DP --knob core_freq_mhz=595,861,1164\n  powerperf predict --model threads.json --workload mixed --knob threads=1,2,4,8 --format json\n  powerperf predict --model titanx.json --from run1 --knob core_freq_mhz=700,900")]
+#[command(
+    after_help = "Examples:\n  powerperf predict --model titanx.json --workload DP --knob core_freq_mhz=595,861,1164\n  powerperf predict --model threads.json --workload mixed --knob threads=1,2,4,8 --format json\n  powerperf predict --model titanx.json --from run1 --knob core_freq_mhz=700,900"
+)]
 pub struct PredictArgs {
     /// Model file from `powerperf fit`.
     #[arg(long = "model")]

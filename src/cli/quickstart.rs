@@ -219,18 +219,47 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
 
     // Frequency runs where this machine's cpufreq can be set (never on a VM without it).
     let cpufreq = std::path::Path::new("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq");
-    let writable = std::fs::OpenOptions::new().write(true).open(cpufreq).is_ok();
+    let writable = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cpufreq)
+        .is_ok();
     if writable {
-        r.step("1b. sweep the core frequency (min, max) through cpufreq, settings restored afterwards");
+        r.step(
+            "1b. sweep the core frequency (min, max) through cpufreq, settings restored afterwards",
+        );
         let fset = p("sets/mixed-freq");
         r.pp(
             &[
-                "sweep", "-o", &fset, "--freq", "min,max", "--threads", "1", "--repeat", "1", "--",
-                &exe_s, "microbench", "kernel", "mixed", "--scale", &scale,
+                "sweep",
+                "-o",
+                &fset,
+                "--freq",
+                "min,max",
+                "--threads",
+                "1",
+                "--repeat",
+                "1",
+                "--",
+                &exe_s,
+                "microbench",
+                "kernel",
+                "mixed",
+                "--scale",
+                &scale,
             ],
             12,
         )?;
-        r.pp(&["fit", &fset, "--model", "analytic", "-o", &p("models/mixed-freq.json")], 12)?;
+        r.pp(
+            &[
+                "fit",
+                &fset,
+                "--model",
+                "analytic",
+                "-o",
+                &p("models/mixed-freq.json"),
+            ],
+            12,
+        )?;
     } else {
         println!(
             "    no writable cpufreq here ({} {}): the frequency sweep (`powerperf sweep`) is skipped",
@@ -354,6 +383,31 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     let root = out.join("sysfs-cpufreq-userspace");
     copy_tree(&fixture, &root)?;
     let root_s = root.display().to_string();
+    // A plan applied with --dry-run to the fixture copy, the command a short microbench.
+    let apply_dry_run = |plan: &str, workload: &str| {
+        r.pp(
+            &[
+                "apply",
+                "--plan",
+                plan,
+                "--workload",
+                workload,
+                "--dry-run",
+                "--sysfs-root",
+                &root_s,
+                "--",
+                &exe_s,
+                "microbench",
+                "kernel",
+                "fma",
+                "--threads",
+                "1",
+                "--scale",
+                "0.1",
+            ],
+            20,
+        )
+    };
     match data
         .as_ref()
         .filter(|d| d.join("xu3-pmu-power/cbench_timeline.tsv").is_file())
@@ -366,7 +420,10 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
             for cpu in std::fs::read_dir(&cf)?.flatten() {
                 let d = cpu.path().join("cpufreq");
                 if d.is_dir() {
-                    std::fs::write(d.join("scaling_available_frequencies"), "1000000 1500000 2000000 \n")?;
+                    std::fs::write(
+                        d.join("scaling_available_frequencies"),
+                        "1000000 1500000 2000000 \n",
+                    )?;
                     std::fs::write(d.join("cpuinfo_min_freq"), "1000000\n")?;
                     std::fs::write(d.join("scaling_min_freq"), "1000000\n")?;
                     std::fs::write(d.join("cpuinfo_max_freq"), "2000000\n")?;
@@ -403,28 +460,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
                 ],
                 12,
             )?;
-            r.pp(
-                &[
-                    "apply",
-                    "--plan",
-                    &xp,
-                    "--workload",
-                    "automotive_bitcount",
-                    "--dry-run",
-                    "--sysfs-root",
-                    &root_s,
-                    "--",
-                    &exe_s,
-                    "microbench",
-                    "kernel",
-                    "fma",
-                    "--threads",
-                    "1",
-                    "--scale",
-                    "0.1",
-                ],
-                20,
-            )?;
+            apply_dry_run(&xp, "automotive_bitcount")?;
         }
         None => {
             r.step("3. apply the shipped example plan (hand-written, no frequency dataset found) with --dry-run to the cpufreq fixture");
@@ -432,28 +468,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
                 .join("examples/plans/cpu-static.toml")
                 .display()
                 .to_string();
-            r.pp(
-                &[
-                    "apply",
-                    "--plan",
-                    &plan,
-                    "--workload",
-                    "fma",
-                    "--dry-run",
-                    "--sysfs-root",
-                    &root_s,
-                    "--",
-                    &exe_s,
-                    "microbench",
-                    "kernel",
-                    "fma",
-                    "--threads",
-                    "1",
-                    "--scale",
-                    "0.1",
-                ],
-                20,
-            )?;
+            apply_dry_run(&plan, "fma")?;
         }
     }
     // The fixture must be as it was: dry-run writes nothing.

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 /// Arguments of `powerperf sweep`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  powerperf sweep -o set1 --freq 1.2GHz,1.8GHz,max --threads 1,2,4,8 --repeat 3 -- ./my_program\n  powerperf sweep -o set1 --freq min,max --dry-run -- ./my_program\n\nFinished runs are skipped when the same command is run again; the original settings are restored at the end.")]
+#[command(
+    after_help = "Examples:\n  powerperf sweep -o set1 --freq 1.2GHz,1.8GHz,max --threads 1,2,4,8 --repeat 3 -- ./my_program\n  powerperf sweep -o set1 --freq min,max --dry-run -- ./my_program\n\nFinished runs are skipped when the same command is run again; the original settings are restored at the end."
+)]
 pub struct SweepArgs {
     /// The training set directory to write (runs under SET/runs/).
     #[arg(short = 'o', long = "output", value_name = "SET")]

@@ -584,25 +584,7 @@ enum CtlEvent {
     Exited(std::io::Result<std::process::ExitStatus>),
 }
 
-/// Undo the `\\`, `\t`, `\n`, `\r` escapes of a region name.
-fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut it = s.chars();
-    while let Some(c) = it.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match it.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some(o) => out.push(o),
-            None => out.push('\\'),
-        }
-    }
-    out
-}
+use powerperf_rt::events::unescape;
 
 /// Serve one connection: check the peer, then turn `B`/`E` lines into switch requests.
 /// The stack of open regions is per connection (per thread of the command).
