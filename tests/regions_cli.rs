@@ -103,6 +103,50 @@ fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["regions"].as_array().unwrap().len(), regions.len());
+    // Derived events over every region and every sample (the vectorised evaluator).
+    let defs = dir.join("derived.txt");
+    std::fs::write(
+        &defs,
+        "cpu_s = task\\-clock / 1e9\nbusy = task\\-clock / 1e9 / duration_time\n",
+    )
+    .unwrap();
+    for (per, rows) in [
+        ("region", regions.len()),
+        ("sample", meta.run.samples as usize),
+    ] {
+        let out = dir.join(format!("derived-{per}.parquet"));
+        let o = Command::cargo_bin("powerperf")
+            .unwrap()
+            .args(["events", "eval"])
+            .arg(&defs)
+            .arg(&run)
+            .args(["--per", per, "--format", "json", "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let arr = v.as_array().unwrap();
+        assert_eq!(arr.len(), rows, "{per}");
+        let df = powerperf::collect::timeline::read_parquet(&out).unwrap();
+        assert_eq!(df.height(), rows);
+        let cpu: f64 = df
+            .column("cpu_s")
+            .unwrap()
+            .f64()
+            .unwrap()
+            .iter()
+            .flatten()
+            .sum();
+        assert!(cpu > 0.0, "{per}: {df}");
+        if per == "sample" {
+            // Per sample the shares add up to the run's task-clock.
+            assert!(
+                (cpu - total * 1e-9).abs() <= 1e-6 * total * 1e-9 + 1e-9,
+                "{cpu} vs {total}"
+            );
+        }
+    }
     // LCPI per region: without hardware counters here every category says what is missing.
     let lcpi = Command::cargo_bin("powerperf")
         .unwrap()

@@ -17,6 +17,15 @@ pub enum OutFormat {
     Json,
 }
 
+/// What `events eval --per` evaluates over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Per {
+    /// Every timeline sample (`timeline.parquet`); durations are the samples' lengths.
+    Sample,
+    /// Every region and thread (`regions.parquet`); durations are inclusive times.
+    Region,
+}
+
 /// The definitions file and how to read it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FileArgs {
@@ -65,6 +74,14 @@ pub enum EventsCommand {
         values: ValueArgs,
         #[arg(long, value_enum, default_value = "table")]
         format: OutFormat,
+        /// Evaluate over RUN's timeline (one value per sample) or its regions (one per region
+        /// and thread) instead of its totals, with the vectorised evaluator.
+        #[arg(long, value_enum)]
+        per: Option<Per>,
+        /// With --per: write the derived columns as Parquet (`t_ns`/`dur_ns` or
+        /// `pid`/`tid`/`path`, then one f64 column per definition), usable as model features.
+        #[arg(short = 'o', long = "output", requires = "per")]
+        output: Option<PathBuf>,
     },
     /// List each definition with its RPN form, the events and constants it needs, and how
     /// they resolve (through the alias table; against RUN's events with --run).
@@ -124,6 +141,24 @@ pub fn run(cmd: EventsCommand) -> Result<i32> {
             run,
             values,
             format,
+            per: Some(per),
+            output,
+        } => eval_per(
+            &file,
+            run_flag.or(run).as_deref(),
+            &values,
+            format,
+            per,
+            output.as_deref(),
+        ),
+        EventsCommand::Eval {
+            file,
+            run_flag,
+            run,
+            values,
+            format,
+            per: None,
+            ..
         } => eval(&file, run_flag.or(run).as_deref(), &values, format),
         EventsCommand::Check {
             file,
@@ -608,6 +643,174 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
                 println!("  {:<40} [{}{extra}]{status}", l.name, l.kind);
             }
             println!("\nRaw events: rNNNN (hex), PMU/event=0x..,umask=0x../ as perf takes them.");
+        }
+    }
+    Ok(0)
+}
+
+/// `events eval --per sample|region`: the definitions over every timeline sample or region
+/// row, through [`crate::events_dsl::DefinitionSet::evaluate_columns`]. Event names reach
+/// columns through the same resolution as the totals (constants, exact columns, the alias
+/// table); `duration_time` and friends are the sample's or region's length in seconds.
+fn eval_per(
+    f: &FileArgs,
+    run: Option<&Path>,
+    v: &ValueArgs,
+    format: OutFormat,
+    per: Per,
+    output: Option<&Path>,
+) -> Result<i32> {
+    use crate::events_dsl::alias::Resolution;
+    use std::collections::BTreeMap;
+    let run = run.context("--per needs a RUN directory")?;
+    let set = load_defs(f)?;
+    let (r, notes) = resolver(Some(run), v)?;
+    // The rows: per-column values and per-row durations, plus key columns for the output.
+    let mut cols: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let (n, dur_s, keys): (usize, Vec<f64>, Vec<polars::prelude::Column>) = match per {
+        Per::Sample => {
+            let df =
+                crate::collect::timeline::read_parquet(&run.join(crate::store::run::TIMELINE))?;
+            let t: Vec<u64> = df
+                .column("t_ns")?
+                .u64()?
+                .iter()
+                .map(|x| x.unwrap_or(0))
+                .collect();
+            let d: Vec<u64> = df
+                .column("dur_ns")?
+                .u64()?
+                .iter()
+                .map(|x| x.unwrap_or(0))
+                .collect();
+            for c in df.columns() {
+                if let Ok(ca) = c.f64() {
+                    cols.insert(
+                        c.name().to_string(),
+                        ca.iter().map(|x| x.unwrap_or(f64::NAN)).collect(),
+                    );
+                }
+            }
+            let dur = d.iter().map(|&x| x as f64 * 1e-9).collect();
+            let keys = vec![
+                polars::prelude::Column::new("t_ns".into(), &t),
+                polars::prelude::Column::new("dur_ns".into(), &d),
+            ];
+            (t.len(), dur, keys)
+        }
+        Per::Region => {
+            let regs = crate::collect::attribution::read_regions(run)?.with_context(|| {
+                format!(
+                    "{} has no regions.parquet (mark regions with powerperf-rt)",
+                    run.display()
+                )
+            })?;
+            for reg in &regs {
+                for name in reg.values.keys() {
+                    cols.entry(name.clone()).or_default();
+                }
+            }
+            for (name, col) in cols.iter_mut() {
+                *col = regs
+                    .iter()
+                    .map(|g| g.values.get(name).copied().unwrap_or(f64::NAN))
+                    .collect();
+            }
+            let dur = regs.iter().map(|g| g.incl_ns as f64 * 1e-9).collect();
+            let keys = vec![
+                polars::prelude::Column::new(
+                    "pid".into(),
+                    regs.iter().map(|g| g.pid).collect::<Vec<_>>(),
+                ),
+                polars::prelude::Column::new(
+                    "tid".into(),
+                    regs.iter().map(|g| g.tid).collect::<Vec<_>>(),
+                ),
+                polars::prelude::Column::new(
+                    "path".into(),
+                    regs.iter().map(|g| g.path.clone()).collect::<Vec<_>>(),
+                ),
+            ];
+            (regs.len(), dur, keys)
+        }
+    };
+    // Each variable of the set becomes a column: a run column (directly or through an
+    // alias), a constant broadcast to every row, or the rows' durations.
+    let mut bound: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for var in &set.variables {
+        let col = match r.resolve(var) {
+            Resolution::Column { column, .. } | Resolution::Alias { column, .. } => {
+                cols.get(&column).cloned()
+            }
+            Resolution::Constant { value, .. } => Some(vec![value; n]),
+            Resolution::Duration { .. } => Some(dur_s.clone()),
+            _ => None,
+        };
+        if let Some(c) = col {
+            bound.insert(var.clone(), c);
+        }
+    }
+    let out = set.evaluate_columns(&|name: &str| bound.get(name).map(|c| c.as_slice()), n);
+    let names: Vec<&str> = set.definitions.iter().map(|d| d.name.as_str()).collect();
+    if let Some(path) = output {
+        let mut columns = keys.clone();
+        for (name, vals) in names.iter().zip(&out) {
+            columns.push(polars::prelude::Column::new((*name).into(), vals));
+        }
+        let mut df = polars::prelude::DataFrame::new(n, columns)?;
+        crate::collect::timeline::write_frame(&mut df, path)?;
+        eprintln!(
+            "wrote {} ({} rows, {} definitions)",
+            path.display(),
+            n,
+            names.len()
+        );
+    }
+    match format {
+        OutFormat::Json => {
+            let rows: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    let mut m = serde_json::Map::new();
+                    for (name, vals) in names.iter().zip(&out) {
+                        let x = vals[i];
+                        m.insert(
+                            name.to_string(),
+                            if x.is_finite() {
+                                x.into()
+                            } else {
+                                serde_json::Value::Null
+                            },
+                        );
+                    }
+                    serde_json::Value::Object(m)
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
+        OutFormat::Table => {
+            for note in notes.iter().chain(&set.notes) {
+                eprintln!("note: {note}");
+            }
+            let missing: Vec<&String> = set
+                .variables
+                .iter()
+                .filter(|v| !bound.contains_key(*v))
+                .collect();
+            if !missing.is_empty() {
+                eprintln!(
+                    "note: not in this run, so NaN where used: {}",
+                    missing
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            println!("{:>8}  {}", "row", names.join("  "));
+            for i in 0..n {
+                let vals: Vec<String> = out.iter().map(|c| fmt_value(c[i])).collect();
+                println!("{i:>8}  {}", vals.join("  "));
+            }
         }
     }
     Ok(0)
