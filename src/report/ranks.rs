@@ -7,7 +7,7 @@
 
 use crate::collect::attribution::REGIONS;
 use crate::store::run::{RunMeta, RUN_TOML, TIMELINE};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use polars::prelude::*;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -53,23 +53,24 @@ pub fn shards(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-fn spread(name: &str, df: &DataFrame, col: &str) -> Result<Spread> {
-    let get = |c: &str| -> Result<f64> {
-        df.column(c)?
-            .f64()?
-            .get(0)
-            .with_context(|| format!("no {c} for {name}"))
-    };
-    let max = get(&format!("{col}_max"))?;
-    let mean = get(&format!("{col}_mean"))?;
-    Ok(Spread {
-        name: name.to_string(),
-        ranks: df.column("ranks")?.u32()?.get(0).unwrap_or(0) as usize,
-        min: get(&format!("{col}_min"))?,
-        mean,
-        max,
-        imbalance: if max > 0.0 { (max - mean) / max } else { 0.0 },
-    })
+impl Spread {
+    /// Min, mean, max and imbalance of one quantity's values, one per rank.
+    fn of(name: impl Into<String>, v: &[f64]) -> Spread {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let (min, max) = v
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        Spread {
+            name: name.into(),
+            ranks: v.len(),
+            min,
+            mean,
+            max,
+            imbalance: if max > 0.0 { (max - mean) / max } else { 0.0 },
+        }
+    }
 }
 
 /// Build the report of the shards under `dir`.
@@ -87,7 +88,7 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
     // Per shard: one row of totals of every timeline column, through lazy scans.
     let mut rows: Vec<DataFrame> = Vec::new();
     let mut durations = Vec::new();
-    for (k, s) in shards.iter().enumerate() {
+    for s in &shards {
         let meta = RunMeta::read(s)?;
         durations.push(meta.run.duration_ns as f64 * 1e-9);
         let tl = s.join(TIMELINE);
@@ -107,23 +108,9 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
                 .collect(),
             || format!("cannot read {}", tl.display()),
         )?;
-        let _ = k;
         rows.push(summed);
     }
-    let mut events = Vec::new();
-    let n = shards.len() as f64;
-    let (mn, mx) = durations
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(a, b), &d| (a.min(d), b.max(d)));
-    let mean = durations.iter().sum::<f64>() / n;
-    events.push(Spread {
-        name: "wall time (s)".into(),
-        ranks: shards.len(),
-        min: mn,
-        mean,
-        max: mx,
-        imbalance: if mx > 0.0 { (mx - mean) / mx } else { 0.0 },
-    });
+    let mut events = vec![Spread::of("wall time (s)", &durations)];
     // Column totals per shard; a column a shard lacks (an event it could not count) is
     // left out of that shard's statistics, never counted as zero.
     let mut per_col: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
@@ -134,22 +121,7 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
             }
         }
     }
-    for (name, v) in per_col {
-        let mean = v.iter().sum::<f64>() / v.len() as f64;
-        let (min, max) = v
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
-                (a.min(x), b.max(x))
-            });
-        events.push(Spread {
-            name,
-            ranks: v.len(),
-            min,
-            mean,
-            max,
-            imbalance: if max > 0.0 { (max - mean) / max } else { 0.0 },
-        });
-    }
+    events.extend(per_col.iter().map(|(name, v)| Spread::of(name.as_str(), v)));
     // Regions: inclusive time per (shard, path) summed over threads, then spread over shards.
     let mut regions = Vec::new();
     let region_files: Vec<PathBuf> = shards
@@ -176,22 +148,18 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
             .collect::<Result<_>>()?;
         let per_rank = concat(scans, UnionArgs::default())?
             .group_by([col("shard"), col("path")])
-            .agg([(col("incl_ns").sum().cast(DataType::Float64) * lit(1e-9)).alias("s")]);
-        let df = per_rank
-            .group_by([col("path")])
-            .agg([
-                col("s").min().alias("v_min"),
-                col("s").mean().alias("v_mean"),
-                col("s").max().alias("v_max"),
-                col("s").count().cast(DataType::UInt32).alias("ranks"),
-            ])
+            .agg([(col("incl_ns").sum().cast(DataType::Float64) * lit(1e-9)).alias("s")])
             .sort(["path"], SortMultipleOptions::default())
             .collect()?;
-        let paths = df.column("path")?.str()?.clone();
-        for i in 0..df.height() {
-            let row = df.slice(i as i64, 1);
-            regions.push(spread(paths.get(i).unwrap_or(""), &row, "v")?);
+        let mut per_path: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        let paths = per_rank.column("path")?.str()?;
+        let secs = per_rank.column("s")?.f64()?;
+        for (p, v) in paths.iter().zip(secs.iter()) {
+            if let (Some(p), Some(v)) = (p, v) {
+                per_path.entry(p.to_string()).or_default().push(v);
+            }
         }
+        regions.extend(per_path.iter().map(|(p, v)| Spread::of(p.as_str(), v)));
     }
     Ok(RankReport {
         dir: dir.display().to_string(),
