@@ -145,8 +145,6 @@ fn lcpi_report(
     constants: Option<&std::path::Path>,
     regions: &[crate::collect::attribution::RegionRecord],
 ) -> anyhow::Result<String> {
-    use crate::events_dsl::lcpi;
-    use std::collections::BTreeMap;
     use std::fmt::Write;
     let values = crate::cli::events::ValueArgs {
         values: None,
@@ -158,23 +156,16 @@ fn lcpi_report(
     for n in &notes {
         let _ = writeln!(o, "note: {n}");
     }
-    let _ = writeln!(o, "\nWhole run:");
-    let _ = write!(o, "{}", lcpi::table(&|n: &str| r.get(n)));
-    // Per region path: counters summed over threads; the run's constants and missing list.
-    let mut by_path: BTreeMap<&str, (u64, BTreeMap<String, f64>)> = BTreeMap::new();
-    for reg in regions {
-        let e = by_path.entry(reg.path.as_str()).or_default();
-        e.0 += reg.incl_ns;
-        for (k, v) in &reg.values {
-            *e.1.entry(k.clone()).or_default() += v;
+    for (name, table) in plots::lcpi_tables_with(&r, regions) {
+        match name.as_str() {
+            "whole run" => {
+                let _ = writeln!(o, "\nWhole run:");
+            }
+            path => {
+                let _ = writeln!(o, "\nRegion {path}:");
+            }
         }
-    }
-    for (path, (incl_ns, vals)) in by_path {
-        let mut rr = r.clone();
-        rr.values = vals;
-        rr.duration_s = Some(incl_ns as f64 * 1e-9);
-        let _ = writeln!(o, "\nRegion {path}:");
-        let _ = write!(o, "{}", lcpi::table(&|n: &str| rr.get(n)));
+        let _ = write!(o, "{table}");
     }
     Ok(o)
 }

@@ -818,33 +818,27 @@ pub fn lcpi_tables(meta: &RunMeta, regions: &[RegionRecord]) -> Vec<(String, lcp
         _ => BTreeMap::new(),
     };
     let totals = meta.totals();
-    let mut out = Vec::new();
     let whole = Resolver {
-        values: totals.values.clone(),
-        constants: consts.clone(),
+        values: totals.values,
+        constants: consts,
         duration_s: Some(totals.duration_s),
-        missing: totals.missing.clone(),
+        missing: totals.missing,
     };
-    out.push((
-        "whole run".to_string(),
-        lcpi::table(&|n: &str| whole.get(n)),
-    ));
-    let mut sums: BTreeMap<String, (u64, BTreeMap<String, f64>)> = BTreeMap::new();
-    for r in regions {
-        let s = sums.entry(r.path.clone()).or_default();
-        s.0 += r.incl_ns;
-        for (k, v) in &r.values {
-            *s.1.entry(k.clone()).or_default() += v;
-        }
-    }
-    for (path, (ns, values)) in sums {
+    lcpi_tables_with(&whole, regions)
+}
+
+/// The LCPI table of the whole run (`base`: its totals, constants and missing events) and of
+/// every region path, whose counters are its shares summed over threads
+/// ([`super::regions::sum_over_threads`]) and whose duration is its inclusive time.
+pub fn lcpi_tables_with(base: &Resolver, regions: &[RegionRecord]) -> Vec<(String, lcpi::Table)> {
+    let mut out = vec![("whole run".to_string(), lcpi::table(&|n: &str| base.get(n)))];
+    for s in super::regions::sum_over_threads(regions) {
         let r = Resolver {
-            values,
-            constants: consts.clone(),
-            duration_s: Some(ns as f64 * 1e-9),
-            missing: totals.missing.clone(),
+            values: s.values,
+            duration_s: Some(s.incl_ns as f64 * 1e-9),
+            ..base.clone()
         };
-        out.push((path, lcpi::table(&|n: &str| r.get(n))));
+        out.push((s.path, lcpi::table(&|n: &str| r.get(n))));
     }
     out
 }

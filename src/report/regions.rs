@@ -27,6 +27,37 @@ fn secs(ns: u64) -> f64 {
     ns as f64 * 1e-9
 }
 
+/// The rows of `regions` summed over processes and threads, one per region path, in tree
+/// order (a parent before its children): calls, inclusive time, exit-closed instances and
+/// attributed values added; min and max over the threads. `pid` and `tid` are 0.
+pub fn sum_over_threads(regions: &[RegionRecord]) -> Vec<RegionRecord> {
+    let mut sum: BTreeMap<Vec<&str>, RegionRecord> = BTreeMap::new();
+    for r in regions {
+        let s = sum
+            .entry(r.path.split('/').collect())
+            .or_insert_with(|| RegionRecord {
+                pid: 0,
+                tid: 0,
+                min_ns: u64::MAX,
+                max_ns: 0,
+                calls: 0,
+                incl_ns: 0,
+                exit_closed: 0,
+                values: BTreeMap::new(),
+                ..r.clone()
+            });
+        s.calls += r.calls;
+        s.incl_ns += r.incl_ns;
+        s.min_ns = s.min_ns.min(r.min_ns);
+        s.max_ns = s.max_ns.max(r.max_ns);
+        s.exit_closed += r.exit_closed;
+        for (k, v) in &r.values {
+            *s.values.entry(k.clone()).or_default() += v;
+        }
+    }
+    sum.into_values().collect()
+}
+
 /// The GPTL-style tree and the IPM-style banner as text.
 pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> String {
     let mut o = String::new();
@@ -84,32 +115,9 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
             line(&mut o, &label, r);
         }
     }
-    // SUM over threads per path, in tree order.
-    let mut sum: BTreeMap<Vec<String>, RegionRecord> = BTreeMap::new();
-    for r in regions {
-        let key: Vec<String> = r.path.split('/').map(String::from).collect();
-        let s = sum.entry(key).or_insert_with(|| RegionRecord {
-            pid: 0,
-            tid: 0,
-            min_ns: u64::MAX,
-            max_ns: 0,
-            calls: 0,
-            incl_ns: 0,
-            exit_closed: 0,
-            values: BTreeMap::new(),
-            ..r.clone()
-        });
-        s.calls += r.calls;
-        s.incl_ns += r.incl_ns;
-        s.min_ns = s.min_ns.min(r.min_ns);
-        s.max_ns = s.max_ns.max(r.max_ns);
-        s.exit_closed += r.exit_closed;
-        for (k, v) in &r.values {
-            *s.values.entry(k.clone()).or_default() += v;
-        }
-    }
+    let sum = sum_over_threads(regions);
     if threads.len() > 1 {
-        for r in sum.values() {
+        for r in &sum {
             line(&mut o, "SUM", r);
         }
     }
@@ -133,7 +141,7 @@ pub fn render_text(regions: &[RegionRecord], command: &str, wall_s: f64) -> Stri
             String::new()
         }
     );
-    for r in sum.values() {
+    for r in &sum {
         let pct = if wall_s > 0.0 {
             100.0 * secs(r.incl_ns) / wall_s
         } else {
