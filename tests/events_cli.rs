@@ -343,3 +343,52 @@ fn events_list_offers_software_events_and_sysfs_pmu_events() {
         "{t}"
     );
 }
+
+/// `events check` without a run probes this machine: perf events (and the perf events a
+/// name is an alias of) are opened once, sysfs PMU events are looked up under --sysfs-root.
+#[test]
+fn check_probes_this_machine_for_each_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("u.txt");
+    std::fs::write(
+        &f,
+        "A, context-switches|energy-pkg|+|PAPI_TOT_CYC|+|NO_SUCH_EVENT|+|\n",
+    )
+    .unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/power-pmu");
+    let out = bin()
+        .args(["events", "check", "--syntax", "papi-user"])
+        .arg(&f)
+        .arg("--sysfs-root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(
+        text.contains(
+            "needs context-switches: this machine counts it (perf event `context-switches`)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("needs energy-pkg: alias of `energy_package_0_j`; this machine has it (sysfs PMU event `power/energy-pkg/`)"),
+        "{text}"
+    );
+    let cycles = text
+        .lines()
+        .find(|l| l.contains("needs PAPI_TOT_CYC: alias of `cycles`; "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        cycles.contains("this machine counts it (perf event `cycles`)")
+            || cycles.contains("this machine: <not supported>: `cycles`: perf_event_open"),
+        "{cycles}"
+    );
+    assert!(
+        text.contains(
+            "needs NO_SUCH_EVENT: this machine: no perf event or sysfs PMU event of that name"
+        ),
+        "{text}"
+    );
+}

@@ -235,3 +235,92 @@ fn papi_section_names_for_cpus() {
     assert_eq!(constants::papi_pmu_name("ARM", 7, 0xc0f), Some("arm_ac15"));
     assert_eq!(constants::papi_pmu_name("GenuineIntel", 6, 1), None);
 }
+
+/// The LCPI table of a run written by `import --as-runs` from the XU3 timeline, through the
+/// CLI (`report RUN --lcpi`), and the same definitions as derived counters of the set
+/// (`import --derive`).
+#[test]
+fn lcpi_on_a_run_imported_from_the_xu3_timeline() {
+    let Some(d) = shared() else { return };
+    let totals = xu3_totals(
+        &d.join("xu3-pmu-power/cbench_timeline.tsv"),
+        "automotive_bitcount",
+        "2000",
+        "1",
+    );
+    let out = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = assert_cmd::cargo::cargo_bin("powerperf");
+    let o = std::process::Command::new(&bin)
+        .args(["import", "datasets/xu3-cbench.toml", "-o"])
+        .arg(out.path().join("set"))
+        .arg("--as-runs")
+        .arg(out.path().join("runs"))
+        .args(["--derive", "events/lcpi/armv7.txt", "--format", "json"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["points"], 180);
+    assert_eq!(j["runs"].as_array().unwrap().len(), 180);
+    let run = out.path().join("runs/automotive_bitcount-2000-1-r1");
+    let o = std::process::Command::new(&bin)
+        .arg("report")
+        .arg(&run)
+        .arg("--lcpi")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    println!("{text}");
+    let ins = totals["INST_RETIRED"];
+    let data = (totals["L1D_CACHE_ACCESS"] * 4.0 + totals["L1D_CACHE_REFILL"] * 21.0) / ins;
+    assert!(
+        text.contains("constants: machine-constants/arm-cortex-a15.toml"),
+        "{text}"
+    );
+    assert!(text.contains("definitions: armv7"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "overall CPI            {:.4}",
+            totals["CPU_CYCLES"] / ins
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("data accesses          {data:.4}")),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "branches               not computable: missing constants BR_lat, BR_miss_lat"
+        ),
+        "{text}"
+    );
+    // The derived counters of the set: overall_cpi of that point is CPU_CYCLES / INST_RETIRED.
+    let set = powerperf::store::set::TrainingSet::read(&out.path().join("set")).unwrap();
+    assert_eq!(
+        set.meta.counters.get("overall_cpi"),
+        Some(&powerperf::store::set::CounterKind::Rate)
+    );
+    assert!(
+        !set.meta.counters.contains_key("branches"),
+        "undefined everywhere: not added"
+    );
+    let p = set
+        .points
+        .iter()
+        .find(|p| {
+            p.workload == "automotive_bitcount"
+                && p.knobs["core_freq_mhz"] == 2000.0
+                && p.repeat == Some(1)
+        })
+        .unwrap();
+    assert!((p.counters["overall_cpi"] - totals["CPU_CYCLES"] / ins).abs() < 1e-12);
+    assert!((p.counters["data_accesses"] - data).abs() < 1e-12);
+}

@@ -1,22 +1,11 @@
-//! Randomised tests with a fixed seed (no extra dependency): every parser returns a result
-//! for any input, never panics; and random expressions evaluate through infix → bytecode and
-//! through bytecode → PAPI RPN → bytecode exactly as an independent tree evaluator says.
+//! Property tests (proptest; failures shrink to a minimal input and are kept in
+//! `tests/events_random.proptest-regressions`): every parser returns a result for any input,
+//! never panics; and random expressions evaluate through infix → bytecode and through
+//! bytecode → PAPI RPN → bytecode exactly as an independent tree evaluator says.
 
 use powerperf::events_dsl::{load_str, LoadOptions, Syntax};
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 const PIECES: &[&str] = &[
     "A",
@@ -85,21 +74,26 @@ const PIECES: &[&str] = &[
     ":",
 ];
 
-#[test]
-fn parsers_never_panic_on_random_input() {
-    let mut r = Lcg(42);
-    let syntaxes = [
-        Syntax::PapiUser,
-        Syntax::PapiCsv,
-        Syntax::PerfExpert,
-        Syntax::Likwid,
-        Syntax::PerfJson,
-        Syntax::Infix,
-    ];
-    for case in 0..20_000 {
-        let n = 1 + r.below(30);
-        let text: String = (0..n).map(|_| PIECES[r.below(PIECES.len())]).collect();
-        let syntax = syntaxes[case % syntaxes.len()];
+const SYNTAXES: [Syntax; 6] = [
+    Syntax::PapiUser,
+    Syntax::PapiCsv,
+    Syntax::PerfExpert,
+    Syntax::Likwid,
+    Syntax::PerfJson,
+    Syntax::Infix,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+    /// Any text made of the pieces the grammars care about gets a result from every parser,
+    /// with its syntax given and found from the text: never a panic or unbounded recursion.
+    #[test]
+    fn parsers_never_panic_on_random_input(
+        pieces in prop::collection::vec(prop::sample::select(PIECES), 1..31),
+        syntax in prop::sample::select(SYNTAXES.to_vec()),
+    ) {
+        let text: String = pieces.concat();
         for s in [Some(syntax), None] {
             if let Ok(set) = load_str(&text, "fuzz.txt", s, &LoadOptions::default()) {
                 let _ = set.evaluate(&|_| Some(1.0));
@@ -124,37 +118,34 @@ enum T {
 const VARS: &[&str] = &["A", "B", "C_1", "d.e"];
 const VALS: &[f64] = &[3.0, -2.5, 0.0, 7.25];
 
-fn gen(r: &mut Lcg, depth: usize, full: bool) -> T {
-    if depth == 0 || r.below(4) == 0 {
-        return if r.below(2) == 0 {
-            T::Num([0.0, 1.0, 2.0, 0.5, 10.0][r.below(5)])
+/// Expression trees: numbers and variables at the leaves; with `full`, every operator,
+/// unary minus, `A if C else B`, min, max and d_ratio (perf's metric expression grammar).
+fn tree(full: bool) -> impl Strategy<Value = T> {
+    let leaf = prop_oneof![
+        prop::sample::select(vec![0.0, 1.0, 2.0, 0.5, 10.0]).prop_map(T::Num),
+        (0..VARS.len()).prop_map(T::Var),
+    ];
+    leaf.prop_recursive(6, 64, 3, move |inner| {
+        let ops: Vec<char> = if full {
+            vec!['+', '-', '*', '/', '<', '>', '&', '|']
         } else {
-            T::Var(r.below(VARS.len()))
+            vec!['+', '-', '*', '/']
         };
-    }
-    let ops: &[char] = if full {
-        &['+', '-', '*', '/', '<', '>', '&', '|']
-    } else {
-        &['+', '-', '*', '/']
-    };
-    match if full { r.below(5) } else { 0 } {
-        1 => T::Neg(Box::new(gen(r, depth - 1, full))),
-        2 => T::Sel(
-            Box::new(gen(r, depth - 1, full)),
-            Box::new(gen(r, depth - 1, full)),
-            Box::new(gen(r, depth - 1, full)),
-        ),
-        3 => T::Fun(
-            ["min", "max", "d_ratio"][r.below(3)],
-            Box::new(gen(r, depth - 1, full)),
-            Box::new(gen(r, depth - 1, full)),
-        ),
-        _ => T::Bin(
-            ops[r.below(ops.len())],
-            Box::new(gen(r, depth - 1, full)),
-            Box::new(gen(r, depth - 1, full)),
-        ),
-    }
+        let bin = (prop::sample::select(ops), inner.clone(), inner.clone())
+            .prop_map(|(op, a, b)| T::Bin(op, Box::new(a), Box::new(b)));
+        if !full {
+            return bin.boxed();
+        }
+        prop_oneof![
+            3 => bin,
+            1 => inner.clone().prop_map(|a| T::Neg(Box::new(a))),
+            1 => (inner.clone(), inner.clone(), inner.clone())
+                .prop_map(|(c, a, b)| T::Sel(Box::new(c), Box::new(a), Box::new(b))),
+            1 => (prop::sample::select(vec!["min", "max", "d_ratio"]), inner.clone(), inner)
+                .prop_map(|(f, a, b)| T::Fun(f, Box::new(a), Box::new(b))),
+        ]
+        .boxed()
+    })
 }
 
 /// Fully parenthesised infix.
@@ -230,28 +221,24 @@ fn same(a: Option<f64>, b: f64) -> bool {
     }
 }
 
-#[test]
-fn random_infix_matches_tree_evaluator() {
-    let mut r = Lcg(7);
-    for _ in 0..3000 {
-        let t = gen(&mut r, 6, true);
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// Any expression tree, printed as infix and compiled, evaluates as the tree evaluator
+    /// written from the documented semantics says.
+    #[test]
+    fn random_infix_matches_tree_evaluator(t in tree(true)) {
         let src = format!("x = {}\n", infix(&t));
         let set = load_str(&src, "r.txt", Some(Syntax::Infix), &LoadOptions::default())
-            .unwrap_or_else(|e| panic!("{src}: {e}"));
+            .map_err(|e| TestCaseError::fail(format!("{src}: {e}")))?;
         let got = set.evaluate(&lookup)[0].value;
-        assert!(
-            same(got, value(&t)),
-            "{src}: bytecode {got:?}, tree {}",
-            value(&t)
-        );
+        prop_assert!(same(got, value(&t)), "{}: bytecode {:?}, tree {}", src, got, value(&t));
     }
-}
 
-#[test]
-fn rpn_form_round_trips_through_papi_user_events() {
-    let mut r = Lcg(11);
-    for _ in 0..3000 {
-        let t = gen(&mut r, 7, false);
+    /// The RPN form `events check` prints is a PAPI user event that compiles to the same
+    /// bytecode and value (round trip infix → RPN → PAPI user events).
+    #[test]
+    fn rpn_form_round_trips_through_papi_user_events(t in tree(false)) {
         let set = load_str(
             &format!("x = {}\n", infix(&t)),
             "r.txt",
@@ -266,10 +253,10 @@ fn rpn_form_round_trips_through_papi_user_events() {
             Some(Syntax::PapiUser),
             &LoadOptions::default(),
         )
-        .unwrap_or_else(|e| panic!("{rpn}: {e}"));
-        assert_eq!(back.rpn(0), rpn, "RPN is stable");
-        assert_eq!(back.definitions[0].program, set.definitions[0].program);
+        .map_err(|e| TestCaseError::fail(format!("{rpn}: {e}")))?;
+        prop_assert_eq!(back.rpn(0), rpn.clone(), "RPN is stable");
+        prop_assert_eq!(&back.definitions[0].program, &set.definitions[0].program);
         let got = back.evaluate(&lookup)[0].value;
-        assert!(same(got, value(&t)), "{rpn}: {got:?} vs {}", value(&t));
+        prop_assert!(same(got, value(&t)), "{}: {:?} vs {}", rpn, got, value(&t));
     }
 }

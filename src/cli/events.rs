@@ -97,6 +97,9 @@ pub enum EventsCommand {
         /// Machine constants file (see `events eval`).
         #[arg(long)]
         constants: Option<PathBuf>,
+        /// Filesystem root for the sysfs PMU lookup (a fixture tree in tests).
+        #[arg(long, default_value = "/")]
+        sysfs_root: PathBuf,
     },
     /// The events this machine offers, as `perf list`: perf's generic hardware and software
     /// events (each opened once on powerperf itself to see whether it counts here) and the
@@ -164,7 +167,8 @@ pub fn run(cmd: EventsCommand) -> Result<i32> {
             file,
             run,
             constants,
-        } => check(&file, run.as_deref(), constants.as_deref()),
+            sysfs_root,
+        } => check(&file, run.as_deref(), constants.as_deref(), &sysfs_root),
         EventsCommand::List { sysfs_root, format } => list_cmd(&sysfs_root, format),
         EventsCommand::Lcpi {
             run,
@@ -443,8 +447,72 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
     Ok(0)
 }
 
-fn check(f: &FileArgs, run: Option<&Path>, constants_file: Option<&Path>) -> Result<i32> {
+/// Whether this machine counts `name`: the name itself and the perf events it is an alias
+/// of are opened once on powerperf's own thread (as `events list` does), then the named
+/// events of the sysfs PMUs are searched. A line for `events check`.
+fn probe_machine(name: &str, root: &Path, pmus: &[crate::collect::pmu::Pmu]) -> String {
+    use crate::collect::events::parse_event;
+    let mut tried: Vec<String> = Vec::new();
+    let mut cands: Vec<String> = vec![name.to_string()];
+    for (c, _) in candidates(name) {
+        if !cands.iter().any(|x| x == c) {
+            cands.push(c.to_string());
+        }
+    }
+    for c in &cands {
+        let Ok(spec) = parse_event(c, 0) else {
+            continue;
+        };
+        #[cfg(target_os = "linux")]
+        {
+            use crate::collect::perf_event::{open_all, Opened, Target};
+            // SAFETY: gettid has no preconditions.
+            let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+            match open_all(std::slice::from_ref(&spec), &Target::Tasks(vec![me]), root)
+                .into_iter()
+                .next()
+            {
+                Some(Opened::Counter(_)) => {
+                    return format!("this machine counts it (perf event `{c}`)")
+                }
+                Some(Opened::Failed { reason, .. }) => tried.push(format!("`{c}`: {reason}")),
+                None => tried.push(format!("`{c}`: could not be opened")),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = spec;
+            tried.push(format!("`{c}`: perf_event exists on Linux only"));
+        }
+    }
+    let want = name.to_ascii_lowercase().replace('.', "_");
+    for p in pmus {
+        if let Some(e) = p
+            .events
+            .iter()
+            .find(|e| e.name.to_ascii_lowercase().replace('.', "_") == want)
+        {
+            return format!(
+                "this machine has it (sysfs PMU event `{}/{}/`)",
+                p.name, e.name
+            );
+        }
+    }
+    if tried.is_empty() {
+        "this machine: no perf event or sysfs PMU event of that name (`powerperf events list` shows what there is)".into()
+    } else {
+        format!("this machine: <not supported>: {}", tried.join("; "))
+    }
+}
+
+fn check(
+    f: &FileArgs,
+    run: Option<&Path>,
+    constants_file: Option<&Path>,
+    sysfs_root: &Path,
+) -> Result<i32> {
     let set = load_defs(f)?;
+    let pmus = crate::collect::pmu::list(sysfs_root);
     let mut r = Resolver::default();
     if let Some(dir) = run {
         let t = RunMeta::read(dir)?.totals();
@@ -491,15 +559,16 @@ fn check(f: &FileArgs, run: Option<&Path>, constants_file: Option<&Path>) -> Res
                     "MISSING"
                 };
                 format!("{mark}: {res}")
+            } else if crate::events_dsl::alias::DURATION_NAMES.contains(&name.as_str()) {
+                "run duration, s".into()
             } else {
-                match candidates(name).first() {
-                    Some((col, true)) => format!("alias of `{col}`"),
-                    Some((col, false)) => format!("approximate alias of `{col}`"),
-                    None if crate::events_dsl::alias::DURATION_NAMES.contains(&name.as_str()) => {
-                        "run duration, s".into()
-                    }
-                    None => "no alias: read as a raw event or constant name".into(),
-                }
+                let alias = match candidates(name).first() {
+                    Some((col, _)) if *col == name.as_str() => String::new(),
+                    Some((col, true)) => format!("alias of `{col}`; "),
+                    Some((col, false)) => format!("approximate alias of `{col}`; "),
+                    None => String::new(),
+                };
+                format!("{alias}{}", probe_machine(name, sysfs_root, &pmus))
             };
             println!("  needs {name}: {status}");
         }
@@ -660,7 +729,6 @@ fn eval_per(
     per: Per,
     output: Option<&Path>,
 ) -> Result<i32> {
-    use crate::events_dsl::alias::Resolution;
     use std::collections::BTreeMap;
     let run = run.context("--per needs a RUN directory")?;
     let set = load_defs(f)?;
@@ -736,20 +804,7 @@ fn eval_per(
     };
     // Each variable of the set becomes a column: a run column (directly or through an
     // alias), a constant broadcast to every row, or the rows' durations.
-    let mut bound: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for var in &set.variables {
-        let col = match r.resolve(var) {
-            Resolution::Column { column, .. } | Resolution::Alias { column, .. } => {
-                cols.get(&column).cloned()
-            }
-            Resolution::Constant { value, .. } => Some(vec![value; n]),
-            Resolution::Duration { .. } => Some(dur_s.clone()),
-            _ => None,
-        };
-        if let Some(c) = col {
-            bound.insert(var.clone(), c);
-        }
-    }
+    let bound = set.bind_columns(&r, &cols, &dur_s);
     let out = set.evaluate_columns(&|name: &str| bound.get(name).map(|c| c.as_slice()), n);
     let names: Vec<&str> = set.definitions.iter().map(|d| d.name.as_str()).collect();
     if let Some(path) = output {

@@ -29,6 +29,32 @@ pub struct ImportArgs {
     /// Workload label for imported runs (default: the base name of each run's command).
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
+    /// Also write one run directory per point under DIR (timeline specs only), as `collect`
+    /// writes them: `report DIR/<run> --lcpi` then works on the dataset.
+    #[arg(long, value_name = "DIR")]
+    pub as_runs: Option<PathBuf>,
+    /// Derived counters: evaluate every definition of this file (PAPI, perf JSON, LIKWID,
+    /// PerfExpert, infix; docs/events.md) on every point and add each as a counter (a model
+    /// feature).
+    #[arg(long, value_name = "FILE")]
+    pub derive: Option<PathBuf>,
+    /// Format of the --derive file (default: found from its name and content).
+    #[arg(long, requires = "derive", value_parser = ["papi-user", "papi-csv", "perfexpert", "likwid", "perf-json", "infix"])]
+    pub syntax: Option<String>,
+    /// Machine constants for --derive: a machine-constants TOML or a PerfExpert
+    /// machine.properties (default: the shipped file for the spec's [machine], if any).
+    #[arg(long, requires = "derive", value_name = "FILE")]
+    pub constants: Option<PathBuf>,
+    /// Output format: text for people, json for scripts (one object on stdout).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TextOrJson,
+}
+
+/// `--format` of commands that print a summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TextOrJson {
+    Text,
+    Json,
 }
 
 /// What the inputs are.
@@ -122,7 +148,10 @@ pub fn summary(set: &TrainingSet) -> Vec<String> {
 /// A spec or run that cannot be read (see [`crate::store::import::import`] and
 /// [`from_runs_labelled`]); a set that cannot be written.
 pub fn run(args: ImportArgs) -> Result<i32> {
-    let (set, files, notes) = match classify(&args)? {
+    let mut runs_written = Vec::new();
+    let mut source_names = std::collections::BTreeMap::new();
+    let mut machine = None;
+    let (mut set, files, mut notes) = match classify(&args)? {
         Inputs::Spec(spec_path) => {
             if args.workload.is_some() {
                 bail!(
@@ -131,17 +160,105 @@ pub fn run(args: ImportArgs) -> Result<i32> {
             }
             let spec = ImportSpec::load(&spec_path)?;
             let imp = import(&spec, args.file.as_deref())?;
+            if let Some(dir) = &args.as_runs {
+                runs_written = crate::store::import::write_runs(&spec, &imp, dir)?;
+            }
+            for c in &spec.counters {
+                if let Some(n) = &c.name {
+                    source_names.insert(c.column.clone(), n.clone());
+                }
+            }
+            machine = spec.machine.clone();
             (imp.set, imp.files, imp.notes)
         }
         Inputs::Runs(dirs) => {
             if args.file.is_some() {
                 bail!("--file replaces an import spec's data file; it does not apply to run directories");
             }
+            if args.as_runs.is_some() {
+                bail!(
+                    "--as-runs writes run directories from an import spec; these already are runs"
+                );
+            }
             let (set, notes) = from_runs_labelled(&dirs, args.workload.as_deref())?;
             (set, dirs, notes)
         }
     };
+    if let Some(file) = &args.derive {
+        let syntax = match &args.syntax {
+            Some(s) => Some(
+                crate::events_dsl::Syntax::from_name(s)
+                    .ok_or_else(|| anyhow::anyhow!("unknown syntax `{s}`"))?,
+            ),
+            None => None,
+        };
+        let defs =
+            crate::events_dsl::load_file(file, syntax, &crate::events_dsl::LoadOptions::default())?;
+        let constants = match (&args.constants, &machine) {
+            (Some(p), _) => {
+                let m = crate::events_dsl::constants::load(p)?;
+                notes.push(format!(
+                    "constants: {} ({} values)",
+                    p.display(),
+                    m.constants.len()
+                ));
+                m.as_map()
+            }
+            (
+                None,
+                Some(crate::store::import::MachineSpec {
+                    cpu_vendor: Some(v),
+                    cpu_family: Some(f),
+                    cpu_model_number: Some(m),
+                    ..
+                }),
+            ) => match crate::events_dsl::constants::select(v, *f, *m) {
+                Some((name, c)) => {
+                    notes.push(format!(
+                        "constants: machine-constants/{name} (the spec's [machine])"
+                    ));
+                    c.as_map()
+                }
+                None => Default::default(),
+            },
+            _ => Default::default(),
+        };
+        let d = crate::store::derive::derive(&mut set, &defs, &source_names, constants)?;
+        notes.push(format!(
+            "derived from {}: {}",
+            file.display(),
+            d.added.join(", ")
+        ));
+        for (name, bad, lacking) in &d.undefined {
+            let why = if lacking.is_empty() {
+                "not finite (e.g. a division by zero)".to_string()
+            } else {
+                format!("needs {}", lacking.join(", "))
+            };
+            notes.push(format!(
+                "derived `{name}`: undefined on {bad} of {} points ({why})",
+                set.points.len()
+            ));
+        }
+    }
     set.write(&args.output)?;
+    if args.format == TextOrJson::Json {
+        let out = serde_json::json!({
+            "set": args.output,
+            "source": set.meta.source,
+            "files": files,
+            "points": set.points.len(),
+            "workloads": set.workloads(),
+            "knobs": set.meta.knobs,
+            "targets": set.meta.targets,
+            "counters": set.meta.counters.keys().collect::<Vec<_>>(),
+            "static_features": set.meta.static_features,
+            "runs": runs_written,
+            "notes": notes,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
     let shown: Vec<String> = files
         .iter()
         .take(3)
@@ -164,5 +281,16 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         println!("  note: {n}");
     }
     println!("wrote {} (set.toml, points.parquet)", args.output.display());
+    if let Some(dir) = &args.as_runs {
+        println!(
+            "wrote {} run directories under {} (e.g. `powerperf report {} --lcpi`)",
+            runs_written.len(),
+            dir.display(),
+            runs_written
+                .first()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
+        );
+    }
     Ok(0)
 }

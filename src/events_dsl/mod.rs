@@ -533,6 +533,36 @@ impl DefinitionSet {
             .collect()
     }
 
+    /// Bind each variable to a column of `n_rows` rows for [`Self::evaluate_columns`]: a
+    /// column of `cols` (by its own name or through the alias table, as `resolver` resolves
+    /// it; `resolver.values` must hold every column name), a constant broadcast to every
+    /// row, or the rows' durations in seconds (`duration_time`). Variables with none are
+    /// left out (they read NaN).
+    pub fn bind_columns(
+        &self,
+        resolver: &alias::Resolver,
+        cols: &BTreeMap<String, Vec<f64>>,
+        dur_s: &[f64],
+    ) -> BTreeMap<String, Vec<f64>> {
+        use alias::Resolution;
+        let n = dur_s.len();
+        let mut bound = BTreeMap::new();
+        for var in &self.variables {
+            let col = match resolver.resolve(var) {
+                Resolution::Column { column, .. } | Resolution::Alias { column, .. } => {
+                    cols.get(&column).cloned()
+                }
+                Resolution::Constant { value, .. } => Some(vec![value; n]),
+                Resolution::Duration { .. } => Some(dur_s.to_vec()),
+                Resolution::Missing { .. } => None,
+            };
+            if let Some(c) = col {
+                bound.insert(var.clone(), c);
+            }
+        }
+        bound
+    }
+
     /// Evaluate every definition over columns of `n_rows` rows (a timeline, a training
     /// set): `column(name)` gives a variable's column (at least `n_rows` long) or `None` when
     /// it is missing (then it reads NaN). Returns one column per definition, in definition

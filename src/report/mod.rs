@@ -112,6 +112,11 @@ pub fn summarize(meta: &RunMeta) -> Summary {
                 mean_power_w.insert(domain, v / dur);
                 (Some(v / dur), Some("W".to_string()))
             }
+            (Some(v), Backend::Import, n) if dur > 0.0 && e.unit.as_deref() == Some("J") => {
+                energy_j.insert(n.to_string(), v);
+                mean_power_w.insert(n.to_string(), v / dur);
+                (Some(v / dur), Some("W".to_string()))
+            }
             (Some(v), Backend::Nvml, n) if dur > 0.0 && n.ends_with("-energy") => {
                 (Some(v / dur), Some("W".to_string()))
             }
@@ -267,6 +272,7 @@ fn ending_line(s: &Summary) -> String {
         ("exited", Some(c), _) => format!("exited with status {c}"),
         ("signaled", _, Some(sig)) => format!("killed by {sig}"),
         ("not_started", _, _) => "could not be started".into(),
+        ("exited", None, _) => "exited (status not recorded: an imported run)".into(),
         _ => "ended in an unknown way (powerperf stopped first)".into(),
     }
 }

@@ -300,6 +300,45 @@ pub struct TimelineSpec {
     pub sample_period_s: Option<f64>,
 }
 
+/// `[machine]`: the processor the data was measured on. `import --as-runs` writes it into
+/// each run's `[run]` table, so `report --lcpi` selects that processor's machine constants
+/// (by vendor, family and model number, as `collect` reads them from /proc/cpuinfo).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSpec {
+    /// Host name, if the source gives one.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Processor name (as /proc/cpuinfo's `model name` would say it).
+    #[serde(default)]
+    pub cpu_model: Option<String>,
+    /// `GenuineIntel`, `AuthenticAMD`, `ARM` (the implementer 0x41), ...
+    #[serde(default)]
+    pub cpu_vendor: Option<String>,
+    /// x86 family, or the ARM architecture version.
+    #[serde(default)]
+    pub cpu_family: Option<u32>,
+    /// x86 model, or the ARM part number (Cortex-A15: 0xc0f = 3087).
+    #[serde(default)]
+    pub cpu_model_number: Option<u32>,
+}
+
+/// The samples of one timeline group (one point), as the file gave them, for
+/// `import --as-runs` (layout `timeline` only).
+#[derive(Debug, Clone)]
+pub struct SampleGroup {
+    /// Index of the group's point in [`Imported::set`]`.points`.
+    pub point: usize,
+    /// Sample end times, ns from the group's first sample.
+    pub t_ns: Vec<u64>,
+    /// Sample lengths, ns (the first one is the sample period).
+    pub dur_ns: Vec<u64>,
+    /// Power over each sample, W.
+    pub power_w: Vec<f64>,
+    /// (source column, per-sample values) of each counter the spec names.
+    pub counters: Vec<(String, Vec<Option<f64>>)>,
+}
+
 /// An import spec (`datasets/*.toml`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -348,6 +387,8 @@ pub struct ImportSpec {
     pub static_features: Option<StaticSpec>,
     #[serde(default)]
     pub unreliable: Vec<UnreliableSpec>,
+    #[serde(default)]
+    pub machine: Option<MachineSpec>,
     /// Where the spec was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -359,6 +400,8 @@ pub struct Imported {
     pub set: TrainingSet,
     pub files: Vec<PathBuf>,
     pub notes: Vec<String>,
+    /// Per-point samples of a `timeline` layout (empty for `rows`).
+    pub samples: Vec<SampleGroup>,
 }
 
 impl ImportSpec {
@@ -1000,7 +1043,8 @@ fn points_from_timeline(
     spec: &ImportSpec,
     t: &Table,
     notes: &mut Vec<String>,
-) -> Result<Vec<Point>> {
+    first_point: usize,
+) -> Result<(Vec<Point>, Vec<SampleGroup>)> {
     let tl = spec
         .timeline
         .as_ref()
@@ -1093,17 +1137,40 @@ fn points_from_timeline(
         }
     };
     let mut points = Vec::with_capacity(order.len());
+    let mut samples = Vec::with_capacity(order.len());
+    let source_column = |name: &str| {
+        spec.counters
+            .iter()
+            .find(|c| c.name.as_deref().unwrap_or(&c.column) == name)
+            .map_or_else(|| name.to_string(), |c| c.column.clone())
+    };
     for key in order {
         let idx = &groups[&key];
         let first = idx[0];
         let mut energy = 0.0;
         let mut prev: Option<f64> = None;
+        let mut g = SampleGroup {
+            point: first_point + points.len(),
+            t_ns: Vec::with_capacity(idx.len()),
+            dur_ns: Vec::with_capacity(idx.len()),
+            power_w: Vec::with_capacity(idx.len()),
+            counters: rows
+                .counters
+                .iter()
+                .map(|(name, v)| (source_column(name), idx.iter().map(|&i| v[i]).collect()))
+                .collect(),
+        };
+        let t0 = ts[first].unwrap();
         for &i in idx {
             let ti = ts[i].unwrap();
             let dt = prev.map_or(period, |p| ti - p);
             energy += power[i].unwrap() * dt;
             prev = Some(ti);
+            g.t_ns.push(((ti - t0 + period) * 1e9).round() as u64);
+            g.dur_ns.push((dt * 1e9).round() as u64);
+            g.power_w.push(power[i].unwrap());
         }
+        samples.push(g);
         let time = ts[*idx.last().unwrap()].unwrap() - ts[first].unwrap() + period;
         let mut counters = BTreeMap::new();
         for (name, v) in &rows.counters {
@@ -1127,7 +1194,7 @@ fn points_from_timeline(
             static_features: BTreeMap::new(),
         });
     }
-    Ok(points)
+    Ok((points, samples))
 }
 
 fn feature_name(prefix: &str, name: &str) -> String {
@@ -1249,10 +1316,13 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
     };
     let mut notes = Vec::new();
     let mut points = Vec::new();
+    let mut samples = Vec::new();
     for f in &files {
         let t = read_table(f, &spec.format, &spec.path, f.parent())?;
         if spec.is_timeline() {
-            points.extend(points_from_timeline(spec, &t, &mut notes)?);
+            let (p, s) = points_from_timeline(spec, &t, &mut notes, points.len())?;
+            points.extend(p);
+            samples.extend(s);
         } else {
             points.extend(points_from_rows(spec, &t)?);
         }
@@ -1391,7 +1461,145 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
         set,
         files: all_files,
         notes,
+        samples,
     })
+}
+
+/// Write one run directory per point of a `timeline` import under `dir`, as `collect` would
+/// have written it (`run.toml` + `timeline.parquet`, docs/run-format.md), so that `report`,
+/// `report --lcpi` and `events eval --per sample` work on the dataset's runs. Counters keep
+/// the names their source gave them (`CPU_CYCLES`), with backend `import`; the timeline's
+/// power becomes `power_w` and `energy_j` per sample and an `energy` event (J). The
+/// processor comes from the spec's `[machine]` table. Returns the directories written.
+///
+/// # Errors
+/// A spec whose layout is not `timeline`; I/O errors with the path.
+pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<PathBuf>> {
+    use super::run::{
+        Backend, Ending, EventRecord, EventStatus, Knobs, RunInfo, RunMeta, TIMELINE,
+    };
+    if !spec.is_timeline() {
+        return Err(spec.err(
+            "--as-runs needs a `timeline` layout (one row per sample); this spec has one row per measurement",
+        ));
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let machine = spec.machine.clone().unwrap_or_default();
+    let mut written = Vec::with_capacity(imp.samples.len());
+    for g in &imp.samples {
+        let p = &imp.set.points[g.point];
+        let mut name = p.workload.clone();
+        for v in p.knobs.values() {
+            name.push_str(&format!("-{v}"));
+        }
+        if let Some(r) = p.repeat {
+            name.push_str(&format!("-r{r}"));
+        }
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let run_dir = dir.join(&name);
+        std::fs::create_dir_all(&run_dir)
+            .with_context(|| format!("cannot create {}", run_dir.display()))?;
+        let mut names: Vec<String> = g.counters.iter().map(|(c, _)| c.clone()).collect();
+        names.push("power_w".into());
+        names.push("energy_j".into());
+        let mut tl = crate::collect::timeline::Timeline::new(&names);
+        for i in 0..g.t_ns.len() {
+            let mut row: Vec<Option<f64>> = g.counters.iter().map(|(_, v)| v[i]).collect();
+            row.push(Some(g.power_w[i]));
+            row.push(Some(g.power_w[i] * g.dur_ns[i] as f64 * 1e-9));
+            tl.push(g.t_ns[i], g.dur_ns[i], &row);
+        }
+        tl.write_parquet(&run_dir.join(TIMELINE))?;
+        let mut events: Vec<EventRecord> = g
+            .counters
+            .iter()
+            .map(|(c, v)| {
+                let have: Vec<f64> = v.iter().flatten().copied().collect();
+                EventRecord {
+                    name: c.clone(),
+                    backend: Backend::Import,
+                    status: if have.is_empty() {
+                        EventStatus::NotSupported
+                    } else {
+                        EventStatus::Counted
+                    },
+                    reason: have
+                        .is_empty()
+                        .then(|| format!("no value in {}", spec.file)),
+                    column: Some(c.clone()),
+                    total: (!have.is_empty()).then(|| have.iter().sum()),
+                    unit: None,
+                    scale: None,
+                    running_ratio: None,
+                }
+            })
+            .collect();
+        events.push(EventRecord {
+            name: "energy".into(),
+            backend: Backend::Import,
+            status: EventStatus::Counted,
+            reason: None,
+            column: Some("energy_j".into()),
+            total: p.energy_j,
+            unit: Some("J".into()),
+            scale: None,
+            running_ratio: None,
+        });
+        let duration_ns = (p.time_s.unwrap_or(0.0) * 1e9).round() as u64;
+        let meta = RunMeta {
+            run: RunInfo {
+                id: name.clone(),
+                command: vec![],
+                workload: Some(p.workload.clone()),
+                ended: Ending::Exited,
+                exit_status: None,
+                signal: None,
+                signal_name: None,
+                core_dumped: false,
+                error: None,
+                start_unix_ns: 0,
+                start_monotonic_ns: 0,
+                duration_ns,
+                host: machine.host.clone().unwrap_or_else(|| spec.name.clone()),
+                cpu_model: machine.cpu_model.clone().unwrap_or_default(),
+                cpu_vendor: machine.cpu_vendor.clone(),
+                cpu_family: machine.cpu_family,
+                cpu_model_number: machine.cpu_model_number,
+                kernel: String::new(),
+                tool_version: env!("CARGO_PKG_VERSION").to_string(),
+                rank: None,
+                interval_ns: g.dur_ns.first().copied().unwrap_or(0),
+                samples: g.t_ns.len() as u64,
+                truncated: false,
+                self_cpu_ns: None,
+            },
+            knobs: Knobs {
+                core_freq_mhz: p.knobs.get("core_freq_mhz").copied(),
+                mem_freq_mhz: p.knobs.get("mem_freq_mhz").copied(),
+                threads: p.knobs.get("threads").map(|t| *t as u32),
+                ..Knobs::default()
+            },
+            events,
+            notes: vec![format!(
+                "imported from {} by `powerperf import --as-runs` (spec {}): values as the dataset gives them, not measured by powerperf{}",
+                imp.files.first().map(|f| f.display().to_string()).unwrap_or_default(),
+                spec.path.display(),
+                if spec.source.is_empty() { String::new() } else { format!("; source: {}", spec.source) }
+            )],
+        };
+        meta.write(&run_dir)?;
+        written.push(run_dir);
+    }
+    Ok(written)
 }
 
 #[cfg(test)]

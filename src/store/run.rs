@@ -99,6 +99,8 @@ pub enum Backend {
     Rapl,
     Nvml,
     Cupti,
+    /// Values read from a dataset by `import --as-runs`, not measured by powerperf.
+    Import,
 }
 
 /// Whether an event was counted.

@@ -605,7 +605,10 @@ pub fn from_runs_labelled(
                         *energy.get_or_insert(0.0) += total * factor;
                     }
                 }
-                Backend::PerfEvent | Backend::Papi => {
+                Backend::Import if e.unit.as_deref() == Some("J") => {
+                    *energy.get_or_insert(0.0) += total;
+                }
+                Backend::PerfEvent | Backend::Papi | Backend::Import => {
                     let name = counter_column_name(&e.name);
                     counters.insert(name.clone(), CounterKind::Count);
                     point_counters.insert(name, total);
