@@ -187,6 +187,38 @@ fn child_exit_0_sees_the_setting_and_everything_is_restored() {
     assert!(t.windows(2).all(|w| w[0] <= w[1]) && t[0] > 0);
 }
 
+/// `--format json`: one object as the last stderr line, with the setting, the controller,
+/// the log and the command's exit status.
+#[test]
+fn json_summary_is_the_last_line_of_stderr() {
+    let s = setup("cpufreq-userspace", 1200.0);
+    let mut args = s.args();
+    args.insert(1, "--format".into());
+    args.insert(2, "json".into());
+    let o = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(args)
+        .args(["sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let last = err.lines().last().unwrap();
+    let j: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(j["exit_status"], 3);
+    assert_eq!(j["setting"]["core_freq_mhz"], 1200.0);
+    assert_eq!(j["dry_run"], false);
+    assert!(
+        j["controller"]
+            .as_str()
+            .unwrap()
+            .contains("userspace governor"),
+        "{j}"
+    );
+    assert_eq!(j["log"].as_str().unwrap(), s.log.display().to_string());
+    s.assert_restored();
+}
+
 #[test]
 fn child_exit_3_is_passed_on_and_restored() {
     let s = setup("cpufreq-userspace", 1200.0);

@@ -112,6 +112,19 @@ fn sweep_runs_the_grid_restores_and_resumes() {
     );
     assert_eq!(std::fs::read_to_string(&seen).unwrap().lines().count(), 10);
     assert_eq!(s.governor(0), "schedutil");
+    // --format json: the summary as one object on the last stderr line (all runs finished)
+    let mut g = grid.to_vec();
+    g.extend(["--format", "json"]);
+    let o = s.sweep(&g, &child).output().unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let j: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (j["ran"].clone(), j["skipped"].clone(), j["points"].clone()),
+        (0.into(), 8.into(), 8.into()),
+        "{j}"
+    );
+    assert_eq!(j["exit_status"], 0);
     // dry-run lists and changes nothing
     s.sweep(&["--freq", "min", "--dry-run"], &child)
         .assert()

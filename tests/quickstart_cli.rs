@@ -18,17 +18,36 @@ fn quickstart_without_datasets_runs_every_local_step() {
             "1",
             "--scale",
             "0.05",
+            "--format",
+            "json",
             "--out",
         ])
         .arg(&out)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
+    // --format json: the transcript on stderr, one object on stdout.
+    let text = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.success(),
         "{text}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+        String::from_utf8_lossy(&o.stdout)
     );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let steps = j["steps"].as_array().unwrap();
+    assert!(
+        steps[0]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("1. collect"),
+        "{j}"
+    );
+    let ran: Vec<&serde_json::Value> = steps
+        .iter()
+        .flat_map(|s| s["commands"].as_array().unwrap())
+        .collect();
+    assert!(ran.iter().any(|c| c["args"][0] == "collect"), "{j}");
+    assert!(ran.iter().any(|c| c["args"][0] == "apply"), "{j}");
+    assert!(ran.iter().all(|c| c["exit_status"] == 0), "{j}");
     assert!(text.contains("== 1. collect"), "{text}");
     assert!(
         text.contains("not found") || text.contains("skipped"),

@@ -40,9 +40,36 @@ pub struct ApplyArgs {
     /// The switch log (default: next to the restore record).
     #[arg(long, value_name = "PATH")]
     pub log: Option<PathBuf>,
+    /// Output format: text, or json (one object as the last line of stderr, as `perf stat
+    /// -j` does: stdout belongs to the command) with the plan, the settings, the writes of a
+    /// dry run, the environment given to the command and its exit status.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: super::import::TextOrJson,
     /// The command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// What `apply --format json` reports.
+#[derive(Debug, Default, serde::Serialize)]
+struct Summary {
+    plan: Option<PathBuf>,
+    /// The plan region or workload applied (static plans).
+    region: Option<String>,
+    /// Its knob settings.
+    setting: std::collections::BTreeMap<String, f64>,
+    /// Per-region CPU core frequencies, MHz (job plans switched at region boundaries).
+    region_settings: Vec<(String, f64)>,
+    dry_run: bool,
+    controller: Option<String>,
+    /// The sysfs writes a dry run would make.
+    writes: Vec<String>,
+    env: Vec<(String, String)>,
+    notes: Vec<String>,
+    /// Settings replayed by `--restore`.
+    restored: Vec<String>,
+    log: Option<PathBuf>,
+    exit_status: i32,
 }
 
 /// Pick the region whose setting is applied.
@@ -81,6 +108,20 @@ fn select<'a>(plan: &'a Plan, name: Option<&str>, path: &Path) -> Result<&'a Pla
 /// A bad plan, missing cpufreq or privileges (with the fix), a left-over restore record, a
 /// command that cannot start, or a failed restore.
 pub fn run(args: ApplyArgs) -> Result<i32> {
+    let mut sum = Summary {
+        plan: args.plan.clone(),
+        dry_run: args.dry_run,
+        ..Default::default()
+    };
+    let st = run_inner(&args, &mut sum)?;
+    if args.format == super::import::TextOrJson::Json {
+        sum.exit_status = st;
+        eprintln!("{}", serde_json::to_string(&sum)?);
+    }
+    Ok(st)
+}
+
+fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     let restore_file = args
         .restore_file
         .clone()
@@ -104,6 +145,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
                 for x in &w {
                     eprintln!("  {x}");
                 }
+                sum.restored = w.iter().map(|x| x.to_string()).collect();
                 Ok(0)
             }
         };
@@ -111,9 +153,16 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     let plan_path = args.plan.clone().context("--plan PLAN is required")?;
     let plan = Plan::read(&plan_path)?;
     if let Some(settings) = region_settings(&plan, args.workload.as_deref()) {
-        return run_regions(&args, &plan, &plan_path, settings, restore_file);
+        sum.region_settings = settings.clone();
+        return run_regions(args, &plan, &plan_path, settings, restore_file, sum);
     }
     let region = select(&plan, args.workload.as_deref(), &plan_path)?;
+    sum.region = Some(region.name.clone());
+    sum.setting = region
+        .setting
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
 
     let mut core_mhz = None;
     let mut gpu = (None, None);
@@ -152,6 +201,8 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     for (k, v) in &env {
         eprintln!("powerperf: {k}={v} for the command");
     }
+    sum.env = env.clone();
+    sum.notes = notes.clone();
 
     let sig = SignalForwarder::install()?;
     let generic = |f: f64| {
@@ -183,6 +234,8 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     if args.dry_run {
         if let (Some(c), Some(f)) = (&ctl, core_mhz) {
             let writes = c.plan_set(f)?;
+            sum.controller = Some(c.describe());
+            sum.writes = writes.iter().map(|w| w.to_string()).collect();
             eprintln!("powerperf: dry-run: {}; would write:", c.describe());
             for w in &writes {
                 eprintln!("  {w}");
@@ -214,6 +267,8 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     match ctl {
         Some(mut c) => {
             eprintln!("powerperf: {}", c.describe());
+            sum.controller = Some(c.describe());
+            sum.log = Some(req.log_file.clone());
             let st = apply::apply_with(&mut c as &mut dyn FrequencyController, &req, &sig)?;
             eprintln!(
                 "powerperf: original settings restored; switches logged in {}",
@@ -260,6 +315,7 @@ fn run_regions(
     plan_path: &Path,
     list: Vec<(String, f64)>,
     restore_file: PathBuf,
+    sum: &mut Summary,
 ) -> Result<i32> {
     let mut env = Vec::new();
     let threads: Vec<f64> = plan
@@ -347,6 +403,9 @@ fn run_regions(
         sysfs_root: args.sysfs_root.clone(),
     };
     eprintln!("powerperf: {}", ctl.describe());
+    sum.controller = Some(ctl.describe());
+    sum.log = Some(req.log_file.clone());
+    sum.env = req.env.clone();
     let st = apply::apply_regions(
         &mut ctl as &mut dyn FrequencyController,
         &req,

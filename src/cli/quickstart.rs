@@ -39,6 +39,43 @@ pub struct QuickstartArgs {
     /// Repeats per thread count.
     #[arg(long, default_value_t = 2)]
     pub repeat: usize,
+    /// Output format: text (the transcript on stdout) or json (the transcript on stderr, and
+    /// on stdout one object with every step, command, exit status and output).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: super::import::TextOrJson,
+}
+
+/// In `--format json` the human transcript goes to stderr (stdout carries the JSON).
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `println!` for the transcript: stdout, or stderr in `--format json`.
+macro_rules! out {
+    ($($t:tt)*) => {
+        if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!($($t)*)
+        } else {
+            println!($($t)*)
+        }
+    };
+}
+
+/// One step of the transcript, for `--format json`.
+#[derive(Debug, Default, serde::Serialize)]
+struct Step {
+    title: String,
+    /// Seconds since the start when the step began.
+    at_s: f64,
+    commands: Vec<Ran>,
+}
+
+/// One `powerperf` command run by quickstart.
+#[derive(Debug, serde::Serialize)]
+struct Ran {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    exit_status: Option<i32>,
+    stdout: String,
+    stderr: String,
 }
 
 /// The repository this binary was built from (for the shipped specs and fixtures), or the
@@ -68,6 +105,7 @@ struct Runner {
     exe: PathBuf,
     data: Option<PathBuf>,
     t0: Instant,
+    steps: std::cell::RefCell<Vec<Step>>,
 }
 
 impl Runner {
@@ -80,7 +118,7 @@ impl Runner {
     /// [`Runner::pp`] with extra environment variables (shown before the command).
     fn pp_env(&self, args: &[&str], keep: usize, env: &[(&str, &str)]) -> Result<String> {
         let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
-        println!("$ {}powerperf {}", shown.concat(), args.join(" "));
+        out!("$ {}powerperf {}", shown.concat(), args.join(" "));
         let mut cmd = Command::new(&self.exe);
         cmd.args(args).envs(env.iter().copied());
         if let Some(d) = &self.data {
@@ -96,11 +134,23 @@ impl Runner {
             .chain(stderr.lines())
             .filter(|l| !l.trim().is_empty())
             .collect();
+        if let Some(step) = self.steps.borrow_mut().last_mut() {
+            step.commands.push(Ran {
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                exit_status: out.status.code(),
+                stdout: stdout.clone(),
+                stderr: stderr.clone(),
+            });
+        }
         for l in lines.iter().take(keep) {
-            println!("    {l}");
+            out!("    {l}");
         }
         if lines.len() > keep {
-            println!("    … ({} more lines)", lines.len() - keep);
+            out!("    … ({} more lines)", lines.len() - keep);
         }
         if !out.status.success() {
             anyhow::bail!(
@@ -113,7 +163,13 @@ impl Runner {
     }
 
     fn step(&self, title: &str) {
-        println!("\n== {title}  [{:.1} s]", self.t0.elapsed().as_secs_f64());
+        let at_s = self.t0.elapsed().as_secs_f64();
+        out!("\n== {title}  [{at_s:.1} s]");
+        self.steps.borrow_mut().push(Step {
+            title: title.to_string(),
+            at_s,
+            commands: vec![],
+        });
     }
 }
 
@@ -142,10 +198,13 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     } else {
         find_data(&args.data)
     };
+    let json = args.format == super::import::TextOrJson::Json;
+    JSON.store(json, std::sync::atomic::Ordering::Relaxed);
     let r = Runner {
         exe: exe.clone(),
         data: data.clone(),
         t0: Instant::now(),
+        steps: Default::default(),
     };
     let out = &args.out;
     if out.exists() {
@@ -212,9 +271,9 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
             ],
             12,
         )?;
-        println!("    (energy is predicted only where the runs measured it: this machine has no RAPL unless `report` shows energy)");
+        out!("    (energy is predicted only where the runs measured it: this machine has no RAPL unless `report` shows energy)");
     } else {
-        println!("    this machine has one CPU: a thread-count model needs runs at two thread counts; skipped");
+        out!("    this machine has one CPU: a thread-count model needs runs at two thread counts; skipped");
     }
 
     // Frequency runs where this machine's cpufreq can be set (never on a VM without it).
@@ -261,7 +320,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
             12,
         )?;
     } else {
-        println!(
+        out!(
             "    no writable cpufreq here ({} {}): the frequency sweep (`powerperf sweep`) is skipped",
             cpufreq.display(),
             if cpufreq.exists() { "is not writable by this user" } else { "is absent" }
@@ -273,7 +332,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     match &data {
         None => {
             r.step("2. frequency datasets");
-            println!("    not found (--data DIR, POWERPERF_DATA_DIR, or ../shared/datasets): skipped; the specs in datasets/ name the public files");
+            out!("    not found (--data DIR, POWERPERF_DATA_DIR, or ../shared/datasets): skipped; the specs in datasets/ name the public files");
         }
         Some(d) => {
             r.step(&format!(
@@ -442,7 +501,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
             )?;
             let xm = p("models/xu3.json");
             r.pp(&["fit", &x, "-o", &xm], 10)?;
-            println!("    (the cpufreq fixture copy offers the XU3 A15's 1000, 1500 and 2000 MHz)");
+            out!("    (the cpufreq fixture copy offers the XU3 A15's 1000, 1500 and 2000 MHz)");
             let xp = p("plans/xu3.toml");
             r.pp(
                 &[
@@ -475,11 +534,20 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     let gov =
         std::fs::read_to_string(root.join("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))
             .unwrap_or_default();
-    println!(
+    out!(
         "    fixture governor after the dry run: {} (unchanged)",
         gov.trim()
     );
     r.step("done");
-    println!("    everything is in {}", out.display());
+    out!("    everything is in {}", out.display());
+    if json {
+        let o = serde_json::json!({
+            "out": out,
+            "data": data,
+            "seconds": r.t0.elapsed().as_secs_f64(),
+            "steps": r.steps.borrow().as_slice(),
+        });
+        println!("{}", serde_json::to_string_pretty(&o)?);
+    }
     Ok(0)
 }

@@ -45,6 +45,10 @@ pub struct SweepArgs {
     /// Timeline sampling interval, as for `powerperf collect`.
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub interval: std::time::Duration,
+    /// Output format of the final summary: text, or json (one object on stderr, as
+    /// `perf stat -j` does: stdout belongs to the command).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: super::import::TextOrJson,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -76,6 +80,20 @@ pub fn run(args: SweepArgs) -> Result<i32> {
     let out = sweep::sweep(&cfg, &sig)?;
     if cfg.dry_run {
         return Ok(0);
+    }
+    if args.format == super::import::TextOrJson::Json {
+        let o = serde_json::json!({
+            "set": cfg.out,
+            "ran": out.ran,
+            "skipped": out.skipped,
+            "points": out.points,
+            "failed": out.failed.iter().map(|(d, st)| serde_json::json!({"run": d, "status": st})).collect::<Vec<_>>(),
+            "notes": out.notes,
+            "interrupted": out.interrupted.is_some(),
+            "exit_status": out.interrupted.unwrap_or(0),
+        });
+        eprintln!("{}", serde_json::to_string(&o)?);
+        return Ok(out.interrupted.unwrap_or(0));
     }
     eprintln!(
         "powerperf sweep: {} runs done, {} skipped (finished earlier); {} points in {}",
