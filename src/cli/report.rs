@@ -100,6 +100,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         let meta = RunMeta::read(dir)?;
         let mut s = crate::report::summarize(&meta);
         s.regions = crate::collect::attribution::read_regions(dir)?.unwrap_or_default();
+        s.gpu_activity = crate::report::gpu::load(dir)?;
         let quiet = args.html.is_some() || args.plot.is_some();
         if let Some(f) = args.format.or((!quiet).then_some(Format::Table)) {
             print!("{}", crate::report::render_summary(&s, f)?);
@@ -113,6 +114,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         if args.html.is_some() || args.plot.is_some() {
             let lcpi = plots::lcpi_tables(&meta, &s.regions);
             let mut run_plots = plots::timeline_plots(dir, &meta)?;
+            run_plots.extend(plots::gpu_streams_plot(dir, &meta)?);
             run_plots.extend(plots::lcpi_plot(&lcpi));
             if let Some(out) = &args.plot {
                 written.extend(plots::write_all(&run_plots, out, args.plot_format)?);

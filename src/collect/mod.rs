@@ -7,6 +7,7 @@
 pub mod attribution;
 #[cfg(target_os = "linux")]
 pub mod energy;
+pub mod gpu_activity;
 pub mod events;
 #[cfg(target_os = "linux")]
 pub mod launcher;

@@ -220,6 +220,15 @@ pub fn render(
         regions_html(&mut o, &s.regions, s.duration_s);
     }
 
+    // GPU activity (collect --gpu).
+    if let Some(g) = &s.gpu_activity {
+        let _ = writeln!(
+            o,
+            "<h2 id=\"gpu-activity\">GPU activity</h2>\n<pre>{}</pre>",
+            escape(&super::gpu::render_text(g, s.duration_s))
+        );
+    }
+
     // LCPI.
     let _ = writeln!(
         o,

@@ -3,6 +3,7 @@
 //! plots ([`plots`]) and a self-contained HTML report ([`html`]).
 
 mod csv_out;
+pub mod gpu;
 pub mod html;
 mod json;
 mod markdown;
@@ -74,6 +75,9 @@ pub struct Summary {
     /// `regions.parquet`, where the program marked regions (powerperf-rt).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<crate::collect::attribution::RegionRecord>,
+    /// `gpu_activity.parquet` (collect --gpu): CUPTI activities summarised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_activity: Option<gpu::GpuActivity>,
     pub events: Vec<Row>,
     pub notes: Vec<String>,
 }
@@ -194,6 +198,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         mean_power_w,
         gpus,
         regions: vec![],
+        gpu_activity: None,
         events: rows,
         notes: meta.notes.clone(),
     }

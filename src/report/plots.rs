@@ -123,6 +123,19 @@ pub struct ParetoPlot {
     pub chosen: Option<(String, f64, f64)>,
 }
 
+/// GPU work over time, one row per (device, stream): kernels, copies and memsets as bars,
+/// coloured by kind (kernels by name for the most expensive ones).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuStreamsPlot {
+    pub title: String,
+    /// Row labels (`gpu0 stream 7`), top to bottom.
+    pub rows: Vec<String>,
+    /// (row, start s, end s, legend entry).
+    pub bars: Vec<(usize, f64, f64, String)>,
+    /// Regions shaded behind (host side), as in the timeline plots.
+    pub spans: Vec<Span>,
+}
+
 /// Any plot.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plot {
@@ -130,6 +143,7 @@ pub enum Plot {
     Stacked(StackedBars),
     PredictedVsMeasured(PredictedVsMeasured),
     Pareto(ParetoPlot),
+    GpuStreams(GpuStreamsPlot),
 }
 
 /// A plot and the file stem it is written under (`timeline_power`).
@@ -222,6 +236,7 @@ impl Plot {
             Plot::Stacked(p) => draw_stacked(p, root)?,
             Plot::PredictedVsMeasured(p) => draw_pvm(p, root)?,
             Plot::Pareto(p) => draw_pareto(p, root)?,
+            Plot::GpuStreams(p) => draw_streams(p, root)?,
         }
         root.present()?;
         Ok(())
@@ -360,6 +375,138 @@ where
         ))?;
     }
     Ok(())
+}
+
+fn draw_streams<DB: DrawingBackend>(p: &GpuStreamsPlot, root: &DrawingArea<DB, Shift>) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let n = p.rows.len().max(1);
+    let t1 = p
+        .bars
+        .iter()
+        .map(|b| b.2)
+        .chain(p.spans.iter().map(|s| s.end_s))
+        .fold(0.0, f64::max);
+    let t1 = if t1 > 0.0 { t1 * 1.02 } else { 1.0 };
+    let mut chart = ChartBuilder::on(root)
+        .caption(&p.title, ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(120)
+        .build_cartesian_2d(0.0..t1, (0..n).into_segmented())?;
+    let names = p.rows.clone();
+    let yfmt = move |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&yfmt)
+        .x_desc("time since the start of the run (s)")
+        .draw()?;
+    for (k, s) in p.spans.iter().enumerate() {
+        let c = color(k).mix(0.08);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [
+                (s.start_s, SegmentValue::Exact(0)),
+                (s.end_s, SegmentValue::Exact(n)),
+            ],
+            c.filled(),
+        )))?;
+    }
+    let mut legends: Vec<String> = Vec::new();
+    for b in &p.bars {
+        if !legends.contains(&b.3) {
+            legends.push(b.3.clone());
+        }
+    }
+    for (k, name) in legends.iter().enumerate() {
+        let c = color(k);
+        let rects: Vec<_> = p
+            .bars
+            .iter()
+            .filter(|b| &b.3 == name)
+            .map(|b| {
+                // At least a hair wide so that microsecond kernels show.
+                let end = b.2.max(b.1 + t1 * 2e-4);
+                let mut r = Rectangle::new(
+                    [(b.1, SegmentValue::Exact(b.0)), (end, SegmentValue::Exact(b.0 + 1))],
+                    c.filled(),
+                );
+                r.set_margin(6, 6, 0, 0);
+                r
+            })
+            .collect();
+        chart
+            .draw_series(rects)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 12))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
+/// The GPU kernel timeline per stream of a run collected with `collect --gpu`; `None`
+/// without GPU activities. The six kernels with the most total time get their own colour,
+/// other kernels share one; copies are coloured by direction, memsets together.
+pub fn gpu_streams_plot(dir: &Path, meta: &RunMeta) -> Result<Option<NamedPlot>> {
+    use crate::collect::gpu_activity::Kind;
+    let Some((acts, _)) = crate::collect::gpu_activity::read(dir)? else {
+        return Ok(None);
+    };
+    let mut rows: Vec<(u32, u32)> = acts
+        .iter()
+        .filter(|a| matches!(a.kind, Some(Kind::Kernel | Kind::Memcpy | Kind::Memset)))
+        .map(|a| (a.device, a.stream))
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let top: Vec<String> = crate::collect::gpu_activity::kernels(&acts)
+        .into_iter()
+        .take(6)
+        .map(|k| k.name)
+        .collect();
+    let bars = acts
+        .iter()
+        .filter_map(|a| {
+            let legend = match a.kind? {
+                Kind::Kernel => match &a.name {
+                    Some(n) if top.contains(n) => super::gpu::short_name(n, 32),
+                    _ => "other kernels".into(),
+                },
+                Kind::Memcpy => format!("copy {}", a.subkind.as_deref().unwrap_or("UNK")),
+                Kind::Memset => "memset".into(),
+                _ => return None,
+            };
+            let row = rows.iter().position(|r| *r == (a.device, a.stream))?;
+            Some((row, a.start_ns as f64 * 1e-9, a.end_ns as f64 * 1e-9, legend))
+        })
+        .collect();
+    let spans = region_spans(dir, meta.run.start_monotonic_ns, 2000);
+    Ok(Some(NamedPlot {
+        name: "gpu_streams".into(),
+        plot: Plot::GpuStreams(GpuStreamsPlot {
+            title: "GPU work per stream (CUPTI)".into(),
+            rows: rows
+                .iter()
+                .map(|(d, s)| format!("gpu{d} stream {s}"))
+                .collect(),
+            bars,
+            spans,
+        }),
+    }))
 }
 
 fn draw_stacked<DB: DrawingBackend>(p: &StackedBars, root: &DrawingArea<DB, Shift>) -> Result<()>

@@ -63,5 +63,9 @@ pub(super) fn render(s: &Summary) -> String {
         ));
         o.push('\n');
     }
+    if let Some(g) = &s.gpu_activity {
+        o.push_str(&super::gpu::render_text(g, s.duration_s));
+        o.push('\n');
+    }
     o
 }

@@ -1,0 +1,801 @@
+//! GPU activities recorded through CUPTI (`collect --gpu`): the records of every process
+//! (`gpu_activity/<pid>.bin`, written by `libpowerperf_rt_cuda.so`, decoded by
+//! `powerperf_rt::cupti`), attributed to the CPU region active when each was launched, and
+//! summarised with HPCToolkit's metric names (Zhou et al., Parallel Computing 2021; HPCToolkit
+//! manual ch. 8; `docs/gpu.md`):
+//!
+//! * seconds: `GKER` (kernels), `GMEM` (allocations and frees), `GMSET` (memsets), `GXCOPY`
+//!   (explicit copies), `GSYNC` (synchronisations), `GPUOP` (their sum);
+//! * bytes by kind: `GXCOPY:H2D`, `GXCOPY:D2H`, … (CUPTI_ACTIVITY_MEMCPY_KIND_*),
+//!   `GMSET:DEV`, … and `GMEM:DEV`, … (CUpti_ActivityMemoryKind), each with `:COUNT`;
+//!   `GSYNC:EVT`, `GSYNC:STRE`, `GSYNC:STR`, `GSYNC:CTX` (seconds) and `GSYNC:COUNT`;
+//! * per kernel: `GKER:COUNT`, `GKER:BLK_THR` (threads per block), `GKER:BLK` (blocks per
+//!   grid), `GKER:THR_REG` (registers per thread), `GKER:STMEM`, `GKER:DYMEM` (static and
+//!   dynamic shared memory per block, bytes) and `GKER:OCC_THR` (theoretical occupancy:
+//!   active threads per SM / maximum threads per SM), per-launch values averaged over launches
+//!   as HPCToolkit does (summed with a launch count, divided afterwards);
+//! * IPM's `@CUDA_HOST_IDLE`: the time host threads spend inside blocking CUDA calls
+//!   (synchronisations and synchronous copies) waiting for the GPU, per region.
+
+use std::collections::BTreeMap;
+
+/// Device limits for occupancy, from CUPTI's `CUpti_ActivityDevice` record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    pub id: u32,
+    pub name: String,
+    pub cc_major: u32,
+    pub cc_minor: u32,
+    pub sm_count: u32,
+    pub max_threads_per_sm: u32,
+    pub max_blocks_per_sm: u32,
+    pub max_warps_per_sm: u32,
+    pub regs_per_sm: u32,
+    pub max_regs_per_block: u32,
+    /// Shared memory per SM the driver can give blocks, bytes.
+    pub smem_per_sm: u64,
+    pub warp_size: u32,
+}
+
+/// What an activity was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Kernel,
+    Memcpy,
+    Memset,
+    Sync,
+    Alloc,
+    Free,
+}
+
+impl Kind {
+    /// The name in `gpu_activity.parquet`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Kernel => "kernel",
+            Kind::Memcpy => "memcpy",
+            Kind::Memset => "memset",
+            Kind::Sync => "sync",
+            Kind::Alloc => "alloc",
+            Kind::Free => "free",
+        }
+    }
+
+    /// HPCToolkit's coarse metric for this kind.
+    pub fn metric(self) -> &'static str {
+        match self {
+            Kind::Kernel => "GKER",
+            Kind::Memcpy => "GXCOPY",
+            Kind::Memset => "GMSET",
+            Kind::Sync => "GSYNC",
+            Kind::Alloc | Kind::Free => "GMEM",
+        }
+    }
+
+    /// Parse [`Kind::name`].
+    pub fn from_name(s: &str) -> Option<Kind> {
+        [
+            Kind::Kernel,
+            Kind::Memcpy,
+            Kind::Memset,
+            Kind::Sync,
+            Kind::Alloc,
+            Kind::Free,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+    }
+}
+
+/// One GPU activity, times on CLOCK_MONOTONIC.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Activity {
+    pub pid: u32,
+    pub kind: Option<Kind>,
+    /// Kernel name as CUPTI gives it (mangled).
+    pub name: Option<String>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation_id: u32,
+    pub bytes: u64,
+    /// `H2D`, `D2H`, … for copies; `DEV`, `PIN`, … (memory kind) for memsets and allocations;
+    /// `EVT`, `STRE`, `STR`, `CTX` for synchronisations; `UNK` when CUPTI does not know.
+    pub subkind: Option<String>,
+    pub grid: [i32; 3],
+    pub block: [i32; 3],
+    pub regs_per_thread: u32,
+    pub static_smem: u32,
+    pub dynamic_smem: u32,
+    /// Theoretical occupancy of a kernel launch ([`occupancy`]), where the device is known.
+    pub occupancy: Option<f64>,
+    /// The thread that launched it and the API call, through the correlation id.
+    pub launch_tid: Option<u32>,
+    pub launch_api: Option<String>,
+    pub launch_ns: Option<u64>,
+    /// Path of the innermost region open on the launching thread at the launch.
+    pub region: Option<String>,
+}
+
+impl Activity {
+    pub fn dur_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// Threads per block.
+    pub fn block_threads(&self) -> u64 {
+        self.block.iter().map(|&x| x.max(1) as u64).product()
+    }
+
+    /// Blocks per grid.
+    pub fn blocks(&self) -> u64 {
+        self.grid.iter().map(|&x| x.max(1) as u64).product()
+    }
+}
+
+/// One CUDA runtime or driver API call on a host thread (CLOCK_MONOTONIC).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ApiCall {
+    pub pid: u32,
+    pub tid: u32,
+    pub correlation_id: u32,
+    pub name: String,
+    pub enter_ns: u64,
+    pub exit_ns: u64,
+    /// Region path open on the thread at the call.
+    pub region: Option<String>,
+}
+
+/// API calls that block the host until GPU work finishes: synchronisations and the
+/// synchronous copies (IPM's `@CUDA_HOST_IDLE` is the time spent in them; memsets are not
+/// blocking that way). CUDA Runtime API §6.1 "API synchronization behavior".
+pub fn is_blocking(api: &str) -> bool {
+    const SYNC: &[&str] = &[
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+    ];
+    if SYNC.contains(&api) {
+        return true;
+    }
+    // Version and per-thread-stream suffixes: cuMemcpyDtoH_v2, cudaMemcpy_ptds.
+    let base = api.split('_').next().unwrap_or(api);
+    (base.starts_with("cudaMemcpy") || base.starts_with("cuMemcpy"))
+        && !base.contains("Async")
+        && !base.contains("ToSymbol")
+}
+
+/// Theoretical occupancy of a kernel launch: active threads per SM / the SM's maximum, from
+/// the limits by warps, blocks, registers and shared memory (NVIDIA CUDA C++ Programming
+/// Guide, "Occupancy Calculator" and `cudaOccupancyMaxActiveBlocksPerMultiprocessor`).
+/// Registers are allocated per warp in units of 256; shared memory per block in units of 128
+/// bytes, plus 1 KiB the driver reserves per block on compute capability 8.0 and newer. The
+/// shared-memory carveout is taken at its maximum, so this is an upper bound where the program
+/// chose a smaller carveout. `None` when the device limits are unknown or the block is empty.
+pub fn occupancy(d: &Device, block_threads: u64, regs_per_thread: u32, smem_per_block: u64) -> Option<f64> {
+    if block_threads == 0 || d.max_threads_per_sm == 0 || d.warp_size == 0 {
+        return None;
+    }
+    let warp = d.warp_size as u64;
+    let warps_per_block = block_threads.div_ceil(warp);
+    let max_warps = if d.max_warps_per_sm > 0 {
+        d.max_warps_per_sm as u64
+    } else {
+        d.max_threads_per_sm as u64 / warp
+    };
+    let mut blocks = max_warps / warps_per_block;
+    if d.max_blocks_per_sm > 0 {
+        blocks = blocks.min(d.max_blocks_per_sm as u64);
+    }
+    if regs_per_thread > 0 && d.regs_per_sm > 0 {
+        let regs_per_warp = (regs_per_thread as u64 * warp).div_ceil(256) * 256;
+        let warps_by_regs = d.regs_per_sm as u64 / regs_per_warp;
+        blocks = blocks.min(warps_by_regs / warps_per_block);
+    }
+    if d.smem_per_sm > 0 {
+        let reserved = if d.cc_major >= 8 { 1024 } else { 0 };
+        let per_block = (smem_per_block + reserved).div_ceil(128) * 128;
+        if per_block > 0 {
+            blocks = blocks.min(d.smem_per_sm / per_block);
+        }
+    }
+    let threads = blocks * block_threads;
+    Some((threads as f64 / d.max_threads_per_sm as f64).min(1.0))
+}
+
+/// Per-kernel-name summary.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+pub struct KernelSummary {
+    pub name: String,
+    /// `GKER:COUNT`.
+    pub count: u64,
+    /// `GKER`, seconds.
+    pub time_s: f64,
+    /// Launch means of `GKER:BLK_THR`, `GKER:BLK`, `GKER:THR_REG`, `GKER:STMEM`,
+    /// `GKER:DYMEM`, `GKER:OCC_THR` (the last over launches on devices with known limits).
+    pub blk_thr: f64,
+    pub blk: f64,
+    pub thr_reg: f64,
+    pub stmem: f64,
+    pub dymem: f64,
+    pub occ_thr: Option<f64>,
+}
+
+/// HPCToolkit's coarse metrics over `acts` (seconds for the kernel/copy/… times, bytes for
+/// the `:KIND` entries, launches for `:COUNT`).
+pub fn metrics(acts: &[Activity]) -> BTreeMap<String, f64> {
+    let mut m: BTreeMap<String, f64> = BTreeMap::new();
+    for name in ["GPUOP", "GKER", "GMEM", "GMSET", "GXCOPY", "GSYNC"] {
+        m.insert(name.into(), 0.0);
+    }
+    for a in acts {
+        let Some(k) = a.kind else { continue };
+        let s = a.dur_ns() as f64 * 1e-9;
+        *m.get_mut(k.metric()).unwrap() += s;
+        *m.get_mut("GPUOP").unwrap() += s;
+        *m.entry(format!("{}:COUNT", k.metric())).or_default() += 1.0;
+        let sub = a.subkind.clone().unwrap_or_else(|| "UNK".into());
+        match k {
+            Kind::Memcpy | Kind::Memset | Kind::Alloc | Kind::Free => {
+                *m.entry(format!("{}:{sub}", k.metric())).or_default() += a.bytes as f64;
+            }
+            Kind::Sync => *m.entry(format!("GSYNC:{sub}")).or_default() += s,
+            Kind::Kernel => {}
+        }
+    }
+    m
+}
+
+/// Fill [`Activity::occupancy`] of every kernel launch on a device of `devices`.
+pub fn fill_occupancy(acts: &mut [Activity], devices: &[Device]) {
+    for a in acts.iter_mut().filter(|a| a.kind == Some(Kind::Kernel)) {
+        a.occupancy = devices.iter().find(|d| d.id == a.device).and_then(|d| {
+            occupancy(
+                d,
+                a.block_threads(),
+                a.regs_per_thread,
+                a.static_smem as u64 + a.dynamic_smem as u64,
+            )
+        });
+    }
+}
+
+/// Per-kernel summaries, longest total time first.
+pub fn kernels(acts: &[Activity]) -> Vec<KernelSummary> {
+    struct Acc {
+        s: KernelSummary,
+        occ_sum: f64,
+        occ_n: u64,
+    }
+    let mut by: BTreeMap<&str, Acc> = BTreeMap::new();
+    for a in acts.iter().filter(|a| a.kind == Some(Kind::Kernel)) {
+        let name = a.name.as_deref().unwrap_or("(unnamed kernel)");
+        let e = by.entry(name).or_insert_with(|| Acc {
+            s: KernelSummary {
+                name: name.to_string(),
+                ..Default::default()
+            },
+            occ_sum: 0.0,
+            occ_n: 0,
+        });
+        e.s.count += 1;
+        e.s.time_s += a.dur_ns() as f64 * 1e-9;
+        e.s.blk_thr += a.block_threads() as f64;
+        e.s.blk += a.blocks() as f64;
+        e.s.thr_reg += a.regs_per_thread as f64;
+        e.s.stmem += a.static_smem as f64;
+        e.s.dymem += a.dynamic_smem as f64;
+        if let Some(o) = a.occupancy {
+            e.occ_sum += o;
+            e.occ_n += 1;
+        }
+    }
+    let mut out: Vec<KernelSummary> = by
+        .into_values()
+        .map(|mut a| {
+            let n = a.s.count as f64;
+            a.s.blk_thr /= n;
+            a.s.blk /= n;
+            a.s.thr_reg /= n;
+            a.s.stmem /= n;
+            a.s.dymem /= n;
+            a.s.occ_thr = (a.occ_n > 0).then(|| a.occ_sum / a.occ_n as f64);
+            a.s
+        })
+        .collect();
+    out.sort_by(|a, b| b.time_s.total_cmp(&a.time_s).then(a.name.cmp(&b.name)));
+    out
+}
+
+/// The innermost region open on `(pid, tid)` at `t_ns`, from region intervals sorted by
+/// (pid, tid, start_ns, depth) as `powerperf_rt::events::analyze` returns them.
+pub fn region_at(
+    intervals: &[powerperf_rt::events::Interval],
+    pid: u32,
+    tid: u32,
+    t_ns: u64,
+) -> Option<String> {
+    let lo = intervals.partition_point(|i| (i.pid, i.tid) < (pid, tid));
+    let hi = intervals.partition_point(|i| (i.pid, i.tid) <= (pid, tid));
+    intervals[lo..hi]
+        .iter()
+        .filter(|i| i.start_ns <= t_ns && t_ns < i.end_ns)
+        .max_by_key(|i| i.depth)
+        .map(|i| i.path.clone())
+}
+
+/// Attribute each activity, through its correlation id, to the API call that launched it
+/// (same process) and to the region open on that thread at that moment; and each API call to
+/// its region. Activities without a matching call (CUPTI records for work the driver started
+/// itself, or calls not recorded) keep `region = None`.
+pub fn attribute(
+    acts: &mut [Activity],
+    calls: &mut [ApiCall],
+    intervals: &[powerperf_rt::events::Interval],
+) {
+    for c in calls.iter_mut() {
+        c.region = region_at(intervals, c.pid, c.tid, c.enter_ns);
+    }
+    let by_corr: BTreeMap<(u32, u32), usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.correlation_id != 0)
+        .map(|(i, c)| ((c.pid, c.correlation_id), i))
+        .collect();
+    for a in acts.iter_mut() {
+        if let Some(&i) = by_corr.get(&(a.pid, a.correlation_id)) {
+            let c = &calls[i];
+            a.launch_tid = Some(c.tid);
+            a.launch_api = Some(c.name.clone());
+            a.launch_ns = Some(c.enter_ns);
+            a.region = c.region.clone();
+        }
+    }
+}
+
+/// Per region path: (`GKER` s, `GXCOPY` s, `GPUOP` s, `@CUDA_HOST_IDLE` s, kernel launches).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RegionGpu {
+    pub gker_s: f64,
+    pub gxcopy_s: f64,
+    pub gpuop_s: f64,
+    pub host_idle_s: f64,
+    pub launches: u64,
+}
+
+/// GPU time and host idle per region path (`(no region)` for work launched outside any).
+pub fn per_region(acts: &[Activity], calls: &[ApiCall]) -> BTreeMap<String, RegionGpu> {
+    let mut out: BTreeMap<String, RegionGpu> = BTreeMap::new();
+    let key = |r: &Option<String>| r.clone().unwrap_or_else(|| "(no region)".into());
+    for a in acts {
+        let Some(k) = a.kind else { continue };
+        let e = out.entry(key(&a.region)).or_default();
+        let s = a.dur_ns() as f64 * 1e-9;
+        e.gpuop_s += s;
+        match k {
+            Kind::Kernel => {
+                e.gker_s += s;
+                e.launches += 1;
+            }
+            Kind::Memcpy => e.gxcopy_s += s,
+            _ => {}
+        }
+    }
+    for c in calls.iter().filter(|c| is_blocking(&c.name)) {
+        out.entry(key(&c.region)).or_default().host_idle_s +=
+            c.exit_ns.saturating_sub(c.enter_ns) as f64 * 1e-9;
+    }
+    out
+}
+
+/// File of the GPU activities in a run directory.
+pub const ACTIVITY_FILE: &str = "gpu_activity.parquet";
+/// File of the CUDA API calls in a run directory.
+pub const API_FILE: &str = "gpu_api.parquet";
+
+/// Write `gpu_activity.parquet` and `gpu_api.parquet` (times in ns since `origin_ns`, the
+/// run's CLOCK_MONOTONIC start, like the timeline's `t_ns`; schema in docs/run-format.md).
+///
+/// # Errors
+/// I/O errors with the path.
+pub fn write(
+    dir: &std::path::Path,
+    acts: &[Activity],
+    calls: &[ApiCall],
+    origin_ns: u64,
+) -> anyhow::Result<()> {
+    use polars::prelude::{Column, DataFrame};
+    let rel = |t: u64| t.saturating_sub(origin_ns);
+    let n = acts.len();
+    let col_u32 = |name: &str, f: &dyn Fn(&Activity) -> u32| {
+        Column::new(name.into(), acts.iter().map(f).collect::<Vec<u32>>())
+    };
+    let col_i32 = |name: &str, f: &dyn Fn(&Activity) -> i32| {
+        Column::new(name.into(), acts.iter().map(f).collect::<Vec<i32>>())
+    };
+    let mut df = DataFrame::new(
+        n,
+        vec![
+            col_u32("pid", &|a| a.pid),
+            Column::new(
+                "kind".into(),
+                acts.iter()
+                    .map(|a| a.kind.map(Kind::name))
+                    .collect::<Vec<Option<&str>>>(),
+            ),
+            Column::new(
+                "name".into(),
+                acts.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "start_ns".into(),
+                acts.iter().map(|a| rel(a.start_ns)).collect::<Vec<u64>>(),
+            ),
+            Column::new(
+                "dur_ns".into(),
+                acts.iter().map(|a| a.dur_ns()).collect::<Vec<u64>>(),
+            ),
+            col_u32("device", &|a| a.device),
+            col_u32("context", &|a| a.context),
+            col_u32("stream", &|a| a.stream),
+            col_u32("correlation_id", &|a| a.correlation_id),
+            Column::new(
+                "bytes".into(),
+                acts.iter().map(|a| a.bytes).collect::<Vec<u64>>(),
+            ),
+            Column::new(
+                "subkind".into(),
+                acts.iter().map(|a| a.subkind.clone()).collect::<Vec<_>>(),
+            ),
+            col_i32("grid_x", &|a| a.grid[0]),
+            col_i32("grid_y", &|a| a.grid[1]),
+            col_i32("grid_z", &|a| a.grid[2]),
+            col_i32("block_x", &|a| a.block[0]),
+            col_i32("block_y", &|a| a.block[1]),
+            col_i32("block_z", &|a| a.block[2]),
+            col_u32("regs_per_thread", &|a| a.regs_per_thread),
+            col_u32("static_smem", &|a| a.static_smem),
+            col_u32("dynamic_smem", &|a| a.dynamic_smem),
+            Column::new(
+                "occupancy".into(),
+                acts.iter().map(|a| a.occupancy).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "launch_tid".into(),
+                acts.iter().map(|a| a.launch_tid).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "launch_api".into(),
+                acts.iter().map(|a| a.launch_api.clone()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "launch_ns".into(),
+                acts.iter()
+                    .map(|a| a.launch_ns.map(rel))
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "region".into(),
+                acts.iter().map(|a| a.region.clone()).collect::<Vec<_>>(),
+            ),
+        ],
+    )?;
+    super::timeline::write_frame(&mut df, &dir.join(ACTIVITY_FILE))?;
+    let mut df = DataFrame::new(
+        calls.len(),
+        vec![
+            Column::new("pid".into(), calls.iter().map(|c| c.pid).collect::<Vec<_>>()),
+            Column::new("tid".into(), calls.iter().map(|c| c.tid).collect::<Vec<_>>()),
+            Column::new(
+                "correlation_id".into(),
+                calls.iter().map(|c| c.correlation_id).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "name".into(),
+                calls.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "enter_ns".into(),
+                calls.iter().map(|c| rel(c.enter_ns)).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "dur_ns".into(),
+                calls
+                    .iter()
+                    .map(|c| c.exit_ns.saturating_sub(c.enter_ns))
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "blocking".into(),
+                calls.iter().map(|c| is_blocking(&c.name)).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "region".into(),
+                calls.iter().map(|c| c.region.clone()).collect::<Vec<_>>(),
+            ),
+        ],
+    )?;
+    super::timeline::write_frame(&mut df, &dir.join(API_FILE))
+}
+
+/// Read what [`write`] wrote (times relative to the run's start); `None` when the run has
+/// no GPU activity file.
+///
+/// # Errors
+/// Unreadable or malformed files, with the path.
+pub fn read(dir: &std::path::Path) -> anyhow::Result<Option<(Vec<Activity>, Vec<ApiCall>)>> {
+    use anyhow::Context;
+    use polars::prelude::{DataFrame, ParquetReader, SerReader};
+    let path = dir.join(ACTIVITY_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let read = |p: &std::path::Path| -> anyhow::Result<DataFrame> {
+        let f = std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+        ParquetReader::new(f)
+            .finish()
+            .with_context(|| format!("cannot read {}", p.display()))
+    };
+    let df = read(&path)?;
+    let u32c = |n: &str| -> anyhow::Result<Vec<u32>> {
+        Ok(df.column(n)?.u32()?.iter().map(|x| x.unwrap_or(0)).collect())
+    };
+    let i32c = |n: &str| -> anyhow::Result<Vec<i32>> {
+        Ok(df.column(n)?.i32()?.iter().map(|x| x.unwrap_or(0)).collect())
+    };
+    let u64c = |n: &str| -> anyhow::Result<Vec<Option<u64>>> {
+        Ok(df.column(n)?.u64()?.iter().collect())
+    };
+    let strc = |n: &str| -> anyhow::Result<Vec<Option<String>>> {
+        Ok(df
+            .column(n)?
+            .str()?
+            .iter()
+            .map(|x| x.map(String::from))
+            .collect())
+    };
+    let (pid, kind, name) = (u32c("pid")?, strc("kind")?, strc("name")?);
+    let (start, dur, bytes) = (u64c("start_ns")?, u64c("dur_ns")?, u64c("bytes")?);
+    let (device, context, stream, corr) = (
+        u32c("device")?,
+        u32c("context")?,
+        u32c("stream")?,
+        u32c("correlation_id")?,
+    );
+    let sub = strc("subkind")?;
+    let g = [i32c("grid_x")?, i32c("grid_y")?, i32c("grid_z")?];
+    let b = [i32c("block_x")?, i32c("block_y")?, i32c("block_z")?];
+    let (regs, st, dy) = (
+        u32c("regs_per_thread")?,
+        u32c("static_smem")?,
+        u32c("dynamic_smem")?,
+    );
+    let occ: Vec<Option<f64>> = df.column("occupancy")?.f64()?.iter().collect();
+    let ltid: Vec<Option<u32>> = df.column("launch_tid")?.u32()?.iter().collect();
+    let lapi = strc("launch_api")?;
+    let lns = u64c("launch_ns")?;
+    let region = strc("region")?;
+    let acts = (0..df.height())
+        .map(|i| {
+            let s = start[i].unwrap_or(0);
+            Activity {
+                pid: pid[i],
+                kind: kind[i].as_deref().and_then(Kind::from_name),
+                name: name[i].clone(),
+                start_ns: s,
+                end_ns: s + dur[i].unwrap_or(0),
+                device: device[i],
+                context: context[i],
+                stream: stream[i],
+                correlation_id: corr[i],
+                bytes: bytes[i].unwrap_or(0),
+                subkind: sub[i].clone(),
+                grid: [g[0][i], g[1][i], g[2][i]],
+                block: [b[0][i], b[1][i], b[2][i]],
+                regs_per_thread: regs[i],
+                static_smem: st[i],
+                dynamic_smem: dy[i],
+                occupancy: occ[i],
+                launch_tid: ltid[i],
+                launch_api: lapi[i].clone(),
+                launch_ns: lns[i],
+                region: region[i].clone(),
+            }
+        })
+        .collect();
+    let mut calls = Vec::new();
+    let api = dir.join(API_FILE);
+    if api.is_file() {
+        let df = read(&api)?;
+        let u32c = |n: &str| -> anyhow::Result<Vec<u32>> {
+            Ok(df.column(n)?.u32()?.iter().map(|x| x.unwrap_or(0)).collect())
+        };
+        let (pid, tid, corr) = (u32c("pid")?, u32c("tid")?, u32c("correlation_id")?);
+        let name: Vec<Option<&str>> = df.column("name")?.str()?.iter().collect();
+        let enter: Vec<Option<u64>> = df.column("enter_ns")?.u64()?.iter().collect();
+        let dur: Vec<Option<u64>> = df.column("dur_ns")?.u64()?.iter().collect();
+        let region: Vec<Option<&str>> = df.column("region")?.str()?.iter().collect();
+        for i in 0..df.height() {
+            let e = enter[i].unwrap_or(0);
+            calls.push(ApiCall {
+                pid: pid[i],
+                tid: tid[i],
+                correlation_id: corr[i],
+                name: name[i].unwrap_or_default().to_string(),
+                enter_ns: e,
+                exit_ns: e + dur[i].unwrap_or(0),
+                region: region[i].map(String::from),
+            });
+        }
+    }
+    Ok(Some((acts, calls)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// H100 SXM limits (CUDA C++ Programming Guide, table "Technical Specifications per
+    /// Compute Capability", 9.0): 2048 threads, 32 blocks, 64 warps, 65536 registers and
+    /// 228 KiB shared memory per SM.
+    fn h100() -> Device {
+        Device {
+            id: 0,
+            name: "NVIDIA H100".into(),
+            cc_major: 9,
+            cc_minor: 0,
+            sm_count: 132,
+            max_threads_per_sm: 2048,
+            max_blocks_per_sm: 32,
+            max_warps_per_sm: 64,
+            regs_per_sm: 65536,
+            max_regs_per_block: 65536,
+            smem_per_sm: 233_472,
+            warp_size: 32,
+        }
+    }
+
+    #[test]
+    fn occupancy_limits() {
+        let d = h100();
+        // 256 threads, 32 registers, no shared memory: 8 blocks by warps → 100 %.
+        assert_eq!(occupancy(&d, 256, 32, 0), Some(1.0));
+        // 64 registers per thread: 65536 / (64·32) = 32 warps → 4 blocks of 8 warps → 50 %.
+        assert_eq!(occupancy(&d, 256, 64, 0), Some(0.5));
+        // 32 threads per block: the 32-block limit gives 1024 threads → 50 %.
+        assert_eq!(occupancy(&d, 32, 16, 0), Some(0.5));
+        // 48 KiB shared memory (+1 KiB reserved) per block: 233472 / 50176 = 4 blocks of 256.
+        assert_eq!(occupancy(&d, 256, 32, 48 * 1024), Some(0.5));
+        // 255 registers → 8160 per warp, rounded to 8192: 8 warps → one 256-thread block.
+        assert_eq!(occupancy(&d, 256, 255, 0), Some(0.125));
+        assert_eq!(occupancy(&d, 0, 32, 0), None);
+    }
+
+    #[test]
+    fn blocking_calls() {
+        for b in [
+            "cudaDeviceSynchronize",
+            "cudaMemcpy",
+            "cudaMemcpy2D",
+            "cuMemcpyDtoH_v2",
+            "cuStreamSynchronize",
+        ] {
+            assert!(is_blocking(b), "{b}");
+        }
+        for n in [
+            "cudaMemcpyAsync",
+            "cuMemcpyHtoDAsync_v2",
+            "cudaLaunchKernel",
+            "cudaMemset",
+            "cudaMemcpyToSymbol",
+        ] {
+            assert!(!is_blocking(n), "{n}");
+        }
+    }
+
+    fn act(kind: Kind, start: u64, end: u64, corr: u32) -> Activity {
+        Activity {
+            pid: 7,
+            kind: Some(kind),
+            start_ns: start,
+            end_ns: end,
+            correlation_id: corr,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn metrics_kernels_attribution_and_host_idle() {
+        let mut k1 = act(Kind::Kernel, 100, 1100, 1);
+        k1.name = Some("axpy".into());
+        k1.grid = [64, 1, 1];
+        k1.block = [256, 1, 1];
+        k1.regs_per_thread = 64;
+        let mut k2 = k1.clone();
+        k2.start_ns = 2000;
+        k2.end_ns = 5000;
+        k2.correlation_id = 3;
+        k2.block = [128, 1, 1];
+        let mut c = act(Kind::Memcpy, 1200, 1700, 2);
+        c.bytes = 4096;
+        c.subkind = Some("H2D".into());
+        let mut s = act(Kind::Sync, 5000, 5100, 4);
+        s.subkind = Some("CTX".into());
+        let mut acts = vec![k1, c, k2, s];
+        let m = metrics(&acts);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-15;
+        assert!(close(m["GKER"], 4000e-9), "{m:?}");
+        assert!(close(m["GXCOPY"], 500e-9));
+        assert_eq!(m["GXCOPY:H2D"], 4096.0);
+        assert_eq!(m["GXCOPY:COUNT"], 1.0);
+        assert!(close(m["GSYNC:CTX"], 100e-9));
+        assert!(close(m["GPUOP"], 4600e-9));
+        assert_eq!(m["GMEM"], 0.0);
+        fill_occupancy(&mut acts, &[h100()]);
+        let ks = kernels(&acts);
+        assert_eq!(ks.len(), 1);
+        assert_eq!(ks[0].count, 2);
+        assert_eq!(ks[0].blk_thr, 192.0);
+        assert_eq!(ks[0].blk, 64.0);
+        assert_eq!(ks[0].thr_reg, 64.0);
+        // 256 threads × 64 regs → 50 %; 128 threads × 64 regs → 8 blocks of 4 warps → 50 %.
+        assert_eq!(ks[0].occ_thr, Some(0.5));
+        // Regions on thread 70: outer [0, 10000), inner [1500, 2500).
+        use powerperf_rt::events::Interval;
+        let iv = |path: &str, depth, s, e| Interval {
+            pid: 7,
+            tid: 70,
+            region: path.rsplit('/').next().unwrap().into(),
+            path: path.into(),
+            start_ns: s,
+            end_ns: e,
+            depth,
+            closed_by_exit: false,
+        };
+        let intervals = vec![iv("outer", 0, 0, 10_000), iv("outer/inner", 1, 1500, 2500)];
+        let call = |corr, name: &str, t0, t1| ApiCall {
+            pid: 7,
+            tid: 70,
+            correlation_id: corr,
+            name: name.into(),
+            enter_ns: t0,
+            exit_ns: t1,
+            region: None,
+        };
+        let mut calls = vec![
+            call(1, "cudaLaunchKernel", 50, 60),
+            call(2, "cudaMemcpy", 1150, 1750),
+            call(3, "cudaLaunchKernel", 1600, 1610),
+            call(4, "cudaDeviceSynchronize", 4000, 5100),
+        ];
+        attribute(&mut acts, &mut calls, &intervals);
+        assert_eq!(acts[0].region.as_deref(), Some("outer"));
+        assert_eq!(acts[2].region.as_deref(), Some("outer/inner"));
+        assert_eq!(acts[2].launch_api.as_deref(), Some("cudaLaunchKernel"));
+        let r = per_region(&acts, &calls);
+        assert!(close(r["outer/inner"].gker_s, 3000e-9));
+        assert!(close(r["outer"].gker_s, 1000e-9));
+        assert_eq!(r["outer"].launches, 1);
+        // Host idle: the synchronous copy (600 ns) and the device synchronisation (1100 ns).
+        assert!(close(r["outer"].host_idle_s, 1700e-9));
+        // Round trip through the Parquet files, times relative to the origin.
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &acts, &calls, 50).unwrap();
+        let (back, back_calls) = read(dir.path()).unwrap().unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back[2].start_ns, 2000 - 50);
+        assert_eq!(back[2].dur_ns(), 3000);
+        assert_eq!(back[2].region.as_deref(), Some("outer/inner"));
+        assert_eq!(back[2].occupancy, Some(0.5));
+        assert_eq!(back[1].subkind.as_deref(), Some("H2D"));
+        assert_eq!(back_calls[3].name, "cudaDeviceSynchronize");
+        assert_eq!(back_calls[3].exit_ns - back_calls[3].enter_ns, 1100);
+        assert_eq!(per_region(&back, &back_calls), r);
+    }
+}
