@@ -25,6 +25,10 @@
 
 pub mod codes;
 pub mod ctl;
+#[cfg(feature = "cuda")]
+pub mod cupti;
+#[cfg(all(feature = "cuda", target_os = "linux"))]
+pub mod cupti_inject;
 pub mod events;
 pub mod ffi;
 pub mod nvtx;
