@@ -14,6 +14,9 @@ use std::process::ExitCode;
 use powerperf_rt::cupti::{self, ActivityKind};
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`cupti_dump f.bin | head`).
+    // SAFETY: restoring the default action of SIGPIPE has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(path) = args.iter().find(|a| !a.starts_with("--")) else {
         eprintln!("usage: cupti_dump FILE.bin [--kernels]");
@@ -92,7 +95,10 @@ fn main() -> ExitCode {
                 };
                 let e = other.entry(key).or_default();
                 e.0 += 1;
-                e.1 += if matches!(k, ActivityKind::Alloc | ActivityKind::Free | ActivityKind::Memset) {
+                e.1 += if matches!(
+                    k,
+                    ActivityKind::Alloc | ActivityKind::Free | ActivityKind::Memset
+                ) {
                     a.bytes
                 } else {
                     dur
@@ -100,9 +106,16 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!("kernels {} ({} names)", kernels.values().map(|v| v.0).sum::<u64>(), kernels.len());
+    println!(
+        "kernels {} ({} names)",
+        kernels.values().map(|v| v.0).sum::<u64>(),
+        kernels.len()
+    );
     for (n, (c, t)) in &kernels {
-        println!("  kernel {c:>7} x  total {t:>12} ns  mean {:>10} ns  {n}", t / c);
+        println!(
+            "  kernel {c:>7} x  total {t:>12} ns  mean {:>10} ns  {n}",
+            t / c
+        );
     }
     for (k, (c, b, t)) in &copies {
         println!("  memcpy {k:<28} {c:>6} x  {b:>12} B  {t:>10} ns");
@@ -146,7 +159,9 @@ fn main() -> ExitCode {
     }
     let shared = by_corr
         .values()
-        .filter(|v| v.iter().any(|c| c.domain == "runtime") && v.iter().any(|c| c.domain == "driver"))
+        .filter(|v| {
+            v.iter().any(|c| c.domain == "runtime") && v.iter().any(|c| c.domain == "driver")
+        })
         .count();
     println!("  correlation ids shared by a runtime and a driver call: {shared}");
     if args.iter().any(|a| a == "--kernels") {

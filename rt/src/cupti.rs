@@ -354,8 +354,11 @@ pub(crate) mod layout {
         CUpti_ActivityKernel12,
         CUpti_ActivityKernel13,
     );
-    pub const MEMCPY: Versions =
-        versions!(CUpti_ActivityMemcpy5, CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy7);
+    pub const MEMCPY: Versions = versions!(
+        CUpti_ActivityMemcpy5,
+        CUpti_ActivityMemcpy6,
+        CUpti_ActivityMemcpy7
+    );
     pub const MEMCPY2: Versions = versions!(CUpti_ActivityMemcpyPtoP4);
     pub const MEMSET: Versions = versions!(CUpti_ActivityMemset4, CUpti_ActivityMemset5);
     pub const MEMORY2: Versions = versions!(CUpti_ActivityMemory3, CUpti_ActivityMemory4);
@@ -388,7 +391,10 @@ pub(crate) mod layout {
             kind::KERNEL | kind::CONCURRENT_KERNEL => &[
                 (offset_of!(sys::CUpti_ActivityKernel9, name), true),
                 (offset_of!(sys::CUpti_ActivityKernel9, reserved0), false),
-                (offset_of!(sys::CUpti_ActivityKernel9, pAccessPolicyWindow), false),
+                (
+                    offset_of!(sys::CUpti_ActivityKernel9, pAccessPolicyWindow),
+                    false,
+                ),
             ],
             kind::MEMCPY => &[(offset_of!(sys::CUpti_ActivityMemcpy5, reserved0), false)],
             kind::MEMCPY2 => &[(offset_of!(sys::CUpti_ActivityMemcpyPtoP4, reserved0), false)],
@@ -571,9 +577,7 @@ struct Pending {
 /// As [`read_file`].
 pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
     if bytes.len() < FILE_MAGIC.len() || bytes[..8] != FILE_MAGIC {
-        return Err(bad(
-            "not a powerperf GPU activity file (no PPCUPTI magic)",
-        ));
+        return Err(bad("not a powerperf GPU activity file (no PPCUPTI magic)"));
     }
     let mut f = CuptiFile {
         truncated: true,
@@ -601,7 +605,9 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
         let at = pos;
         pos += 8 + len;
         if !seen_header && t != tag::HEADER {
-            return Err(bad(format!("first frame (at byte {at}) is tag {t}, not a header")));
+            return Err(bad(format!(
+                "first frame (at byte {at}) is tag {t}, not a header"
+            )));
         }
         let short = |need: usize| -> io::Result<()> {
             if len < need {
@@ -637,7 +643,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
                 funcs.insert((u32_at(p, 0), u32_at(p, 4)), name);
             }
             tag::API => {
-                if len % API_RECORD_BYTES != 0 {
+                if !len.is_multiple_of(API_RECORD_BYTES) {
                     return Err(bad(format!(
                         "API frame at byte {at}: {len} bytes, not a multiple of {API_RECORD_BYTES}"
                     )));
@@ -768,7 +774,10 @@ fn decode_activity(
         )));
     };
     let Some(version) = versions.iter().position(|&(_, s)| s == p.len()) else {
-        let known: Vec<String> = versions.iter().map(|(n, s)| format!("{n} = {s} B")).collect();
+        let known: Vec<String> = versions
+            .iter()
+            .map(|(n, s)| format!("{n} = {s} B"))
+            .collect();
         return Err(bad(format!(
             "activity record of CUPTI kind {} ({k}) of {} bytes from CUPTI API version \
              {cupti_version}: not a record version this reader knows ({}); the bindings \
@@ -967,27 +976,111 @@ mod tests {
                 same_one!($base, $v, $fs);
             )*};
         }
-        same!(CUpti_ActivityKernel9,
-            [CUpti_ActivityKernel10, CUpti_ActivityKernel11, CUpti_ActivityKernel12, CUpti_ActivityKernel13],
-            [registersPerThread, start, end, deviceId, contextId, streamId, gridX, gridY, gridZ,
-             blockX, blockY, blockZ, staticSharedMemory, dynamicSharedMemory, correlationId,
-             name, reserved0, pAccessPolicyWindow]);
-        same!(CUpti_ActivityMemcpy5, [CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy7],
-            [copyKind, srcKind, dstKind, bytes, start, end, deviceId, contextId, streamId,
-             correlationId, runtimeCorrelationId, reserved0]);
-        same!(CUpti_ActivityMemset4, [CUpti_ActivityMemset5],
-            [bytes, start, end, deviceId, contextId, streamId, correlationId, memoryKind, reserved0]);
-        same!(CUpti_ActivityMemory3, [CUpti_ActivityMemory4],
-            [memoryOperationType, memoryKind, correlationId, address, bytes, timestamp,
-             deviceId, contextId, streamId, name]);
-        same!(CUpti_ActivitySynchronization, [CUpti_ActivitySynchronization2],
-            [type_, start, end, correlationId, contextId, streamId]);
-        same!(CUpti_ActivityDevice5, [CUpti_ActivityDevice6],
-            [globalMemorySize, l2CacheSize, numThreadsPerWarp, coreClockRate, numMultiprocessors,
-             maxWarpsPerMultiprocessor, maxBlocksPerMultiprocessor,
-             maxSharedMemoryPerMultiprocessor, maxRegistersPerMultiprocessor,
-             maxRegistersPerBlock, maxSharedMemoryPerBlock, maxThreadsPerBlock,
-             computeCapabilityMajor, computeCapabilityMinor, id, name]);
+        same!(
+            CUpti_ActivityKernel9,
+            [
+                CUpti_ActivityKernel10,
+                CUpti_ActivityKernel11,
+                CUpti_ActivityKernel12,
+                CUpti_ActivityKernel13
+            ],
+            [
+                registersPerThread,
+                start,
+                end,
+                deviceId,
+                contextId,
+                streamId,
+                gridX,
+                gridY,
+                gridZ,
+                blockX,
+                blockY,
+                blockZ,
+                staticSharedMemory,
+                dynamicSharedMemory,
+                correlationId,
+                name,
+                reserved0,
+                pAccessPolicyWindow
+            ]
+        );
+        same!(
+            CUpti_ActivityMemcpy5,
+            [CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy7],
+            [
+                copyKind,
+                srcKind,
+                dstKind,
+                bytes,
+                start,
+                end,
+                deviceId,
+                contextId,
+                streamId,
+                correlationId,
+                runtimeCorrelationId,
+                reserved0
+            ]
+        );
+        same!(
+            CUpti_ActivityMemset4,
+            [CUpti_ActivityMemset5],
+            [
+                bytes,
+                start,
+                end,
+                deviceId,
+                contextId,
+                streamId,
+                correlationId,
+                memoryKind,
+                reserved0
+            ]
+        );
+        same!(
+            CUpti_ActivityMemory3,
+            [CUpti_ActivityMemory4],
+            [
+                memoryOperationType,
+                memoryKind,
+                correlationId,
+                address,
+                bytes,
+                timestamp,
+                deviceId,
+                contextId,
+                streamId,
+                name
+            ]
+        );
+        same!(
+            CUpti_ActivitySynchronization,
+            [CUpti_ActivitySynchronization2],
+            [type_, start, end, correlationId, contextId, streamId]
+        );
+        same!(
+            CUpti_ActivityDevice5,
+            [CUpti_ActivityDevice6],
+            [
+                globalMemorySize,
+                l2CacheSize,
+                numThreadsPerWarp,
+                coreClockRate,
+                numMultiprocessors,
+                maxWarpsPerMultiprocessor,
+                maxBlocksPerMultiprocessor,
+                maxSharedMemoryPerMultiprocessor,
+                maxRegistersPerMultiprocessor,
+                maxRegistersPerBlock,
+                maxSharedMemoryPerBlock,
+                maxThreadsPerBlock,
+                computeCapabilityMajor,
+                computeCapabilityMinor,
+                id,
+                name
+            ]
+        );
         // Sizes tell the versions of a kind apart.
         for v in [
             layout::KERNEL,

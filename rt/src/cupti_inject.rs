@@ -7,7 +7,8 @@
 //!
 //! * Activity API (CUPTI docs, "CUPTI Activity API"): the kinds `CONCURRENT_KERNEL`,
 //!   `MEMCPY`, `MEMCPY2` (peer), `MEMSET`, `SYNCHRONIZATION`, `MEMORY2` (allocations and
-//!   releases) and `DEVICE`, delivered in 8 MiB buffers this library hands to CUPTI
+//!   releases) and `DEVICE` (`POWERPERF_CUPTI_KINDS` selects others), delivered in 8 MiB
+//!   buffers this library hands to CUPTI
 //!   (`cuptiActivityRegisterCallbacks`); each completed buffer's records are written as
 //!   they are (names interned), with the count of records CUPTI dropped
 //!   (`cuptiActivityGetNumDroppedRecords`) and a clock pair.
@@ -63,16 +64,46 @@ pub const ACTIVITY_BUFFER_BYTES: usize = 8 << 20;
 /// API records a thread buffers before it writes them.
 pub const API_BUFFER_RECORDS: usize = 8192;
 
-/// Activity kinds enabled, in this order.
-const KINDS: [u32; 7] = [
-    kind::DEVICE,
-    kind::CONCURRENT_KERNEL,
-    kind::MEMCPY,
-    kind::MEMCPY2,
-    kind::MEMSET,
-    kind::SYNCHRONIZATION,
-    kind::MEMORY2,
+/// Environment variable: the activity kinds recorded, a comma-separated list of
+/// [`KIND_NAMES`] (default: all but `kernel_serial`), or `none`.
+pub const ENV_KINDS: &str = "POWERPERF_CUPTI_KINDS";
+
+/// Names accepted in `POWERPERF_CUPTI_KINDS` and the CUPTI activity kinds they enable.
+/// `kernel` is `CONCURRENT_KERNEL` (kernels run as the program launches them);
+/// `kernel_serial` is `KERNEL`, which serialises all kernels (CUPTI docs) and is off by
+/// default.
+pub const KIND_NAMES: [(&str, &[u32]); 7] = [
+    ("device", &[kind::DEVICE]),
+    ("kernel", &[kind::CONCURRENT_KERNEL]),
+    ("kernel_serial", &[kind::KERNEL]),
+    ("memcpy", &[kind::MEMCPY, kind::MEMCPY2]),
+    ("memset", &[kind::MEMSET]),
+    ("sync", &[kind::SYNCHRONIZATION]),
+    ("memory", &[kind::MEMORY2]),
 ];
+
+/// The activity kinds to enable for a `POWERPERF_CUPTI_KINDS` value (`None`: unset), and
+/// the names not understood.
+pub fn kinds_from(value: Option<&str>) -> (Vec<u32>, Vec<String>) {
+    let names: Vec<&str> = match value.map(str::trim) {
+        None | Some("") => vec!["device", "kernel", "memcpy", "memset", "sync", "memory"],
+        Some("none") => vec![],
+        Some(v) => v
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect(),
+    };
+    let mut kinds = Vec::new();
+    let mut unknown = Vec::new();
+    for n in names {
+        match KIND_NAMES.iter().find(|(k, _)| *k == n) {
+            Some((_, ks)) => kinds.extend_from_slice(ks),
+            None => unknown.push(n.to_string()),
+        }
+    }
+    (kinds, unknown)
+}
 
 /// `CUpti_CallbackData` (`cupti_callbacks.h`) with the enum field as a plain integer, so
 /// that no value CUPTI writes can be an invalid Rust enum.
@@ -438,8 +469,10 @@ impl Inj {
         let mut b = Vec::with_capacity(8 + bytes.len());
         push_frame(&mut b, tag::API, &[bytes]);
         self.write(&b);
-        self.api_records
-            .fetch_add((bytes.len() / fmt::API_RECORD_BYTES) as u64, Ordering::Relaxed);
+        self.api_records.fetch_add(
+            (bytes.len() / fmt::API_RECORD_BYTES) as u64,
+            Ordering::Relaxed,
+        );
     }
 
     /// Exit: flush CUPTI, the API buffers, device properties, last clock pair, trailer.
@@ -577,7 +610,11 @@ unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: 
     let ok = unsafe { libc::posix_memalign(&mut p, 8, ACTIVITY_BUFFER_BYTES) } == 0;
     // SAFETY: CUPTI passes writable out-parameters.
     unsafe {
-        *buf = if ok { p as *mut u8 } else { std::ptr::null_mut() };
+        *buf = if ok {
+            p as *mut u8
+        } else {
+            std::ptr::null_mut()
+        };
         *size = if ok { ACTIVITY_BUFFER_BYTES } else { 0 };
         *max = 0;
     }
@@ -674,7 +711,11 @@ unsafe fn completed(inj: &Inj, ctx: *mut c_void, stream: u32, buf: *mut u8, vali
         push_frame(
             &mut frames,
             tag::DROPPED,
-            &[&ctx_id.to_ne_bytes(), &stream.to_ne_bytes(), &(dropped as u64).to_ne_bytes()],
+            &[
+                &ctx_id.to_ne_bytes(),
+                &stream.to_ne_bytes(),
+                &(dropped as u64).to_ne_bytes(),
+            ],
         );
     }
     if let Some(c) = inj.cupti.clock_pair() {
@@ -889,7 +930,16 @@ fn init(dir: PathBuf) -> Result<(), String> {
     if r != CUPTI_SUCCESS {
         return Err(format!("cuptiActivityRegisterCallbacks: {}", c.error(r)));
     }
-    for k in KINDS {
+    let (kinds, unknown) = kinds_from(std::env::var(ENV_KINDS).ok().as_deref());
+    if !unknown.is_empty() {
+        let known: Vec<&str> = KIND_NAMES.iter().map(|k| k.0).collect();
+        inj.note(&format!(
+            "{ENV_KINDS}: unknown {} (known: {}, none)",
+            unknown.join(","),
+            known.join(",")
+        ));
+    }
+    for k in kinds {
         let r = unsafe { (c.activity_enable)(k) };
         if r != CUPTI_SUCCESS {
             inj.note(&format!(
@@ -980,4 +1030,59 @@ pub extern "C" fn InitializeInjection() -> c_int {
         }
     });
     1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_env() {
+        let (k, u) = kinds_from(None);
+        assert_eq!(
+            k,
+            [
+                kind::DEVICE,
+                kind::CONCURRENT_KERNEL,
+                kind::MEMCPY,
+                kind::MEMCPY2,
+                kind::MEMSET,
+                kind::SYNCHRONIZATION,
+                kind::MEMORY2
+            ]
+        );
+        assert!(u.is_empty());
+        assert_eq!(kinds_from(Some("none")), (vec![], vec![]));
+        let (k, u) = kinds_from(Some("kernel_serial, memcpy,bogus"));
+        assert_eq!(k, [kind::KERNEL, kind::MEMCPY, kind::MEMCPY2]);
+        assert_eq!(u, ["bogus"]);
+    }
+
+    #[test]
+    fn default_api_selection() {
+        for n in [
+            "cudaLaunchKernel",
+            "cuLaunchKernel",
+            "cudaMemcpyAsync",
+            "cuMemcpyHtoD_v2",
+            "cudaMemset",
+            "cudaDeviceSynchronize",
+            "cuCtxSynchronize_v2",
+            "cudaStreamSynchronize",
+            "cuEventSynchronize",
+            "cudaMalloc",
+            "cudaFreeHost",
+            "cuMemAlloc_v2",
+        ] {
+            assert!(default_selection(n), "{n}");
+        }
+        for n in [
+            "cudaGetDevice",
+            "cuCtxGetCurrent",
+            "cudaEventRecord",
+            "cudaStreamQuery",
+        ] {
+            assert!(!default_selection(n), "{n}");
+        }
+    }
 }

@@ -3,7 +3,9 @@
 //
 //   nvcc -O2 -o cupti_fixture cupti_fixture.cu
 //   POWERPERF_RUN_DIR=run CUDA_INJECTION64_PATH=/abs/libpowerperf_rt_cuda.so ./cupti_fixture
-//   ./cupti_fixture many 20000     # 20000 launches of an empty-ish kernel, then one sync
+//   ./cupti_fixture many 20000 [C] # 20000 launches of a kernel of one warp that spins C
+//                                  # clock cycles (default 0: empty), then one sync
+//   ./cupti_fixture serial W R     # one stream: W warm-up then R measured scale+axpy pairs
 //
 // Default mode, on 16 MiB buffers (n = 4 Mi floats):
 //   cudaMallocHost (pinned h), cudaMalloc x3 (x, y, z), 2 streams
@@ -40,7 +42,12 @@ __global__ void axpy(float *y, const float *x, float a, int n) {
     if (i < n) y[i] += a * x[i];
 }
 
-__global__ void tiny(int *p) {
+__global__ void tiny(int *p, long long cycles) {
+    if (cycles > 0) {
+        long long t0 = clock64();
+        while (clock64() - t0 < cycles) {
+        }
+    }
     if (p != nullptr && threadIdx.x == 0 && blockIdx.x == 0) p[0] += 1;
 }
 
@@ -50,14 +57,14 @@ static double now_s(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-static int many(int launches) {
+static int many(int launches, long long cycles) {
     int *d;
     CK(cudaMalloc(&d, sizeof(int)));
     CK(cudaMemset(d, 0, sizeof(int)));
-    for (int i = 0; i < 100; i++) tiny<<<1, 32>>>(d);
+    for (int i = 0; i < 100; i++) tiny<<<1, 32>>>(d, cycles);
     CK(cudaDeviceSynchronize());
     double t0 = now_s();
-    for (int i = 0; i < launches; i++) tiny<<<1, 32>>>(d);
+    for (int i = 0; i < launches; i++) tiny<<<1, 32>>>(d, cycles);
     CK(cudaDeviceSynchronize());
     double t1 = now_s();
     int h = 0;
@@ -68,8 +75,30 @@ static int many(int launches) {
     return h == launches + 100 ? 0 : 1;
 }
 
+// Kernels back to back on one stream (no overlap), for comparing kernel times with ncu.
+static int serial(int warm, int reps) {
+    const int n = 1 << 22;
+    float *x, *y;
+    CK(cudaMalloc(&x, n * sizeof(float)));
+    CK(cudaMalloc(&y, n * sizeof(float)));
+    CK(cudaMemset(x, 0, n * sizeof(float)));
+    CK(cudaMemset(y, 0, n * sizeof(float)));
+    const int block = 256, grid = (n + block - 1) / block;
+    for (int r = 0; r < warm + reps; r++) {
+        scale<<<grid, block>>>(x, 1.0f, n);
+        axpy<<<grid, block>>>(y, x, 1.0f, n);
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+    printf("serial warm=%d reps=%d\n", warm, reps);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc > 2 && strcmp(argv[1], "many") == 0) return many(atoi(argv[2]));
+    if (argc > 2 && strcmp(argv[1], "many") == 0)
+        return many(atoi(argv[2]), argc > 3 ? atoll(argv[3]) : 0);
+    if (argc > 3 && strcmp(argv[1], "serial") == 0) return serial(atoi(argv[2]), atoi(argv[3]));
 
     const int n = 1 << 22;
     const size_t bytes = n * sizeof(float);
