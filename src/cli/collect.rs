@@ -43,6 +43,11 @@ pub struct CollectArgs {
     /// regions (by default collect sets NVTX_INJECTION64_PATH to libpowerperf_rt.so).
     #[arg(long)]
     pub no_nvtx: bool,
+    /// CUDA activity through CUPTI, with no change to the program: kernels, copies, memsets,
+    /// synchronisations and allocations with HPCToolkit's metrics, attributed to regions,
+    /// and host idle (sets CUDA_INJECTION64_PATH to libpowerperf_rt_cuda.so; docs/gpu.md).
+    #[arg(long)]
+    pub gpu: bool,
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::report::Format,
@@ -90,6 +95,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         env: vec![],
         nvml: args.nvml,
         nvtx: !args.no_nvtx,
+        gpu: args.gpu,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

@@ -178,7 +178,12 @@ pub fn is_blocking(api: &str) -> bool {
 /// bytes, plus 1 KiB the driver reserves per block on compute capability 8.0 and newer. The
 /// shared-memory carveout is taken at its maximum, so this is an upper bound where the program
 /// chose a smaller carveout. `None` when the device limits are unknown or the block is empty.
-pub fn occupancy(d: &Device, block_threads: u64, regs_per_thread: u32, smem_per_block: u64) -> Option<f64> {
+pub fn occupancy(
+    d: &Device,
+    block_threads: u64,
+    regs_per_thread: u32,
+    smem_per_block: u64,
+) -> Option<f64> {
     if block_threads == 0 || d.max_threads_per_sm == 0 || d.warp_size == 0 {
         return None;
     }
@@ -342,12 +347,23 @@ pub fn attribute(
     for c in calls.iter_mut() {
         c.region = region_at(intervals, c.pid, c.tid, c.enter_ns);
     }
-    let by_corr: BTreeMap<(u32, u32), usize> = calls
+    // A runtime call and the driver call it makes share a correlation id: keep the outer
+    // (earliest) one, the call the program made.
+    let mut by_corr: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+    for (i, c) in calls
         .iter()
         .enumerate()
         .filter(|(_, c)| c.correlation_id != 0)
-        .map(|(i, c)| ((c.pid, c.correlation_id), i))
-        .collect();
+    {
+        by_corr
+            .entry((c.pid, c.correlation_id))
+            .and_modify(|j| {
+                if c.enter_ns < calls[*j].enter_ns {
+                    *j = i
+                }
+            })
+            .or_insert(i);
+    }
     for a in acts.iter_mut() {
         if let Some(&i) = by_corr.get(&(a.pid, a.correlation_id)) {
             let c = &calls[i];
@@ -387,11 +403,192 @@ pub fn per_region(acts: &[Activity], calls: &[ApiCall]) -> BTreeMap<String, Regi
             _ => {}
         }
     }
-    for c in calls.iter().filter(|c| is_blocking(&c.name)) {
+    for c in host_idle_calls(calls) {
         out.entry(key(&c.region)).or_default().host_idle_s +=
             c.exit_ns.saturating_sub(c.enter_ns) as f64 * 1e-9;
     }
     out
+}
+
+/// The blocking calls whose time is host idle: a driver call made inside a runtime call on
+/// the same thread (cudaMemcpy → cuMemcpyDtoH_v2) is part of the outer call's wait and is
+/// not counted again.
+pub fn host_idle_calls(calls: &[ApiCall]) -> Vec<&ApiCall> {
+    let mut all: Vec<&ApiCall> = calls.iter().collect();
+    all.sort_by_key(|c| (c.pid, c.tid, c.enter_ns, std::cmp::Reverse(c.exit_ns)));
+    let mut out = Vec::new();
+    // The outermost call in progress on the current thread.
+    let mut outer: Option<&ApiCall> = None;
+    for c in all {
+        if let Some(o) = outer {
+            if (o.pid, o.tid) == (c.pid, c.tid) && c.exit_ns <= o.exit_ns {
+                continue;
+            }
+        }
+        outer = Some(c);
+        if is_blocking(&c.name) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Read every `RUN/gpu_activity/<pid>.bin` the CUDA injection wrote, map CUPTI time onto
+/// CLOCK_MONOTONIC, attribute each activity to its launching API call and region, compute
+/// theoretical occupancy from the devices' limits, and write `gpu_activity.parquet` and
+/// `gpu_api.parquet` (times relative to `origin_ns`). Returns notes for run.toml; `None` when
+/// no file was written.
+///
+/// # Errors
+/// Unreadable directories; Parquet that cannot be written. A file that cannot be decoded
+/// becomes a note, the others are still read.
+pub fn collect_run(dir: &std::path::Path, origin_ns: u64) -> anyhow::Result<Option<Vec<String>>> {
+    let sub = dir.join("gpu_activity");
+    let Ok(rd) = std::fs::read_dir(&sub) else {
+        return Ok(None);
+    };
+    let mut files: Vec<std::path::PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut notes = Vec::new();
+    let mut acts = Vec::new();
+    let mut calls = Vec::new();
+    let mut devices: Vec<Device> = Vec::new();
+    for f in &files {
+        let cf = match powerperf_rt::cupti::read_file(f) {
+            Ok(cf) => cf,
+            Err(e) => {
+                notes.push(format!("GPU activity file not read: {e}"));
+                continue;
+            }
+        };
+        if cf.truncated {
+            notes.push(format!("{}: the process did not finish its GPU record (killed?): activities up to the cut are kept", f.display()));
+        }
+        if cf.dropped_records > 0 {
+            notes.push(format!(
+                "{}: CUPTI dropped {} activity records (buffers full): GPU totals are low",
+                f.display(),
+                cf.dropped_records
+            ));
+        }
+        if cf.api_records_lost > 0 {
+            notes.push(format!(
+                "{}: {} CUDA API calls were not recorded",
+                f.display(),
+                cf.api_records_lost
+            ));
+        }
+        notes.extend(
+            cf.notes
+                .iter()
+                .map(|n| format!("CUDA injection (pid {}): {n}", cf.pid)),
+        );
+        for d in &cf.devices {
+            if !devices.iter().any(|x| x.id == d.id) {
+                devices.push(Device {
+                    id: d.id,
+                    name: d.name.clone(),
+                    cc_major: d.cc_major,
+                    cc_minor: d.cc_minor,
+                    sm_count: d.sm_count,
+                    max_threads_per_sm: d.max_threads_per_sm,
+                    max_blocks_per_sm: d.max_blocks_per_sm,
+                    max_warps_per_sm: d.max_warps_per_sm,
+                    regs_per_sm: d.regs_per_sm,
+                    max_regs_per_block: d.max_regs_per_block,
+                    smem_per_sm: d.smem_per_sm,
+                    warp_size: d.warp_size,
+                });
+            }
+        }
+        let short = |k: Option<&str>| -> Option<String> {
+            k.map(|k| {
+                match k {
+                    "pageable" => "PAG",
+                    "pinned" => "PIN",
+                    "device" => "DEV",
+                    "array" => "ARY",
+                    "managed" => "MAN",
+                    "device_static" => "DST",
+                    "managed_static" => "MST",
+                    "EventSynchronize" => "EVT",
+                    "StreamWaitEvent" => "STRE",
+                    "StreamSynchronize" => "STR",
+                    "ContextSynchronize" => "CTX",
+                    "unknown" => "UNK",
+                    other => other,
+                }
+                .to_string()
+            })
+        };
+        use powerperf_rt::cupti::ActivityKind as K;
+        for a in &cf.activities {
+            let kind = match a.kind {
+                K::Kernel => Kind::Kernel,
+                K::Memcpy => Kind::Memcpy,
+                K::Memset => Kind::Memset,
+                K::Sync => Kind::Sync,
+                K::Alloc => Kind::Alloc,
+                K::Free => Kind::Free,
+            };
+            let subkind = match kind {
+                Kind::Memcpy => short(a.copy_kind),
+                Kind::Sync => short(a.sync_kind),
+                Kind::Memset | Kind::Alloc | Kind::Free => short(a.memory_kind),
+                Kind::Kernel => None,
+            };
+            acts.push(Activity {
+                pid: cf.pid,
+                kind: Some(kind),
+                name: a.name.clone(),
+                start_ns: cf.to_monotonic(a.start),
+                end_ns: cf.to_monotonic(a.end),
+                device: a.device,
+                context: a.context,
+                stream: a.stream,
+                correlation_id: a.correlation_id,
+                bytes: a.bytes,
+                subkind,
+                grid: a.grid,
+                block: a.block,
+                regs_per_thread: a.regs_per_thread,
+                static_smem: a.static_smem,
+                dynamic_smem: a.dynamic_smem,
+                ..Default::default()
+            });
+        }
+        calls.extend(cf.api_calls.iter().map(|c| ApiCall {
+            pid: cf.pid,
+            tid: c.tid,
+            correlation_id: c.correlation_id,
+            name: c.name.clone(),
+            enter_ns: c.enter_ns,
+            exit_ns: c.exit_ns,
+            region: None,
+        }));
+    }
+    let intervals = powerperf_rt::events::read_dir(dir)
+        .map(|e| powerperf_rt::events::intervals(&e))
+        .unwrap_or_default();
+    attribute(&mut acts, &mut calls, &intervals);
+    fill_occupancy(&mut acts, &devices);
+    acts.sort_by_key(|a| (a.start_ns, a.device, a.stream));
+    write(dir, &acts, &calls, origin_ns)?;
+    let kernels = acts.iter().filter(|a| a.kind == Some(Kind::Kernel)).count();
+    notes.push(format!(
+        "GPU activity (CUPTI) from {} process(es): {} activities ({kernels} kernels), {} CUDA API calls, {} device(s); gpu_activity.parquet, gpu_api.parquet",
+        files.len(),
+        acts.len(),
+        calls.len(),
+        devices.len()
+    ));
+    Ok(Some(notes))
 }
 
 /// File of the GPU activities in a run directory.
@@ -472,7 +669,9 @@ pub fn write(
             ),
             Column::new(
                 "launch_api".into(),
-                acts.iter().map(|a| a.launch_api.clone()).collect::<Vec<_>>(),
+                acts.iter()
+                    .map(|a| a.launch_api.clone())
+                    .collect::<Vec<_>>(),
             ),
             Column::new(
                 "launch_ns".into(),
@@ -490,8 +689,14 @@ pub fn write(
     let mut df = DataFrame::new(
         calls.len(),
         vec![
-            Column::new("pid".into(), calls.iter().map(|c| c.pid).collect::<Vec<_>>()),
-            Column::new("tid".into(), calls.iter().map(|c| c.tid).collect::<Vec<_>>()),
+            Column::new(
+                "pid".into(),
+                calls.iter().map(|c| c.pid).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "tid".into(),
+                calls.iter().map(|c| c.tid).collect::<Vec<_>>(),
+            ),
             Column::new(
                 "correlation_id".into(),
                 calls.iter().map(|c| c.correlation_id).collect::<Vec<_>>(),
@@ -513,7 +718,10 @@ pub fn write(
             ),
             Column::new(
                 "blocking".into(),
-                calls.iter().map(|c| is_blocking(&c.name)).collect::<Vec<_>>(),
+                calls
+                    .iter()
+                    .map(|c| is_blocking(&c.name))
+                    .collect::<Vec<_>>(),
             ),
             Column::new(
                 "region".into(),
@@ -544,14 +752,23 @@ pub fn read(dir: &std::path::Path) -> anyhow::Result<Option<(Vec<Activity>, Vec<
     };
     let df = read(&path)?;
     let u32c = |n: &str| -> anyhow::Result<Vec<u32>> {
-        Ok(df.column(n)?.u32()?.iter().map(|x| x.unwrap_or(0)).collect())
+        Ok(df
+            .column(n)?
+            .u32()?
+            .iter()
+            .map(|x| x.unwrap_or(0))
+            .collect())
     };
     let i32c = |n: &str| -> anyhow::Result<Vec<i32>> {
-        Ok(df.column(n)?.i32()?.iter().map(|x| x.unwrap_or(0)).collect())
+        Ok(df
+            .column(n)?
+            .i32()?
+            .iter()
+            .map(|x| x.unwrap_or(0))
+            .collect())
     };
-    let u64c = |n: &str| -> anyhow::Result<Vec<Option<u64>>> {
-        Ok(df.column(n)?.u64()?.iter().collect())
-    };
+    let u64c =
+        |n: &str| -> anyhow::Result<Vec<Option<u64>>> { Ok(df.column(n)?.u64()?.iter().collect()) };
     let strc = |n: &str| -> anyhow::Result<Vec<Option<String>>> {
         Ok(df
             .column(n)?
@@ -614,7 +831,12 @@ pub fn read(dir: &std::path::Path) -> anyhow::Result<Option<(Vec<Activity>, Vec<
     if api.is_file() {
         let df = read(&api)?;
         let u32c = |n: &str| -> anyhow::Result<Vec<u32>> {
-            Ok(df.column(n)?.u32()?.iter().map(|x| x.unwrap_or(0)).collect())
+            Ok(df
+                .column(n)?
+                .u32()?
+                .iter()
+                .map(|x| x.unwrap_or(0))
+                .collect())
         };
         let (pid, tid, corr) = (u32c("pid")?, u32c("tid")?, u32c("correlation_id")?);
         let name: Vec<Option<&str>> = df.column("name")?.str()?.iter().collect();

@@ -7,8 +7,8 @@
 pub mod attribution;
 #[cfg(target_os = "linux")]
 pub mod energy;
-pub mod gpu_activity;
 pub mod events;
+pub mod gpu_activity;
 #[cfg(target_os = "linux")]
 pub mod launcher;
 pub mod nvml;
@@ -70,6 +70,9 @@ pub struct CollectConfig {
     pub nvml: NvmlMode,
     /// Turn NVTX ranges into regions through NVTX injection (`NVTX_INJECTION64_PATH`).
     pub nvtx: bool,
+    /// CUDA activity through CUPTI: start the command with `CUDA_INJECTION64_PATH` naming
+    /// `libpowerperf_rt_cuda.so` (docs/gpu.md).
+    pub gpu: bool,
 }
 
 /// The node-local rank under MPI launchers (`OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`,
@@ -119,6 +122,24 @@ pub fn rt_library() -> Option<PathBuf> {
     [
         dir.join("libpowerperf_rt.so"),
         dir.join("deps/libpowerperf_rt.so"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
+/// The CUDA injection library (`collect --gpu`): `POWERPERF_RT_CUDA_LIB` when set, else
+/// `libpowerperf_rt_cuda.so` next to the powerperf binary (built by `cargo build` from
+/// `rt/cuda`).
+pub fn rt_cuda_library() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("POWERPERF_RT_CUDA_LIB") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [
+        dir.join("libpowerperf_rt_cuda.so"),
+        dir.join("deps/libpowerperf_rt_cuda.so"),
+        dir.join("../libpowerperf_rt_cuda.so"),
     ]
     .into_iter()
     .find(|p| p.is_file())
@@ -341,7 +362,32 @@ mod run_impl {
 
         let mut env = cfg.env.clone();
         env.push(("POWERPERF_RUN_DIR".into(), cfg.out.display().to_string()));
-        if let Some(lib) = super::rt_library() {
+        // With --gpu one library does everything in the process (regions, NVTX, CUDA
+        // injection): two copies of the runtime would keep two region stacks.
+        let rt_lib = if cfg.gpu {
+            let lib = super::rt_cuda_library().context(
+                "collect --gpu needs libpowerperf_rt_cuda.so: build it (`cargo build --release` builds it next to powerperf, from rt/cuda) or name it with POWERPERF_RT_CUDA_LIB",
+            )?;
+            let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
+            let theirs = std::env::var_os("CUDA_INJECTION64_PATH")
+                .map(|v| v.to_string_lossy().into_owned())
+                .or_else(|| {
+                    cfg.env
+                        .iter()
+                        .find(|(k, _)| k == "CUDA_INJECTION64_PATH")
+                        .map(|(_, v)| v.clone())
+                });
+            match theirs {
+                None => env.push(("CUDA_INJECTION64_PATH".into(), lib.display().to_string())),
+                Some(t) => meta.notes.push(format!(
+                    "GPU activity is not recorded: CUDA_INJECTION64_PATH is already set to {t} (CUDA loads one injection library; CUPTI allows one subscriber per process)"
+                )),
+            }
+            Some(lib)
+        } else {
+            super::rt_library()
+        };
+        if let Some(lib) = rt_lib {
             // For programs that load the region library by path (the Python ctypes module).
             let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
             env.push(("POWERPERF_RT_LIB".into(), lib.display().to_string()));
@@ -623,6 +669,18 @@ mod run_impl {
             meta.notes.push(format!(
                 "the timeline could not be written completely: {e:#}"
             ));
+        }
+        match super::gpu_activity::collect_run(&cfg.out, origin) {
+            Ok(Some(notes)) => meta.notes.extend(notes),
+            Ok(None) if cfg.gpu => meta.notes.push(
+                "collect --gpu: no CUDA activity was recorded (the command did not use CUDA, or it did not load the injection library named by CUDA_INJECTION64_PATH)".into(),
+            ),
+            Ok(None) => {}
+            Err(e) => {
+                meta.run.truncated = true;
+                meta.notes
+                    .push(format!("gpu_activity.parquet could not be written: {e:#}"));
+            }
         }
         match super::attribution::write_regions(&cfg.out, &timeline, origin, rank) {
             Ok(Some((_, notes))) => meta.notes.extend(notes),

@@ -339,6 +339,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             env,
             nvml: crate::collect::NvmlMode::Auto,
             nvtx: true,
+            gpu: false,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

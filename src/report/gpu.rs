@@ -31,7 +31,16 @@ pub struct GpuActivity {
 pub fn summarize(acts: &[Activity], calls: &[ApiCall]) -> GpuActivity {
     let mut streams: Vec<(u32, u32)> = acts
         .iter()
-        .filter(|a| matches!(a.kind, Some(gpu_activity::Kind::Kernel | gpu_activity::Kind::Memcpy | gpu_activity::Kind::Memset)))
+        .filter(|a| {
+            matches!(
+                a.kind,
+                Some(
+                    gpu_activity::Kind::Kernel
+                        | gpu_activity::Kind::Memcpy
+                        | gpu_activity::Kind::Memset
+                )
+            )
+        })
         .map(|a| (a.device, a.stream))
         .collect();
     streams.sort_unstable();

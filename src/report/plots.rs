@@ -433,7 +433,10 @@ where
                 // At least a hair wide so that microsecond kernels show.
                 let end = b.2.max(b.1 + t1 * 2e-4);
                 let mut r = Rectangle::new(
-                    [(b.1, SegmentValue::Exact(b.0)), (end, SegmentValue::Exact(b.0 + 1))],
+                    [
+                        (b.1, SegmentValue::Exact(b.0)),
+                        (end, SegmentValue::Exact(b.0 + 1)),
+                    ],
                     c.filled(),
                 );
                 r.set_margin(6, 6, 0, 0);
@@ -491,7 +494,12 @@ pub fn gpu_streams_plot(dir: &Path, meta: &RunMeta) -> Result<Option<NamedPlot>>
                 _ => return None,
             };
             let row = rows.iter().position(|r| *r == (a.device, a.stream))?;
-            Some((row, a.start_ns as f64 * 1e-9, a.end_ns as f64 * 1e-9, legend))
+            Some((
+                row,
+                a.start_ns as f64 * 1e-9,
+                a.end_ns as f64 * 1e-9,
+                legend,
+            ))
         })
         .collect();
     let spans = region_spans(dir, meta.run.start_monotonic_ns, 2000);

@@ -1,0 +1,126 @@
+//! GPU activity of a run from a CUPTI recording made on an H100 (`rt/tests/fixtures/cupti/`,
+//! see its README): decoding, clock mapping, HPCToolkit metrics, occupancy, host idle,
+//! the Parquet files, the report section and the per-stream plot.
+
+use powerperf::collect::gpu_activity::{self, Kind};
+use std::path::Path;
+
+fn run_with_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("gpu_activity");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/tests/fixtures/cupti/fixture.bin"),
+        sub.join("470.bin"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn fixture_becomes_activity_tables_with_hpctoolkit_metrics() {
+    let dir = run_with_fixture();
+    // Origin: the run started 1 ms before CUPTI's first clock pair (CLOCK_MONOTONIC ns).
+    let origin = 25_635_142_359 - 1_000_000;
+    let notes = gpu_activity::collect_run(dir.path(), origin)
+        .unwrap()
+        .unwrap();
+    assert!(
+        notes
+            .last()
+            .unwrap()
+            .contains("1 process(es): 25 activities (6 kernels), 50 CUDA API calls, 1 device(s)"),
+        "{notes:?}"
+    );
+    let (acts, calls) = gpu_activity::read(dir.path()).unwrap().unwrap();
+    assert_eq!(acts.len(), 25);
+    assert_eq!(calls.len(), 50);
+    // Mapped times start after the origin and within the program's life.
+    assert!(acts
+        .iter()
+        .all(|a| a.start_ns > 0 && a.end_ns >= a.start_ns && a.start_ns < 60_000_000_000));
+    let m = gpu_activity::metrics(&acts);
+    let ns = |v: f64| (v * 1e9).round() as u64;
+    assert_eq!(ns(m["GKER"]), 64_224 + 49_283);
+    assert_eq!(m["GKER:COUNT"], 6.0);
+    assert_eq!(m["GXCOPY:H2D"], 3.0 * 16_777_216.0);
+    assert_eq!(m["GXCOPY:D2H"], 16_777_216.0 + 4096.0);
+    assert_eq!(m["GXCOPY:COUNT"], 5.0);
+    assert_eq!(m["GMSET:DEV"], 16_777_216.0);
+    assert_eq!(m["GSYNC:COUNT"], 3.0);
+    assert_eq!(ns(m["GSYNC:CTX"]), 17_581);
+    assert_eq!(
+        m["GMEM:DEV"],
+        2.0 * 51_380_224.0,
+        "allocations and frees of device memory"
+    );
+    let ks = gpu_activity::kernels(&acts);
+    assert_eq!(ks.len(), 2);
+    assert_eq!(ks[0].name, "_Z4axpyPfPKffi");
+    assert_eq!((ks[0].count, ks[0].blk_thr, ks[0].blk), (3, 256.0, 16384.0));
+    let occ = ks[0]
+        .occ_thr
+        .expect("the DEVICE record gives the H100's limits");
+    assert!(occ > 0.0 && occ <= 1.0, "{occ}");
+    // Kernels launched by the runtime call (the outer of the pair sharing the id).
+    let k = acts.iter().find(|a| a.kind == Some(Kind::Kernel)).unwrap();
+    assert_eq!(k.launch_api.as_deref(), Some("cudaLaunchKernel"));
+    // Host idle: the blocking runtime calls (cudaDeviceSynchronize 22,408 ns,
+    // cudaEventSynchronize 5,893 ns, cudaStreamSynchronize 35,379 ns, 4 × cudaMemcpy
+    // 1,283,408 ns; `cupti_dump` of the fixture), the driver calls they made not counted again.
+    let idle: u64 = gpu_activity::host_idle_calls(&calls)
+        .iter()
+        .map(|c| c.exit_ns - c.enter_ns)
+        .sum();
+    let runtime_blocking = 22_408 + 5_893 + 35_379 + 1_283_408;
+    assert_eq!(
+        idle, runtime_blocking,
+        "nested driver calls are not counted twice"
+    );
+    let r = gpu_activity::per_region(&acts, &calls);
+    assert_eq!(ns(r["(no region)"].host_idle_s), idle);
+}
+
+#[test]
+fn report_shows_the_gpu_section_and_plots_the_streams() {
+    let dir = run_with_fixture();
+    gpu_activity::collect_run(dir.path(), 25_000_000_000).unwrap();
+    let s = powerperf::report::gpu::load(dir.path()).unwrap().unwrap();
+    assert_eq!(s.streams.len(), 3, "{:?}", s.streams);
+    let text = powerperf::report::gpu::render_text(&s, 1.0);
+    println!("{text}");
+    assert!(text.contains("GKER"), "{text}");
+    assert!(text.contains("_Z4axpyPfPKffi"), "{text}");
+    assert!(text.contains("GXCOPY:H2D 50,331,648 B"), "{text}");
+    assert!(text.contains("@CUDA_HOST_IDLE"), "{text}");
+    // The per-stream plot renders (SVG with one row label per stream).
+    let meta_dir = dir.path();
+    let meta: powerperf::store::run::RunMeta = toml::from_str(
+        r#"
+[run]
+id = "fixture"
+command = ["./fix"]
+ended = "exited"
+exit_status = 0
+start_unix_ns = 0
+start_monotonic_ns = 25000000000
+duration_ns = 1000000000
+host = "h100"
+cpu_model = ""
+kernel = ""
+tool_version = "0"
+interval_ns = 10000000
+samples = 0
+
+[knobs]
+"#,
+    )
+    .unwrap();
+    let p = powerperf::report::plots::gpu_streams_plot(meta_dir, &meta)
+        .unwrap()
+        .unwrap();
+    let svg = p.plot.svg().unwrap();
+    assert_eq!(p.name, "gpu_streams");
+    assert!(svg.contains("gpu0 stream"), "row labels");
+    assert!(svg.matches("<rect").count() > 10, "bars drawn");
+}
