@@ -62,3 +62,33 @@ fn completions_and_man_pages_are_generated() {
     let collect = std::fs::read_to_string(dir.path().join("powerperf-collect.1")).unwrap();
     assert!(collect.contains("interval"));
 }
+
+/// Colours: clap colours help on a terminal only, and not with NO_COLOR; piped output has no
+/// escape codes. The terminal is a pseudo-terminal from util-linux `script`.
+#[test]
+fn colours_only_on_a_terminal_and_never_with_no_color() {
+    let bin = assert_cmd::cargo::cargo_bin("powerperf");
+    let piped = std::process::Command::new(&bin)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(!piped.stdout.contains(&0x1b), "escape codes in a pipe");
+    let tty = |no_color: bool| {
+        let mut c = std::process::Command::new("script");
+        c.args(["-qec", &format!("{} --help", bin.display()), "/dev/null"]);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR");
+        }
+        c.output()
+    };
+    match tty(false) {
+        Ok(o) if o.status.success() => {
+            assert!(o.stdout.contains(&0x1b), "help is coloured on a terminal");
+            let o = tty(true).unwrap();
+            assert!(!o.stdout.contains(&0x1b), "NO_COLOR turns colours off");
+        }
+        _ => println!("skipped: util-linux `script` is not available to make a pseudo-terminal"),
+    }
+}

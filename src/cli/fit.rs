@@ -4,7 +4,7 @@
 //! mean predicted from all other points, the model refitted every time; see
 //! [`crate::models::eval`]), prints it, and writes `MODEL.json` ([`ModelFile`]).
 
-use crate::models::eval::{leave_one_out, TargetError};
+use crate::models::eval::TargetError;
 use crate::models::features::mean_points;
 use crate::models::{fit_kind, FitParams, ModelFile, ModelKind, MODEL_FORMAT};
 use crate::store::set::{TrainingSet, TARGETS};
@@ -105,7 +105,16 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     let held_out_error = if args.no_loo {
         None
     } else {
-        let ev = leave_one_out(kind, &set.meta, &points, &params);
+        // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
+        let pb = indicatif::ProgressBar::new(points.len() as u64);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "leave-one-out {bar:30} {pos}/{len} refits, {elapsed} elapsed, about {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let ev =
+            crate::models::eval::leave_one_out_progress(kind, &set.meta, &points, &params, &pb);
         say("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):".into());
         let skipped: Vec<&str> = TARGETS
             .iter()

@@ -140,6 +140,24 @@ pub fn leave_one_out(
     points: &[Point],
     params: &FitParams,
 ) -> Evaluation {
+    leave_one_out_progress(
+        kind,
+        meta,
+        points,
+        params,
+        &indicatif::ProgressBar::hidden(),
+    )
+}
+
+/// [`leave_one_out`], advancing `progress` by one per refit (a bar on a terminal; indicatif
+/// draws nothing when stderr is not one).
+pub fn leave_one_out_progress(
+    kind: ModelKind,
+    meta: &SetMeta,
+    points: &[Point],
+    params: &FitParams,
+    progress: &indicatif::ProgressBar,
+) -> Evaluation {
     let kind = kind.resolve(points, false);
     // Every left-out point is an independent refit: spread them over the available cores
     // (scoped threads, results merged in point order).
@@ -170,6 +188,7 @@ pub fn leave_one_out(
                             &mut results,
                             &mut failures,
                         );
+                        progress.inc(1);
                     }
                     (results, failures)
                 })
@@ -180,6 +199,7 @@ pub fn leave_one_out(
             .map(|h| h.join().expect("leave-one-out worker panicked"))
             .collect()
     });
+    progress.finish_and_clear();
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for (r, f) in parts {
