@@ -51,7 +51,8 @@ pub const API_RECORD_BYTES: usize = 40;
 pub mod tag {
     /// `format_version u32, pid u32, cupti_api_version u32 (cuptiGetVersion),
     /// cuda_driver_version u32 (cuDriverGetVersion, 0 unknown), bindings_cuda_version u32,
-    /// api_mode u32 (0 none, 1 default selection, 2 all runtime and driver APIs)`.
+    /// api_mode u32 (0 none, 1 default selection, 2 all runtime and driver APIs, 3 default
+    /// selection of the runtime API only)`.
     /// First frame of the file.
     pub const HEADER: u32 = 1;
     /// `id u32, bytes`: string `id` (> 0) of the file's string table (kernel, device and

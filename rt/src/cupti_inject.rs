@@ -14,8 +14,9 @@
 //!   (`cuptiActivityGetNumDroppedRecords`) and a clock pair.
 //! * Callback API (CUPTI docs, "CUPTI Callback API"): one subscriber (`cuptiSubscribe`) on
 //!   the runtime and driver API domains, enabled (`cuptiEnableCallback`) for launches,
-//!   copies, memsets, synchronisations, allocations and frees (`POWERPERF_CUPTI_API=all`:
-//!   every runtime and driver API; `none`: no callbacks). At API entry the callback stores
+//!   copies, memsets, synchronisations, allocations and frees (`POWERPERF_CUPTI_API`:
+//!   [`ENV_API`]). A driver call inside a runtime call of the same thread (the runtime's
+//!   own `cuLaunchKernel` under `cudaLaunchKernel`, same correlation id) is not recorded. At API entry the callback stores
 //!   CLOCK_MONOTONIC in the call's `correlationData`; at exit it appends one 40-byte record
 //!   (entry, exit, correlation id, gettid, cbid, domain, kernel name id) to a per-thread
 //!   buffer: no allocation and no shared lock on this path (the buffer's own mutex is
@@ -36,7 +37,7 @@
 //! Without `POWERPERF_RUN_DIR` (unset or empty) the entry point returns 1 and does
 //! nothing: CUPTI is not loaded and no callback is installed.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::fs::File;
@@ -50,8 +51,11 @@ use crate::cupti::{self as fmt, kind, layout, tag};
 use crate::runtime::{now_ns, ENV_RUN_DIR};
 
 /// Environment variable: which API calls are recorded: `default` (launches, copies,
-/// memsets, synchronisations, allocations), `all` (every runtime and driver API call) or
-/// `none`.
+/// memsets, synchronisations, allocations and frees of the runtime and the driver API;
+/// a driver call made inside a runtime call on the same thread is not recorded),
+/// `runtime` (the same, runtime API only: cheaper, but kernels that libraries launch with
+/// the driver API directly have no API record), `all` (every runtime and driver API call,
+/// nested ones too) or `none`.
 pub const ENV_API: &str = "POWERPERF_CUPTI_API";
 /// Environment variable: path of the CUPTI library to load.
 pub const ENV_CUPTI_LIB: &str = "POWERPERF_CUPTI_LIB";
@@ -765,7 +769,12 @@ impl Drop for Local {
 
 thread_local! {
     static LOCAL: Local = Local::new();
+    /// Runtime API calls in progress on this thread (entered, not yet exited).
+    static RUNTIME_DEPTH: Cell<u32> = const { Cell::new(0) };
 }
+
+/// Whether driver calls made inside a runtime call are recorded (`POWERPERF_CUPTI_API=all`).
+static RECORD_NESTED: AtomicBool = AtomicBool::new(false);
 
 /// The Callback API subscriber: runtime and driver API entry and exit.
 unsafe extern "C" fn api_callback(_ud: *mut c_void, domain: u32, cbid: u32, cbdata: *const c_void) {
@@ -775,6 +784,22 @@ unsafe extern "C" fn api_callback(_ud: *mut c_void, domain: u32, cbid: u32, cbda
     // SAFETY: for the runtime and driver domains cbdata is a CUpti_CallbackData.
     let d = unsafe { &*(cbdata as *const CallbackData) };
     if d.correlation_data.is_null() {
+        return;
+    }
+    // A driver call made by the runtime (cudaLaunchKernel -> cuLaunchKernel) shares the
+    // runtime call's correlation id and lies inside it: it is not recorded, unless all
+    // calls are.
+    if domain == fmt::DOMAIN_RUNTIME {
+        let _ = RUNTIME_DEPTH.try_with(|c| {
+            c.set(if d.callback_site == CUPTI_API_ENTER {
+                c.get() + 1
+            } else {
+                c.get().saturating_sub(1)
+            })
+        });
+    } else if RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) > 0
+        && !RECORD_NESTED.load(Ordering::Relaxed)
+    {
         return;
     }
     if d.callback_site == CUPTI_API_ENTER {
@@ -869,8 +894,10 @@ fn init(dir: PathBuf) -> Result<(), String> {
     let mode: u32 = match std::env::var(ENV_API).as_deref() {
         Ok("none") => 0,
         Ok("all") => 2,
+        Ok("runtime") => 3,
         _ => 1,
     };
+    RECORD_NESTED.store(mode == 2, Ordering::Relaxed);
     let mut version = 0u32;
     // SAFETY: `version` is writable.
     unsafe { (cupti.get_version)(&mut version) };
@@ -969,7 +996,12 @@ fn init(dir: PathBuf) -> Result<(), String> {
             ));
         } else {
             let mut frames = Vec::new();
-            for domain in [fmt::DOMAIN_DRIVER, fmt::DOMAIN_RUNTIME] {
+            let domains: &[u32] = if mode == 3 {
+                &[fmt::DOMAIN_RUNTIME]
+            } else {
+                &[fmt::DOMAIN_DRIVER, fmt::DOMAIN_RUNTIME]
+            };
+            for &domain in domains {
                 if mode == 2 {
                     let r = unsafe { (c.enable_domain)(1, sub, domain) };
                     if r != CUPTI_SUCCESS {
@@ -987,7 +1019,7 @@ fn init(dir: PathBuf) -> Result<(), String> {
                     let raw = unsafe { CStr::from_ptr(p) }.to_bytes();
                     let name = fmt::api_function_name(domain, &String::from_utf8_lossy(raw));
                     let on = mode == 2 || default_selection(&name);
-                    if mode == 1 && on {
+                    if mode != 2 && on {
                         let r = unsafe { (c.enable_callback)(1, sub, domain, cbid) };
                         if r != CUPTI_SUCCESS {
                             continue;

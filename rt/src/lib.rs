@@ -7,6 +7,10 @@
 //! `$POWERPERF_RUN_DIR/region_events/<pid>.tsv` (format: `rt/README.md`, reader:
 //! [`events`]). Without it every call is a no-op that costs one atomic load.
 //!
+//! With the `cuda` feature the crate also holds the CUDA injection
+//! (`cupti_inject::InitializeInjection`, built into `libpowerperf_rt_cuda.so` by `rt/cuda`)
+//! and the reader of the GPU activity it records (`cupti`).
+//!
 //! Regions nest per thread, like GPTL timers: `outer/inner` is a different path than
 //! `inner` alone, and the same name may recurse.
 //!

@@ -16,8 +16,15 @@ fn fixture_path() -> PathBuf {
     rt_dir().join("tests/fixtures/cupti/fixture.bin")
 }
 
+/// The default recording: runtime API calls, the driver calls inside them not recorded.
 fn fixture() -> CuptiFile {
     cupti::read_file(&fixture_path()).unwrap()
+}
+
+/// The same program recorded by an earlier build that also recorded the driver calls made
+/// inside runtime calls (as `POWERPERF_CUPTI_API=all` still does).
+fn fixture_nested() -> CuptiFile {
+    cupti::read_file(&rt_dir().join("tests/fixtures/cupti/fixture_nested_driver.bin")).unwrap()
 }
 
 fn of(f: &CuptiFile, k: ActivityKind) -> Vec<&Activity> {
@@ -189,6 +196,38 @@ fn runtime_call(f: &CuptiFile, corr: u32) -> &ApiCall {
 #[test]
 fn fixture_api_calls_correlate_with_activities() {
     let f = fixture();
+    assert_eq!(f.api_calls.len(), 25);
+    assert!(f.api_calls.iter().all(|c| c.domain == "runtime"));
+    let count = |n: &str| f.api_calls.iter().filter(|c| c.name == n).count();
+    assert_eq!(count("cudaLaunchKernel"), 6);
+    assert_eq!(count("cudaMemcpy"), 4);
+    assert_eq!(count("cudaMemcpyAsync"), 1);
+    assert_eq!(count("cudaMemset"), 1);
+    assert_eq!(count("cudaDeviceSynchronize"), 1);
+    assert_eq!(count("cudaStreamSynchronize"), 1);
+    assert_eq!(count("cudaEventSynchronize"), 1);
+    assert_eq!(count("cudaMalloc"), 4);
+    assert_eq!(count("cudaFree"), 4);
+    assert_eq!(count("cudaHostAlloc"), 1);
+    assert_eq!(count("cudaFreeHost"), 1);
+    let tids: Vec<u32> = f.api_calls.iter().map(|c| c.tid).collect();
+    assert!(tids.iter().all(|&t| t == tids[0] && t > 0), "one thread");
+    for c in &f.api_calls {
+        assert!(c.exit_ns >= c.enter_ns, "{c:?}");
+        assert_eq!(c.kernel.is_some(), c.name.contains("Launch"), "{c:?}");
+    }
+    // Calls of one thread follow each other.
+    assert!(f
+        .api_calls
+        .windows(2)
+        .all(|w| w[0].exit_ns <= w[1].enter_ns));
+    check_activities_against_calls(&f);
+}
+
+#[test]
+fn fixture_with_nested_driver_calls() {
+    let f = fixture_nested();
+    assert!(!f.truncated);
     assert_eq!(f.api_calls.len(), 50);
     let count = |d: &str, n: &str| {
         f.api_calls
@@ -199,36 +238,40 @@ fn fixture_api_calls_correlate_with_activities() {
     assert_eq!(count("runtime", "cudaLaunchKernel"), 6);
     assert_eq!(count("driver", "cuLaunchKernel"), 6);
     assert_eq!(count("runtime", "cudaMemcpy"), 4);
-    assert_eq!(count("runtime", "cudaMemcpyAsync"), 1);
-    assert_eq!(count("runtime", "cudaMemset"), 1);
-    assert_eq!(count("runtime", "cudaDeviceSynchronize"), 1);
-    assert_eq!(count("runtime", "cudaStreamSynchronize"), 1);
-    assert_eq!(count("runtime", "cudaEventSynchronize"), 1);
+    assert_eq!(count("driver", "cuMemcpyHtoD_v2"), 2);
+    assert_eq!(count("driver", "cuMemcpyDtoH_v2"), 2);
     assert_eq!(count("driver", "cuCtxSynchronize_v2"), 1);
-    assert_eq!(count("runtime", "cudaMalloc"), 4);
-    assert_eq!(count("runtime", "cudaFree"), 4);
-    let tids: Vec<u32> = f.api_calls.iter().map(|c| c.tid).collect();
-    assert!(tids.iter().all(|&t| t == tids[0] && t > 0), "one thread");
-    for c in &f.api_calls {
-        assert!(c.exit_ns >= c.enter_ns, "{c:?}");
-        assert_eq!(c.kernel.is_some(), c.name.contains("Launch"), "{c:?}");
-    }
-    // Each runtime call's driver call shares its correlation id and nests inside it.
+    // Each driver call shares the correlation id of the runtime call that made it and
+    // nests inside it; launches carry the kernel name in both.
     for d in f.api_calls.iter().filter(|c| c.domain == "driver") {
         let r = runtime_call(&f, d.correlation_id);
         assert!(
             r.enter_ns <= d.enter_ns && d.exit_ns <= r.exit_ns,
             "{r:?} {d:?}"
         );
+        assert_eq!(r.kernel, d.kernel);
     }
+    check_activities_against_calls(&f);
+    // Same program, same activities.
+    let g = fixture();
+    let shape = |f: &CuptiFile| -> Vec<(ActivityKind, Option<String>, u64)> {
+        f.activities
+            .iter()
+            .map(|a| (a.kind, a.name.clone(), a.bytes))
+            .collect()
+    };
+    assert_eq!(shape(&f), shape(&g));
+}
 
-    // Activities -> the runtime call that launched them, through the correlation id.
+/// Activities -> the runtime call that launched them, through the correlation id; the
+/// mapped GPU times fall where the calls say they must.
+fn check_activities_against_calls(f: &CuptiFile) {
     let tol = 5_000; // ns: the clock pairs' half widths are well under this
     for a in &f.activities {
         if matches!(a.kind, ActivityKind::Alloc | ActivityKind::Free) {
             continue;
         }
-        let c = runtime_call(&f, a.correlation_id);
+        let c = runtime_call(f, a.correlation_id);
         let (start, end) = (f.to_monotonic(a.start), f.to_monotonic(a.end));
         match a.kind {
             ActivityKind::Kernel => {
@@ -262,9 +305,9 @@ fn fixture_api_calls_correlate_with_activities() {
             _ => unreachable!(),
         }
     }
-    // Program order survives the clock mapping: the kernels of one stream start in order
-    // of their launches.
-    let mut k: Vec<&Activity> = of(&f, ActivityKind::Kernel);
+    // Program order survives the clock mapping: the kernels (two streams, no overlap of
+    // a launch with the previous kernel's start) start in the order they were launched.
+    let mut k: Vec<&Activity> = of(f, ActivityKind::Kernel);
     k.sort_by_key(|a| a.correlation_id);
     let starts: Vec<u64> = k.iter().map(|a| f.to_monotonic(a.start)).collect();
     let first_launch = f
