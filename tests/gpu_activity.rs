@@ -1,4 +1,5 @@
-//! GPU activity of a run from a CUPTI recording made on an H100 (`rt/tests/fixtures/cupti/`,
+//! GPU activity of a run from a CUPTI recording made on an H100 (`rt/tests/fixtures/cupti/
+//! fixture_nested_driver.bin`, whose nested driver calls exercise the host-idle rule;
 //! see its README): decoding, clock mapping, HPCToolkit metrics, occupancy, host idle,
 //! the Parquet files, the report section and the per-stream plot.
 
@@ -10,7 +11,7 @@ fn run_with_fixture() -> tempfile::TempDir {
     let sub = dir.path().join("gpu_activity");
     std::fs::create_dir_all(&sub).unwrap();
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/tests/fixtures/cupti/fixture.bin"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/tests/fixtures/cupti/fixture_nested_driver.bin"),
         sub.join("470.bin"),
     )
     .unwrap();

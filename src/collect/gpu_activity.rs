@@ -244,6 +244,7 @@ pub fn metrics(acts: &[Activity]) -> BTreeMap<String, f64> {
         let s = a.dur_ns() as f64 * 1e-9;
         *m.get_mut(k.metric()).unwrap() += s;
         *m.get_mut("GPUOP").unwrap() += s;
+        *m.entry("GPUOP:COUNT".into()).or_default() += 1.0;
         *m.entry(format!("{}:COUNT", k.metric())).or_default() += 1.0;
         let sub = a.subkind.clone().unwrap_or_else(|| "UNK".into());
         match k {
