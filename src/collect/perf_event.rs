@@ -505,10 +505,30 @@ mod tests {
                 Opened::Failed { reason, .. } => panic!("{reason}"),
             })
             .collect();
-        let v: Vec<u64> = (0..2_000_000u64).map(|i| i * 7 % 251).collect();
-        std::hint::black_box(v.iter().sum::<u64>());
-        assert!(counters[0].sample().is_some());
-        assert!(counters[1].sample().is_some());
+        // Work that takes CPU time and touches fresh pages. A reading may come back empty
+        // when the kernel has not yet scheduled the group on this thread (time_running = 0,
+        // as perf prints `<not counted>`); the group must count within a few rounds of work.
+        let mut readings = Vec::new();
+        for round in 0..5u64 {
+            let v: Vec<u64> = (0..2_000_000u64).map(|i| (i + round) * 7 % 251).collect();
+            std::hint::black_box(v.iter().sum::<u64>());
+            let r: Vec<_> = counters
+                .iter_mut()
+                .map(|c| (c.sample(), c.last_raw))
+                .collect();
+            let counted = r.iter().all(|(v, _)| v.is_some());
+            readings.push(r);
+            if counted {
+                break;
+            }
+        }
+        let last = readings.last().unwrap();
+        assert!(
+            last.iter().all(|(v, _)| v.is_some()),
+            "(value, (count, time_enabled, time_running)) per round: {readings:?}"
+        );
+        assert!(counters[0].total().unwrap() > 0.0, "{readings:?}");
+        assert!(counters[1].total().unwrap() > 0.0, "{readings:?}");
     }
 
     #[test]
