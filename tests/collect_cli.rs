@@ -352,6 +352,78 @@ fn attach_and_system_wide_modes_count() {
     );
 }
 
+/// `-p PID --per-thread` keeps each thread's totals apart (as `perf stat --per-thread`), they
+/// add up to the process total, and the busy thread is the one with the CPU time.
+#[test]
+fn per_thread_totals_of_an_attached_process() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two threads: one busy for about a second, the main thread waiting in join().
+    let mut busy = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import threading\n\
+             def spin():\n    sum(range(30_000_000))\n\
+             t = threading.Thread(target=spin); t.start(); t.join()",
+        ])
+        .spawn()
+        .unwrap();
+    let pid = busy.id() as i32;
+    // Attach once the second thread exists.
+    let t0 = std::time::Instant::now();
+    while powerperf::collect::perf_event::threads_of(pid)
+        .map(|t| t.len())
+        .unwrap_or(0)
+        < 2
+    {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "python3 never started its thread"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let run = dir.path().join("attach");
+    pp().args([
+        "collect",
+        "-e",
+        "task-clock,context-switches",
+        "--per-thread",
+        "-p",
+    ])
+    .arg(pid.to_string())
+    .arg("-o")
+    .arg(&run)
+    .assert()
+    .success()
+    .stderr(predicates::str::contains("Per thread:"));
+    busy.wait().unwrap();
+    let meta = RunMeta::read(&run).unwrap();
+    assert_eq!(meta.threads.len(), 2, "{:?}", meta.threads);
+    let total = meta.events[0].total.unwrap();
+    let per: Vec<f64> = meta
+        .threads
+        .iter()
+        .map(|t| t.counts["task-clock"])
+        .collect();
+    let sum: f64 = per.iter().sum();
+    assert!(
+        (sum - total).abs() <= 1e-6 * total,
+        "per-thread task-clock {per:?} must add up to {total}"
+    );
+    // The main thread's tid is the pid; the other one spins.
+    let spin = meta.threads.iter().find(|t| t.tid != pid).unwrap();
+    assert!(
+        spin.counts["task-clock"] > 0.8 * total,
+        "the spinning thread has the CPU time: {:?}",
+        meta.threads
+    );
+    // Without -p it is refused, as perf stat refuses it.
+    pp().args(["collect", "--per-thread", "-o"])
+        .arg(dir.path().join("no"))
+        .args(["--", "true"])
+        .assert()
+        .failure();
+}
+
 #[test]
 fn output_path_takes_rank_and_host() {
     let dir = tempfile::tempdir().unwrap();
@@ -381,4 +453,71 @@ fn output_path_takes_rank_and_host() {
         "{:?}",
         meta.notes
     );
+}
+
+/// A disk that fills up while the command runs: the run directory keeps the samples written
+/// before (the journal), says it is truncated, and `report` still reads it. The full disk is
+/// a 1 MiB tmpfs in a private mount namespace (`unshare -m`, root only), which the command
+/// itself fills.
+#[test]
+fn a_full_disk_keeps_the_samples_written_and_says_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    let saved = dir.path().join("saved");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("powerperf");
+    let script = format!(
+        "mount -t tmpfs -o size=1m tmpfs {m} || exit 77; \
+         {bin} collect --interval 1ms -o {m}/run -- sh -c 'sleep 0.4; head -c 100M /dev/zero > {m}/fill 2>/dev/null; sleep 0.4'; \
+         rc=$?; cp -r {m}/run {saved}; exit $rc",
+        m = mnt.display(),
+        bin = bin.display(),
+        saved = saved.display()
+    );
+    let out = match std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            println!("skipped: cannot run unshare: {e}");
+            return;
+        }
+    };
+    if out.status.code() == Some(77) || (!out.status.success() && !saved.exists()) {
+        println!(
+            "skipped: no private tmpfs to fill (unshare -m and mount need root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = RunMeta::read(&saved).unwrap();
+    assert_eq!(meta.run.ended, Ending::Exited);
+    assert_eq!(meta.run.exit_status, Some(0));
+    assert!(meta.run.truncated, "{:?}", meta.notes);
+    assert!(
+        meta.notes
+            .iter()
+            .any(|n| n.contains("timeline could not be written") && n.contains("journal")),
+        "{:?}",
+        meta.notes
+    );
+    assert!(!saved.join("timeline.parquet").exists());
+    assert!(!saved.join(".reserve").exists());
+    // What was written before the disk filled is readable, and is less than the whole run.
+    let df = powerperf::collect::timeline::read_run(&saved)
+        .unwrap()
+        .unwrap();
+    assert!(df.height() >= 100, "{} rows kept", df.height());
+    assert!((df.height() as u64) < meta.run.samples);
+    pp().arg("report")
+        .arg(&saved)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("journal"));
 }

@@ -69,6 +69,7 @@ fn write_run(dir: &Path) {
             event("cycles", None),
         ],
         notes: vec![],
+        threads: vec![],
     };
     meta.write(dir).unwrap();
 }

@@ -9,7 +9,8 @@ use std::path::PathBuf;
     after_help = "Examples:\n  powerperf collect -o run1 -- tar czf /tmp/src.tgz src\n  powerperf collect -e task-clock,page-faults,cycles --interval 100ms -o run2 -- ./a.out\n\nThe run directory holds run.toml and timeline.parquet (docs/run-format.md).\npowerperf exits with the command's status (128 + signal number when it was killed)."
 )]
 pub struct CollectArgs {
-    /// Events to count, comma-separated, as `perf stat -e` takes them (default: perf stat's).
+    /// Events to count, comma-separated, as `perf stat -e` takes them (default: perf stat's);
+    /// `{a,b}` is a group, scheduled on the PMU together and read with one read.
     #[arg(short = 'e', long = "events")]
     pub events: Option<String>,
     /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only).
@@ -34,6 +35,10 @@ pub struct CollectArgs {
     /// Workload label stored in run.toml (default: the command's base name).
     #[arg(long)]
     pub workload: Option<String>,
+    /// With -p PID: keep each thread's totals apart, as `perf stat --per-thread`
+    /// (`[[threads]]` in run.toml, one line per thread and event in the report).
+    #[arg(long, requires = "pid")]
+    pub per_thread: bool,
     /// NVIDIA GPU sampling through NVML (power, energy counter, clocks, utilisation,
     /// temperature, throttle reasons per interval): auto samples where NVML is present,
     /// on also records NVML as not supported where it is missing.
@@ -96,6 +101,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         nvml: args.nvml,
         nvtx: !args.no_nvtx,
         gpu: args.gpu,
+        per_thread: args.per_thread,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

@@ -737,8 +737,8 @@ fn eval_per(
     let mut cols: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let (n, dur_s, keys): (usize, Vec<f64>, Vec<polars::prelude::Column>) = match per {
         Per::Sample => {
-            let df =
-                crate::collect::timeline::read_parquet(&run.join(crate::store::run::TIMELINE))?;
+            let df = crate::collect::timeline::read_run(run)?
+                .with_context(|| format!("{} has no timeline", run.display()))?;
             let t: Vec<u64> = df
                 .column("t_ns")?
                 .u64()?

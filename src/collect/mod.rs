@@ -73,6 +73,9 @@ pub struct CollectConfig {
     /// CUDA activity through CUPTI: start the command with `CUDA_INJECTION64_PATH` naming
     /// `libpowerperf_rt_cuda.so` (docs/gpu.md).
     pub gpu: bool,
+    /// Keep each thread's totals apart (`-p PID` only, as `perf stat --per-thread`):
+    /// `[[threads]]` in run.toml.
+    pub per_thread: bool,
 }
 
 /// The node-local rank under MPI launchers (`OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`,
@@ -162,15 +165,27 @@ mod run_impl {
     use super::launcher::{self, Exit};
     use super::nvml::GpuSampler;
     use super::perf_event::{self, OpenCounter, Opened, Target};
-    use super::timeline::Timeline;
+    use super::timeline::{Journal, Timeline, JOURNAL};
     use super::{
         events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, Mode, NvmlMode,
         Outcome,
     };
     use crate::store::run::{
-        Backend, Ending, EventRecord, EventStatus, RunInfo, RunMeta, TIMELINE,
+        Backend, Ending, EventRecord, EventStatus, RunInfo, RunMeta, ThreadCounts, TIMELINE,
     };
     use anyhow::{Context, Result};
+
+    /// File holding back [`RESERVE_BYTES`] in the run directory while the run goes on.
+    const RESERVE: &str = ".reserve";
+    const RESERVE_BYTES: usize = 64 * 1024;
+
+    /// Removes the reserve file when dropped (at the end, and on every early return).
+    struct Reserve(std::path::PathBuf);
+    impl Drop for Reserve {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{mpsc, Arc};
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -180,6 +195,7 @@ mod run_impl {
         energy: Energy,
         gpu: GpuSampler,
         timeline: Timeline,
+        journal: Option<Journal>,
         origin_ns: u64,
         last_ns: u64,
     }
@@ -187,11 +203,14 @@ mod run_impl {
     impl Sampler {
         fn sample(&mut self) {
             let now = monotonic_ns();
-            let mut vals: Vec<Option<f64>> = self.counters.iter_mut().map(|c| c.sample()).collect();
+            let mut vals = perf_event::sample_all(&mut self.counters);
             vals.extend(self.energy.sample());
             vals.extend(self.gpu.sample(now - self.last_ns));
             self.timeline
                 .push(now - self.origin_ns, now - self.last_ns, &vals);
+            if let Some(j) = &mut self.journal {
+                j.append(now - self.origin_ns, now - self.last_ns, &vals);
+            }
             self.last_ns = now;
         }
     }
@@ -297,6 +316,11 @@ mod run_impl {
     /// exist, or a failed fork.
     pub fn collect_run(cfg: &CollectConfig) -> Result<Outcome> {
         let specs = events::parse_list(cfg.events.as_deref())?;
+        if cfg.per_thread && !matches!(cfg.mode, Mode::Attach(_)) {
+            anyhow::bail!(
+                "--per-thread needs -p PID (as perf stat --per-thread): a command's counters are inherited by its threads and children and summed by the kernel"
+            );
+        }
         if cfg.mode == Mode::Command && cfg.command.is_empty() {
             anyhow::bail!("no command given (usage: powerperf collect -o RUN -- CMD ARGS...)");
         }
@@ -355,10 +379,19 @@ mod run_impl {
             knobs,
             events: vec![],
             notes,
+            threads: vec![],
         };
         // A run.toml exists from the start, so even a powerperf killed mid-run leaves a
         // readable directory that says the ending is unknown.
         meta.write(&cfg.out)?;
+        // Space held back for the final run.toml: removed just before it is written, so a
+        // disk the command (or the journal) filled up still gets a run.toml that says so.
+        let reserve = Reserve(cfg.out.join(RESERVE));
+        if let Err(e) = std::fs::write(&reserve.0, vec![0u8; RESERVE_BYTES]) {
+            meta.notes.push(format!(
+                "no space could be held back for the final run.toml ({e}): on a full disk it may keep its first version"
+            ));
+        }
 
         let mut env = cfg.env.clone();
         env.push(("POWERPERF_RUN_DIR".into(), cfg.out.display().to_string()));
@@ -427,6 +460,19 @@ mod run_impl {
             ),
             Mode::SystemWide(cpus) => Target::Cpus(cpus.clone()),
         };
+        // Thread names, read now: threads may be gone by the end.
+        let comms: Vec<(i32, String)> = match (&target, &cfg.mode) {
+            (Target::Tasks(tids), Mode::Attach(pid)) if cfg.per_thread => tids
+                .iter()
+                .map(|t| {
+                    let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm"))
+                        .map(|s| s.trim().to_string())
+                        .unwrap_or_default();
+                    (*t, comm)
+                })
+                .collect(),
+            _ => vec![],
+        };
         let mut counters = Vec::new();
         let mut failed = Vec::new();
         for o in perf_event::open_all(&specs, &target, &cfg.sysfs_root) {
@@ -465,11 +511,21 @@ mod run_impl {
         columns.extend(gpu.columns());
         let origin = monotonic_ns();
         meta.run.start_monotonic_ns = origin;
+        let journal = match Journal::create(&cfg.out.join(JOURNAL), &columns) {
+            Ok(j) => Some(j),
+            Err(e) => {
+                meta.notes.push(format!(
+                    "no timeline journal (samples are kept in memory only until the end): {e:#}"
+                ));
+                None
+            }
+        };
         let mut sampler = Sampler {
             counters,
             energy,
             gpu,
             timeline: Timeline::new(&columns),
+            journal,
             origin_ns: origin,
             last_ns: origin,
         };
@@ -607,6 +663,21 @@ mod run_impl {
         {
             meta.notes.push("hardware counters are not available here; task-clock (software) is counted instead of cycles".into());
         }
+        meta.threads = comms
+            .iter()
+            .map(|(tid, comm)| ThreadCounts {
+                tid: *tid,
+                comm: comm.clone(),
+                counts: sampler
+                    .counters
+                    .iter()
+                    .filter_map(|c| {
+                        let k = c.slot_ids.iter().position(|s| s == tid)?;
+                        Some((c.spec.name.clone(), c.slot_totals[k]?))
+                    })
+                    .collect(),
+            })
+            .collect();
         let energy = &sampler.energy;
         for (i, d) in energy.domains.iter().enumerate() {
             let total_j = energy.totals_j[i];
@@ -663,12 +734,29 @@ mod run_impl {
                 .push(format!("RAPL read through the {}", energy.backend_name()));
         }
 
+        let (journal_rows, journal_error) = match sampler.journal {
+            Some(j) => j.finish(),
+            None => (0, None),
+        };
         let tl_path = cfg.out.join(TIMELINE);
-        if let Err(e) = timeline.write_parquet(&tl_path) {
-            meta.run.truncated = true;
-            meta.notes.push(format!(
-                "the timeline could not be written completely: {e:#}"
-            ));
+        match timeline.write_parquet(&tl_path) {
+            Ok(()) => {
+                // The journal only matters while timeline.parquet does not exist.
+                let _ = std::fs::remove_file(cfg.out.join(JOURNAL));
+            }
+            Err(e) => {
+                // A half-written Parquet file has no footer: readers fall back to the journal.
+                let _ = std::fs::remove_file(&tl_path);
+                meta.run.truncated = true;
+                meta.notes.push(format!(
+                    "the timeline could not be written: {e:#}; {journal_rows} of {} samples are kept in {JOURNAL}{}",
+                    timeline.t_ns.len(),
+                    journal_error
+                        .as_deref()
+                        .map(|j| format!(" (its writes stopped: {j})"))
+                        .unwrap_or_default()
+                ));
+            }
         }
         match super::gpu_activity::collect_run(&cfg.out, origin) {
             Ok(Some(notes)) => meta.notes.extend(notes),
@@ -691,6 +779,7 @@ mod run_impl {
                     .push(format!("regions.parquet could not be written: {e:#}"));
             }
         }
+        drop(reserve);
         meta.write(&cfg.out)?;
         let shell_status = meta.shell_status();
         Ok(Outcome { meta, shell_status })

@@ -12,7 +12,7 @@ use super::events::{EventKind, EventSpec};
 use super::pmu;
 use crate::store::run::EventStatus;
 use perf_event::events::{Dynamic, DynamicBuilder, Hardware, Raw, Software};
-use perf_event::{Builder, Counter};
+use perf_event::{Builder, Counter, ReadFormat};
 use std::path::Path;
 
 /// What to count.
@@ -39,6 +39,13 @@ pub struct OpenCounter {
     total_scaled: Option<f64>,
     /// True when the kernel was excluded after a permission error (perf's `:u` fallback).
     pub fell_back_to_user: bool,
+    /// This is a group leader opened with PERF_FORMAT_GROUP: [`sample_all`] reads the
+    /// following counters of its group through it.
+    pub reads_group: bool,
+    /// The task (tid) or CPU of each kernel counter, in the order of `counters`.
+    pub slot_ids: Vec<i32>,
+    /// Scaled total of each kernel counter as of the last sample (`None`: never ran).
+    pub slot_totals: Vec<Option<f64>>,
 }
 
 /// Outcome of opening one event.
@@ -196,8 +203,16 @@ fn open_one(
     slot: Slot,
     leader: Option<&mut Counter>,
     exclude_kernel: bool,
+    group_read: bool,
 ) -> std::io::Result<Counter> {
     let mut b = builder(r);
+    if group_read {
+        // PERF_FORMAT_GROUP: one read(2) of the leader returns every member's count with
+        // the group's time_enabled/time_running (perf_event_open(2), "read_format").
+        b.read_format(
+            ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING,
+        );
+    }
     match slot {
         Slot::Pid { pid, on_exec } => {
             b.observe_pid(pid)
@@ -295,11 +310,24 @@ pub fn open_group(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Open
     };
     let mut out: Vec<Option<OpenCounter>> = (0..specs.len()).map(|_| None).collect();
     let mut fell_back = false;
+    // A group of several events is read with one read(2) of its leader where the kernel
+    // takes PERF_FORMAT_GROUP for the target; otherwise each counter is read on its own.
+    let mut group_read = specs.len() > 1;
     for slot in slots(target, &lead.cpumask) {
-        let mut leader = match open_one(lead, &specs[0], slot, None, fell_back) {
+        let mut open_leader = |fell_back: bool| {
+            let first = open_one(lead, &specs[0], slot, None, fell_back, group_read);
+            match first {
+                Err(e) if group_read && e.raw_os_error() == Some(libc::EINVAL) => {
+                    group_read = false;
+                    open_one(lead, &specs[0], slot, None, fell_back, false)
+                }
+                other => other,
+            }
+        };
+        let mut leader = match open_leader(fell_back) {
             Err(e) if is_denied(&e) && !specs[0].user_only && !fell_back => {
                 fell_back = true;
-                open_one(lead, &specs[0], slot, None, true)
+                open_leader(true)
             }
             other => other,
         };
@@ -333,7 +361,14 @@ pub fn open_group(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Open
                 members.push(None);
                 continue;
             }
-            match open_one(r, &specs[i], slot, Some(&mut *leader_counter), fell_back) {
+            match open_one(
+                r,
+                &specs[i],
+                slot,
+                Some(&mut *leader_counter),
+                fell_back,
+                false,
+            ) {
                 Ok(c) => members.push(Some(c)),
                 Err(e) => {
                     errors[i] = Some(classify(&specs[i], &e));
@@ -357,9 +392,23 @@ pub fn open_group(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Open
                 last_raw: (0, 0, 0),
                 total_scaled: None,
                 fell_back_to_user: fell_back,
+                reads_group: false,
+                slot_ids: vec![],
+                slot_totals: vec![],
             });
             oc.counters.push(c);
+            oc.slot_ids.push(match slot {
+                Slot::Pid { pid, .. } => pid,
+                Slot::Cpu(c) => c as i32,
+            });
+            oc.slot_totals.push(None);
         }
+    }
+    // Group reads only where every slot's leader took PERF_FORMAT_GROUP; a leader fd
+    // opened with it still reads correctly on its own (perf-event2's read_full).
+    let members_open = out.iter().skip(1).any(|m| m.is_some());
+    if let Some(l) = out[0].as_mut() {
+        l.reads_group = group_read && members_open;
     }
     specs
         .iter()
@@ -415,17 +464,37 @@ impl OpenCounter {
     /// Read every kernel counter; returns the scaled increase since the previous read (in
     /// the event's unit: sysfs `.scale` applied).
     pub fn sample(&mut self) -> Option<f64> {
+        let readings: Vec<Option<(u64, u64, u64)>> = self
+            .counters
+            .iter_mut()
+            .map(|c| {
+                c.read_count_and_time()
+                    .ok()
+                    .map(|r| (r.count, r.time_enabled, r.time_running))
+            })
+            .collect();
+        self.update(&readings)
+    }
+
+    /// Take one reading per kernel counter (count, time_enabled ns, time_running ns; `None`
+    /// where the read failed); returns the scaled increase since the previous update.
+    fn update(&mut self, readings: &[Option<(u64, u64, u64)>]) -> Option<f64> {
         let mut raw = (0u64, 0u64, 0u64);
         let mut total = 0.0;
         let mut any = false;
-        for c in &mut self.counters {
-            let Ok(r) = c.read_count_and_time() else {
-                continue;
-            };
-            raw.0 += r.count;
-            raw.1 += r.time_enabled;
-            raw.2 += r.time_running;
-            if let Some(v) = scale(r.count, r.time_enabled, r.time_running) {
+        for (k, &(count, enabled, running)) in readings
+            .iter()
+            .enumerate()
+            .filter_map(|(k, r)| Some((k, r.as_ref()?)))
+        {
+            raw.0 += count;
+            raw.1 += enabled;
+            raw.2 += running;
+            let v = scale(count, enabled, running);
+            if let Some(t) = self.slot_totals.get_mut(k) {
+                *t = v.map(|v| v * self.scale);
+            }
+            if let Some(v) = v {
                 total += v;
                 any = true;
             }
@@ -465,6 +534,66 @@ impl OpenCounter {
     }
 }
 
+/// Sample every counter: the scaled increase of each since the previous sample, in order.
+/// A group whose leader was opened with PERF_FORMAT_GROUP is read with one `read(2)` per
+/// task or CPU, so its members' values come from the same instant; other counters are
+/// read one by one.
+pub fn sample_all(counters: &mut [OpenCounter]) -> Vec<Option<f64>> {
+    let mut out = Vec::with_capacity(counters.len());
+    let mut i = 0;
+    while i < counters.len() {
+        if !counters[i].reads_group {
+            out.push(counters[i].sample());
+            i += 1;
+            continue;
+        }
+        let g = counters[i].spec.group;
+        let mut j = i + 1;
+        while j < counters.len() && counters[j].spec.group == g && g.is_some() {
+            j += 1;
+        }
+        let (lead, members) = counters[i..j]
+            .split_first_mut()
+            .expect("a group has a leader");
+        let data: Vec<Option<perf_event::GroupData>> = lead
+            .counters
+            .iter_mut()
+            .map(|c| c.read_group().ok())
+            .collect();
+        let reading = |slot: usize, c: &Counter| -> Option<(u64, u64, u64)> {
+            let d = data.get(slot)?.as_ref()?;
+            let e = d.get(c)?;
+            Some((
+                e.value(),
+                d.time_enabled()?.as_nanos() as u64,
+                d.time_running()?.as_nanos() as u64,
+            ))
+        };
+        let lead_r: Vec<_> = lead
+            .counters
+            .iter()
+            .enumerate()
+            .map(|(s, c)| reading(s, c))
+            .collect();
+        let member_r: Vec<Vec<_>> = members
+            .iter()
+            .map(|m| {
+                m.counters
+                    .iter()
+                    .enumerate()
+                    .map(|(s, c)| reading(s, c))
+                    .collect()
+            })
+            .collect();
+        out.push(lead.update(&lead_r));
+        for (m, r) in members.iter_mut().zip(&member_r) {
+            out.push(m.update(r));
+        }
+        i = j;
+    }
+    out
+}
+
 /// Threads of a running process, from `/proc/PID/task`.
 ///
 /// # Errors
@@ -498,13 +627,19 @@ mod tests {
         let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
         assert!(threads_of(std::process::id() as i32).unwrap().contains(&me));
         let opened = open_all(&specs, &Target::Tasks(vec![me]), Path::new("/"));
-        let mut counters: Vec<Box<OpenCounter>> = opened
+        let mut counters: Vec<OpenCounter> = opened
             .into_iter()
             .map(|o| match o {
-                Opened::Counter(c) => c,
+                Opened::Counter(c) => *c,
                 Opened::Failed { reason, .. } => panic!("{reason}"),
             })
             .collect();
+        // Linux reads a group with inherit through PERF_FORMAT_GROUP (summing the
+        // children's counts); where a kernel refuses it, each counter is read alone.
+        if !counters[0].reads_group {
+            println!("note: this kernel refused PERF_FORMAT_GROUP; counters read one by one");
+        }
+        assert!(!counters[1].reads_group);
         // Work that takes CPU time and touches fresh pages. A reading may come back empty
         // when the kernel has not yet scheduled the group on this thread (time_running = 0,
         // as perf prints `<not counted>`); the group must count within a few rounds of work.
@@ -512,9 +647,10 @@ mod tests {
         for round in 0..5u64 {
             let v: Vec<u64> = (0..2_000_000u64).map(|i| (i + round) * 7 % 251).collect();
             std::hint::black_box(v.iter().sum::<u64>());
-            let r: Vec<_> = counters
-                .iter_mut()
-                .map(|c| (c.sample(), c.last_raw))
+            let values = sample_all(&mut counters);
+            let r: Vec<_> = values
+                .into_iter()
+                .zip(counters.iter().map(|c| c.last_raw))
                 .collect();
             let counted = r.iter().all(|(v, _)| v.is_some());
             readings.push(r);

@@ -79,6 +79,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_activity: Option<gpu::GpuActivity>,
     pub events: Vec<Row>,
+    /// Per-thread totals (`collect -p PID --per-thread`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<crate::store::run::ThreadCounts>,
     pub notes: Vec<String>,
 }
 
@@ -200,6 +203,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         regions: vec![],
         gpu_activity: None,
         events: rows,
+        threads: meta.threads.clone(),
         notes: meta.notes.clone(),
     }
 }
@@ -373,6 +377,7 @@ mod tests {
                 ),
             ],
             notes: vec![],
+            threads: vec![],
         }
     }
 

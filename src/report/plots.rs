@@ -14,7 +14,7 @@
 
 use crate::collect::attribution::RegionRecord;
 use crate::events_dsl::{alias::Resolver, constants, lcpi};
-use crate::store::run::{Backend, RunMeta, TIMELINE};
+use crate::store::run::{Backend, RunMeta};
 use anyhow::{bail, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -805,11 +805,9 @@ fn u64_col(df: &polars::prelude::DataFrame, name: &str) -> Result<Vec<u64>> {
 /// # Errors
 /// An unreadable timeline.
 pub fn timeline_plots(dir: &Path, meta: &RunMeta) -> Result<Vec<NamedPlot>> {
-    let path = dir.join(TIMELINE);
-    if !path.exists() {
+    let Some(df) = crate::collect::timeline::read_run(dir)? else {
         return Ok(Vec::new());
-    }
-    let df = crate::collect::timeline::read_parquet(&path)?;
+    };
     let t = u64_col(&df, "t_ns")?;
     let dur = u64_col(&df, "dur_ns")?;
     let names: Vec<String> = df
@@ -1328,7 +1326,8 @@ mod tests {
                 ],
             );
         }
-        t.write_parquet(&dir.path().join(TIMELINE)).unwrap();
+        t.write_parquet(&dir.path().join(crate::store::run::TIMELINE))
+            .unwrap();
         let ev = dir.path().join("region_events");
         std::fs::create_dir_all(&ev).unwrap();
         std::fs::write(

@@ -92,13 +92,19 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
         let meta = RunMeta::read(s)?;
         durations.push(meta.run.duration_ns as f64 * 1e-9);
         let tl = s.join(TIMELINE);
-        if !tl.is_file() {
-            continue;
-        }
-        let lf = anyhow::Context::with_context(
-            LazyFrame::scan_parquet(PlRefPath::try_from_path(&tl)?, ScanArgsParquet::default()),
-            || format!("cannot scan {}", tl.display()),
-        )?;
+        let lf = if tl.is_file() {
+            anyhow::Context::with_context(
+                LazyFrame::scan_parquet(PlRefPath::try_from_path(&tl)?, ScanArgsParquet::default()),
+                || format!("cannot scan {}", tl.display()),
+            )?
+        } else {
+            // A shard whose timeline.parquet was never written (a full disk, a killed
+            // powerperf): the samples of its journal.
+            match crate::collect::timeline::read_run(s)? {
+                Some(df) => df.lazy(),
+                None => continue,
+            }
+        };
         let summed = anyhow::Context::with_context(
             lf.select([all()
                 .exclude_cols(["t_ns", "dur_ns"])

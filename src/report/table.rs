@@ -24,6 +24,24 @@ pub(super) fn render(s: &Summary) -> String {
         };
         let _ = writeln!(o, "{v:>20} {unit:<4} {:<24}{rate}", r.event);
     }
+    if !s.threads.is_empty() {
+        // As `perf stat --per-thread`: one line per thread and event, `comm-tid` first.
+        let _ = writeln!(o, "\n Per thread:\n");
+        for t in &s.threads {
+            let who = format!("{}-{}", t.comm, t.tid);
+            for r in &s.events {
+                let Some(&v) = t.counts.get(&r.event) else {
+                    continue;
+                };
+                let one = super::Row {
+                    value: Some(v),
+                    ..r.clone()
+                };
+                let (v, unit) = value_and_unit(&one);
+                let _ = writeln!(o, "  {who:>24} {v:>20} {unit:<4} {}", r.event);
+            }
+        }
+    }
     let _ = writeln!(o, "\n{:>20.6} seconds time elapsed", s.duration_s);
     for g in &s.gpus {
         let check = match (g.power_integral_j, g.integral_vs_counter_pct) {

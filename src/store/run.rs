@@ -161,6 +161,21 @@ pub struct RunMeta {
     /// Notes for the user (fallbacks taken, sources unavailable and why).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Per-thread totals (`collect -p PID --per-thread`, as `perf stat --per-thread`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadCounts>,
+}
+
+/// One thread's event totals (`[[threads]]` in run.toml).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadCounts {
+    /// Thread id (the kernel's tid).
+    pub tid: i32,
+    /// `/proc/PID/task/TID/comm` when the counters were opened.
+    pub comm: String,
+    /// Event name -> total over the run, scaled for multiplexing, in the event's unit
+    /// (ns for task-clock). An event without a value for this thread is absent.
+    pub counts: BTreeMap<String, f64>,
 }
 
 impl RunMeta {
