@@ -37,8 +37,11 @@ use cudarc::cupti::sys;
 /// First 8 bytes of every `gpu_activity/<pid>.bin`.
 pub const FILE_MAGIC: [u8; 8] = *b"PPCUPTI\0";
 
-/// Version of the frame format (the `HEADER` frame's first field).
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the frame format (the `HEADER` frame's first field). 2 added the PC sampling
+/// frames (`PC_CONFIG` … `CUBIN`); the reader reads versions 1 and 2.
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest format version the reader reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
 
 /// CUDA version of the CUPTI headers the bindings were generated from
 /// (`cudarc` feature `cuda-13040`): the record versions this reader knows.
@@ -89,6 +92,29 @@ pub mod tag {
     /// gave no `DEVICE` activity record: `id u32, 14 x u32 values` (see the reader),
     /// `global_memory_bytes u64`, then the name bytes.
     pub const DEVPROPS: u32 = 10;
+    /// PC sampling set up on a context (format 2): `context_id u32, device_id u32,
+    /// collection_mode u32` (1 continuous, 2 kernel-serialised), `period_exp u32` (one sample
+    /// per SM every 2^period_exp cycles; 0 unknown), `scratch_buffer_bytes u64,
+    /// hardware_buffer_bytes u64`.
+    pub const PC_CONFIG: u32 = 11;
+    /// `context_id u32, index u32, bytes`: CUPTI's name of a stall reason index on that
+    /// context (`cuptiPCSamplingGetStallReasons`, e.g.
+    /// `smsp__pcsamp_warps_issue_stalled_long_scoreboard`).
+    pub const PC_STALL_REASON: u32 = 12;
+    /// One `cuptiPCSamplingGetData` batch: `context_id u32, device_id u32, total_samples
+    /// u64, dropped_samples u64, non_user_kernel_samples u64, hardware_buffer_full u32,
+    /// n u32`, then n PC records: `cubin_crc u64, pc_offset u64, function u32` (string id),
+    /// `correlation_id u32` (0 in continuous mode), `k u32`, then k × (`stall_reason_index
+    /// u32, samples u32`).
+    pub const PC_SAMPLES: u32 = 13;
+    /// Source line of a sampled PC (`cuptiGetSassToSourceCorrelation`, at exit):
+    /// `cubin_crc u64, pc_offset u64, function u32, line u32, file u32` (string ids; the
+    /// file with its directory).
+    pub const PC_LINE: u32 = 14;
+    /// A module's cubin seen at load: `crc u64, size u64, module_id u32, saved u32` (1: the
+    /// bytes are in the run directory), then the path relative to the run directory
+    /// (`cubins/<crc as 16 hex digits>.cubin`).
+    pub const CUBIN: u32 = 15;
 }
 
 /// `CUpti_CallbackDomain` values in `API` records.
@@ -235,6 +261,14 @@ pub struct CuptiFile {
     pub api_records_lost: u64,
     /// Messages of the injection (`NOTE` frames): what it could not record.
     pub notes: Vec<String>,
+    /// PC sampling set-up per sampled context (format 2; empty without PC sampling).
+    pub pc_configs: Vec<PcConfig>,
+    /// PC samples, summed over batches per (context, cubin, PC, function, correlation id,
+    /// stall reason), zero counts left out; sorted by those keys.
+    pub pc_samples: Vec<PcSample>,
+    /// Cubins seen at module load: (crc, size in bytes, path relative to the run directory
+    /// when saved).
+    pub cubins: Vec<(u64, u64, Option<String>)>,
     /// The file has no trailer (the process did not exit normally) or ends inside a frame:
     /// what is here is a correct prefix of the recording.
     pub truncated: bool,
@@ -270,6 +304,50 @@ impl CuptiFile {
         let y = my + slope * (d(cupti_ns, x0) - mx);
         (y0 as i128 + y.round() as i128).clamp(0, u64::MAX as i128) as u64
     }
+}
+
+/// PC sampling on one context (`PC_CONFIG` frame and the `PC_SAMPLES` batch totals).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PcConfig {
+    pub context_id: u32,
+    pub device_id: u32,
+    /// `continuous` or `serialized` (CUPTI's kernel-serialised mode).
+    pub mode: &'static str,
+    /// Sampling period in SM cycles (2^exponent; CUPTI docs 2.8.1); 0 unknown.
+    pub period_cycles: u64,
+    pub scratch_buffer_bytes: u64,
+    pub hardware_buffer_bytes: u64,
+    /// Stall reasons: (CUPTI index, CUPTI name).
+    pub stall_reasons: Vec<(u32, String)>,
+    /// Samples CUPTI reports for the context (`CUpti_PCSamplingData::totalSamples`, summed
+    /// over batches): `smsp__pcsamp_sample_count`.
+    pub total_samples: u64,
+    /// Samples lost (`droppedSamples`: `smsp__pcsamp_samples_data_dropped`).
+    pub dropped_samples: u64,
+    /// Samples in kernels that are not the user's (`nonUsrKernelsTotalSamples`).
+    pub non_user_samples: u64,
+    /// Batches in which CUPTI's hardware buffer was full (samples lost).
+    pub hardware_buffer_full: u32,
+}
+
+/// Samples of one stall reason at one GPU PC.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PcSample {
+    pub context_id: u32,
+    pub device_id: u32,
+    pub cubin_crc: u64,
+    /// Byte offset of the instruction in its function.
+    pub pc_offset: u64,
+    /// The function (kernel or device function) as CUPTI names it (mangled).
+    pub function: String,
+    /// Correlation id of the launch (kernel-serialised mode); 0 in continuous mode.
+    pub correlation_id: u32,
+    /// CUPTI's stall reason name (`smsp__pcsamp_warps_issue_stalled_*`).
+    pub stall_reason: String,
+    pub samples: u64,
+    /// Source file and line (`cuptiGetSassToSourceCorrelation`); `None` without line info.
+    pub file: Option<String>,
+    pub line: Option<u32>,
 }
 
 /// Read and decode `path` (a `gpu_activity/<pid>.bin`).
@@ -566,6 +644,129 @@ pub fn api_function_name(domain: u32, cupti_name: &str) -> String {
     cupti_name.to_string()
 }
 
+/// (context, device, cubin CRC, PC offset, function string id, correlation id, stall index).
+type PcKey = (u32, u32, u64, u64, u32, u32, u32);
+
+/// PC sampling frames while decoding: configurations, stall reason names, summed samples,
+/// source lines.
+#[derive(Default)]
+struct PcAcc {
+    configs: Vec<PcConfig>,
+    /// (context, index) -> name.
+    reasons: HashMap<(u32, u32), String>,
+    /// (context, device, crc, pc, function id, correlation id, stall index) -> samples.
+    samples: HashMap<PcKey, u64>,
+    /// (context) -> (total, dropped, non-user, batches with the hardware buffer full).
+    totals: HashMap<u32, (u64, u64, u64, u32)>,
+    /// (crc, pc, function id) -> (line, file id).
+    lines: HashMap<(u64, u64, u32), (u32, u32)>,
+}
+
+impl PcAcc {
+    /// Add one `PC_SAMPLES` payload.
+    fn batch(&mut self, p: &[u8]) -> Result<(), String> {
+        let (ctx, dev) = (u32_at(p, 0), u32_at(p, 4));
+        let t = self.totals.entry(ctx).or_default();
+        t.0 += u64_at(p, 8);
+        t.1 += u64_at(p, 16);
+        t.2 += u64_at(p, 24);
+        t.3 += u32::from(u32_at(p, 32) != 0);
+        let n = u32_at(p, 36) as usize;
+        let mut o = 40;
+        for i in 0..n {
+            if p.len() < o + 28 {
+                return Err(format!("PC record {i} of {n} cut short"));
+            }
+            let (crc, pc, fid, corr, k) = (
+                u64_at(p, o),
+                u64_at(p, o + 8),
+                u32_at(p, o + 16),
+                u32_at(p, o + 20),
+                u32_at(p, o + 24) as usize,
+            );
+            o += 28;
+            if p.len() < o + 8 * k {
+                return Err(format!("stall reasons of PC record {i} of {n} cut short"));
+            }
+            for j in 0..k {
+                let (idx, samples) = (u32_at(p, o + 8 * j), u32_at(p, o + 8 * j + 4));
+                if samples > 0 {
+                    *self
+                        .samples
+                        .entry((ctx, dev, crc, pc, fid, corr, idx))
+                        .or_default() += u64::from(samples);
+                }
+            }
+            o += 8 * k;
+        }
+        Ok(())
+    }
+
+    /// Resolve names and lines into `f.pc_configs` / `f.pc_samples`.
+    fn finish(self, f: &mut CuptiFile, s: &dyn Fn(u64) -> Option<String>) {
+        let mut configs = self.configs;
+        for c in &mut configs {
+            let mut r: Vec<(u32, String)> = self
+                .reasons
+                .iter()
+                .filter(|((ctx, _), _)| *ctx == c.context_id)
+                .map(|((_, i), n)| (*i, n.clone()))
+                .collect();
+            r.sort();
+            c.stall_reasons = r;
+            if let Some(&(t, d, nu, full)) = self.totals.get(&c.context_id) {
+                c.total_samples = t;
+                c.dropped_samples = d;
+                c.non_user_samples = nu;
+                c.hardware_buffer_full = full;
+            }
+        }
+        let mut v: Vec<PcSample> = self
+            .samples
+            .into_iter()
+            .map(|((ctx, dev, crc, pc, fid, corr, idx), n)| {
+                let line = self.lines.get(&(crc, pc, fid));
+                PcSample {
+                    context_id: ctx,
+                    device_id: dev,
+                    cubin_crc: crc,
+                    pc_offset: pc,
+                    function: s(u64::from(fid)).unwrap_or_default(),
+                    correlation_id: corr,
+                    stall_reason: self
+                        .reasons
+                        .get(&(ctx, idx))
+                        .cloned()
+                        .unwrap_or_else(|| format!("(stall reason {idx})")),
+                    samples: n,
+                    file: line.and_then(|&(_, file)| s(u64::from(file))),
+                    line: line.map(|&(l, _)| l),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            (
+                a.context_id,
+                a.cubin_crc,
+                &a.function,
+                a.pc_offset,
+                a.correlation_id,
+                &a.stall_reason,
+            )
+                .cmp(&(
+                    b.context_id,
+                    b.cubin_crc,
+                    &b.function,
+                    b.pc_offset,
+                    b.correlation_id,
+                    &b.stall_reason,
+                ))
+        });
+        f.pc_configs = configs;
+        f.pc_samples = v;
+    }
+}
+
 /// An activity with its string ids not yet resolved.
 struct Pending {
     a: Activity,
@@ -590,6 +791,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
     let mut raw_api: Vec<[u8; API_RECORD_BYTES]> = Vec::new();
     let mut devices: Vec<(DeviceProps, u64)> = Vec::new();
     let mut driver_devices: Vec<DeviceProps> = Vec::new();
+    let mut pc = PcAcc::default();
     let mut pos = 8;
     let mut seen_header = false;
     let mut trailer = false;
@@ -623,9 +825,9 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
             tag::HEADER => {
                 short(24)?;
                 let v = u32_at(p, 0);
-                if v != FORMAT_VERSION {
+                if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&v) {
                     return Err(bad(format!(
-                        "format version {v}; this reader knows {FORMAT_VERSION}"
+                        "format version {v}; this reader knows {MIN_FORMAT_VERSION} to {FORMAT_VERSION}"
                     )));
                 }
                 f.pid = u32_at(p, 4);
@@ -695,6 +897,55 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
                 short(8)?;
                 decode_activity(p, f.cupti_version, &mut pending, &mut devices)?;
             }
+            tag::PC_CONFIG => {
+                short(32)?;
+                let exp = u32_at(p, 12);
+                pc.configs.push(PcConfig {
+                    context_id: u32_at(p, 0),
+                    device_id: u32_at(p, 4),
+                    mode: if u32_at(p, 8) == 2 {
+                        "serialized"
+                    } else {
+                        "continuous"
+                    },
+                    period_cycles: if (1..64).contains(&exp) {
+                        1u64 << exp
+                    } else {
+                        0
+                    },
+                    scratch_buffer_bytes: u64_at(p, 16),
+                    hardware_buffer_bytes: u64_at(p, 24),
+                    ..PcConfig::default()
+                });
+            }
+            tag::PC_STALL_REASON => {
+                short(8)?;
+                pc.reasons.insert(
+                    (u32_at(p, 0), u32_at(p, 4)),
+                    String::from_utf8_lossy(&p[8..]).into_owned(),
+                );
+            }
+            tag::PC_SAMPLES => {
+                short(36)?;
+                pc.batch(p)
+                    .map_err(|e| bad(format!("PC_SAMPLES frame at byte {at}: {e}")))?;
+            }
+            tag::PC_LINE => {
+                short(28)?;
+                pc.lines.insert(
+                    (u64_at(p, 0), u64_at(p, 8), u32_at(p, 16)),
+                    (u32_at(p, 20), u32_at(p, 24)),
+                );
+            }
+            tag::CUBIN => {
+                short(24)?;
+                let saved = u32_at(p, 20) == 1;
+                f.cubins.push((
+                    u64_at(p, 0),
+                    u64_at(p, 8),
+                    saved.then(|| String::from_utf8_lossy(&p[24..]).into_owned()),
+                ));
+            }
             _ => {} // unknown frames of a later minor format are skipped
         }
     }
@@ -731,6 +982,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
     if f.devices.is_empty() {
         f.devices = driver_devices;
     }
+    pc.finish(&mut f, &s);
     f.devices.sort_by_key(|d| d.id);
     f.devices.dedup_by_key(|d| d.id);
     f.api_calls = raw_api
@@ -958,6 +1210,188 @@ fn decode_activity(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn frame(out: &mut Vec<u8>, t: u32, parts: &[&[u8]]) {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        out.extend_from_slice(&t.to_ne_bytes());
+        out.extend_from_slice(&(len as u32).to_ne_bytes());
+        for p in parts {
+            out.extend_from_slice(p);
+        }
+    }
+
+    fn header(version: u32) -> Vec<u8> {
+        let mut b = FILE_MAGIC.to_vec();
+        let h: Vec<u8> = [version, 7, 130001, 13000, 13040, 1]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        frame(&mut b, tag::HEADER, &[&h]);
+        b
+    }
+
+    fn trailer(b: &mut Vec<u8>) {
+        frame(b, tag::TRAILER, &[&[0u8; 32]]);
+    }
+
+    /// One PC record of a `PC_SAMPLES` payload.
+    fn pc_rec(crc: u64, pc: u64, fid: u32, corr: u32, stalls: &[(u32, u32)]) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&crc.to_ne_bytes());
+        r.extend_from_slice(&pc.to_ne_bytes());
+        r.extend_from_slice(&fid.to_ne_bytes());
+        r.extend_from_slice(&corr.to_ne_bytes());
+        r.extend_from_slice(&(stalls.len() as u32).to_ne_bytes());
+        for (i, n) in stalls {
+            r.extend_from_slice(&i.to_ne_bytes());
+            r.extend_from_slice(&n.to_ne_bytes());
+        }
+        r
+    }
+
+    fn batch(ctx: u32, total: u64, dropped: u64, full: u32, recs: &[Vec<u8>]) -> Vec<u8> {
+        let mut p = Vec::new();
+        p.extend_from_slice(&ctx.to_ne_bytes());
+        p.extend_from_slice(&0u32.to_ne_bytes());
+        p.extend_from_slice(&total.to_ne_bytes());
+        p.extend_from_slice(&dropped.to_ne_bytes());
+        p.extend_from_slice(&0u64.to_ne_bytes());
+        p.extend_from_slice(&full.to_ne_bytes());
+        p.extend_from_slice(&(recs.len() as u32).to_ne_bytes());
+        for r in recs {
+            p.extend_from_slice(r);
+        }
+        p
+    }
+
+    /// PC sampling frames (format 2): batches summed per PC and reason, names and lines
+    /// resolved, totals per context.
+    #[test]
+    fn pc_sampling_frames_decode_and_sum() {
+        let mut b = header(2);
+        frame(
+            &mut b,
+            tag::STRING,
+            &[&1u32.to_ne_bytes(), b"_Z5chasePKjjPj"],
+        );
+        frame(
+            &mut b,
+            tag::STRING,
+            &[&2u32.to_ne_bytes(), b"/src/stall_kernels.cu"],
+        );
+        let cfg: Vec<u8> = [1u32, 0, 1, 10]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .chain(1_048_576u64.to_ne_bytes())
+            .chain(536_870_912u64.to_ne_bytes())
+            .collect();
+        frame(&mut b, tag::PC_CONFIG, &[&cfg]);
+        for (i, n) in [
+            (3u32, "smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+            (9, "smsp__pcsamp_warps_issue_stalled_selected"),
+        ] {
+            frame(
+                &mut b,
+                tag::PC_STALL_REASON,
+                &[&1u32.to_ne_bytes(), &i.to_ne_bytes(), n.as_bytes()],
+            );
+        }
+        let r1 = pc_rec(0xabc, 0x40, 1, 0, &[(3, 90), (9, 10)]);
+        let r2 = pc_rec(0xabc, 0x40, 1, 0, &[(3, 5), (9, 0)]);
+        let r3 = pc_rec(0xabc, 0x50, 1, 0, &[(9, 7)]);
+        frame(&mut b, tag::PC_SAMPLES, &[&batch(1, 100, 2, 0, &[r1])]);
+        frame(&mut b, tag::PC_SAMPLES, &[&batch(1, 12, 0, 1, &[r2, r3])]);
+        let line: Vec<u8> = 0xabcu64
+            .to_ne_bytes()
+            .into_iter()
+            .chain(0x40u64.to_ne_bytes())
+            .chain(1u32.to_ne_bytes())
+            .chain(27u32.to_ne_bytes())
+            .chain(2u32.to_ne_bytes())
+            .collect();
+        frame(&mut b, tag::PC_LINE, &[&line]);
+        let cubin: Vec<u8> = 0xabcu64
+            .to_ne_bytes()
+            .into_iter()
+            .chain(4096u64.to_ne_bytes())
+            .chain(1u32.to_ne_bytes())
+            .chain(1u32.to_ne_bytes())
+            .chain(b"cubins/0000000000000abc.cubin".iter().copied())
+            .collect();
+        frame(&mut b, tag::CUBIN, &[&cubin]);
+        trailer(&mut b);
+        let f = decode(&b).unwrap();
+        assert!(!f.truncated);
+        assert_eq!(f.pc_configs.len(), 1);
+        let c = &f.pc_configs[0];
+        assert_eq!(
+            (c.mode, c.period_cycles, c.total_samples, c.dropped_samples),
+            ("continuous", 1024, 112, 2)
+        );
+        assert_eq!(c.hardware_buffer_full, 1);
+        assert_eq!(c.stall_reasons.len(), 2);
+        let got: Vec<(u64, &str, u64, Option<u32>)> = f
+            .pc_samples
+            .iter()
+            .map(|s| (s.pc_offset, s.stall_reason.as_str(), s.samples, s.line))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    0x40,
+                    "smsp__pcsamp_warps_issue_stalled_long_scoreboard",
+                    95,
+                    Some(27)
+                ),
+                (
+                    0x40,
+                    "smsp__pcsamp_warps_issue_stalled_selected",
+                    10,
+                    Some(27)
+                ),
+                (0x50, "smsp__pcsamp_warps_issue_stalled_selected", 7, None),
+            ]
+        );
+        assert_eq!(f.pc_samples[0].function, "_Z5chasePKjjPj");
+        assert_eq!(
+            f.pc_samples[0].file.as_deref(),
+            Some("/src/stall_kernels.cu")
+        );
+        assert_eq!(
+            f.cubins,
+            [(
+                0xabc,
+                4096,
+                Some("cubins/0000000000000abc.cubin".to_string())
+            )]
+        );
+    }
+
+    /// Format 1 files (before PC sampling) still read; a later version is refused.
+    #[test]
+    fn format_versions() {
+        let mut b = header(1);
+        trailer(&mut b);
+        let f = decode(&b).unwrap();
+        assert!(f.pc_samples.is_empty() && f.pc_configs.is_empty());
+        let mut b = header(3);
+        trailer(&mut b);
+        let e = decode(&b).unwrap_err().to_string();
+        assert!(e.contains("format version 3"), "{e}");
+    }
+
+    /// A PC_SAMPLES frame whose records run past its end is an error naming the frame.
+    #[test]
+    fn pc_samples_cut_short_is_an_error() {
+        let mut b = header(2);
+        let mut p = batch(1, 1, 0, 0, &[pc_rec(1, 2, 0, 0, &[(3, 1)])]);
+        p.truncate(p.len() - 4);
+        frame(&mut b, tag::PC_SAMPLES, &[&p]);
+        trailer(&mut b);
+        let e = decode(&b).unwrap_err().to_string();
+        assert!(e.contains("PC_SAMPLES") && e.contains("cut short"), "{e}");
+    }
 
     /// Every field read sits at the same offset in every record version accepted for its
     /// kind (CUPTI appends fields in new versions).

@@ -48,7 +48,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::cupti::{self as fmt, kind, layout, tag};
+
+#[path = "cupti_pcsamp.rs"]
+mod pcsamp;
 use crate::runtime::{now_ns, ENV_RUN_DIR};
+pub use pcsamp::{ENV_PC_MODE, ENV_PC_PERIOD, ENV_PC_SAMPLING, PC_BUFFER_PCS};
 
 /// Environment variable: which API calls are recorded: `default` (launches, copies,
 /// memsets, synchronisations, allocations and frees of the runtime and the driver API;
@@ -148,6 +152,8 @@ struct Cupti {
     enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32,
     enable_domain: unsafe extern "C" fn(u32, *mut c_void, u32) -> u32,
     get_callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32,
+    /// The PC Sampling API (`cupti_pcsampling.h`); `None` in a CUPTI without it.
+    pc: Option<pcsamp::PcFns>,
 }
 
 fn dl_error() -> String {
@@ -303,6 +309,7 @@ impl Cupti {
                 enable_callback: sym(lib, "cuptiEnableCallback")?,
                 enable_domain: sym(lib, "cuptiEnableDomain")?,
                 get_callback_name: sym(lib, "cuptiGetCallbackName")?,
+                pc: pcsamp::PcFns::bind(lib).ok(),
             })
         }
     }
@@ -484,6 +491,7 @@ impl Inj {
         if self.finished.load(Ordering::Relaxed) {
             return;
         }
+        pcsamp::finish(self);
         // SAFETY: CUPTI is initialised; the completion callback runs in this thread or
         // CUPTI's and writes through `self.write`.
         let r = unsafe { (self.cupti.activity_flush_all)(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
@@ -775,10 +783,43 @@ thread_local! {
 
 /// Whether driver calls made inside a runtime call are recorded (`POWERPERF_CUPTI_API=all`).
 static RECORD_NESTED: AtomicBool = AtomicBool::new(false);
+/// Whether API calls are recorded at all (`POWERPERF_CUPTI_API` other than `none`); with PC
+/// sampling on, the callbacks of synchronisations and launches run even when not.
+static RECORD_API: AtomicBool = AtomicBool::new(true);
+/// (domain, cbid) -> (synchronisation, launch): where PC sampling data is taken.
+static DRAIN_AT: OnceLock<HashMap<(u32, u32), (bool, bool)>> = OnceLock::new();
+
+/// `CUPTI_CB_DOMAIN_RESOURCE` and its callback ids used here (`cupti_callbacks.h`).
+const DOMAIN_RESOURCE: u32 = 3;
+const CBID_CONTEXT_CREATED: u32 = 1;
+const CBID_CONTEXT_DESTROY_STARTING: u32 = 2;
+const CBID_MODULE_LOADED: u32 = 6;
+
+/// Whether an API function (name as [`fmt::api_function_name`] gives it) synchronises
+/// with the GPU or launches work: PC sampling takes its data at their exits.
+fn sync_or_launch(name: &str) -> (bool, bool) {
+    let sync = name.contains("Synchronize");
+    let launch = ["cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cuGraphLaunch"]
+        .iter()
+        .any(|p| name.starts_with(p));
+    (sync, launch)
+}
 
 /// The Callback API subscriber: runtime and driver API entry and exit.
 unsafe extern "C" fn api_callback(_ud: *mut c_void, domain: u32, cbid: u32, cbdata: *const c_void) {
     if cbdata.is_null() {
+        return;
+    }
+    if domain == DOMAIN_RESOURCE {
+        let Some(inj) = INJ.get() else { return };
+        // SAFETY: for the resource domain cbdata is a CUpti_ResourceData.
+        let r = unsafe { &*(cbdata as *const cudarc::cupti::sys::CUpti_ResourceData) };
+        match cbid {
+            CBID_CONTEXT_CREATED => pcsamp::context_created(inj, r.context),
+            CBID_CONTEXT_DESTROY_STARTING => pcsamp::finish_ctx(inj, r.context),
+            CBID_MODULE_LOADED => pcsamp::module_loaded(inj, r.context, r.resourceDescriptor),
+            _ => {}
+        }
         return;
     }
     // SAFETY: for the runtime and driver domains cbdata is a CUpti_CallbackData.
@@ -811,6 +852,16 @@ unsafe extern "C" fn api_callback(_ud: *mut c_void, domain: u32, cbid: u32, cbda
     let Some(inj) = INJ.get() else { return };
     if inj.finished.load(Ordering::Relaxed) {
         return;
+    }
+    if pcsamp::on() {
+        if let Some(&(sync, launch)) = DRAIN_AT.get().and_then(|m| m.get(&(domain, cbid))) {
+            if sync || (launch && pcsamp::serialized()) {
+                pcsamp::drain(inj, d.context as pcsamp::CuCtx);
+            }
+        }
+        if !RECORD_API.load(Ordering::Relaxed) {
+            return;
+        }
     }
     // SAFETY: as above.
     let enter = unsafe { *d.correlation_data };
@@ -986,16 +1037,26 @@ fn init(dir: PathBuf) -> Result<(), String> {
             inj.note(&format!("cuptiActivityFlushPeriod: {}", c.error(r)));
         }
     }
-    if mode > 0 {
+    let pc_on = match pcsamp::setup(inj, &dir) {
+        Ok(on) => on,
+        Err(e) => {
+            inj.note(&format!("PC sampling is off: {e}"));
+            false
+        }
+    };
+    RECORD_API.store(mode > 0, Ordering::Relaxed);
+    if mode > 0 || pc_on {
         let mut sub: *mut c_void = std::ptr::null_mut();
         let r = unsafe { (c.subscribe)(&mut sub, api_callback, std::ptr::null_mut()) };
         if r != CUPTI_SUCCESS {
             inj.note(&format!(
-                "cuptiSubscribe: {}; API calls are not recorded (another CUPTI tool?)",
-                c.error(r)
+                "cuptiSubscribe: {}; API calls{} are not recorded (another CUPTI tool?)",
+                c.error(r),
+                if pc_on { " and PC samples" } else { "" }
             ));
         } else {
             let mut frames = Vec::new();
+            let mut drain_at = HashMap::new();
             let domains: &[u32] = if mode == 3 {
                 &[fmt::DOMAIN_RUNTIME]
             } else {
@@ -1018,19 +1079,40 @@ fn init(dir: PathBuf) -> Result<(), String> {
                     // SAFETY: CUPTI returns a static NUL-terminated name.
                     let raw = unsafe { CStr::from_ptr(p) }.to_bytes();
                     let name = fmt::api_function_name(domain, &String::from_utf8_lossy(raw));
-                    let on = mode == 2 || default_selection(&name);
-                    if mode != 2 && on {
+                    let (sync, launch) = sync_or_launch(&name);
+                    let record = mode > 0 && (mode == 2 || default_selection(&name));
+                    let drain = pc_on && (sync || launch);
+                    if mode != 2 && (record || drain) {
                         let r = unsafe { (c.enable_callback)(1, sub, domain, cbid) };
                         if r != CUPTI_SUCCESS {
                             continue;
                         }
                     }
-                    if on {
+                    if drain {
+                        drain_at.insert((domain, cbid), (sync, launch));
+                    }
+                    if record {
                         push_frame(
                             &mut frames,
                             tag::API_FUNC,
                             &[&domain.to_ne_bytes(), &cbid.to_ne_bytes(), raw],
                         );
+                    }
+                }
+            }
+            let _ = DRAIN_AT.set(drain_at);
+            if pc_on {
+                for cbid in [
+                    CBID_CONTEXT_CREATED,
+                    CBID_CONTEXT_DESTROY_STARTING,
+                    CBID_MODULE_LOADED,
+                ] {
+                    let r = unsafe { (c.enable_callback)(1, sub, DOMAIN_RESOURCE, cbid) };
+                    if r != CUPTI_SUCCESS {
+                        inj.note(&format!(
+                            "cuptiEnableCallback(resource {cbid}): {}; PC sampling may miss contexts or cubins",
+                            c.error(r)
+                        ));
                     }
                 }
             }

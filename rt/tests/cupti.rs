@@ -448,3 +448,104 @@ fn gpu_injection_end_to_end() {
     assert!(n.api_calls.is_empty());
     assert_eq!(of(&n, ActivityKind::Kernel).len(), 200);
 }
+
+/// `fixture_pcsamp.bin`: `scripts/gpu/stall_kernels.cu` (scale 0.05, one repetition) recorded
+/// with PC sampling on an H100 (README in the fixture directory).
+fn fixture_pcsamp() -> CuptiFile {
+    cupti::read_file(&rt_dir().join("tests/fixtures/cupti/fixture_pcsamp.bin")).unwrap()
+}
+
+/// Samples per CUPTI stall reason (prefix stripped) of functions whose name contains `f`.
+fn stalls_of(file: &CuptiFile, f: &str) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for s in file.pc_samples.iter().filter(|s| s.function.contains(f)) {
+        if s.stall_reason.ends_with("_not_issued") {
+            continue;
+        }
+        let r = s
+            .stall_reason
+            .trim_start_matches("smsp__pcsamp_warps_issue_stalled_")
+            .to_string();
+        *m.entry(r).or_default() += s.samples;
+    }
+    m
+}
+
+#[test]
+fn fixture_pc_sampling() {
+    let f = fixture_pcsamp();
+    assert!(!f.truncated);
+    assert_eq!(f.pc_configs.len(), 1);
+    let c = &f.pc_configs[0];
+    assert_eq!(c.mode, "continuous");
+    assert_eq!(c.period_cycles, 4096, "POWERPERF_CUPTI_PC_PERIOD=12");
+    assert!(c.stall_reasons.len() >= 20, "{:?}", c.stall_reasons);
+    assert!(c
+        .stall_reasons
+        .iter()
+        .any(|(_, n)| n == "smsp__pcsamp_warps_issue_stalled_long_scoreboard"));
+    let sum: u64 = f.pc_samples.iter().map(|s| s.samples).sum();
+    // A latency sample is counted under `X` and `X_not_issued` (the latter a subset): the
+    // base reasons alone sum to at most CUPTI's total (samples of the last batch after the
+    // total was taken aside), all names together to more.
+    let base: u64 = f
+        .pc_samples
+        .iter()
+        .filter(|s| !s.stall_reason.ends_with("_not_issued"))
+        .map(|s| s.samples)
+        .sum();
+    assert!(
+        base > 0 && base <= c.total_samples,
+        "{base} of {}",
+        c.total_samples
+    );
+    assert!(sum > c.total_samples);
+    let at = |r: &str| -> u64 {
+        f.pc_samples
+            .iter()
+            .filter(|s| s.function.contains("chase") && s.stall_reason == r)
+            .map(|s| s.samples)
+            .sum()
+    };
+    let (all, lat) = (
+        at("smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+        at("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"),
+    );
+    assert!(lat <= all && lat > all / 2, "{lat} of {all}");
+    // The three kernels and their known dominant stall.
+    let dominant = |name: &str| -> String {
+        let m = stalls_of(&f, name);
+        assert!(!m.is_empty(), "no samples in {name}");
+        m.into_iter()
+            .filter(|(r, _)| r != "selected")
+            .max_by_key(|(_, n)| *n)
+            .unwrap()
+            .0
+    };
+    assert_eq!(dominant("chase"), "long_scoreboard");
+    assert_eq!(dominant("barrier"), "barrier");
+    assert_eq!(dominant("fma_chain"), "wait");
+    // Built with -lineinfo: the dependent load is line 25 of stall_kernels.cu.
+    let load = f
+        .pc_samples
+        .iter()
+        .filter(|s| s.function.contains("chase"))
+        .max_by_key(|s| s.samples)
+        .unwrap();
+    assert_eq!(load.line, Some(25));
+    assert!(load.file.as_deref().unwrap().ends_with("stall_kernels.cu"));
+    assert!(f
+        .cubins
+        .iter()
+        .any(|(_, size, path)| *size > 0 && path.is_some()));
+    // The kernels are also in the activity records, under the same (mangled) names.
+    for s in &f.pc_samples {
+        assert!(
+            f.activities
+                .iter()
+                .any(|a| a.name.as_deref() == Some(s.function.as_str())),
+            "{}",
+            s.function
+        );
+    }
+}

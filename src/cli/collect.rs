@@ -53,6 +53,20 @@ pub struct CollectArgs {
     /// and host idle (sets CUDA_INJECTION64_PATH to libpowerperf_rt_cuda.so; docs/gpu.md).
     #[arg(long)]
     pub gpu: bool,
+    /// PC sampling, a comma-separated list: `gpu` samples GPU PCs with their stall reasons
+    /// through CUPTI's PC Sampling API (implies --gpu; gpu_pc_samples.parquet, HPCToolkit's
+    /// GINST:STL_* and GSAMP:* metrics in `report`; docs/gpu.md).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    pub pc_sampling: Vec<crate::collect::PcTarget>,
+    /// GPU PC sampling period: one sample per SM every 2^N cycles (5..=31). The default 12
+    /// (4096 cycles) is measured: CUPTI's own default on an H100 (2^11) overflowed its
+    /// hardware buffer and lost about 80 % of the samples (docs/gpu.md).
+    #[arg(long, value_name = "N", default_value_t = 12, value_parser = clap::value_parser!(u32).range(5..=31))]
+    pub gpu_pc_period: u32,
+    /// GPU PC sampling in CUPTI's kernel-serialised mode: samples get the launching region,
+    /// but kernels no longer run concurrently.
+    #[arg(long)]
+    pub gpu_pc_serialized: bool,
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::report::Format,
@@ -102,6 +116,9 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         nvtx: !args.no_nvtx,
         gpu: args.gpu,
         per_thread: args.per_thread,
+        pc_sampling: args.pc_sampling,
+        gpu_pc_period: Some(args.gpu_pc_period),
+        gpu_pc_serialized: args.gpu_pc_serialized,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

@@ -443,7 +443,11 @@ pub fn host_idle_calls(calls: &[ApiCall]) -> Vec<&ApiCall> {
 /// # Errors
 /// Unreadable directories; Parquet that cannot be written. A file that cannot be decoded
 /// becomes a note, the others are still read.
-pub fn collect_run(dir: &std::path::Path, origin_ns: u64) -> anyhow::Result<Option<Vec<String>>> {
+pub fn collect_run(
+    dir: &std::path::Path,
+    origin_ns: u64,
+    sm_clock_mhz: &dyn Fn(u32, &[(u64, u64)]) -> Option<f64>,
+) -> anyhow::Result<Option<Vec<String>>> {
     let sub = dir.join("gpu_activity");
     let Ok(rd) = std::fs::read_dir(&sub) else {
         return Ok(None);
@@ -460,6 +464,7 @@ pub fn collect_run(dir: &std::path::Path, origin_ns: u64) -> anyhow::Result<Opti
     let mut acts = Vec::new();
     let mut calls = Vec::new();
     let mut devices: Vec<Device> = Vec::new();
+    let mut pc_files: Vec<powerperf_rt::cupti::CuptiFile> = Vec::new();
     for f in &files {
         let cf = match powerperf_rt::cupti::read_file(f) {
             Ok(cf) => cf,
@@ -573,6 +578,9 @@ pub fn collect_run(dir: &std::path::Path, origin_ns: u64) -> anyhow::Result<Opti
             exit_ns: c.exit_ns,
             region: None,
         }));
+        if !cf.pc_configs.is_empty() || !cf.pc_samples.is_empty() {
+            pc_files.push(cf);
+        }
     }
     let intervals = powerperf_rt::events::read_dir(dir)
         .map(|e| powerperf_rt::events::intervals(&e))
@@ -581,6 +589,43 @@ pub fn collect_run(dir: &std::path::Path, origin_ns: u64) -> anyhow::Result<Opti
     fill_occupancy(&mut acts, &devices);
     acts.sort_by_key(|a| (a.start_ns, a.device, a.stream));
     write(dir, &acts, &calls, origin_ns)?;
+    if !pc_files.is_empty() {
+        let region_of = |pid: u32, corr: u32| -> Option<String> {
+            calls
+                .iter()
+                .find(|c| c.pid == pid && c.correlation_id == corr)
+                .and_then(|c| c.region.clone())
+        };
+        // The SM clock while kernels ran (GSAMP:EXP): the measured clock over the kernels'
+        // intervals on that device.
+        let clock = |dev: u32| -> Option<f64> {
+            let iv: Vec<(u64, u64)> = acts
+                .iter()
+                .filter(|a| a.kind == Some(Kind::Kernel) && a.device == dev)
+                .map(|a| (a.start_ns, a.end_ns))
+                .collect();
+            sm_clock_mhz(dev, &iv)
+        };
+        let (rows, sums) = super::gpu_pcsamp::rows(&pc_files, &region_of, &clock);
+        super::gpu_pcsamp::write(dir, &rows, &sums)?;
+        let tot: u64 = rows
+            .iter()
+            .filter(|r| !super::gpu_pcsamp::is_latency(&r.stall_reason))
+            .map(|r| r.samples)
+            .sum();
+        let drp: u64 = sums.iter().map(|s| s.dropped_samples).sum();
+        let lines = rows.iter().filter(|r| r.line.is_some()).count();
+        notes.push(format!(
+            "GPU PC sampling (CUPTI): {tot} samples ({drp} dropped) in {} contexts, {} PC/stall rows ({lines} with a source line); {}, {}",
+            sums.len(),
+            rows.len(),
+            super::gpu_pcsamp::SAMPLES_FILE,
+            super::gpu_pcsamp::SUMMARY_FILE
+        ));
+        if lines == 0 && tot > 0 {
+            notes.push("GPU PC samples have no source lines: build the CUDA code with -lineinfo (nvcc) for file:line".into());
+        }
+    }
     let kernels = acts.iter().filter(|a| a.kind == Some(Kind::Kernel)).count();
     notes.push(format!(
         "GPU activity (CUPTI) from {} process(es): {} activities ({kernels} kernels), {} CUDA API calls, {} device(s); gpu_activity.parquet, gpu_api.parquet",

@@ -9,6 +9,7 @@ pub mod attribution;
 pub mod energy;
 pub mod events;
 pub mod gpu_activity;
+pub mod gpu_pcsamp;
 #[cfg(target_os = "linux")]
 pub mod launcher;
 pub mod nvml;
@@ -76,6 +77,21 @@ pub struct CollectConfig {
     /// Keep each thread's totals apart (`-p PID` only, as `perf stat --per-thread`):
     /// `[[threads]]` in run.toml.
     pub per_thread: bool,
+    /// PC sampling targets (`--pc-sampling`); `Gpu` implies `gpu`.
+    pub pc_sampling: Vec<PcTarget>,
+    /// GPU PC sampling period exponent (one sample per SM every 2^N cycles, 5..=31);
+    /// `None`: CUPTI's default.
+    pub gpu_pc_period: Option<u32>,
+    /// GPU PC sampling in CUPTI's kernel-serialised mode (each PC record carries its launch,
+    /// so samples get the launching region; kernels no longer overlap).
+    pub gpu_pc_serialized: bool,
+}
+
+/// What `--pc-sampling` samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PcTarget {
+    /// GPU PCs with stall reasons through CUPTI's PC Sampling API (docs/gpu.md).
+    Gpu,
 }
 
 /// The node-local rank under MPI launchers (`OMPI_COMM_WORLD_LOCAL_RANK`, `SLURM_LOCALID`,
@@ -397,7 +413,17 @@ mod run_impl {
         env.push(("POWERPERF_RUN_DIR".into(), cfg.out.display().to_string()));
         // With --gpu one library does everything in the process (regions, NVTX, CUDA
         // injection): two copies of the runtime would keep two region stacks.
-        let rt_lib = if cfg.gpu {
+        let gpu_pc = cfg.pc_sampling.contains(&super::PcTarget::Gpu);
+        if gpu_pc {
+            env.push(("POWERPERF_CUPTI_PC_SAMPLING".into(), "1".into()));
+            if let Some(p) = cfg.gpu_pc_period {
+                env.push(("POWERPERF_CUPTI_PC_PERIOD".into(), p.to_string()));
+            }
+            if cfg.gpu_pc_serialized {
+                env.push(("POWERPERF_CUPTI_PC_MODE".into(), "serialized".into()));
+            }
+        }
+        let rt_lib = if cfg.gpu || gpu_pc {
             let lib = super::rt_cuda_library().context(
                 "collect --gpu needs libpowerperf_rt_cuda.so: build it (`cargo build --release` builds it next to powerperf, from rt/cuda) or name it with POWERPERF_RT_CUDA_LIB",
             )?;
@@ -758,9 +784,31 @@ mod run_impl {
                 ));
             }
         }
-        match super::gpu_activity::collect_run(&cfg.out, origin) {
+        // Measured SM clock per GPU (NVML) while its kernels ran, for GSAMP:EXP of GPU PC
+        // sampling: samples weighted by their overlap with the kernels' intervals
+        // (CLOCK_MONOTONIC ns; a sample covers [t_ns - dur_ns, t_ns] after the origin).
+        let sm_clock = |dev: u32, kernels: &[(u64, u64)]| -> Option<f64> {
+            let name = format!("gpu{dev}_sm_clock_mhz");
+            let (_, v) = timeline.columns.iter().find(|(n, _)| *n == name)?;
+            let (mut w, mut sum) = (0.0, 0.0);
+            for (i, x) in v.iter().enumerate() {
+                let Some(x) = x.filter(|x| *x > 0.0) else {
+                    continue;
+                };
+                let end = origin + timeline.t_ns[i];
+                let start = end.saturating_sub(timeline.dur_ns[i]);
+                let o: u64 = kernels
+                    .iter()
+                    .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
+                    .sum();
+                w += o as f64;
+                sum += o as f64 * x;
+            }
+            (w > 0.0).then(|| sum / w)
+        };
+        match super::gpu_activity::collect_run(&cfg.out, origin, &sm_clock) {
             Ok(Some(notes)) => meta.notes.extend(notes),
-            Ok(None) if cfg.gpu => meta.notes.push(
+            Ok(None) if cfg.gpu || gpu_pc => meta.notes.push(
                 "collect --gpu: no CUDA activity was recorded (the command did not use CUDA, or it did not load the injection library named by CUDA_INJECTION64_PATH)".into(),
             ),
             Ok(None) => {}

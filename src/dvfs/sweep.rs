@@ -341,6 +341,9 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             nvtx: true,
             gpu: false,
             per_thread: false,
+            pc_sampling: vec![],
+            gpu_pc_period: None,
+            gpu_pc_serialized: false,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

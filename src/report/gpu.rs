@@ -25,6 +25,9 @@ pub struct GpuActivity {
     pub api_calls: usize,
     /// Streams that ran work, as (device, stream).
     pub streams: Vec<(u32, u32)>,
+    /// GPU PC sampling (`collect --pc-sampling gpu`): HPCToolkit's `GINST:STL_*` and
+    /// `GSAMP:*` per kernel and source line.
+    pub pc_sampling: Option<crate::collect::gpu_pcsamp::PcReport>,
 }
 
 /// Summarise a run's activities and calls.
@@ -52,7 +55,21 @@ pub fn summarize(acts: &[Activity], calls: &[ApiCall]) -> GpuActivity {
         activities: acts.len(),
         api_calls: calls.len(),
         streams,
+        pc_sampling: None,
     }
+}
+
+/// Kernel durations (ns) per kernel name, for `GSAMP:EXP`.
+fn kernel_durations(acts: &[Activity]) -> BTreeMap<String, Vec<u64>> {
+    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for a in acts {
+        if a.kind == Some(gpu_activity::Kind::Kernel) {
+            if let Some(n) = &a.name {
+                m.entry(n.clone()).or_default().push(a.dur_ns());
+            }
+        }
+    }
+    m
 }
 
 /// Read and summarise `RUN/gpu_activity.parquet`; `None` when the run has none.
@@ -60,7 +77,110 @@ pub fn summarize(acts: &[Activity], calls: &[ApiCall]) -> GpuActivity {
 /// # Errors
 /// Unreadable files.
 pub fn load(dir: &std::path::Path) -> anyhow::Result<Option<GpuActivity>> {
-    Ok(gpu_activity::read(dir)?.map(|(a, c)| summarize(&a, &c)))
+    let Some((a, c)) = gpu_activity::read(dir)? else {
+        return Ok(None);
+    };
+    let mut g = summarize(&a, &c);
+    if let Some((rows, sums)) = crate::collect::gpu_pcsamp::read(dir)? {
+        let durs = kernel_durations(&a);
+        g.pc_sampling = Some(crate::collect::gpu_pcsamp::report(&rows, &sums, &|n| {
+            durs.get(n).cloned().unwrap_or_default()
+        }));
+    }
+    Ok(Some(g))
+}
+
+/// Lines of the PC sampling table in the text report.
+const TOP_PC_KERNELS: usize = 10;
+const TOP_PC_LINES: usize = 15;
+
+/// The GPU PC sampling part of the text section.
+fn render_pc(o: &mut String, p: &crate::collect::gpu_pcsamp::PcReport) {
+    let g = |k: &str| p.gsamp.get(k).copied();
+    let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        o,
+        "\n  GPU PC sampling (CUPTI): GSAMP:TOT {}  GSAMP:DRP {}  GSAMP:PER {} cycles  GSAMP:EXP {}  GSAMP:UTIL {} %",
+        f(g("GSAMP:TOT"), 0),
+        f(g("GSAMP:DRP"), 0),
+        f(g("GSAMP:PER"), 0),
+        f(g("GSAMP:EXP"), 0),
+        f(g("GSAMP:UTIL"), 1)
+    );
+    for n in &p.notes {
+        let _ = writeln!(o, "  ({n})");
+    }
+    let cols = [
+        "STL_GMEM", "STL_IDEP", "STL_SYNC", "STL_PIPE", "STL_MTHR", "STL_NSEL", "STL_NONE",
+    ];
+    let _ = write!(o, "  {:<32} {:>9} {:>6}", "kernel", "GINST", "UTIL%");
+    for c in cols {
+        let _ = write!(o, " {c:>8}");
+    }
+    let _ = writeln!(o, " {:>8}  dominant", "other");
+    let pct = |k: &crate::collect::gpu_pcsamp::KernelStalls, m: &str| -> f64 {
+        let all = k.ginst.get("GINST").copied().unwrap_or(0).max(1) as f64;
+        100.0 * k.ginst.get(m).copied().unwrap_or(0) as f64 / all
+    };
+    let mut list: Vec<&crate::collect::gpu_pcsamp::KernelStalls> =
+        p.kernels.iter().take(TOP_PC_KERNELS).collect();
+    list.push(&p.total);
+    for k in list {
+        let _ = write!(
+            o,
+            "  {:<32} {:>9} {:>6}",
+            short_name(&k.name, 32),
+            k.ginst.get("GINST").copied().unwrap_or(0),
+            k.util
+                .map(|u| format!("{u:.1}"))
+                .unwrap_or_else(|| "-".into())
+        );
+        let mut shown = 0.0;
+        for c in cols {
+            let v = pct(k, &format!("GINST:{c}"));
+            shown += v;
+            let _ = write!(o, " {:>7.1}%", v);
+        }
+        let _ = writeln!(
+            o,
+            " {:>7.1}%  {}",
+            (100.0 - shown).max(0.0),
+            k.dominant.as_deref().unwrap_or("-")
+        );
+    }
+    if p.kernels.len() > TOP_PC_KERNELS {
+        let _ = writeln!(
+            o,
+            "  … {} more kernels (--format json lists all)",
+            p.kernels.len() - TOP_PC_KERNELS
+        );
+    }
+    if !p.lines.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n  {:<44} {:>9}  dominant stall",
+            "source line", "GINST"
+        );
+        for l in p.lines.iter().take(TOP_PC_LINES) {
+            let file = std::path::Path::new(&l.file)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| l.file.clone());
+            let _ = writeln!(
+                o,
+                "  {:<44} {:>9}  {}",
+                short_name(&format!("{file}:{} ({})", l.line, l.function), 44),
+                l.ginst,
+                l.dominant
+                    .as_ref()
+                    .map(|(m, n)| format!(
+                        "{m} ({:.0} %)",
+                        100.0 * *n as f64 / l.ginst.max(1) as f64
+                    ))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+    }
 }
 
 fn secs(v: f64) -> String {
@@ -179,6 +299,9 @@ pub fn render_text(g: &GpuActivity, wall_s: f64) -> String {
                 r.launches
             );
         }
+    }
+    if let Some(p) = &g.pc_sampling {
+        render_pc(&mut o, p);
     }
     o
 }
