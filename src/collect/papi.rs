@@ -488,8 +488,8 @@ impl PapiCounters {
                 }
             }
         }
-        for i in 0..me.events.len() {
-            let Some(code) = codes[i] else { continue };
+        for (i, code) in codes.iter().enumerate() {
+            let Some(code) = *code else { continue };
             // SAFETY: plain library call on a valid code.
             let cidx = unsafe { ffi::PAPI_get_event_component(code) };
             let comp = component(cidx);
