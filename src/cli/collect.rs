@@ -6,13 +6,20 @@ use std::path::PathBuf;
 /// Arguments of `powerperf collect`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf collect -o run1 -- tar czf /tmp/src.tgz src\n  powerperf collect -e task-clock,page-faults,cycles --interval 100ms -o run2 -- ./a.out\n\nThe run directory holds run.toml and timeline.parquet (docs/run-format.md).\npowerperf exits with the command's status (128 + signal number when it was killed)."
+    after_help = "Examples:\n  powerperf collect -o run1 -- tar czf /tmp/src.tgz src\n  powerperf collect -e task-clock,page-faults,cycles --interval 100ms -o run2 -- ./a.out\n  powerperf collect --backend papi -e PAPI_TOT_INS,perf::TASK-CLOCK -o run3 -- ./a.out   (built with --features papi)\n\nThe run directory holds run.toml and timeline.parquet (docs/run-format.md).\npowerperf exits with the command's status (128 + signal number when it was killed)."
 )]
 pub struct CollectArgs {
     /// Events to count, comma-separated, as `perf stat -e` takes them (default: perf stat's);
     /// `{a,b}` is a group, scheduled on the PMU together and read with one read.
+    /// with `--backend papi`, PAPI names: presets (`PAPI_TOT_INS`) and native events
+    /// (`perf::TASK-CLOCK`), as papi_avail and papi_native_avail list them.
     #[arg(short = 'e', long = "events")]
     pub events: Option<String>,
+    /// Library that counts the events: perf (perf_event_open, default) or papi (PAPI's
+    /// presets and native events; needs a powerperf built with `--features papi`,
+    /// docs/papi.md).
+    #[arg(long, value_enum, default_value_t = crate::collect::CounterBackend::Perf)]
+    pub backend: crate::collect::CounterBackend,
     /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only).
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub interval: std::time::Duration,
@@ -106,6 +113,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     let cfg = CollectConfig {
         mode,
         events: args.events,
+        backend: args.backend,
         interval: args.interval,
         sysfs_root: args.sysfs_root,
         out: out.clone(),

@@ -103,7 +103,8 @@ pub enum EventsCommand {
     },
     /// The events this machine offers, as `perf list`: perf's generic hardware and software
     /// events (each opened once on powerperf itself to see whether it counts here) and the
-    /// named events of every PMU in sysfs, with their scale and unit.
+    /// named events of every PMU in sysfs, with their scale and unit; in a build with
+    /// `--features papi` also PAPI's presets (each tried on powerperf itself).
     #[command(
         after_help = "Examples:\n  powerperf events list\n  powerperf events list --format json | jq '.[] | select(.available)'"
     )]
@@ -695,6 +696,31 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
             });
         }
     }
+    // PAPI presets (a build with `--features papi`): those PAPI maps on this CPU, each tried
+    // on powerperf itself.
+    #[cfg(all(target_os = "linux", feature = "papi"))]
+    match crate::collect::papi::list_presets() {
+        Ok(presets) => {
+            for p in presets {
+                out.push(Listed {
+                    name: p.name,
+                    kind: "PAPI preset, --backend papi".into(),
+                    available: p.usable.is_ok(),
+                    reason: p.usable.err(),
+                    unit: None,
+                    scale: None,
+                });
+            }
+        }
+        Err(why) => out.push(Listed {
+            name: "PAPI".into(),
+            kind: "PAPI presets, --backend papi".into(),
+            available: false,
+            reason: Some(why),
+            unit: None,
+            scale: None,
+        }),
+    }
     match format {
         OutFormat::Json => println!("{}", serde_json::to_string_pretty(&out)?),
         OutFormat::Table => {
@@ -712,6 +738,8 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
                 println!("  {:<40} [{}{extra}]{status}", l.name, l.kind);
             }
             println!("\nRaw events: rNNNN (hex), PMU/event=0x..,umask=0x../ as perf takes them.");
+            #[cfg(feature = "papi")]
+            println!("PAPI native events (--backend papi): `papi_native_avail` lists them (perf::TASK-CLOCK, pmu::EVENT:umask).");
         }
     }
     Ok(0)

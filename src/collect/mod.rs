@@ -13,6 +13,8 @@ pub mod gpu_pcsamp;
 #[cfg(target_os = "linux")]
 pub mod launcher;
 pub mod nvml;
+#[cfg(all(target_os = "linux", feature = "papi"))]
+pub mod papi;
 #[cfg(target_os = "linux")]
 pub mod perf_event;
 pub mod pmu;
@@ -51,12 +53,33 @@ pub enum NvmlMode {
     Off,
 }
 
+/// Which library counts the CPU events of `-e`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum CounterBackend {
+    /// perf_event_open(2) directly, with perf stat's event names (`cycles`, `pmu/event/`).
+    #[default]
+    #[value(name = "perf", alias = "perf_event")]
+    Perf,
+    /// PAPI (feature `papi`): preset (`PAPI_TOT_INS`) and native (`perf::TASK-CLOCK`) names.
+    Papi,
+}
+
+/// The error for `--backend papi` in a powerperf built without the `papi` feature.
+pub fn papi_not_built() -> anyhow::Error {
+    anyhow::anyhow!(
+        "this powerperf was built without PAPI: rebuild it with `cargo build --release --features papi` (the build needs the Debian/Ubuntu packages libpapi-dev, libclang-dev and pkg-config: `apt-get install libpapi-dev libclang-dev pkg-config`; papi-tools adds papi_avail and papi_native_avail), or use `--backend perf`"
+    )
+}
+
 /// What `powerperf collect` does, as a plain struct.
 #[derive(Debug, Clone)]
 pub struct CollectConfig {
     pub mode: Mode,
-    /// Comma-separated `-e` list; `None` for perf stat's defaults.
+    /// Comma-separated `-e` list; `None` for perf stat's defaults (PAPI's names of them with
+    /// the PAPI backend, `papi::DEFAULT_EVENTS`).
     pub events: Option<String>,
+    /// Which library counts the events of `events`.
+    pub backend: CounterBackend,
     pub interval: Duration,
     /// Filesystem root for sysfs reads (`/` in production).
     pub sysfs_root: PathBuf,
@@ -183,8 +206,8 @@ mod run_impl {
     use super::perf_event::{self, OpenCounter, Opened, Target};
     use super::timeline::{Journal, Timeline, JOURNAL};
     use super::{
-        events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, Mode, NvmlMode,
-        Outcome,
+        events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend,
+        Mode, NvmlMode, Outcome,
     };
     use crate::store::run::{
         Backend, Ending, EventRecord, EventStatus, RunInfo, RunMeta, ThreadCounts, TIMELINE,
@@ -208,6 +231,8 @@ mod run_impl {
 
     struct Sampler {
         counters: Vec<OpenCounter>,
+        #[cfg(feature = "papi")]
+        papi: Option<super::papi::PapiCounters>,
         energy: Energy,
         gpu: GpuSampler,
         timeline: Timeline,
@@ -220,6 +245,10 @@ mod run_impl {
         fn sample(&mut self) {
             let now = monotonic_ns();
             let mut vals = perf_event::sample_all(&mut self.counters);
+            #[cfg(feature = "papi")]
+            if let Some(p) = &mut self.papi {
+                vals.extend(p.sample());
+            }
             vals.extend(self.energy.sample());
             vals.extend(self.gpu.sample(now - self.last_ns));
             self.timeline
@@ -331,12 +360,29 @@ mod run_impl {
     /// A bad event list, an unwritable run directory, a process to attach to that does not
     /// exist, or a failed fork.
     pub fn collect_run(cfg: &CollectConfig) -> Result<Outcome> {
-        let specs = events::parse_list(cfg.events.as_deref())?;
         if cfg.per_thread && !matches!(cfg.mode, Mode::Attach(_)) {
             anyhow::bail!(
                 "--per-thread needs -p PID (as perf stat --per-thread): a command's counters are inherited by its threads and children and summed by the kernel"
             );
         }
+        let specs = match cfg.backend {
+            CounterBackend::Perf => events::parse_list(cfg.events.as_deref())?,
+            CounterBackend::Papi => vec![],
+        };
+        #[cfg(not(feature = "papi"))]
+        if cfg.backend == CounterBackend::Papi {
+            return Err(super::papi_not_built());
+        }
+        #[cfg(feature = "papi")]
+        let papi_names = match cfg.backend {
+            CounterBackend::Papi => {
+                if cfg.mode != Mode::Command {
+                    anyhow::bail!("--backend papi counts a command started by collect (PAPI attaches one event set to one process); for -p, -a and -C use --backend perf");
+                }
+                super::papi::parse_list(cfg.events.as_deref())?
+            }
+            CounterBackend::Perf => vec![],
+        };
         if cfg.mode == Mode::Command && cfg.command.is_empty() {
             anyhow::bail!("no command given (usage: powerperf collect -o RUN -- CMD ARGS...)");
         }
@@ -511,6 +557,23 @@ mod run_impl {
                 } => failed.push((spec, status, reason)),
             }
         }
+        #[cfg(feature = "papi")]
+        let papi = match (&paused, cfg.backend) {
+            (Some(p), CounterBackend::Papi) => {
+                let mut c = super::papi::PapiCounters::open(
+                    &papi_names,
+                    super::papi::PapiTarget::Process(p.pid),
+                );
+                c.start();
+                meta.notes.extend(c.notes().iter().cloned());
+                meta.notes.push(format!(
+                    "CPU events counted through PAPI {} (--backend papi)",
+                    super::papi::version()
+                ));
+                Some(c)
+            }
+            _ => None,
+        };
         let energy = match local_rank() {
             Some(l) if l > 0 => Energy::none(format!(
                 "node-wide sources (RAPL) are sampled by the first rank on each node; this is local rank {l}"
@@ -533,6 +596,10 @@ mod run_impl {
             meta.notes.push(format!("no GPU sampling: {why}"));
         }
         let mut columns: Vec<String> = counters.iter().map(|c| c.spec.name.clone()).collect();
+        #[cfg(feature = "papi")]
+        if let Some(p) = &papi {
+            columns.extend(p.columns());
+        }
         columns.extend(energy.domains.iter().map(|d| d.column.clone()));
         columns.extend(gpu.columns());
         let origin = monotonic_ns();
@@ -548,6 +615,8 @@ mod run_impl {
         };
         let mut sampler = Sampler {
             counters,
+            #[cfg(feature = "papi")]
+            papi,
             energy,
             gpu,
             timeline: Timeline::new(&columns),
@@ -680,6 +749,15 @@ mod run_impl {
                     scale: None,
                     running_ratio: None,
                 });
+            }
+        }
+        #[cfg(feature = "papi")]
+        if let Some(p) = &sampler.papi {
+            for rec in p.records() {
+                if rec.column.is_none() {
+                    timeline.remove(&rec.name);
+                }
+                meta.events.push(rec);
             }
         }
         if failed

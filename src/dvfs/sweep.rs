@@ -331,6 +331,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
         let ccfg = crate::collect::CollectConfig {
             mode: crate::collect::Mode::Command,
             events: cfg.events.clone(),
+            backend: crate::collect::CounterBackend::Perf,
             interval: cfg.interval,
             sysfs_root: cfg.sysfs_root.clone(),
             out: r.dir.clone(),

@@ -892,8 +892,10 @@ pub fn timeline_plots(dir: &Path, meta: &RunMeta) -> Result<Vec<NamedPlot>> {
     }
     for e in &meta.events {
         let Some(c) = &e.column else { continue };
-        let counter = matches!(e.backend, Backend::PerfEvent | Backend::Import)
-            && e.unit.as_deref().is_none_or(|u| u != "ns" && u != "J");
+        let counter = matches!(
+            e.backend,
+            Backend::PerfEvent | Backend::Papi | Backend::Import
+        ) && e.unit.as_deref().is_none_or(|u| u != "ns" && u != "J");
         if !counter || !e.status.has_value() {
             continue;
         }
