@@ -290,3 +290,90 @@ fn nvtx_ranges_become_regions_under_collect() {
         ],
     );
 }
+
+/// `collect --region-counters`: powerperf-rt reads the counters at every begin and end, so a
+/// region that touches a known number of fresh pages gets at least that many page faults
+/// (`rt_page-faults` in regions.parquet), and one that only computes gets few.
+#[test]
+fn region_counters_count_the_pages_a_region_touches() {
+    let Some(lib) = lib_dir() else { return };
+    if !have("gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("touch.c");
+    std::fs::write(
+        &src,
+        r#"#include "powerperf.h"
+#include <sys/mman.h>
+#define PAGES 512
+int main(void) {
+    for (int r = 0; r < 3; r++) {
+        pp_region_begin("touch");
+        /* Fresh pages from the kernel every time; volatile stores are not optimised away. */
+        volatile char *p = mmap(0, PAGES * 4096, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        for (int i = 0; i < PAGES; i++) p[i * 4096] = 1;
+        munmap((void *)p, PAGES * 4096);
+        pp_region_end("touch");
+        pp_region_begin("compute");
+        volatile long x = 0;
+        for (long i = 0; i < 3000000; i++) x += i;
+        pp_region_end("compute");
+    }
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("touch");
+    build(
+        std::process::Command::new("gcc")
+            .args(["-O2", "-I"])
+            .arg(root().join("rt/include"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .arg("-L")
+            .arg(&lib)
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lpowerperf_rt"),
+    );
+    let run = dir.path().join("run");
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args([
+            "collect",
+            "-q",
+            "--nvml",
+            "off",
+            "--region-counters",
+            "task-clock,page-faults",
+            "-o",
+        ])
+        .arg(&run)
+        .arg("--")
+        .arg(&exe)
+        .assert()
+        .success();
+    let regions = read_regions(&run).unwrap().expect("regions.parquet");
+    let get = |path: &str| regions.iter().find(|r| r.path == path).unwrap().clone();
+    let (touch, compute) = (get("touch"), get("compute"));
+    assert_eq!((touch.calls, compute.calls), (3, 3));
+    let pf = |r: &RegionRecord| r.values["rt_page-faults"];
+    assert!(
+        pf(&touch) >= 3.0 * 512.0,
+        "3 x 512 fresh pages, {} faults",
+        pf(&touch)
+    );
+    assert!(
+        pf(&compute) < 50.0,
+        "compute faulted {} times",
+        pf(&compute)
+    );
+    // task-clock (ns) of a region is at most its wall time.
+    for r in [&touch, &compute] {
+        let tc = r.values["rt_task-clock"];
+        assert!(tc > 0.0 && tc <= r.incl_ns as f64 * 1.01, "{r:?}");
+    }
+}

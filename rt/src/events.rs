@@ -40,6 +40,9 @@ pub struct RegionEvent {
     /// Region name.
     pub region: String,
     pub kind: Kind,
+    /// Values of the file's `# counters` at this record, in that order (empty when the
+    /// runtime read none: no `POWERPERF_RT_COUNTERS`, a failed read, an `X` record).
+    pub counters: Vec<u64>,
 }
 
 /// Everything [`read_dir_report`] read.
@@ -52,6 +55,21 @@ pub struct ReadReport {
     /// Files whose last line had no newline (a writer cut off mid-line); that line is
     /// skipped.
     pub truncated_files: Vec<PathBuf>,
+    /// The counters read at every begin and end (`# counters` line of the files), in the
+    /// order of [`RegionEvent::counters`]; empty when none were read.
+    pub counter_names: Vec<String>,
+}
+
+/// Prefix of the events file line naming the counters (`# counters\t<name>\t…`).
+pub const COUNTERS_LINE: &str = "# counters\t";
+
+/// The counter names of an events file's `# counters` line (empty without one).
+pub fn counter_names(text: &str) -> Vec<String> {
+    text.lines()
+        .take(3)
+        .find_map(|l| l.strip_prefix(COUNTERS_LINE))
+        .map(|rest| rest.split('\t').map(String::from).collect())
+        .unwrap_or_default()
 }
 
 fn bad(path: &Path, line: usize, what: impl std::fmt::Display) -> io::Error {
@@ -114,7 +132,7 @@ pub fn parse_file(path: &Path, text: &str) -> io::Result<(Vec<RegionEvent>, bool
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let mut f = line.splitn(4, '\t');
+        let mut f = line.split('\t');
         let tag = f.next().unwrap_or("");
         if tag == "R" {
             let id = f
@@ -145,12 +163,17 @@ pub fn parse_file(path: &Path, text: &str) -> io::Result<(Vec<RegionEvent>, bool
             .get(&id)
             .ok_or_else(|| bad(path, n, format!("region id {id} has no R line before it")))?
             .clone();
+        let counters = f
+            .map(|v| v.parse::<u64>())
+            .collect::<Result<Vec<u64>, _>>()
+            .map_err(|_| bad(path, n, format!("bad counter value in {line:?}")))?;
         events.push(RegionEvent {
             t_ns,
             tid,
             pid,
             region,
             kind,
+            counters,
         });
     }
     Ok((events, truncated))
@@ -178,6 +201,9 @@ pub fn read_dir_report(run_dir: &Path) -> io::Result<ReadReport> {
         let bytes = std::fs::read(&path)?;
         let text = String::from_utf8_lossy(&bytes);
         let (events, truncated) = parse_file(&path, &text)?;
+        if report.counter_names.is_empty() {
+            report.counter_names = counter_names(&text);
+        }
         report.events.extend(events);
         if truncated {
             report.truncated_files.push(path.clone());
@@ -213,6 +239,9 @@ pub struct Interval {
     pub depth: u32,
     /// Closed by an `X` record (thread or process exit), not by the program.
     pub closed_by_exit: bool,
+    /// Counter increases from begin to end (inclusive of nested regions), in the order of
+    /// [`ReadReport::counter_names`]; empty when either end has no values.
+    pub counters: Vec<u64>,
 }
 
 impl Interval {
@@ -242,6 +271,7 @@ pub fn analyze(events: &[RegionEvent]) -> Analysis {
     struct Open<'a> {
         region: &'a str,
         start_ns: u64,
+        counters: &'a [u64],
     }
     let mut a = Analysis::default();
     let mut stacks: HashMap<(u32, u32), Vec<Open<'_>>> = HashMap::new();
@@ -251,6 +281,7 @@ pub fn analyze(events: &[RegionEvent]) -> Analysis {
             Kind::Begin => stack.push(Open {
                 region: &e.region,
                 start_ns: e.t_ns,
+                counters: &e.counters,
             }),
             Kind::End | Kind::ExitClosed => {
                 let Some(pos) = stack.iter().rposition(|o| o.region == e.region) else {
@@ -270,6 +301,17 @@ pub fn analyze(events: &[RegionEvent]) -> Analysis {
                     end_ns: e.t_ns,
                     depth: pos as u32,
                     closed_by_exit: e.kind == Kind::ExitClosed,
+                    counters: if !open.counters.is_empty()
+                        && open.counters.len() == e.counters.len()
+                    {
+                        e.counters
+                            .iter()
+                            .zip(open.counters)
+                            .map(|(end, begin)| end.wrapping_sub(*begin))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
                 });
             }
         }
@@ -305,6 +347,11 @@ pub struct Stats {
     pub max_ns: u64,
     /// Instances closed by thread or process exit (included in `calls`).
     pub exit_closed: u64,
+    /// Sums of the instances' counter increases ([`Interval::counters`]) over the
+    /// `counted_calls` instances that have them.
+    pub counters: Vec<u64>,
+    /// Instances with counter values.
+    pub counted_calls: u64,
 }
 
 /// Per (pid, tid, path) statistics, sorted by pid, tid, path (so a parent comes before its
@@ -325,7 +372,20 @@ pub fn stats(intervals: &[Interval]) -> Vec<Stats> {
             min_ns: u64::MAX,
             max_ns: 0,
             exit_closed: 0,
+            counters: Vec::new(),
+            counted_calls: 0,
         });
+        if !i.counters.is_empty() {
+            if s.counters.is_empty() {
+                s.counters = vec![0; i.counters.len()];
+            }
+            if s.counters.len() == i.counters.len() {
+                for (t, v) in s.counters.iter_mut().zip(&i.counters) {
+                    *t += v;
+                }
+                s.counted_calls += 1;
+            }
+        }
         s.calls += 1;
         s.incl_ns += d;
         s.min_ns = s.min_ns.min(d);
@@ -350,6 +410,34 @@ mod tests {
     }
 
     #[test]
+    fn counter_values_become_interval_deltas_and_stat_sums() {
+        let text = format!(
+            "{HDR}# counters\tinstructions\tpage-faults\nR\t1\tsolve\nR\t2\tstep\n\
+             B\t10\t7\t1\t1000\t5\nB\t11\t7\t2\t1100\t5\nE\t12\t7\t2\t1400\t9\n\
+             B\t13\t7\t2\t1500\t9\nE\t14\t7\t2\t1600\t9\nE\t20\t7\t1\t2000\t12\n\
+             B\t30\t7\t2\nX\t40\t7\t2\n"
+        );
+        assert_eq!(counter_names(&text), ["instructions", "page-faults"]);
+        let (ev, _) = parse(&text);
+        assert_eq!(ev[0].counters, [1000, 5]);
+        assert!(ev[6].counters.is_empty());
+        let iv = intervals(&ev);
+        let solve = iv.iter().find(|i| i.path == "solve").unwrap();
+        assert_eq!(solve.counters, [1000, 7]);
+        let st = stats(&iv);
+        let step = st.iter().find(|s| s.path == "solve/step").unwrap();
+        assert_eq!((step.calls, step.counted_calls), (2, 2));
+        assert_eq!(step.counters, [400, 4]);
+        // The instance closed by X has no values: counted apart from the calls.
+        let lone = st.iter().find(|s| s.path == "step").unwrap();
+        assert_eq!((lone.calls, lone.counted_calls), (1, 0));
+        assert!(lone.counters.is_empty());
+        // A bad value names the line.
+        let bad = parse_file(Path::new("t.tsv"), &file("R\t1\ta\nB\t1\t2\t1\tx\n"));
+        assert!(bad.unwrap_err().to_string().contains("t.tsv:3"));
+    }
+
+    #[test]
     fn parses_records_and_escaped_names() {
         let (ev, trunc) = parse(&file(
             "R\t1\tmain\nR\t2\ta\\tb\\\\c\nB\t10\t7\t1\nB\t11\t7\t2\nE\t12\t7\t2\nX\t20\t7\t1\n",
@@ -363,7 +451,8 @@ mod tests {
                 tid: 7,
                 pid: 42,
                 region: "a\tb\\c".into(),
-                kind: Kind::Begin
+                kind: Kind::Begin,
+                counters: vec![],
             }
         );
         assert_eq!(ev[3].kind, Kind::ExitClosed);

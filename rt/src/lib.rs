@@ -28,6 +28,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod codes;
+pub mod counters;
 pub mod ctl;
 #[cfg(feature = "cuda")]
 pub mod cupti;

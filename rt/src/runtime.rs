@@ -15,6 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::codes;
+use crate::counters::{ThreadCounters, MAX_COUNTERS};
+
+/// `Ev::ctr[0]` of a record without counter values.
+const NO_VALUES: u64 = u64::MAX;
 
 /// Environment variable naming the run directory; without it every call is a no-op.
 pub const ENV_RUN_DIR: &str = "POWERPERF_RUN_DIR";
@@ -40,6 +44,8 @@ struct Ev {
     t_ns: u64,
     id: u32,
     kind: Kind,
+    /// Counter values (`POWERPERF_RT_COUNTERS`), `ctr[0] == NO_VALUES` when none.
+    ctr: [u64; MAX_COUNTERS],
 }
 
 /// Deepest nesting recorded per thread; deeper begins return `PP_ENOSPC`, are not
@@ -57,6 +63,9 @@ struct ThreadBuf {
     /// `id << 2 | kind` (0 begin, 1 end, 2 exit).
     id_kind: Box<[AtomicU32]>,
     len: AtomicUsize,
+    /// Counters per event (`nc` slots from `i * nc`).
+    nc: usize,
+    ctr: Box<[AtomicU64]>,
     stack: Box<[AtomicU32]>,
     depth: AtomicUsize,
     flush: Mutex<FlushState>,
@@ -68,12 +77,14 @@ struct FlushState {
 }
 
 impl ThreadBuf {
-    fn new(tid: u32) -> ThreadBuf {
+    fn new(tid: u32, nc: usize) -> ThreadBuf {
         ThreadBuf {
             tid,
             t_ns: (0..BUFFER_EVENTS).map(|_| AtomicU64::new(0)).collect(),
             id_kind: (0..BUFFER_EVENTS).map(|_| AtomicU32::new(0)).collect(),
             len: AtomicUsize::new(0),
+            nc,
+            ctr: (0..BUFFER_EVENTS * nc).map(|_| AtomicU64::new(0)).collect(),
             stack: (0..MAX_DEPTH).map(|_| AtomicU32::new(0)).collect(),
             depth: AtomicUsize::new(0),
             flush: Mutex::new(FlushState {
@@ -89,6 +100,10 @@ impl ThreadBuf {
         (st.written..len)
             .map(|i| {
                 let ik = self.id_kind[i].load(Ordering::Relaxed);
+                let mut ctr = [NO_VALUES; MAX_COUNTERS];
+                for (k, c) in ctr.iter_mut().take(self.nc).enumerate() {
+                    *c = self.ctr[i * self.nc + k].load(Ordering::Relaxed);
+                }
                 Ev {
                     t_ns: self.t_ns[i].load(Ordering::Relaxed),
                     id: ik >> 2,
@@ -97,14 +112,16 @@ impl ThreadBuf {
                         1 => Kind::End,
                         _ => Kind::Exit,
                     },
+                    ctr,
                 }
             })
             .collect()
     }
 
-    /// Owner only: append one event, writing the buffer first when it is full.
+    /// Owner only: append one event (with the counter values `ctr`, `ctr[0] ==
+    /// NO_VALUES` for none), writing the buffer first when it is full.
     #[inline]
-    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32) {
+    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32, ctr: &[u64; MAX_COUNTERS]) {
         let mut n = self.len.load(Ordering::Relaxed);
         if n == BUFFER_EVENTS {
             let mut st = lock(&self.flush);
@@ -119,6 +136,9 @@ impl ThreadBuf {
         }
         self.t_ns[n].store(t_ns, Ordering::Relaxed);
         self.id_kind[n].store(id << 2 | kind, Ordering::Relaxed);
+        for k in 0..self.nc {
+            self.ctr[n * self.nc + k].store(ctr[k], Ordering::Relaxed);
+        }
         self.len.store(n + 1, Ordering::Release);
     }
 }
@@ -169,6 +189,9 @@ struct Runtime {
     finished: AtomicBool,
     /// The frequency controller (`POWERPERF_CTL_SOCKET`), when switching is on.
     ctl: Option<crate::ctl::Ctl>,
+    /// Counters read at every begin and end (`POWERPERF_RT_COUNTERS`), as (perf type,
+    /// config); the file's `# counters` line names them.
+    counters: Vec<(u32, u64)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -225,9 +248,19 @@ impl Runtime {
         let pid = std::process::id();
         let events_dir = PathBuf::from(dir).join("region_events");
         let path = events_dir.join(format!("{pid}.tsv"));
+        let counters = std::env::var(crate::counters::ENV_COUNTERS)
+            .map(|s| crate::counters::probe(&s))
+            .unwrap_or_default();
+        let mut header = format!("{FILE_MAGIC} pid={pid}\n");
+        if !counters.is_empty() {
+            header.push_str(crate::events::COUNTERS_LINE);
+            let names: Vec<&str> = counters.iter().map(|(n, _)| n.as_str()).collect();
+            header.push_str(&names.join("\t"));
+            header.push('\n');
+        }
         let opened = std::fs::create_dir_all(&events_dir).and_then(|_| {
             let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
-            f.write_all(format!("{FILE_MAGIC} pid={pid}\n").as_bytes())?;
+            f.write_all(header.as_bytes())?;
             Ok(f)
         });
         let file = match opened {
@@ -257,6 +290,7 @@ impl Runtime {
             threads: Mutex::new(Vec::new()),
             finished: AtomicBool::new(false),
             ctl: crate::ctl::Ctl::from_env(),
+            counters: counters.into_iter().map(|(_, ev)| ev).collect(),
         })
     }
 
@@ -309,7 +343,9 @@ impl Runtime {
         // Each line is at most 1 + 1 + 20 + 1 + 10 + 1 + 10 + 1 bytes.
         let (mut hi_cached, mut hi_digits) = (0u64, Vec::with_capacity(12));
         let mut pos = bytes.len();
-        bytes.resize(pos + events.len() * 48, 0);
+        // Each line is at most 48 bytes plus 21 per counter value.
+        let nc = self.counters.len();
+        bytes.resize(pos + events.len() * (48 + 21 * nc), 0);
         for e in events {
             bytes[pos] = match e.kind {
                 Kind::Begin => b'B',
@@ -339,6 +375,12 @@ impl Runtime {
             pos += 1 + tid_digits.len();
             bytes[pos] = b'\t';
             pos = put_dec(&mut bytes, pos + 1, u64::from(e.id));
+            if nc > 0 && e.ctr[0] != NO_VALUES {
+                for &v in &e.ctr[..nc] {
+                    bytes[pos] = b'\t';
+                    pos = put_dec(&mut bytes, pos + 1, v);
+                }
+            }
             bytes[pos] = b'\n';
             pos += 1;
         }
@@ -370,6 +412,7 @@ impl Runtime {
                 t_ns,
                 id: b.stack[i].load(Ordering::Relaxed),
                 kind: Kind::Exit,
+                ctr: [NO_VALUES; MAX_COUNTERS],
             });
         }
         self.write_events(b.tid, &evs);
@@ -474,6 +517,8 @@ pub(crate) fn escape_into(out: &mut String, name: &str) {
 
 struct Local {
     buf: Arc<ThreadBuf>,
+    /// This thread's counter group, when counters are read at region boundaries.
+    counters: Option<ThreadCounters>,
     cache: RefCell<FastMap>,
     /// Begins beyond MAX_DEPTH not recorded (their ends are skipped).
     overflow: Cell<u32>,
@@ -481,12 +526,18 @@ struct Local {
 
 impl Local {
     fn new() -> Local {
-        let buf = Arc::new(ThreadBuf::new(gettid()));
-        if let Some(rt) = runtime() {
+        let rt = runtime();
+        let counters = rt
+            .filter(|rt| !rt.counters.is_empty())
+            .and_then(|rt| ThreadCounters::open(&rt.counters));
+        let nc = counters.as_ref().map_or(0, ThreadCounters::len);
+        let buf = Arc::new(ThreadBuf::new(gettid(), nc));
+        if let Some(rt) = rt {
             lock(&rt.threads).push(Arc::clone(&buf));
         }
         Local {
             buf,
+            counters,
             cache: RefCell::new(FastMap::default()),
             overflow: Cell::new(0),
         }
@@ -498,6 +549,21 @@ impl Drop for Local {
         let Some(rt) = runtime() else { return };
         rt.close_thread(&self.buf);
         lock(&rt.threads).retain(|t| !Arc::ptr_eq(t, &self.buf));
+    }
+}
+
+impl Local {
+    /// The thread's counters now (`ctr[0] == NO_VALUES` without counters or on a failed
+    /// read).
+    #[inline]
+    fn read_counters(&self) -> [u64; MAX_COUNTERS] {
+        let mut v = [NO_VALUES; MAX_COUNTERS];
+        if let Some(c) = &self.counters {
+            if !c.read(&mut v) {
+                v[0] = NO_VALUES;
+            }
+        }
+        v
     }
 }
 
@@ -555,7 +621,8 @@ pub(crate) fn begin_id(id: u32) -> i32 {
             }
             b.stack[d].store(id, Ordering::Relaxed);
             b.depth.store(d + 1, Ordering::Release);
-            b.push(rt, now_ns(), id, 0);
+            let t_ns = now_ns();
+            b.push(rt, t_ns, id, 0, &l.read_counters());
             codes::PP_OK
         })
         .map(|rc| {
@@ -601,7 +668,7 @@ pub(crate) fn end_id(id: u32) -> i32 {
                     None => codes::PP_ENOTOPEN,
                 }
             };
-            b.push(rt, t_ns, id, 1);
+            b.push(rt, t_ns, id, 1, &l.read_counters());
             (rc, rc == codes::PP_OK || rc == codes::PP_ENEST)
         })
         .map(|(rc, was_open)| {

@@ -46,6 +46,11 @@ pub struct CollectArgs {
     /// (`[[threads]]` in run.toml, one line per thread and event in the report).
     #[arg(long, requires = "pid")]
     pub per_thread: bool,
+    /// Counters powerperf-rt reads at every region begin and end, comma-separated perf
+    /// generic events (e.g. `instructions,cycles,page-faults`): exact per-region counts,
+    /// `rt_<event>` in regions.parquet (sets POWERPERF_RT_COUNTERS for the command).
+    #[arg(long, value_name = "EVENTS")]
+    pub region_counters: Option<String>,
     /// NVIDIA GPU sampling through NVML (power, energy counter, clocks, utilisation,
     /// temperature, throttle reasons per interval): auto samples where NVML is present,
     /// on also records NVML as not supported where it is missing.
@@ -119,7 +124,10 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         out: out.clone(),
         command: args.command,
         workload: args.workload,
-        env: vec![],
+        env: args
+            .region_counters
+            .map(|c| vec![(powerperf_rt::counters::ENV_COUNTERS.to_string(), c)])
+            .unwrap_or_default(),
         nvml: args.nvml,
         nvtx: !args.no_nvtx,
         gpu: args.gpu,

@@ -168,12 +168,23 @@ pub fn write_regions(
         ));
     }
     let (names, rows) = attribute(&a.intervals, timeline, origin_ns);
-    let mut df = to_frame(&names, &rows, rank)?;
+    if !read.counter_names.is_empty() {
+        notes.push(format!(
+            "regions.parquet: rt_{} are exact counts read by powerperf-rt at every region begin and end (--region-counters), inclusive of nested regions",
+            read.counter_names.join(", rt_")
+        ));
+    }
+    let mut df = to_frame(&names, &rows, rank, &read.counter_names)?;
     crate::collect::timeline::write_frame(&mut df, &run_dir.join(REGIONS))?;
     Ok(Some((rows.len(), notes)))
 }
 
-fn to_frame(names: &[String], rows: &[RegionRow], rank: Option<u32>) -> Result<DataFrame> {
+fn to_frame(
+    names: &[String],
+    rows: &[RegionRow],
+    rank: Option<u32>,
+    rt_counters: &[String],
+) -> Result<DataFrame> {
     let n = rows.len();
     let u32s = |f: &dyn Fn(&Stats) -> u32| rows.iter().map(|r| f(&r.stats)).collect::<Vec<_>>();
     let u64s = |f: &dyn Fn(&Stats) -> u64| rows.iter().map(|r| f(&r.stats)).collect::<Vec<_>>();
@@ -199,6 +210,19 @@ fn to_frame(names: &[String], rows: &[RegionRow], rank: Option<u32>) -> Result<D
         cols.push(Column::new(
             name.as_str().into(),
             rows.iter().map(|r| r.values[k]).collect::<Vec<f64>>(),
+        ));
+    }
+    // Exact counts from powerperf-rt (null where no instance of the row had values).
+    for (k, name) in rt_counters.iter().enumerate() {
+        cols.push(Column::new(
+            format!("rt_{name}").into(),
+            rows.iter()
+                .map(|r| {
+                    (r.stats.counted_calls > 0)
+                        .then(|| r.stats.counters.get(k).map(|&v| v as f64))
+                        .flatten()
+                })
+                .collect::<Vec<Option<f64>>>(),
         ));
     }
     DataFrame::new(n, cols).context("building the regions table")
@@ -291,12 +315,7 @@ pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
     let mut value_cols = Vec::new();
     for c in df.columns() {
         if !fixed.contains(&c.name().as_str()) {
-            let v: Vec<f64> = c
-                .f64()
-                .with_context(ctx)?
-                .iter()
-                .map(|v| v.unwrap_or(0.0))
-                .collect();
+            let v: Vec<Option<f64>> = c.f64().with_context(ctx)?.iter().collect();
             value_cols.push((c.name().to_string(), v));
         }
     }
@@ -313,7 +332,11 @@ pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
                 min_ns: min[i],
                 max_ns: max[i],
                 exit_closed: xc[i],
-                values: value_cols.iter().map(|(n, v)| (n.clone(), v[i])).collect(),
+                // A null (an rt_ counter the row has no value for) is absent, not zero.
+                values: value_cols
+                    .iter()
+                    .filter_map(|(n, v)| Some((n.clone(), v[i]?)))
+                    .collect(),
             })
             .collect(),
     ))
@@ -331,6 +354,7 @@ mod tests {
             pid: 1,
             region: region.into(),
             kind,
+            counters: vec![],
         }
     }
 

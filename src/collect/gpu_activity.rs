@@ -1025,6 +1025,7 @@ mod tests {
             end_ns: e,
             depth,
             closed_by_exit: false,
+            counters: vec![],
         };
         let intervals = vec![iv("outer", 0, 0, 10_000), iv("outer/inner", 1, 1500, 2500)];
         let call = |corr, name: &str, t0, t1| ApiCall {

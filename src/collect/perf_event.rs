@@ -620,7 +620,9 @@ mod tests {
 
     #[test]
     fn a_software_group_counts_this_process() {
-        let specs = super::super::events::parse_list(Some("{task-clock,page-faults}")).unwrap();
+        // Both of the `software` PMU: Linux 6.18 does not count a page-faults member in a
+        // group led by task-clock or cpu-clock (PMUs of their own).
+        let specs = super::super::events::parse_list(Some("{page-faults,minor-faults}")).unwrap();
         // This test's own thread, which does the work below (the harness runs tests on
         // threads of their own; other tests fork children from the main process meanwhile).
         // SAFETY: gettid has no preconditions.
@@ -664,7 +666,8 @@ mod tests {
             "(value, (count, time_enabled, time_running)) per round: {readings:?}"
         );
         assert!(counters[0].total().unwrap() > 0.0, "{readings:?}");
-        assert!(counters[1].total().unwrap() > 0.0, "{readings:?}");
+        // Read together: the same instant, and no major faults here.
+        assert_eq!(counters[0].total(), counters[1].total(), "{readings:?}");
     }
 
     #[test]
