@@ -69,6 +69,7 @@ fn write_run(dir: &Path) {
             event("cycles", None),
         ],
         notes: vec![],
+        pc_sampling: None,
     };
     meta.write(dir).unwrap();
 }

@@ -11,7 +11,8 @@ fn run_with_fixture() -> tempfile::TempDir {
     let sub = dir.path().join("gpu_activity");
     std::fs::create_dir_all(&sub).unwrap();
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/tests/fixtures/cupti/fixture_nested_driver.bin"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("rt/tests/fixtures/cupti/fixture_nested_driver.bin"),
         sub.join("470.bin"),
     )
     .unwrap();

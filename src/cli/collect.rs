@@ -3,10 +3,17 @@
 use crate::collect::{CollectConfig, Mode};
 use std::path::PathBuf;
 
+/// Devices `--pc-sampling` samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PcSamplingDevice {
+    /// The CPU: perf_event sampling of the command's instruction pointer.
+    Cpu,
+}
+
 /// Arguments of `powerperf collect`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf collect -o run1 -- tar czf /tmp/src.tgz src\n  powerperf collect -e task-clock,page-faults,cycles --interval 100ms -o run2 -- ./a.out\n\nThe run directory holds run.toml and timeline.parquet (docs/run-format.md).\npowerperf exits with the command's status (128 + signal number when it was killed)."
+    after_help = "Examples:\n  powerperf collect -o run1 -- tar czf /tmp/src.tgz src\n  powerperf collect -e task-clock,page-faults,cycles --interval 100ms -o run2 -- ./a.out\n  powerperf collect --pc-sampling cpu -o run3 -- ./a.out   # then: powerperf report run3\n\nThe run directory holds run.toml and timeline.parquet (docs/run-format.md).\npowerperf exits with the command's status (128 + signal number when it was killed)."
 )]
 pub struct CollectArgs {
     /// Events to count, comma-separated, as `perf stat -e` takes them (default: perf stat's).
@@ -48,6 +55,19 @@ pub struct CollectArgs {
     /// and host idle (sets CUDA_INJECTION64_PATH to libpowerperf_rt_cuda.so; docs/gpu.md).
     #[arg(long)]
     pub gpu: bool,
+    /// PC sampling: `cpu` samples the command's instruction pointer (perf record's way:
+    /// hardware cycles, else cpu-clock) into pc_samples.parquet, per function, source line
+    /// and region (docs/pc-sampling.md).
+    #[arg(long = "pc-sampling", value_enum, value_name = "DEVICE")]
+    pub pc_sampling: Option<PcSamplingDevice>,
+    /// Sampling frequency of --pc-sampling, Hz (perf record's -F).
+    #[arg(
+        long = "sample-freq",
+        value_name = "HZ",
+        default_value_t = 999,
+        requires = "pc_sampling"
+    )]
+    pub sample_freq: u64,
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::report::Format,
@@ -96,6 +116,9 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         nvml: args.nvml,
         nvtx: !args.no_nvtx,
         gpu: args.gpu,
+        cpu_pc_sampling_hz: args
+            .pc_sampling
+            .map(|PcSamplingDevice::Cpu| args.sample_freq),
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

@@ -340,6 +340,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             nvml: crate::collect::NvmlMode::Auto,
             nvtx: true,
             gpu: false,
+            cpu_pc_sampling_hz: None,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod html;
 mod json;
 mod markdown;
+pub mod pc;
 pub mod plots;
 pub mod ranks;
 pub mod regions;
@@ -78,6 +79,9 @@ pub struct Summary {
     /// `gpu_activity.parquet` (collect --gpu): CUPTI activities summarised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_activity: Option<gpu::GpuActivity>,
+    /// `pc_samples.parquet` (collect --pc-sampling cpu): top functions and regions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pc_samples: Option<pc::PcReport>,
     pub events: Vec<Row>,
     pub notes: Vec<String>,
 }
@@ -199,6 +203,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         gpus,
         regions: vec![],
         gpu_activity: None,
+        pc_samples: None,
         events: rows,
         notes: meta.notes.clone(),
     }
@@ -373,6 +378,7 @@ mod tests {
                 ),
             ],
             notes: vec![],
+            pc_sampling: None,
         }
     }
 

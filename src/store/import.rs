@@ -1595,6 +1595,7 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
                 spec.path.display(),
                 if spec.source.is_empty() { String::new() } else { format!("; source: {}", spec.source) }
             )],
+            pc_sampling: None,
         };
         meta.write(&run_dir)?;
         written.push(run_dir);
