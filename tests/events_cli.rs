@@ -70,6 +70,7 @@ fn write_run(dir: &Path) {
         ],
         notes: vec![],
         threads: vec![],
+        pc_sampling: None,
     };
     meta.write(dir).unwrap();
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// Arguments of `powerperf collect`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf collect -o run1 -- tar czf /tmp/src.tgz src\n  powerperf collect -e task-clock,page-faults,cycles --interval 100ms -o run2 -- ./a.out\n  powerperf collect --backend papi -e PAPI_TOT_INS,perf::TASK-CLOCK -o run3 -- ./a.out   (built with --features papi)\n\nThe run directory holds run.toml and timeline.parquet (docs/run-format.md).\npowerperf exits with the command's status (128 + signal number when it was killed)."
+    after_help = "Examples:\n  powerperf collect -o run1 -- tar czf /tmp/src.tgz src\n  powerperf collect -e task-clock,page-faults,cycles --interval 100ms -o run2 -- ./a.out\n  powerperf collect --pc-sampling cpu -o run4 -- ./a.out   # then: powerperf report run4\n  powerperf collect --backend papi -e PAPI_TOT_INS,perf::TASK-CLOCK -o run3 -- ./a.out   (built with --features papi)\n\nThe run directory holds run.toml and timeline.parquet (docs/run-format.md).\npowerperf exits with the command's status (128 + signal number when it was killed)."
 )]
 pub struct CollectArgs {
     /// Events to count, comma-separated, as `perf stat -e` takes them (default: perf stat's);
@@ -65,7 +65,9 @@ pub struct CollectArgs {
     /// and host idle (sets CUDA_INJECTION64_PATH to libpowerperf_rt_cuda.so; docs/gpu.md).
     #[arg(long)]
     pub gpu: bool,
-    /// PC sampling, a comma-separated list: `gpu` samples GPU PCs with their stall reasons
+    /// PC sampling, a comma-separated list: `cpu` samples the command's instruction pointer
+    /// (perf record's way: hardware cycles, else cpu-clock) into pc_samples.parquet, per
+    /// function, source line and region (docs/pc-sampling.md); `gpu` samples GPU PCs with their stall reasons
     /// through CUPTI's PC Sampling API (implies --gpu; gpu_pc_samples.parquet, HPCToolkit's
     /// GINST:STL_* and GSAMP:* metrics in `report`; docs/gpu.md).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
@@ -79,6 +81,14 @@ pub struct CollectArgs {
     /// but kernels no longer run concurrently.
     #[arg(long)]
     pub gpu_pc_serialized: bool,
+    /// Sampling frequency of --pc-sampling cpu, Hz (perf record's -F).
+    #[arg(
+        long = "sample-freq",
+        value_name = "HZ",
+        default_value_t = 999,
+        requires = "pc_sampling"
+    )]
+    pub sample_freq: u64,
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::report::Format,
@@ -132,6 +142,10 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         nvtx: !args.no_nvtx,
         gpu: args.gpu,
         per_thread: args.per_thread,
+        cpu_pc_sampling_hz: args
+            .pc_sampling
+            .contains(&crate::collect::PcTarget::Cpu)
+            .then_some(args.sample_freq),
         pc_sampling: args.pc_sampling,
         gpu_pc_period: Some(args.gpu_pc_period),
         gpu_pc_serialized: args.gpu_pc_serialized,

@@ -101,6 +101,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         let mut s = crate::report::summarize(&meta);
         s.regions = crate::collect::attribution::read_regions(dir)?.unwrap_or_default();
         s.gpu_activity = crate::report::gpu::load(dir)?;
+        s.pc_samples = crate::report::pc::load(dir, &meta)?;
         let quiet = args.html.is_some() || args.plot.is_some();
         if let Some(f) = args.format.or((!quiet).then_some(Format::Table)) {
             print!("{}", crate::report::render_summary(&s, f)?);

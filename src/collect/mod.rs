@@ -16,6 +16,9 @@ pub mod nvml;
 #[cfg(all(target_os = "linux", feature = "papi"))]
 pub mod papi;
 #[cfg(target_os = "linux")]
+pub mod pc_sampler;
+pub mod pc_samples;
+#[cfg(target_os = "linux")]
 pub mod perf_event;
 pub mod pmu;
 pub mod rapl;
@@ -108,11 +111,16 @@ pub struct CollectConfig {
     /// GPU PC sampling in CUPTI's kernel-serialised mode (each PC record carries its launch,
     /// so samples get the launching region; kernels no longer overlap).
     pub gpu_pc_serialized: bool,
+    /// CPU PC sampling (`--pc-sampling cpu`) at this frequency, Hz: `RUN/pc_samples.parquet`
+    /// (command mode only).
+    pub cpu_pc_sampling_hz: Option<u64>,
 }
 
 /// What `--pc-sampling` samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PcTarget {
+    /// CPU PCs of the command, perf record's way (docs/pc-sampling.md).
+    Cpu,
     /// GPU PCs with stall reasons through CUPTI's PC Sampling API (docs/gpu.md).
     Gpu,
 }
@@ -210,7 +218,8 @@ mod run_impl {
         Mode, NvmlMode, Outcome,
     };
     use crate::store::run::{
-        Backend, Ending, EventRecord, EventStatus, RunInfo, RunMeta, ThreadCounts, TIMELINE,
+        Backend, Ending, EventRecord, EventStatus, PcSampling, RunInfo, RunMeta, ThreadCounts,
+        TIMELINE,
     };
     use anyhow::{Context, Result};
 
@@ -348,6 +357,83 @@ mod run_impl {
         }
     }
 
+    fn pc_not_taken(hz: u64, status: EventStatus, reason: String) -> PcSampling {
+        PcSampling {
+            device: "cpu".into(),
+            backend: Backend::PerfEvent,
+            event: "cpu-clock".into(),
+            status,
+            reason: Some(reason),
+            frequency_hz: hz,
+            period_unit: None,
+            user_only: false,
+            samples: 0,
+            lost: 0,
+            throttled: 0,
+            unknown_samples: 0,
+            rows: 0,
+        }
+    }
+
+    /// Write `pc_samples.parquet` and say in run.toml how the samples were taken.
+    fn write_pc_samples(
+        dir: &std::path::Path,
+        info: super::pc_sampler::OpenedInfo,
+        c: &super::pc_sampler::Collected,
+        meta: &mut RunMeta,
+    ) -> PcSampling {
+        let mut rec = PcSampling {
+            device: "cpu".into(),
+            backend: Backend::PerfEvent,
+            event: info.event.clone(),
+            status: EventStatus::Counted,
+            reason: None,
+            frequency_hz: info.frequency_hz,
+            period_unit: Some(info.period_unit.clone()),
+            user_only: info.user_only,
+            samples: c.samples,
+            lost: c.lost,
+            throttled: c.throttled,
+            unknown_samples: 0,
+            rows: 0,
+        };
+        if c.lost > 0 {
+            meta.notes.push(format!(
+                "pc sampling: the kernel dropped {} record(s) because a ring buffer was full (PERF_RECORD_LOST); lower --sample-freq",
+                c.lost
+            ));
+        }
+        if c.throttled > 0 {
+            meta.notes.push(format!(
+                "pc sampling: the kernel throttled the sampling rate {} time(s) (kernel.perf_cpu_time_max_percent); fewer samples than --sample-freq asks for",
+                c.throttled
+            ));
+        }
+        if c.unparsed > 0 {
+            meta.notes.push(format!(
+                "pc sampling: {} record(s) could not be parsed and were skipped",
+                c.unparsed
+            ));
+        }
+        if c.samples == 0 {
+            rec.status = EventStatus::NotCounted;
+            rec.reason = Some("no samples: the command ran for less than one sampling period, or never ran on a CPU".into());
+        }
+        match super::pc_sampler::write(dir, c) {
+            Ok(w) => {
+                rec.rows = w.rows as u64;
+                rec.unknown_samples = w.unknown_samples;
+                meta.notes.extend(w.notes);
+            }
+            Err(e) => {
+                meta.run.truncated = true;
+                meta.notes
+                    .push(format!("pc_samples.parquet could not be written: {e:#}"));
+            }
+        }
+        rec
+    }
+
     /// Run `cfg.command` (or watch a process or CPUs, see [`Mode`]) under measurement and
     /// write the run directory.
     ///
@@ -442,6 +528,7 @@ mod run_impl {
             events: vec![],
             notes,
             threads: vec![],
+            pc_sampling: None,
         };
         // A run.toml exists from the start, so even a powerperf killed mid-run leaves a
         // readable directory that says the ending is unknown.
@@ -574,6 +661,31 @@ mod run_impl {
             }
             _ => None,
         };
+        // CPU PC sampling (command mode): opened on the paused child, enabled at its exec.
+        let mut pc_info = None;
+        let pc_reader = match (cfg.cpu_pc_sampling_hz, &target) {
+            (None, _) => None,
+            (Some(hz), Target::Child(pid)) if *pid > 0 => match super::pc_sampler::open(*pid, hz) {
+                Ok(o) => {
+                    let (reader, info) = super::pc_sampler::start(o);
+                    meta.notes.extend(info.notes.iter().cloned());
+                    pc_info = Some(info);
+                    Some(reader)
+                }
+                Err((status, reason)) => {
+                    meta.pc_sampling = Some(pc_not_taken(hz, status, reason));
+                    None
+                }
+            },
+            (Some(hz), _) => {
+                meta.pc_sampling = Some(pc_not_taken(
+                    hz,
+                    EventStatus::NotSupported,
+                    "--pc-sampling cpu samples a command started by collect; with -p, -a or -C use `perf record` for now".into(),
+                ));
+                None
+            }
+        };
         let energy = match local_rank() {
             Some(l) if l > 0 => Energy::none(format!(
                 "node-wide sources (RAPL) are sampled by the first rank on each node; this is local rank {l}"
@@ -682,6 +794,7 @@ mod run_impl {
             }
         };
         let end = monotonic_ns();
+        let pc_collected = pc_reader.map(|r| r.finish());
         let _ = stop_tx.send(());
         let sampler = sampler_thread
             .join()
@@ -895,6 +1008,9 @@ mod run_impl {
                 meta.notes
                     .push(format!("gpu_activity.parquet could not be written: {e:#}"));
             }
+        }
+        if let (Some(info), Some(collected)) = (pc_info, pc_collected) {
+            meta.pc_sampling = Some(write_pc_samples(&cfg.out, info, &collected, &mut meta));
         }
         match super::attribution::write_regions(&cfg.out, &timeline, origin, rank) {
             Ok(Some((_, notes))) => meta.notes.extend(notes),

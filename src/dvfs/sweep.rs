@@ -345,6 +345,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             pc_sampling: vec![],
             gpu_pc_period: None,
             gpu_pc_serialized: false,
+            cpu_pc_sampling_hz: None,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

@@ -229,6 +229,15 @@ pub fn render(
         );
     }
 
+    // PC samples (collect --pc-sampling cpu).
+    if let Some(p) = &s.pc_samples {
+        let _ = writeln!(
+            o,
+            "<h2 id=\"pc-samples\">Top functions (PC samples)</h2>\n<pre>{}</pre>",
+            escape(&super::pc::render_text(p))
+        );
+    }
+
     // LCPI.
     let _ = writeln!(
         o,

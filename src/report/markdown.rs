@@ -29,6 +29,9 @@ pub(super) fn render(s: &Summary) -> String {
     if let Some(g) = &s.gpu_activity {
         let _ = writeln!(o, "\n```\n{}```", super::gpu::render_text(g, s.duration_s));
     }
+    if let Some(p) = &s.pc_samples {
+        let _ = writeln!(o, "\n```\n{}```", super::pc::render_text(p));
+    }
     if !s.regions.is_empty() {
         let _ = writeln!(o, "\n| pid | tid | region | calls | incl s | min s | max s | energy J |\n|---|---|---|---|---|---|---|---|");
         for r in &s.regions {

@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod html;
 mod json;
 mod markdown;
+pub mod pc;
 pub mod plots;
 pub mod ranks;
 pub mod regions;
@@ -78,6 +79,9 @@ pub struct Summary {
     /// `gpu_activity.parquet` (collect --gpu): CUPTI activities summarised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_activity: Option<gpu::GpuActivity>,
+    /// `pc_samples.parquet` (collect --pc-sampling cpu): top functions and regions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pc_samples: Option<pc::PcReport>,
     pub events: Vec<Row>,
     /// Per-thread totals (`collect -p PID --per-thread`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -202,6 +206,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         gpus,
         regions: vec![],
         gpu_activity: None,
+        pc_samples: None,
         events: rows,
         threads: meta.threads.clone(),
         notes: meta.notes.clone(),
@@ -378,6 +383,7 @@ mod tests {
             ],
             notes: vec![],
             threads: vec![],
+            pc_sampling: None,
         }
     }
 

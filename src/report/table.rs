@@ -85,5 +85,9 @@ pub(super) fn render(s: &Summary) -> String {
         o.push_str(&super::gpu::render_text(g, s.duration_s));
         o.push('\n');
     }
+    if let Some(p) = &s.pc_samples {
+        o.push_str(&super::pc::render_text(p));
+        o.push('\n');
+    }
     o
 }

@@ -1596,6 +1596,7 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
                 if spec.source.is_empty() { String::new() } else { format!("; source: {}", spec.source) }
             )],
             threads: vec![],
+            pc_sampling: None,
         };
         meta.write(&run_dir)?;
         written.push(run_dir);

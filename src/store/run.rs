@@ -164,6 +164,9 @@ pub struct RunMeta {
     /// Per-thread totals (`collect -p PID --per-thread`, as `perf stat --per-thread`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<ThreadCounts>,
+    /// `[pc_sampling]`: how PC samples were taken (`collect --pc-sampling cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pc_sampling: Option<PcSampling>,
 }
 
 /// One thread's event totals (`[[threads]]` in run.toml).
@@ -176,6 +179,43 @@ pub struct ThreadCounts {
     /// Event name -> total over the run, scaled for multiplexing, in the event's unit
     /// (ns for task-clock). An event without a value for this thread is absent.
     pub counts: BTreeMap<String, f64>,
+}
+
+/// `[pc_sampling]`: the sampling behind `RUN/pc_samples.parquet`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcSampling {
+    /// `cpu` (later `gpu<i>`).
+    pub device: String,
+    pub backend: Backend,
+    /// The sampled event: `cycles`, or `cpu-clock` where the machine has no hardware
+    /// counters (as perf record falls back).
+    pub event: String,
+    /// `counted` when samples were taken; `not_supported` / `permission_denied` with
+    /// `reason` otherwise.
+    pub status: EventStatus,
+    pub reason: Option<String>,
+    /// Requested frequency (perf's `-F`), Hz; the kernel adapts the period to it.
+    pub frequency_hz: u64,
+    /// Unit of the `period` column: `ns` (cpu-clock) or `cycles`.
+    pub period_unit: Option<String>,
+    /// Kernel samples were excluded after a permission error.
+    #[serde(default)]
+    pub user_only: bool,
+    /// Samples read from the ring buffers.
+    #[serde(default)]
+    pub samples: u64,
+    /// Records the kernel dropped because a ring buffer was full (`PERF_RECORD_LOST`).
+    #[serde(default)]
+    pub lost: u64,
+    /// Times the kernel throttled the sampling rate (`PERF_RECORD_THROTTLE`).
+    #[serde(default)]
+    pub throttled: u64,
+    /// Samples that could not be symbolised (function `[unknown]`).
+    #[serde(default)]
+    pub unknown_samples: u64,
+    /// Rows of `pc_samples.parquet`.
+    #[serde(default)]
+    pub rows: u64,
 }
 
 impl RunMeta {
