@@ -521,3 +521,33 @@ fn a_full_disk_keeps_the_samples_written_and_says_truncated() {
         .success()
         .stdout(predicates::str::contains("journal"));
 }
+
+/// A run collected into the directory of an earlier one does not read the earlier run's
+/// region events (or GPU recordings): they are removed first, and a note says so.
+#[test]
+fn a_reused_run_directory_drops_the_earlier_runs_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(run.join("region_events")).unwrap();
+    std::fs::write(
+        run.join("region_events/4242.tsv"),
+        "# powerperf-rt region events v1 pid=4242\nR\t1\told\nB\t1\t4242\t1\nE\t2\t4242\t1\n",
+    )
+    .unwrap();
+    std::fs::write(run.join("regions.parquet"), b"stale").unwrap();
+    pp().args(["collect", "-q", "-e", "task-clock", "-o"])
+        .arg(&run)
+        .args(["--", "true"])
+        .assert()
+        .success();
+    assert!(!run.join("region_events").exists());
+    assert!(!run.join("regions.parquet").exists());
+    let meta = RunMeta::read(&run).unwrap();
+    assert!(
+        meta.notes
+            .iter()
+            .any(|n| n.contains("earlier run") && n.contains("region_events")),
+        "{:?}",
+        meta.notes
+    );
+}

@@ -267,8 +267,13 @@ mod tests {
             "page faults {} for {pages} pages (before {a:?}, after {b:?})",
             b[1] - a[1]
         );
-        // page-faults and minor-faults share a group: one read, the same instant.
-        assert_eq!(b[1] - a[1], b[2] - a[2]);
+        // page-faults and minor-faults share a group: one read, the same instant; they
+        // differ only by major faults (pages read from disk), few here.
+        let (pf, minor) = (b[1] - a[1], b[2] - a[2]);
+        assert!(
+            pf >= minor && pf - minor <= 10,
+            "{pf} faults, {minor} minor"
+        );
         assert_eq!((c.len(), c.groups.len()), (3, 2));
         assert!(lookup("no-such-event").is_none());
     }

@@ -474,6 +474,21 @@ mod run_impl {
         }
         std::fs::create_dir_all(&cfg.out)
             .with_context(|| format!("cannot create the run directory {}", cfg.out.display()))?;
+        // An earlier run in the same directory: its outputs go first (its region events or
+        // GPU recordings would otherwise be read into this run).
+        let mut replaced = Vec::new();
+        for name in crate::store::run::RUN_OUTPUTS {
+            let p = cfg.out.join(name);
+            let removed = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else if p.exists() {
+                std::fs::remove_file(&p)
+            } else {
+                continue;
+            };
+            removed.with_context(|| format!("cannot remove {} of an earlier run", p.display()))?;
+            replaced.push(name);
+        }
         let (host, kernel) = sysinfo::host_and_kernel();
         let cpu = sysinfo::cpu_id();
         let mut knobs = sysinfo::read_knobs(&cfg.sysfs_root);
@@ -482,6 +497,13 @@ mod run_impl {
             knobs.threads = t.trim().parse().ok();
         }
         let mut notes = Vec::new();
+        if !replaced.is_empty() {
+            notes.push(format!(
+                "{} held an earlier run: its {} were removed first",
+                cfg.out.display(),
+                replaced.join(", ")
+            ));
+        }
         if let Some(n) = &knobs.cpufreq_note {
             notes.push(n.clone());
         }

@@ -666,8 +666,10 @@ mod tests {
             "(value, (count, time_enabled, time_running)) per round: {readings:?}"
         );
         assert!(counters[0].total().unwrap() > 0.0, "{readings:?}");
-        // Read together: the same instant, and no major faults here.
-        assert_eq!(counters[0].total(), counters[1].total(), "{readings:?}");
+        // Read together, at the same instant: page faults = minor faults + the few major
+        // faults (a page of the test binary read from disk).
+        let (pf, minor) = (counters[0].total().unwrap(), counters[1].total().unwrap());
+        assert!(pf >= minor && pf - minor <= 10.0, "{readings:?}");
     }
 
     #[test]

@@ -12,6 +12,24 @@ pub const RUN_TOML: &str = "run.toml";
 /// File name of the timeline inside a run directory.
 pub const TIMELINE: &str = "timeline.parquet";
 
+/// What `collect` writes into a run directory besides `run.toml` (files and folders). A
+/// run collected into the directory of an earlier one removes these first, so the earlier
+/// run's region events, GPU recordings or tables never mix into the new one (as `perf
+/// record` replaces perf.data).
+pub const RUN_OUTPUTS: [&str; 11] = [
+    TIMELINE,
+    "timeline.journal.csv",
+    "regions.parquet",
+    "region_events",
+    "gpu_activity",
+    "gpu_activity.parquet",
+    "gpu_api.parquet",
+    "gpu_pc_samples.parquet",
+    "gpu_pc_sampling.parquet",
+    "cubins",
+    "pc_samples.parquet",
+];
+
 /// How the measured command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
