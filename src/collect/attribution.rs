@@ -17,7 +17,7 @@
 
 use crate::collect::timeline::Timeline;
 use anyhow::{Context, Result};
-use polars::prelude::{Column, DataFrame, ParquetReader, SerReader};
+use polars::prelude::{Column, DataFrame};
 use powerperf_rt::events::{self, Interval, Stats};
 use std::collections::HashMap;
 use std::path::Path;
@@ -254,11 +254,7 @@ pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
     if !path.exists() {
         return Ok(None);
     }
-    let f =
-        std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let df = ParquetReader::new(f)
-        .finish()
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let df = crate::collect::timeline::read_parquet(&path)?;
     let ctx = || format!("{}: not a regions table", path.display());
     let u32c = |n: &str| -> Result<Vec<u32>> {
         Ok(df

@@ -18,7 +18,7 @@
 //! 4. [`aggregate`] counts samples per (pid, tid, region, module, function, file, line).
 
 use anyhow::{Context, Result};
-use polars::prelude::{Column, DataFrame, ParquetReader, SerReader};
+use polars::prelude::{Column, DataFrame};
 use powerperf_rt::events::Interval;
 use std::collections::HashMap;
 use std::path::Path;
@@ -503,11 +503,7 @@ pub fn read(run_dir: &Path) -> Result<Option<Vec<PcRow>>> {
     if !path.is_file() {
         return Ok(None);
     }
-    let f =
-        std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let df = ParquetReader::new(f)
-        .finish()
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let df = crate::collect::timeline::read_parquet(&path)?;
     let ctx = || format!("{}: not a PC sample table", path.display());
     let strc = |n: &str| -> Result<Vec<Option<String>>> {
         Ok(df
