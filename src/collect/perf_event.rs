@@ -552,42 +552,32 @@ pub fn sample_all(counters: &mut [OpenCounter]) -> Vec<Option<f64>> {
         while j < counters.len() && counters[j].spec.group == g && g.is_some() {
             j += 1;
         }
-        let (lead, members) = counters[i..j]
-            .split_first_mut()
-            .expect("a group has a leader");
-        let data: Vec<Option<perf_event::GroupData>> = lead
+        let data: Vec<Option<perf_event::GroupData>> = counters[i]
             .counters
             .iter_mut()
             .map(|c| c.read_group().ok())
             .collect();
-        let reading = |slot: usize, c: &Counter| -> Option<(u64, u64, u64)> {
-            let d = data.get(slot)?.as_ref()?;
-            let e = d.get(c)?;
-            Some((
-                e.value(),
-                d.time_enabled()?.as_nanos() as u64,
-                d.time_running()?.as_nanos() as u64,
-            ))
-        };
-        let lead_r: Vec<_> = lead
-            .counters
-            .iter()
-            .enumerate()
-            .map(|(s, c)| reading(s, c))
-            .collect();
-        let member_r: Vec<Vec<_>> = members
+        // Per counter of the group, per slot: its entry in the leader's reading.
+        let readings: Vec<Vec<Option<(u64, u64, u64)>>> = counters[i..j]
             .iter()
             .map(|m| {
                 m.counters
                     .iter()
                     .enumerate()
-                    .map(|(s, c)| reading(s, c))
+                    .map(|(slot, c)| {
+                        let d = data.get(slot)?.as_ref()?;
+                        let e = d.get(c)?;
+                        Some((
+                            e.value(),
+                            d.time_enabled()?.as_nanos() as u64,
+                            d.time_running()?.as_nanos() as u64,
+                        ))
+                    })
                     .collect()
             })
             .collect();
-        out.push(lead.update(&lead_r));
-        for (m, r) in members.iter_mut().zip(&member_r) {
-            out.push(m.update(r));
+        for (c, r) in counters[i..j].iter_mut().zip(&readings) {
+            out.push(c.update(r));
         }
         i = j;
     }
