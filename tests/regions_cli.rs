@@ -45,6 +45,22 @@ fn build(cmd: &mut std::process::Command) {
     );
 }
 
+/// Compile the C program `src` into `exe` against rt's header and `lib/libpowerperf_rt.so`.
+fn build_c(src: &Path, exe: &Path, lib: &Path) {
+    build(
+        std::process::Command::new("gcc")
+            .args(["-O2", "-pthread", "-I"])
+            .arg(root().join("rt/include"))
+            .arg(src)
+            .arg("-o")
+            .arg(exe)
+            .arg("-L")
+            .arg(lib)
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lpowerperf_rt"),
+    );
+}
+
 /// `powerperf collect` the program, then check regions.parquet and `report`.
 fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[(&str, u64)]) {
     let run = dir.join("run");
@@ -174,18 +190,7 @@ fn c_program_regions_show_up_in_report() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("regions");
-    build(
-        std::process::Command::new("gcc")
-            .args(["-O2", "-pthread", "-I"])
-            .arg(root().join("rt/include"))
-            .arg(root().join("rt/examples/c/regions.c"))
-            .arg("-o")
-            .arg(&exe)
-            .arg("-L")
-            .arg(&lib)
-            .arg(format!("-Wl,-rpath,{}", lib.display()))
-            .arg("-lpowerperf_rt"),
-    );
+    build_c(&root().join("rt/examples/c/regions.c"), &exe, &lib);
     collect_and_check(
         dir.path(),
         &[exe.to_str().unwrap()],
@@ -327,18 +332,7 @@ int main(void) {
     )
     .unwrap();
     let exe = dir.path().join("touch");
-    build(
-        std::process::Command::new("gcc")
-            .args(["-O2", "-I"])
-            .arg(root().join("rt/include"))
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .arg("-L")
-            .arg(&lib)
-            .arg(format!("-Wl,-rpath,{}", lib.display()))
-            .arg("-lpowerperf_rt"),
-    );
+    build_c(&src, &exe, &lib);
     let run = dir.path().join("run");
     Command::cargo_bin("powerperf")
         .unwrap()
