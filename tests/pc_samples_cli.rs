@@ -220,17 +220,32 @@ fn hot_function_tops_the_pc_samples_with_its_share_line_and_region() {
     assert_eq!(v["pc_samples"]["samples"], total);
 }
 
+/// Sum of the samples of function `f`.
+fn samples_of(rows: &[PcRow], f: &str) -> u64 {
+    rows.iter()
+        .filter(|r| r.function == f)
+        .map(|r| r.samples)
+        .sum()
+}
+
+/// `-p PID`, as `perf record -p`: a process that was running before collect started is
+/// sampled on all its threads, and its functions are named from the mappings that existed
+/// then (read from /proc/PID/maps, since the kernel reports only later mmaps).
 #[test]
-fn pc_sampling_without_a_command_is_reported_not_supported() {
-    if !can_sample() {
+fn pc_sampling_attaches_to_a_running_process() {
+    let Some(lib) = lib_dir() else { return };
+    if !have_gcc() || !can_sample() {
         return;
     }
-    // -p PID: sampling an already running process is not implemented; run.toml says so.
-    let mut child = std::process::Command::new("sleep")
-        .arg("0.3")
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(&lib, dir.path());
+    // Not under collect: POWERPERF_RUN_DIR unset, the region markers are no-ops.
+    let mut child = std::process::Command::new(&exe)
+        .arg("1")
+        .env_remove("POWERPERF_RUN_DIR")
         .spawn()
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let run = dir.path().join("run");
     Command::cargo_bin("powerperf")
         .unwrap()
@@ -251,7 +266,60 @@ fn pc_sampling_without_a_command_is_reported_not_supported() {
     let _ = child.wait();
     let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
     let ps = meta.pc_sampling.expect("[pc_sampling]");
-    assert!(!ps.status.has_value());
-    assert!(ps.reason.unwrap().contains("-p"));
-    assert!(!run.join(pc_samples::PC_SAMPLES).exists());
+    assert!(ps.status.has_value(), "{ps:?} notes {:?}", meta.notes);
+    let rows: Vec<PcRow> = pc_samples::read(&run).unwrap().expect("pc_samples.parquet");
+    let (hot, cold) = (samples_of(&rows, "hot"), samples_of(&rows, "cold"));
+    assert!(hot + cold >= 100, "hot {hot} cold {cold}: {rows:#?}");
+    // Attached about 0.1 s late, so hot()'s share is at least its 75 %, minus noise.
+    let share = hot as f64 / (hot + cold) as f64;
+    assert!((0.6..=0.95).contains(&share), "hot share {share:.3}");
+    let top = pc_samples::top_functions(&rows, 3);
+    assert_eq!(top[0].function, "hot", "{top:#?}");
+}
+
+/// `-a`, as `perf record -a -- CMD`: every process on every CPU is sampled while CMD runs;
+/// the command's own hot function is found among them.
+#[test]
+fn pc_sampling_system_wide_finds_the_busy_process() {
+    let Some(lib) = lib_dir() else { return };
+    if !have_gcc() || !can_sample() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(&lib, dir.path());
+    let run = dir.path().join("run");
+    let out = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args([
+            "collect",
+            "-q",
+            "--nvml",
+            "off",
+            "--pc-sampling",
+            "cpu",
+            "-a",
+            "-o",
+        ])
+        .arg(&run)
+        .arg("--")
+        .arg(&exe)
+        .arg("0.5")
+        .output()
+        .unwrap();
+    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let ps = meta.pc_sampling.expect("[pc_sampling]");
+    if ps.status == powerperf::store::run::EventStatus::PermissionDenied {
+        println!("skipped: system-wide sampling refused: {:?}", ps.reason);
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(ps.status.has_value(), "{ps:?} notes {:?}", meta.notes);
+    let rows: Vec<PcRow> = pc_samples::read(&run).unwrap().expect("pc_samples.parquet");
+    let (hot, cold) = (samples_of(&rows, "hot"), samples_of(&rows, "cold"));
+    assert!(hot + cold >= 50, "hot {hot} cold {cold}");
+    assert!(hot > cold, "hot {hot} cold {cold}");
 }

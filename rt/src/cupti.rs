@@ -395,6 +395,8 @@ pub(crate) mod kind {
     pub const MEMCPY2: u32 = K::CUPTI_ACTIVITY_KIND_MEMCPY2 as u32;
     pub const SYNCHRONIZATION: u32 = K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION as u32;
     pub const MEMORY2: u32 = K::CUPTI_ACTIVITY_KIND_MEMORY2 as u32;
+    pub const DRIVER: u32 = K::CUPTI_ACTIVITY_KIND_DRIVER as u32;
+    pub const RUNTIME: u32 = K::CUPTI_ACTIVITY_KIND_RUNTIME as u32;
 }
 
 /// Name of a `CUpti_ActivityKind` value, for messages.
@@ -408,6 +410,8 @@ pub fn activity_kind_name(k: u32) -> &'static str {
         kind::MEMCPY2 => "MEMCPY2",
         kind::SYNCHRONIZATION => "SYNCHRONIZATION",
         kind::MEMORY2 => "MEMORY2",
+        kind::DRIVER => "DRIVER",
+        kind::RUNTIME => "RUNTIME",
         _ => "other",
     }
 }
@@ -446,6 +450,8 @@ pub(crate) mod layout {
         CUpti_ActivitySynchronization,
         CUpti_ActivitySynchronization2
     );
+    /// Runtime and driver API calls (`CUPTI_ACTIVITY_KIND_RUNTIME` / `_DRIVER`).
+    pub const API: Versions = versions!(CUpti_ActivityAPI);
 
     /// The versions of a kind, `None` for kinds this crate does not record.
     pub fn versions(k: u32) -> Option<Versions> {
@@ -457,6 +463,7 @@ pub(crate) mod layout {
             kind::MEMORY2 => MEMORY2,
             kind::DEVICE => DEVICE,
             kind::SYNCHRONIZATION => SYNC,
+            kind::RUNTIME | kind::DRIVER => API,
             _ => return None,
         })
     }
@@ -486,6 +493,17 @@ pub(crate) mod layout {
             kind::DEVICE => &[(offset_of!(sys::CUpti_ActivityDevice5, name), true)],
             _ => &[],
         })
+    }
+
+    /// `CUpti_ActivityAPI` (runtime and driver API call records).
+    pub mod api {
+        use super::*;
+        type S = sys::CUpti_ActivityAPI;
+        pub const CBID: usize = offset_of!(S, cbid);
+        pub const START: usize = offset_of!(S, start);
+        pub const END: usize = offset_of!(S, end);
+        pub const THREAD: usize = offset_of!(S, threadId);
+        pub const CORRELATION: usize = offset_of!(S, correlationId);
     }
 
     pub mod kernel {
@@ -789,6 +807,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
     let mut funcs: HashMap<(u32, u32), String> = HashMap::new();
     let mut pending: Vec<Pending> = Vec::new();
     let mut raw_api: Vec<[u8; API_RECORD_BYTES]> = Vec::new();
+    let mut act_api: Vec<ApiActivity> = Vec::new();
     let mut devices: Vec<(DeviceProps, u64)> = Vec::new();
     let mut driver_devices: Vec<DeviceProps> = Vec::new();
     let mut pc = PcAcc::default();
@@ -895,7 +914,12 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
             }
             tag::ACTIVITY => {
                 short(8)?;
-                decode_activity(p, f.cupti_version, &mut pending, &mut devices)?;
+                let k = u32_at(p, 0);
+                if k == kind::RUNTIME || k == kind::DRIVER {
+                    act_api.push(decode_api_activity(p, f.cupti_version)?);
+                } else {
+                    decode_activity(p, f.cupti_version, &mut pending, &mut devices)?;
+                }
             }
             tag::PC_CONFIG => {
                 short(32)?;
@@ -1009,7 +1033,69 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
             }
         })
         .collect();
+    // API calls from CUPTI's RUNTIME and DRIVER activity records (`POWERPERF_CUPTI_API=
+    // activity`): the functions the writer selected have an API_FUNC frame; CUPTI records
+    // every call, so the others are dropped here. Times are CUPTI's, mapped like the
+    // activities' onto CLOCK_MONOTONIC.
+    let mapped: Vec<ApiCall> = act_api
+        .into_iter()
+        .filter_map(|a| {
+            let n = funcs.get(&(a.domain, a.cbid))?;
+            Some(ApiCall {
+                correlation_id: a.correlation_id,
+                name: api_function_name(a.domain, n),
+                domain: if a.domain == DOMAIN_DRIVER {
+                    "driver"
+                } else {
+                    "runtime"
+                },
+                cbid: a.cbid,
+                kernel: None,
+                tid: a.tid,
+                enter_ns: f.to_monotonic(a.start),
+                exit_ns: f.to_monotonic(a.end),
+            })
+        })
+        .collect();
+    f.api_calls.extend(mapped);
     Ok(f)
+}
+
+/// One `CUpti_ActivityAPI` record, times in CUPTI ns.
+struct ApiActivity {
+    domain: u32,
+    cbid: u32,
+    start: u64,
+    end: u64,
+    tid: u32,
+    correlation_id: u32,
+}
+
+fn decode_api_activity(p: &[u8], cupti_version: u32) -> io::Result<ApiActivity> {
+    let k = u32_at(p, 0);
+    if !layout::API.iter().any(|&(_, s)| s == p.len()) {
+        return Err(bad(format!(
+            "activity record of CUPTI kind {} ({k}) of {} bytes from CUPTI API version \
+             {cupti_version}: not the CUpti_ActivityAPI of {} bytes this reader knows; the \
+             bindings are those of CUDA {BINDINGS_CUDA_VERSION}: update cudarc",
+            activity_kind_name(k),
+            p.len(),
+            layout::API[0].1
+        )));
+    }
+    use layout::api as o;
+    Ok(ApiActivity {
+        domain: if k == kind::DRIVER {
+            DOMAIN_DRIVER
+        } else {
+            DOMAIN_RUNTIME
+        },
+        cbid: u32_at(p, o::CBID),
+        start: u64_at(p, o::START),
+        end: u64_at(p, o::END),
+        tid: u32_at(p, o::THREAD),
+        correlation_id: u32_at(p, o::CORRELATION),
+    })
 }
 
 fn decode_activity(
@@ -1524,11 +1610,81 @@ mod tests {
             layout::MEMORY2,
             layout::DEVICE,
             layout::SYNC,
+            layout::API,
         ] {
             let mut s: Vec<usize> = v.iter().map(|x| x.1).collect();
             s.dedup();
             assert_eq!(s.len(), v.len(), "{v:?}");
         }
+    }
+
+    /// `POWERPERF_CUPTI_API=activity`: RUNTIME and DRIVER activity records become API
+    /// calls named by their API_FUNC frames, on CLOCK_MONOTONIC; functions without a name
+    /// frame (not selected by the writer) are dropped.
+    #[test]
+    fn api_activity_records_become_api_calls() {
+        fn api_rec(k: u32, cbid: u32, start: u64, end: u64, tid: u32, corr: u32) -> Vec<u8> {
+            let mut r = vec![0u8; size_of::<sys::CUpti_ActivityAPI>()];
+            r[0..4].copy_from_slice(&k.to_ne_bytes());
+            r[layout::api::CBID..][..4].copy_from_slice(&cbid.to_ne_bytes());
+            r[layout::api::START..][..8].copy_from_slice(&start.to_ne_bytes());
+            r[layout::api::END..][..8].copy_from_slice(&end.to_ne_bytes());
+            r[layout::api::THREAD..][..4].copy_from_slice(&tid.to_ne_bytes());
+            r[layout::api::CORRELATION..][..4].copy_from_slice(&corr.to_ne_bytes());
+            r
+        }
+        let mut b = header(2);
+        let name = |d: u32, cbid: u32, n: &str| {
+            let mut p = d.to_ne_bytes().to_vec();
+            p.extend_from_slice(&cbid.to_ne_bytes());
+            p.extend_from_slice(n.as_bytes());
+            p
+        };
+        frame(
+            &mut b,
+            tag::API_FUNC,
+            &[&name(DOMAIN_RUNTIME, 211, "cudaLaunchKernel_v7000")],
+        );
+        frame(
+            &mut b,
+            tag::API_FUNC,
+            &[&name(DOMAIN_DRIVER, 307, "cuLaunchKernel")],
+        );
+        // CUPTI ns 1_000_000 is CLOCK_MONOTONIC 5_000.
+        let mut c = 1_000_000u64.to_ne_bytes().to_vec();
+        c.extend_from_slice(&5_000u64.to_ne_bytes());
+        frame(&mut b, tag::CLOCK, &[&c]);
+        let recs = [
+            api_rec(kind::RUNTIME, 211, 1_000_100, 1_000_400, 42, 9),
+            api_rec(kind::DRIVER, 307, 1_000_150, 1_000_350, 42, 9),
+            api_rec(kind::RUNTIME, 3, 1_000_500, 1_000_510, 42, 10), // not selected
+        ];
+        for r in &recs {
+            frame(&mut b, tag::ACTIVITY, &[r]);
+        }
+        trailer(&mut b);
+        let f = decode(&b).unwrap();
+        assert_eq!(f.api_calls.len(), 2, "{:?}", f.api_calls);
+        let rt = &f.api_calls[0];
+        assert_eq!(rt.name, "cudaLaunchKernel");
+        assert_eq!(rt.domain, "runtime");
+        assert_eq!((rt.enter_ns, rt.exit_ns), (5_100, 5_400));
+        assert_eq!((rt.tid, rt.correlation_id, rt.cbid), (42, 9, 211));
+        assert_eq!(rt.kernel, None);
+        let drv = &f.api_calls[1];
+        assert_eq!(
+            (drv.name.as_str(), drv.domain),
+            ("cuLaunchKernel", "driver")
+        );
+        assert_eq!((drv.enter_ns, drv.exit_ns), (5_150, 5_350));
+        // A record of another size is refused with the sizes named.
+        let mut bad = header(2);
+        frame(&mut bad, tag::ACTIVITY, &[&recs[0][..recs[0].len() - 8]]);
+        let e = decode(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("CUpti_ActivityAPI") && e.contains("RUNTIME"),
+            "{e}"
+        );
     }
 
     #[test]

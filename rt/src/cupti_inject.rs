@@ -59,10 +59,16 @@ pub use pcsamp::{ENV_PC_MODE, ENV_PC_PERIOD, ENV_PC_SAMPLING, PC_BUFFER_PCS};
 /// a driver call made inside a runtime call on the same thread is not recorded),
 /// `runtime` (the same, runtime API only: cheaper, but kernels that libraries launch with
 /// the driver API directly have no API record), `all` (every runtime and driver API call,
-/// nested ones too) or `none`.
+/// nested ones too), `activity` (the functions of `default`, recorded by CUPTI itself as
+/// `RUNTIME` and `DRIVER` activity records instead of through the Callback API; no kernel
+/// name on the call, the kernel record has it) or `none`.
 pub const ENV_API: &str = "POWERPERF_CUPTI_API";
 /// Environment variable: path of the CUPTI library to load.
 pub const ENV_CUPTI_LIB: &str = "POWERPERF_CUPTI_LIB";
+/// Environment variable: `1` asks CUPTI for kernel timestamps from the GPU's Hardware
+/// Event System (`cuptiActivityEnableHWTrace`; CUPTI says where it is supported, the run's
+/// notes record its answer).
+pub const ENV_HW_TRACE: &str = "POWERPERF_CUPTI_HW_TRACE";
 /// Environment variable: CUPTI's periodic flush in ms (`cuptiActivityFlushPeriod`;
 /// default 1000, 0 off): how stale the file may be when the process is killed.
 pub const ENV_FLUSH_MS: &str = "POWERPERF_CUPTI_FLUSH_MS";
@@ -129,6 +135,10 @@ struct CallbackData {
 }
 
 const CUPTI_SUCCESS: u32 = 0;
+/// `POWERPERF_CUPTI_API=activity`.
+const MODE_ACTIVITY: u32 = 4;
+/// `CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM` (`cupti_activity.h`): gettid on Linux.
+const CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM: u32 = 1;
 const CUPTI_API_ENTER: u32 = 0;
 const CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: u32 = 1;
 
@@ -152,6 +162,14 @@ struct Cupti {
     enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32,
     enable_domain: unsafe extern "C" fn(u32, *mut c_void, u32) -> u32,
     get_callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32,
+    /// `cuptiSetThreadIdType` (CUPTI 4.0 and later).
+    set_thread_id_type: Option<unsafe extern "C" fn(u32) -> u32>,
+    /// `cuptiActivityEnableRuntimeApi` / `cuptiActivityEnableDriverApi` (CUDA 12.x and
+    /// later): per-function switches of the RUNTIME / DRIVER activity kinds.
+    enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> u32>,
+    enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> u32>,
+    /// `cuptiActivityEnableHWTrace` (kernel timestamps from the Hardware Event System).
+    enable_hw_trace: Option<unsafe extern "C" fn(u8) -> u32>,
     /// The PC Sampling API (`cupti_pcsampling.h`); `None` in a CUPTI without it.
     pc: Option<pcsamp::PcFns>,
 }
@@ -309,6 +327,10 @@ impl Cupti {
                 enable_callback: sym(lib, "cuptiEnableCallback")?,
                 enable_domain: sym(lib, "cuptiEnableDomain")?,
                 get_callback_name: sym(lib, "cuptiGetCallbackName")?,
+                set_thread_id_type: sym(lib, "cuptiSetThreadIdType").ok(),
+                enable_runtime_api: sym(lib, "cuptiActivityEnableRuntimeApi").ok(),
+                enable_driver_api: sym(lib, "cuptiActivityEnableDriverApi").ok(),
+                enable_hw_trace: sym(lib, "cuptiActivityEnableHWTrace").ok(),
                 pc: pcsamp::PcFns::bind(lib).ok(),
             })
         }
@@ -934,6 +956,54 @@ pub fn default_selection(name: &str) -> bool {
 }
 
 /// Set everything up (called once, from `InitializeInjection`).
+/// Every runtime and driver API function this CUPTI names: (domain, cbid, whether
+/// `select` keeps it, by the name [`fmt::api_function_name`] gives it).
+fn api_functions(c: &Cupti, select: impl Fn(&str) -> bool) -> Vec<(u32, u32, bool)> {
+    api_names(c)
+        .into_iter()
+        .map(|(d, cbid, raw)| {
+            let keep = select(&fmt::api_function_name(d, &String::from_utf8_lossy(raw)));
+            (d, cbid, keep)
+        })
+        .collect()
+}
+
+fn api_names(c: &Cupti) -> Vec<(u32, u32, &'static [u8])> {
+    let mut out = Vec::new();
+    for domain in [fmt::DOMAIN_DRIVER, fmt::DOMAIN_RUNTIME] {
+        for cbid in 1..4096u32 {
+            let mut p: *const c_char = std::ptr::null();
+            // SAFETY: `p` is writable; CUPTI stores a static string or fails.
+            if unsafe { (c.get_callback_name)(domain, cbid, &mut p) } != CUPTI_SUCCESS
+                || p.is_null()
+            {
+                continue;
+            }
+            // SAFETY: CUPTI returns a static NUL-terminated name.
+            out.push((domain, cbid, unsafe { CStr::from_ptr(p) }.to_bytes()));
+        }
+    }
+    out
+}
+
+/// `API_FUNC` frames naming every runtime and driver API function `select` keeps.
+fn api_name_frames(c: &Cupti, select: impl Fn(&str) -> bool) -> Vec<u8> {
+    let mut frames = Vec::new();
+    for (domain, cbid, raw) in api_names(c) {
+        if select(&fmt::api_function_name(
+            domain,
+            &String::from_utf8_lossy(raw),
+        )) {
+            push_frame(
+                &mut frames,
+                tag::API_FUNC,
+                &[&domain.to_ne_bytes(), &cbid.to_ne_bytes(), raw],
+            );
+        }
+    }
+    frames
+}
+
 fn init(dir: PathBuf) -> Result<(), String> {
     let (cupti, lib_path) = Cupti::load()?;
     let pid = std::process::id();
@@ -946,6 +1016,7 @@ fn init(dir: PathBuf) -> Result<(), String> {
         Ok("none") => 0,
         Ok("all") => 2,
         Ok("runtime") => 3,
+        Ok("activity") => MODE_ACTIVITY,
         _ => 1,
     };
     RECORD_NESTED.store(mode == 2, Ordering::Relaxed);
@@ -1017,6 +1088,22 @@ fn init(dir: PathBuf) -> Result<(), String> {
             known.join(",")
         ));
     }
+    if std::env::var(ENV_HW_TRACE).as_deref() == Ok("1") {
+        let r = c
+            .enable_hw_trace
+            .map(|f| unsafe { f(1) })
+            .map(|r| {
+                if r == CUPTI_SUCCESS {
+                    "on".to_string()
+                } else {
+                    c.error(r)
+                }
+            })
+            .unwrap_or_else(|| "this CUPTI has no cuptiActivityEnableHWTrace".into());
+        inj.note(&format!(
+            "{ENV_HW_TRACE}=1: cuptiActivityEnableHWTrace(1): {r}"
+        ));
+    }
     for k in kinds {
         let r = unsafe { (c.activity_enable)(k) };
         if r != CUPTI_SUCCESS {
@@ -1044,8 +1131,58 @@ fn init(dir: PathBuf) -> Result<(), String> {
             false
         }
     };
-    RECORD_API.store(mode > 0, Ordering::Relaxed);
-    if mode > 0 || pc_on {
+    let callbacks = mode > 0 && mode != MODE_ACTIVITY;
+    RECORD_API.store(callbacks, Ordering::Relaxed);
+    if mode == MODE_ACTIVITY {
+        // API calls as CUPTI activity records, with the Linux thread id (gettid) that the
+        // region events carry; the functions recorded are named below.
+        if let Some(set_tid_type) = c.set_thread_id_type {
+            let r = unsafe { set_tid_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) };
+            if r != CUPTI_SUCCESS {
+                inj.note(&format!(
+                    "cuptiSetThreadIdType(SYSTEM): {}; API calls cannot be matched to regions",
+                    c.error(r)
+                ));
+            }
+        }
+        for k in [kind::RUNTIME, kind::DRIVER] {
+            let r = unsafe { (c.activity_enable)(k) };
+            if r != CUPTI_SUCCESS {
+                inj.note(&format!(
+                    "cuptiActivityEnable({}): {}; API calls not recorded",
+                    fmt::activity_kind_name(k),
+                    c.error(r)
+                ));
+            }
+        }
+        let frames = api_name_frames(c, |name| default_selection(name));
+        // Only the selected functions are recorded where this CUPTI can switch them one
+        // by one; elsewhere every call is recorded and the reader drops the others.
+        let mut off = 0usize;
+        let mut refused = None;
+        for (domain, cbid, selected) in api_functions(c, |name| default_selection(name)) {
+            let f = if domain == fmt::DOMAIN_RUNTIME {
+                c.enable_runtime_api
+            } else {
+                c.enable_driver_api
+            };
+            if let (Some(f), false) = (f, selected) {
+                let r = unsafe { f(cbid, 0) };
+                if r == CUPTI_SUCCESS {
+                    off += 1;
+                } else {
+                    refused.get_or_insert(c.error(r));
+                }
+            }
+        }
+        if let Some(e) = refused {
+            inj.note(&format!(
+                "cuptiActivityEnableRuntimeApi/DriverApi: {e}; unselected API calls are recorded and dropped when read ({off} switched off)"
+            ));
+        }
+        inj.write(&frames);
+    }
+    if callbacks || pc_on {
         let mut sub: *mut c_void = std::ptr::null_mut();
         let r = unsafe { (c.subscribe)(&mut sub, api_callback, std::ptr::null_mut()) };
         if r != CUPTI_SUCCESS {
@@ -1080,7 +1217,7 @@ fn init(dir: PathBuf) -> Result<(), String> {
                     let raw = unsafe { CStr::from_ptr(p) }.to_bytes();
                     let name = fmt::api_function_name(domain, &String::from_utf8_lossy(raw));
                     let (sync, launch) = sync_or_launch(&name);
-                    let record = mode > 0 && (mode == 2 || default_selection(&name));
+                    let record = callbacks && (mode == 2 || default_selection(&name));
                     let drain = pc_on && (sync || launch);
                     if mode != 2 && (record || drain) {
                         let r = unsafe { (c.enable_callback)(1, sub, domain, cbid) };

@@ -685,9 +685,18 @@ mod run_impl {
         };
         // CPU PC sampling (command mode): opened on the paused child, enabled at its exec.
         let mut pc_info = None;
-        let pc_reader = match (cfg.cpu_pc_sampling_hz, &target) {
+        use super::pc_sampler::SampleTarget;
+        let pc_target = match (&target, &cfg.mode) {
+            (Target::Child(pid), _) if *pid > 0 => Some(SampleTarget::Command(*pid)),
+            (Target::Tasks(tids), Mode::Attach(pid)) => {
+                Some(SampleTarget::Tasks { pid: *pid, tids })
+            }
+            (Target::Cpus(cpus), _) => Some(SampleTarget::Cpus(cpus)),
+            _ => None,
+        };
+        let pc_reader = match (cfg.cpu_pc_sampling_hz, pc_target) {
             (None, _) => None,
-            (Some(hz), Target::Child(pid)) if *pid > 0 => match super::pc_sampler::open(*pid, hz) {
+            (Some(hz), Some(t)) => match super::pc_sampler::open(t, hz) {
                 Ok(o) => {
                     let (reader, info) = super::pc_sampler::start(o);
                     meta.notes.extend(info.notes.iter().cloned());
@@ -699,11 +708,11 @@ mod run_impl {
                     None
                 }
             },
-            (Some(hz), _) => {
+            (Some(hz), None) => {
                 meta.pc_sampling = Some(pc_not_taken(
                     hz,
                     EventStatus::NotSupported,
-                    "--pc-sampling cpu samples a command started by collect; with -p, -a or -C use `perf record` for now".into(),
+                    "--pc-sampling cpu: no command, process or CPU to sample".into(),
                 ));
                 None
             }
@@ -736,8 +745,6 @@ mod run_impl {
         }
         columns.extend(energy.domains.iter().map(|d| d.column.clone()));
         columns.extend(gpu.columns());
-        let origin = monotonic_ns();
-        meta.run.start_monotonic_ns = origin;
         let journal = match Journal::create(&cfg.out.join(JOURNAL), &columns) {
             Ok(j) => Some(j),
             Err(e) => {
@@ -755,8 +762,8 @@ mod run_impl {
             gpu,
             timeline: Timeline::new(&columns),
             journal,
-            origin_ns: origin,
-            last_ns: origin,
+            origin_ns: 0,
+            last_ns: 0,
         };
         sampler.energy.sample();
         sampler.energy.totals_j.iter_mut().for_each(|t| *t = 0.0);
@@ -786,6 +793,13 @@ mod run_impl {
             }
         });
 
+        // The run's origin (t = 0 of the timeline, the start of `duration_ns`) is taken just
+        // before the command is let go, after the sources' first readings, so that the
+        // command's wall-clock time does not include powerperf's own start-up.
+        let origin = monotonic_ns();
+        meta.run.start_monotonic_ns = origin;
+        sampler.origin_ns = origin;
+        sampler.last_ns = origin;
         let exec_result = paused.map(|p| (p.pid, p.go()));
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let interval = cfg.interval;

@@ -54,6 +54,8 @@ pub struct Opened {
     pub user_only: bool,
     /// Fallbacks taken, for run.toml's notes.
     pub notes: Vec<String>,
+    /// `Mmap` records of the mappings that existed when sampling began (`-p`, `-a`, `-C`).
+    existing: Vec<PerfRecord>,
 }
 
 /// The online CPUs (`/sys/devices/system/cpu/online`).
@@ -64,10 +66,33 @@ fn online_cpus() -> Vec<usize> {
         .unwrap_or_else(|| (0..super::sysinfo::online_cpus()).collect())
 }
 
+/// What to sample, as collect's modes: the command (paused before exec), the threads of a
+/// running process (`-p`), or every process on some CPUs (`-a`, `-C`).
+#[derive(Debug, Clone, Copy)]
+pub enum SampleTarget<'a> {
+    Command(i32),
+    Tasks { pid: i32, tids: &'a [i32] },
+    Cpus(&'a [usize]),
+}
+
+impl SampleTarget<'_> {
+    /// (pid or -1 for any, cpu) of each sampling event.
+    fn events(&self, online: &[usize]) -> Vec<(i32, usize)> {
+        match self {
+            SampleTarget::Command(pid) => online.iter().map(|&c| (*pid, c)).collect(),
+            SampleTarget::Tasks { tids, .. } => tids
+                .iter()
+                .flat_map(|&t| online.iter().map(move |&c| (t, c)))
+                .collect(),
+            SampleTarget::Cpus(cpus) => cpus.iter().map(|&c| (-1, c)).collect(),
+        }
+    }
+}
+
 fn open_one(
     hw: bool,
-    pid: i32,
-    cpu: usize,
+    target: &SampleTarget,
+    (pid, cpu): (i32, usize),
     freq: u64,
     user_only: bool,
     ring: usize,
@@ -77,11 +102,24 @@ fn open_one(
     } else {
         Builder::new(Software::CPU_CLOCK)
     };
-    b.observe_pid(pid)
-        .one_cpu(cpu)
-        .inherit(true)
-        .enable_on_exec(true)
-        .enabled(false)
+    match target {
+        // perf record CMD: follow the command from its exec on.
+        SampleTarget::Command(_) => {
+            b.observe_pid(pid)
+                .inherit(true)
+                .enable_on_exec(true)
+                .enabled(false);
+        }
+        // perf record -p: the threads now, and the threads they start.
+        SampleTarget::Tasks { .. } => {
+            b.observe_pid(pid).inherit(true).enabled(true);
+        }
+        // perf record -a / -C: every task on the CPU.
+        SampleTarget::Cpus(_) => {
+            b.any_pid().enabled(true);
+        }
+    }
+    b.one_cpu(cpu)
         .sample_frequency(freq)
         .sample(SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::PERIOD)
         .clockid(Clock::MONOTONIC)
@@ -95,6 +133,49 @@ fn open_one(
         .exclude_hv(true)
         .wakeup_watermark(ring / 4);
     b.build()?.sampled(ring)
+}
+
+/// The executable mappings of process `pid` now, from `/proc/PID/maps` (proc(5)), as
+/// `Mmap` records at time 0, as perf record synthesises them for processes that were
+/// running before it started (`-p`, `-a`): the kernel reports only mappings made later.
+pub fn existing_mappings(pid: u32) -> Vec<PerfRecord> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            // start-end perms offset dev inode [path]
+            let mut f = line.split_ascii_whitespace();
+            let (range, perms, off) = (f.next()?, f.next()?, f.next()?);
+            let (_dev, _inode) = (f.next()?, f.next()?);
+            if !perms.contains('x') {
+                return None;
+            }
+            let (a, b) = range.split_once('-')?;
+            let start = u64::from_str_radix(a, 16).ok()?;
+            let end = u64::from_str_radix(b, 16).ok()?;
+            let path = f.collect::<Vec<_>>().join(" ");
+            Some(PerfRecord::Mmap {
+                pid,
+                time_ns: 0,
+                start,
+                len: end.saturating_sub(start),
+                pgoff: u64::from_str_radix(off, 16).ok()?,
+                path,
+            })
+        })
+        .collect()
+}
+
+/// Every process's executable mappings now (`-a`, `-C`).
+fn all_existing_mappings() -> Vec<PerfRecord> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .flat_map(existing_mappings)
+        .collect()
 }
 
 fn max_sample_rate() -> Option<u64> {
@@ -111,7 +192,7 @@ fn max_sample_rate() -> Option<u64> {
 /// # Errors
 /// `(status, reason)` with the fix: a frequency above `kernel.perf_event_max_sample_rate`,
 /// a permission error (`perf_event_paranoid`), or no sampling event this machine offers.
-pub fn open(pid: i32, freq: u64) -> Result<Opened, (EventStatus, String)> {
+pub fn open(target: SampleTarget, freq: u64) -> Result<Opened, (EventStatus, String)> {
     let max = max_sample_rate();
     if freq == 0 {
         return Err((
@@ -127,16 +208,22 @@ pub fn open(pid: i32, freq: u64) -> Result<Opened, (EventStatus, String)> {
             ),
         ));
     }
-    let cpus = online_cpus();
+    let online = online_cpus();
+    let events = target.events(&online);
     let mut notes = Vec::new();
-    let first = cpus.first().copied().unwrap_or(0);
+    let Some(&first) = events.first() else {
+        return Err((
+            EventStatus::NotSupported,
+            "pc sampling: no thread or CPU to sample".into(),
+        ));
+    };
     // Probe on the first CPU: which event, with the kernel or not, which buffer size.
     let mut chosen = None;
     let mut last_err = None;
     'probe: for hw in [true, false] {
         for user_only in [false, true] {
             for ring in [RING_BYTES, RING_BYTES_SMALL] {
-                match open_one(hw, pid, first, freq, user_only, ring) {
+                match open_one(hw, &target, first, freq, user_only, ring) {
                     Ok(s) => {
                         chosen = Some((hw, user_only, ring, s));
                         break 'probe;
@@ -190,14 +277,21 @@ pub fn open(pid: i32, freq: u64) -> Result<Opened, (EventStatus, String)> {
         ));
     }
     let mut samplers = vec![s0];
-    for &cpu in cpus.iter().skip(1) {
-        match open_one(hw, pid, cpu, freq, user_only, ring) {
+    for &(pid, cpu) in events.iter().skip(1) {
+        match open_one(hw, &target, (pid, cpu), freq, user_only, ring) {
             Ok(s) => samplers.push(s),
             Err(e) => notes.push(format!(
-                "pc sampling: not sampled on CPU {cpu}: perf_event_open: {e} (samples of the command while it ran there are missing)"
+                "pc sampling: not sampled on CPU {cpu}{}: perf_event_open: {e} (samples taken there are missing)",
+                if pid > 0 { format!(" for thread {pid}") } else { String::new() }
             )),
         }
     }
+    // Mappings made before the sampling began: the kernel reports only later ones.
+    let existing = match target {
+        SampleTarget::Command(_) => Vec::new(),
+        SampleTarget::Tasks { pid, .. } => existing_mappings(pid as u32),
+        SampleTarget::Cpus(_) => all_existing_mappings(),
+    };
     Ok(Opened {
         samplers,
         event: if hw { "cycles" } else { "cpu-clock" }.into(),
@@ -205,6 +299,7 @@ pub fn open(pid: i32, freq: u64) -> Result<Opened, (EventStatus, String)> {
         frequency_hz: freq,
         user_only,
         notes,
+        existing,
     })
 }
 
@@ -347,10 +442,14 @@ pub fn start(opened: Opened) -> (Reader, OpenedInfo) {
         cpus: opened.samplers.len(),
     };
     let mut samplers = opened.samplers;
+    let existing = opened.existing;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let handle = std::thread::spawn(move || {
-        let mut c = Collected::default();
+        let mut c = Collected {
+            records: existing,
+            ..Collected::default()
+        };
         let mut fds: Vec<libc::pollfd> = samplers
             .iter()
             .map(|s| libc::pollfd {
@@ -389,7 +488,7 @@ pub struct OpenedInfo {
     pub frequency_hz: u64,
     pub user_only: bool,
     pub notes: Vec<String>,
-    /// CPUs with a sampling event.
+    /// Sampling events opened: one per CPU (per thread and CPU with `-p`).
     pub cpus: usize,
 }
 
