@@ -235,7 +235,7 @@ mod run_impl {
         }
     }
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{mpsc, Arc};
+    use std::sync::Arc;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     struct Sampler {
@@ -801,15 +801,30 @@ mod run_impl {
         sampler.origin_ns = origin;
         sampler.last_ns = origin;
         let exec_result = paused.map(|p| (p.pid, p.go()));
-        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        // The sampler thread sleeps to absolute deadlines origin + k * interval (no drift:
+        // a late sample does not push the later ones back) and is woken early only to stop
+        // (park/unpark: one futex wait per sample).
+        let sampling_done = Arc::new(AtomicBool::new(false));
+        let done = sampling_done.clone();
         let interval = cfg.interval;
         let sampler_thread = std::thread::spawn(move || {
-            if interval > Duration::ZERO {
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(interval) {
-                    sampler.sample();
+            let start = std::time::Instant::now();
+            let mut k: u32 = 1;
+            while !done.load(Ordering::Acquire) {
+                if interval.is_zero() {
+                    std::thread::park();
+                    continue;
                 }
-            } else {
-                let _ = stop_rx.recv();
+                let deadline = start + interval * k;
+                let now = std::time::Instant::now();
+                if now < deadline {
+                    std::thread::park_timeout(deadline - now);
+                    continue;
+                }
+                sampler.sample();
+                // Deadlines missed (a stalled machine) are skipped, not sampled in a burst.
+                let behind = now.duration_since(start).as_nanos() / interval.as_nanos().max(1);
+                k = (behind as u32).max(k) + 1;
             }
             sampler.sample();
             sampler
@@ -831,7 +846,8 @@ mod run_impl {
         };
         let end = monotonic_ns();
         let pc_collected = pc_reader.map(|r| r.finish());
-        let _ = stop_tx.send(());
+        sampling_done.store(true, Ordering::Release);
+        sampler_thread.thread().unpark();
         let sampler = sampler_thread
             .join()
             .map_err(|_| anyhow::anyhow!("the sampler thread panicked"))?;

@@ -96,6 +96,8 @@ const JOURNAL_FLUSH_NS: u64 = 100_000_000;
 /// what it wrote before stays readable. Removed once `timeline.parquet` is written.
 pub struct Journal {
     w: csv::Writer<std::fs::File>,
+    /// One field's text, reused.
+    field: Vec<u8>,
     /// Rows known to be in the file (flushed).
     rows: u64,
     /// Rows appended since the last flush.
@@ -123,6 +125,7 @@ impl Journal {
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(Journal {
             w,
+            field: Vec::with_capacity(32),
             rows: 0,
             pending: 0,
             last_flush_ns: 0,
@@ -136,16 +139,27 @@ impl Journal {
         if self.failed.is_some() {
             return;
         }
-        let mut rec = csv::StringRecord::new();
-        rec.push_field(&t_ns.to_string());
-        rec.push_field(&dur_ns.to_string());
+        // Fields formatted into one reused buffer: no allocation per sample (the sampler
+        // thread's cost counts against powerperf's own CPU time, docs/overhead.md).
+        use std::io::Write as _;
+        let field = |w: &mut csv::Writer<std::fs::File>, buf: &mut Vec<u8>| {
+            let r = w.write_field(&buf[..]);
+            buf.clear();
+            r
+        };
+        let buf = &mut self.field;
+        buf.clear();
+        let _ = write!(buf, "{t_ns}");
+        let mut r = field(&mut self.w, buf);
+        let _ = write!(buf, "{dur_ns}");
+        r = r.and_then(|_| field(&mut self.w, buf));
         for v in values {
-            match v {
-                Some(x) => rec.push_field(&x.to_string()),
-                None => rec.push_field(""),
+            if let Some(x) = v {
+                let _ = write!(buf, "{x}");
             }
+            r = r.and_then(|_| field(&mut self.w, buf));
         }
-        if let Err(e) = self.w.write_record(&rec) {
+        if let Err(e) = r.and_then(|_| self.w.write_record(std::iter::empty::<&[u8]>())) {
             self.failed = Some(e.to_string());
             return;
         }
@@ -329,6 +343,7 @@ mod tests {
             .unwrap();
         let mut j = Journal {
             w: csv::WriterBuilder::new().buffer_capacity(16).from_writer(f),
+            field: Vec::new(),
             rows: 0,
             pending: 0,
             last_flush_ns: 0,
