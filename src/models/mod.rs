@@ -9,6 +9,7 @@
 //! - [`regression`]: multivariate linear regression and supervised PCA on counter rates
 //!   (Lively et al. 2011).
 //! - [`threads`]: Amdahl time and linear-in-cores power.
+//! - [`threads_bw`]: Amdahl with a memory-bandwidth floor from traffic counters.
 //! - [`eval`]: leave-one-out, knob holdout and workload holdout with MAPE.
 //!
 //! A fitted model of any kind is a [`Fitted`]; `MODEL.json` is a [`ModelFile`].
@@ -19,6 +20,7 @@ pub mod eval;
 pub mod features;
 pub mod regression;
 pub mod threads;
+pub mod threads_bw;
 
 pub use error::ModelError;
 
@@ -80,6 +82,8 @@ pub enum ModelKind {
     Spca,
     /// Thread-count model ([`threads`]).
     Threads,
+    /// Thread-count model with a bandwidth floor from traffic counters ([`threads_bw`]).
+    ThreadsBw,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
 }
@@ -92,6 +96,7 @@ impl ModelKind {
             ModelKind::Linear => "linear",
             ModelKind::Spca => "spca",
             ModelKind::Threads => "threads",
+            ModelKind::ThreadsBw => "threads_bw",
             ModelKind::Auto => "auto",
         }
     }
@@ -128,6 +133,7 @@ impl ModelKind {
 pub struct FitParams {
     pub analytic: analytic::AnalyticParams,
     pub regression: regression::RegressionParams,
+    pub threads_bw: threads_bw::ThreadsBwParams,
 }
 
 /// A fitted model of any kind.
@@ -137,6 +143,7 @@ pub enum Fitted {
     Analytic(analytic::AnalyticModel),
     Regression(regression::RegressionModel),
     Threads(threads::ThreadsModel),
+    ThreadsBw(threads_bw::ThreadsBwModel),
 }
 
 impl Fitted {
@@ -149,6 +156,7 @@ impl Fitted {
             Fitted::Analytic(m) => m.predict(workload, knobs),
             Fitted::Regression(m) => m.predict(workload, knobs),
             Fitted::Threads(m) => m.predict(workload, knobs),
+            Fitted::ThreadsBw(m) => m.predict(workload, knobs),
         }
     }
 
@@ -158,6 +166,7 @@ impl Fitted {
             Fitted::Analytic(_) => "analytic",
             Fitted::Regression(m) => &m.method,
             Fitted::Threads(_) => "threads",
+            Fitted::ThreadsBw(_) => "threads_bw",
         }
     }
 
@@ -211,6 +220,7 @@ impl Fitted {
                 s
             }
             Fitted::Regression(m) => m.explain(),
+            Fitted::ThreadsBw(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
                 s += "workload                         other knobs          t_serial_s t_parallel_s   P_0_w  P_core_w\n";
@@ -252,6 +262,9 @@ pub fn fit_kind(
             regression::fit(meta, points, &params.regression, true).map(Fitted::Regression)
         }
         ModelKind::Threads => threads::fit(meta, points).map(Fitted::Threads),
+        ModelKind::ThreadsBw => {
+            threads_bw::fit(meta, points, &params.threads_bw).map(Fitted::ThreadsBw)
+        }
         ModelKind::Auto => unreachable!("resolve never returns Auto"),
     }
 }
