@@ -6,6 +6,7 @@
 //!
 //! - [`features`]: means over repeats, counter rates (per cycle / per second), Spearman ρ.
 //! - [`analytic`]: `t(f) = t_mem + t_comp·f0/f` family and `P = P_static + c·V²·f` (Moore 2012).
+//! - [`memclock`]: the same with an explicit memory-clock term in time and power.
 //! - [`regression`]: multivariate linear regression and supervised PCA on counter rates
 //!   (Lively et al. 2011).
 //! - [`threads`]: Amdahl time and linear-in-cores power.
@@ -18,6 +19,7 @@ pub mod analytic;
 pub mod error;
 pub mod eval;
 pub mod features;
+pub mod memclock;
 pub mod regression;
 pub mod threads;
 pub mod threads_bw;
@@ -76,6 +78,8 @@ pub trait Predictor {
 pub enum ModelKind {
     /// Analytical DVFS time/power model ([`analytic`]).
     Analytic,
+    /// Analytical model with an explicit memory-clock term ([`memclock`]).
+    AnalyticMem,
     /// Multivariate linear regression on counter rates ([`regression`]).
     Linear,
     /// Supervised PCA regression ([`regression`]).
@@ -93,6 +97,7 @@ impl ModelKind {
     pub fn name(self) -> &'static str {
         match self {
             ModelKind::Analytic => "analytic",
+            ModelKind::AnalyticMem => "analytic_mem",
             ModelKind::Linear => "linear",
             ModelKind::Spca => "spca",
             ModelKind::Threads => "threads",
@@ -141,6 +146,7 @@ pub struct FitParams {
 #[serde(rename_all = "snake_case")]
 pub enum Fitted {
     Analytic(analytic::AnalyticModel),
+    AnalyticMem(memclock::MemClockModel),
     Regression(regression::RegressionModel),
     Threads(threads::ThreadsModel),
     ThreadsBw(threads_bw::ThreadsBwModel),
@@ -154,6 +160,7 @@ impl Fitted {
     pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
         match self {
             Fitted::Analytic(m) => m.predict(workload, knobs),
+            Fitted::AnalyticMem(m) => m.predict(workload, knobs),
             Fitted::Regression(m) => m.predict(workload, knobs),
             Fitted::Threads(m) => m.predict(workload, knobs),
             Fitted::ThreadsBw(m) => m.predict(workload, knobs),
@@ -164,6 +171,7 @@ impl Fitted {
     pub fn kind(&self) -> &str {
         match self {
             Fitted::Analytic(_) => "analytic",
+            Fitted::AnalyticMem(_) => "analytic_mem",
             Fitted::Regression(m) => &m.method,
             Fitted::Threads(_) => "threads",
             Fitted::ThreadsBw(_) => "threads_bw",
@@ -220,6 +228,7 @@ impl Fitted {
                 s
             }
             Fitted::Regression(m) => m.explain(),
+            Fitted::AnalyticMem(m) => m.explain(),
             Fitted::ThreadsBw(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
@@ -255,6 +264,7 @@ pub fn fit_kind(
 ) -> Result<Fitted, ModelError> {
     match kind.resolve(points, false) {
         ModelKind::Analytic => analytic::fit(meta, points, &params.analytic).map(Fitted::Analytic),
+        ModelKind::AnalyticMem => memclock::fit(meta, points).map(Fitted::AnalyticMem),
         ModelKind::Linear => {
             regression::fit(meta, points, &params.regression, false).map(Fitted::Regression)
         }
