@@ -6,6 +6,7 @@
 //!
 //! - [`features`]: means over repeats, counter rates (per cycle / per second), Spearman ρ.
 //! - [`analytic`]: `t(f) = t_mem + t_comp·f0/f` family and `P = P_static + c·V²·f` (Moore 2012).
+//! - [`analytic_counters`]: the same time model with `t_mem` from memory counters.
 //! - [`memclock`]: the same with an explicit memory-clock term in time and power.
 //! - [`regression`]: multivariate linear regression and supervised PCA on counter rates
 //!   (Lively et al. 2011).
@@ -16,6 +17,7 @@
 //! A fitted model of any kind is a [`Fitted`]; `MODEL.json` is a [`ModelFile`].
 
 pub mod analytic;
+pub mod analytic_counters;
 pub mod error;
 pub mod eval;
 pub mod features;
@@ -78,6 +80,8 @@ pub trait Predictor {
 pub enum ModelKind {
     /// Analytical DVFS time/power model ([`analytic`]).
     Analytic,
+    /// Analytical time model with the memory part from counters ([`analytic_counters`]).
+    AnalyticCounters,
     /// Analytical model with an explicit memory-clock term ([`memclock`]).
     AnalyticMem,
     /// Multivariate linear regression on counter rates ([`regression`]).
@@ -98,6 +102,7 @@ impl ModelKind {
         match self {
             ModelKind::Analytic => "analytic",
             ModelKind::AnalyticMem => "analytic_mem",
+            ModelKind::AnalyticCounters => "analytic_counters",
             ModelKind::Linear => "linear",
             ModelKind::Spca => "spca",
             ModelKind::Threads => "threads",
@@ -139,6 +144,7 @@ pub struct FitParams {
     pub analytic: analytic::AnalyticParams,
     pub regression: regression::RegressionParams,
     pub threads_bw: threads_bw::ThreadsBwParams,
+    pub analytic_counters: analytic_counters::AnalyticCountersParams,
 }
 
 /// A fitted model of any kind.
@@ -147,6 +153,7 @@ pub struct FitParams {
 pub enum Fitted {
     Analytic(analytic::AnalyticModel),
     AnalyticMem(memclock::MemClockModel),
+    AnalyticCounters(analytic_counters::AnalyticCountersModel),
     Regression(regression::RegressionModel),
     Threads(threads::ThreadsModel),
     ThreadsBw(threads_bw::ThreadsBwModel),
@@ -161,6 +168,7 @@ impl Fitted {
         match self {
             Fitted::Analytic(m) => m.predict(workload, knobs),
             Fitted::AnalyticMem(m) => m.predict(workload, knobs),
+            Fitted::AnalyticCounters(m) => m.predict(workload, knobs),
             Fitted::Regression(m) => m.predict(workload, knobs),
             Fitted::Threads(m) => m.predict(workload, knobs),
             Fitted::ThreadsBw(m) => m.predict(workload, knobs),
@@ -172,6 +180,7 @@ impl Fitted {
         match self {
             Fitted::Analytic(_) => "analytic",
             Fitted::AnalyticMem(_) => "analytic_mem",
+            Fitted::AnalyticCounters(_) => "analytic_counters",
             Fitted::Regression(m) => &m.method,
             Fitted::Threads(_) => "threads",
             Fitted::ThreadsBw(_) => "threads_bw",
@@ -229,6 +238,7 @@ impl Fitted {
             }
             Fitted::Regression(m) => m.explain(),
             Fitted::AnalyticMem(m) => m.explain(),
+            Fitted::AnalyticCounters(m) => m.explain(),
             Fitted::ThreadsBw(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
@@ -265,6 +275,10 @@ pub fn fit_kind(
     match kind.resolve(points, false) {
         ModelKind::Analytic => analytic::fit(meta, points, &params.analytic).map(Fitted::Analytic),
         ModelKind::AnalyticMem => memclock::fit(meta, points).map(Fitted::AnalyticMem),
+        ModelKind::AnalyticCounters => {
+            analytic_counters::fit(meta, points, &params.analytic_counters)
+                .map(Fitted::AnalyticCounters)
+        }
         ModelKind::Linear => {
             regression::fit(meta, points, &params.regression, false).map(Fitted::Regression)
         }
