@@ -146,7 +146,9 @@ pub fn fit(
         }),
     };
     // Per group: traffic and bandwidth at the training points.
-    let mut groups: Vec<(String, Knobs, Vec<(f64, f64)>, Vec<f64>)> = Vec::new();
+    // (workload, other knobs, (threads, bandwidth) per training point, traffic per point)
+    type Acc = (String, Knobs, Vec<(f64, f64)>, Vec<f64>);
+    let mut groups: Vec<Acc> = Vec::new();
     for p in points {
         let Some(n) = p.knobs.get(THREADS_KNOB).copied().filter(|n| *n > 0.0) else {
             continue;
