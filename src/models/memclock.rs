@@ -4,7 +4,8 @@
 //!
 //! Time: Moore's (2012) split `t = t_mem + t_comp·f0/f`, with the memory part itself scaled
 //! by the memory clock (the time of a transfer-bound phase is inversely proportional to the
-//! memory clock, as in the GPU core-and-memory DVFS model of Wang & Chu, 2018):
+//! memory clock; the core/memory split that Wang & Chu's GPU core-and-memory DVFS model also
+//! starts from):
 //!
 //! ```text
 //! t(f, m) = t_comp·f0/f + t_mem·m0/m + t_other
