@@ -141,9 +141,11 @@ fn write_plot(
         })
         .collect();
     let plot = plots::predicted_vs_measured_plot(
+        // The protocol's name without its details ("knob holdout: train on …"): the title
+        // must fit the plot's width.
         format!(
-            "Predicted against measured — {} — model {}",
-            ev.summary.protocol,
+            "Predicted against measured, {}, model {}",
+            ev.summary.protocol.split(':').next().unwrap_or_default(),
             ev.kind.name()
         ),
         panels,
