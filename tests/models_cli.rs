@@ -354,3 +354,127 @@ fn fit_format_json_prints_one_object_with_the_loo_error() {
     // The model's folder is created.
     assert!(model.is_file());
 }
+
+/// `evaluate --plot`: predicted against measured per target with the y = x line, into a
+/// directory (`predicted_vs_measured.svg`) or a named `.svg` file.
+#[test]
+fn evaluate_plot_writes_predicted_against_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    dvfs_set(&set);
+    let dir = tmp.path().join("plots");
+    let file = tmp.path().join("sub").join("pvm.svg");
+    for target in [&dir, &file] {
+        let out = pp()
+            .args([
+                "evaluate",
+                set.to_str().unwrap(),
+                "--protocol",
+                "knob-holdout",
+                "--train",
+                "core_freq_mhz=500,700,1000",
+                "--format",
+                "json",
+                "--plot",
+                target.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // stdout stays one JSON object.
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap();
+    }
+    for svg in [dir.join("predicted_vs_measured.svg"), file] {
+        let s = std::fs::read_to_string(&svg).unwrap();
+        assert!(s.starts_with("<svg"), "{}", svg.display());
+        assert!(s.contains("model analytic"), "title names the model");
+        for t in ["time_s", "power_w", "energy_j", "y = x"] {
+            assert!(s.contains(t), "{t} missing in {}", svg.display());
+        }
+        // 4 workloads are few enough for a legend entry each.
+        for w in ["alpha", "beta", "gamma", "delta"] {
+            assert!(s.contains(w), "series {w} missing");
+        }
+        // 12 held-out points per panel, 3 panels, plus one legend marker per workload and panel.
+        let circles = s.matches("<circle").count();
+        assert_eq!(circles, 3 * 12 + 3 * 4, "{circles} markers");
+    }
+    // A PNG into a directory.
+    let png_dir = tmp.path().join("png");
+    pp().args([
+        "evaluate",
+        set.to_str().unwrap(),
+        "--protocol",
+        "knob-holdout",
+        "--train",
+        "core_freq_mhz=500,700,1000",
+        "--plot",
+        png_dir.to_str().unwrap(),
+        "--plot-format",
+        "png",
+    ])
+    .assert()
+    .success();
+    let bytes = std::fs::read(png_dir.join("predicted_vs_measured.png")).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+}
+
+/// The counter-based analytic model through the binary: `fit --explain` names the memory term
+/// and the fitted α, and the model file records the kind.
+#[test]
+fn analytic_counters_fit_explain_and_evaluate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    dvfs_set(&set);
+    let model = tmp.path().join("m.json");
+    let params = r#"{"analytic_counters":{"memory_terms":[{"counter":"mem_ops","kind":{"ns_per_event":10}}]}}"#;
+    let out = pp()
+        .args([
+            "fit",
+            set.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--model",
+            "analytic-counters",
+            "--params",
+            params,
+            "--explain",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("mem_ops NsPerEvent(10.0)"), "{text}");
+    assert!(text.contains("α = "), "{text}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    assert_eq!(m["kind"], "analytic_counters");
+    // Without a memory counter the error names the fix.
+    let out = pp()
+        .args([
+            "evaluate",
+            set.to_str().unwrap(),
+            "--protocol",
+            "knob-holdout",
+            "--train",
+            "core_freq_mhz=500,1000",
+            "--model",
+            "analytic-counters",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("memory_terms"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

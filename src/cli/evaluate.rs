@@ -1,5 +1,6 @@
 //! `powerperf evaluate SET --protocol knob-holdout|workload-holdout [--model KIND]
-//! [--train K=A,B,…] [--baseline K=V,…] [-o points.csv] [--format table|json]`.
+//! [--train K=A,B,…] [--baseline K=V,…] [-o points.csv] [--plot DIR|FILE.svg]
+//! [--format table|json]`.
 //!
 //! Held-out evaluation under DESIGN.md's rules (see [`crate::models::eval`]). `points`
 //! counts held-out (workload, knob values) means.
@@ -9,7 +10,8 @@ use super::predict::{csv_cell, parse_knob, Format};
 use crate::models::eval::{knob_holdout, workload_holdout, Evaluation};
 use crate::models::features::mean_points;
 use crate::models::{Knobs, ModelKind};
-use crate::store::set::{TrainingSet, TARGETS};
+use crate::report::plots::{self, ImageFormat, ScatterPanel};
+use crate::store::set::{SetMeta, TrainingSet, TARGETS};
 use anyhow::Context;
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,7 +28,7 @@ pub enum Protocol {
 /// Arguments of `powerperf evaluate`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf evaluate titanx --protocol knob-holdout --train core_freq_mhz=595,861,1164\n  powerperf evaluate titanx --protocol workload-holdout --baseline core_freq_mhz=1164,mem_freq_mhz=3505 --format json\n  powerperf evaluate v100 --protocol knob-holdout --train core_freq_mhz=510,945,1380 -o points.csv\n\nMeasured errors on the shared datasets: docs/models.md."
+    after_help = "Examples:\n  powerperf evaluate titanx --protocol knob-holdout --train core_freq_mhz=595,861,1164\n  powerperf evaluate titanx --protocol workload-holdout --baseline core_freq_mhz=1164,mem_freq_mhz=3505 --format json\n  powerperf evaluate v100 --protocol knob-holdout --train core_freq_mhz=510,945,1380 -o points.csv\n  powerperf evaluate titanx --protocol knob-holdout --train core_freq_mhz=595,861,1164 --plot plots/\n\nMeasured errors on the shared datasets: docs/models.md."
 )]
 pub struct EvaluateArgs {
     /// Training-set directory.
@@ -54,6 +56,15 @@ pub struct EvaluateArgs {
     /// Model parameters as a JSON object (see `powerperf fit --params`).
     #[arg(long)]
     pub params: Option<String>,
+    /// Plot predicted against measured per target (time, power, energy) with the y = x line:
+    /// `FILE.svg` or `FILE.png` writes that file; any other path is a directory (created if
+    /// missing) that gets `predicted_vs_measured.<--plot-format>`. Targets the set marks
+    /// unreliable for a workload are left out, as in the error table.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Image format of --plot when it names a directory.
+    #[arg(long, value_enum, default_value = "svg")]
+    pub plot_format: ImageFormat,
 }
 
 fn parse_baseline(specs: &[String]) -> anyhow::Result<Knobs> {
@@ -104,6 +115,55 @@ fn write_points(path: &PathBuf, ev: &Evaluation) -> anyhow::Result<()> {
     file.write_all(out.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// Draw predicted against measured for `ev` (the plot of `report --evaluate CSV`) into
+/// `path`: a `.svg`/`.png` file, else a directory. Returns the file written.
+fn write_plot(
+    path: &std::path::Path,
+    format: ImageFormat,
+    meta: &SetMeta,
+    ev: &Evaluation,
+) -> anyhow::Result<PathBuf> {
+    let panels: Vec<ScatterPanel> = TARGETS
+        .iter()
+        .map(|t| ScatterPanel {
+            target: t.to_string(),
+            points: ev
+                .results
+                .iter()
+                .filter(|r| meta.is_reliable(t, &r.workload))
+                .filter_map(|r| {
+                    let (m, p) = (r.measured.target(t)?, r.predicted.target(t)?);
+                    (m.is_finite() && p.is_finite()).then(|| (r.workload.clone(), m, p))
+                })
+                .collect(),
+        })
+        .collect();
+    let plot = plots::predicted_vs_measured_plot(
+        // The protocol's name without its details ("knob holdout: train on …"): the title
+        // must fit the plot's width.
+        format!(
+            "Predicted against measured, {}, model {}",
+            ev.summary.protocol.split(':').next().unwrap_or_default(),
+            ev.kind.name()
+        ),
+        panels,
+    );
+    let is_file = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg") || e.eq_ignore_ascii_case("png"));
+    if is_file {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        plot.plot.write(path, ImageFormat::from_path(path)?)?;
+        Ok(path.to_path_buf())
+    } else {
+        Ok(plots::write_all(&[plot], path, format)?.remove(0))
+    }
 }
 
 /// Run `powerperf evaluate`.
@@ -172,6 +232,10 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     };
     if let Some(path) = &args.output {
         write_points(path, &ev)?;
+    }
+    if let Some(path) = &args.plot {
+        let written = write_plot(path, args.plot_format, &set.meta, &ev)?;
+        eprintln!("wrote {}", written.display());
     }
     match args.format {
         Format::Json => {

@@ -6,19 +6,25 @@
 //!
 //! - [`features`]: means over repeats, counter rates (per cycle / per second), Spearman ρ.
 //! - [`analytic`]: `t(f) = t_mem + t_comp·f0/f` family and `P = P_static + c·V²·f` (Moore 2012).
+//! - [`analytic_counters`]: the same time model with `t_mem` from memory counters.
+//! - [`memclock`]: the same with an explicit memory-clock term in time and power.
 //! - [`regression`]: multivariate linear regression and supervised PCA on counter rates
 //!   (Lively et al. 2011).
 //! - [`threads`]: Amdahl time and linear-in-cores power.
+//! - [`threads_bw`]: Amdahl with a memory-bandwidth floor from traffic counters.
 //! - [`eval`]: leave-one-out, knob holdout and workload holdout with MAPE.
 //!
 //! A fitted model of any kind is a [`Fitted`]; `MODEL.json` is a [`ModelFile`].
 
 pub mod analytic;
+pub mod analytic_counters;
 pub mod error;
 pub mod eval;
 pub mod features;
+pub mod memclock;
 pub mod regression;
 pub mod threads;
+pub mod threads_bw;
 
 pub use error::ModelError;
 
@@ -74,12 +80,18 @@ pub trait Predictor {
 pub enum ModelKind {
     /// Analytical DVFS time/power model ([`analytic`]).
     Analytic,
+    /// Analytical time model with the memory part from counters ([`analytic_counters`]).
+    AnalyticCounters,
+    /// Analytical model with an explicit memory-clock term ([`memclock`]).
+    AnalyticMem,
     /// Multivariate linear regression on counter rates ([`regression`]).
     Linear,
     /// Supervised PCA regression ([`regression`]).
     Spca,
     /// Thread-count model ([`threads`]).
     Threads,
+    /// Thread-count model with a bandwidth floor from traffic counters ([`threads_bw`]).
+    ThreadsBw,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
 }
@@ -89,9 +101,12 @@ impl ModelKind {
     pub fn name(self) -> &'static str {
         match self {
             ModelKind::Analytic => "analytic",
+            ModelKind::AnalyticMem => "analytic_mem",
+            ModelKind::AnalyticCounters => "analytic_counters",
             ModelKind::Linear => "linear",
             ModelKind::Spca => "spca",
             ModelKind::Threads => "threads",
+            ModelKind::ThreadsBw => "threads_bw",
             ModelKind::Auto => "auto",
         }
     }
@@ -128,6 +143,8 @@ impl ModelKind {
 pub struct FitParams {
     pub analytic: analytic::AnalyticParams,
     pub regression: regression::RegressionParams,
+    pub threads_bw: threads_bw::ThreadsBwParams,
+    pub analytic_counters: analytic_counters::AnalyticCountersParams,
 }
 
 /// A fitted model of any kind.
@@ -135,8 +152,11 @@ pub struct FitParams {
 #[serde(rename_all = "snake_case")]
 pub enum Fitted {
     Analytic(analytic::AnalyticModel),
+    AnalyticMem(memclock::MemClockModel),
+    AnalyticCounters(analytic_counters::AnalyticCountersModel),
     Regression(regression::RegressionModel),
     Threads(threads::ThreadsModel),
+    ThreadsBw(threads_bw::ThreadsBwModel),
 }
 
 impl Fitted {
@@ -147,8 +167,11 @@ impl Fitted {
     pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
         match self {
             Fitted::Analytic(m) => m.predict(workload, knobs),
+            Fitted::AnalyticMem(m) => m.predict(workload, knobs),
+            Fitted::AnalyticCounters(m) => m.predict(workload, knobs),
             Fitted::Regression(m) => m.predict(workload, knobs),
             Fitted::Threads(m) => m.predict(workload, knobs),
+            Fitted::ThreadsBw(m) => m.predict(workload, knobs),
         }
     }
 
@@ -156,8 +179,11 @@ impl Fitted {
     pub fn kind(&self) -> &str {
         match self {
             Fitted::Analytic(_) => "analytic",
+            Fitted::AnalyticMem(_) => "analytic_mem",
+            Fitted::AnalyticCounters(_) => "analytic_counters",
             Fitted::Regression(m) => &m.method,
             Fitted::Threads(_) => "threads",
+            Fitted::ThreadsBw(_) => "threads_bw",
         }
     }
 
@@ -211,6 +237,9 @@ impl Fitted {
                 s
             }
             Fitted::Regression(m) => m.explain(),
+            Fitted::AnalyticMem(m) => m.explain(),
+            Fitted::AnalyticCounters(m) => m.explain(),
+            Fitted::ThreadsBw(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
                 s += "workload                         other knobs          t_serial_s t_parallel_s   P_0_w  P_core_w\n";
@@ -245,6 +274,11 @@ pub fn fit_kind(
 ) -> Result<Fitted, ModelError> {
     match kind.resolve(points, false) {
         ModelKind::Analytic => analytic::fit(meta, points, &params.analytic).map(Fitted::Analytic),
+        ModelKind::AnalyticMem => memclock::fit(meta, points).map(Fitted::AnalyticMem),
+        ModelKind::AnalyticCounters => {
+            analytic_counters::fit(meta, points, &params.analytic_counters)
+                .map(Fitted::AnalyticCounters)
+        }
         ModelKind::Linear => {
             regression::fit(meta, points, &params.regression, false).map(Fitted::Regression)
         }
@@ -252,6 +286,9 @@ pub fn fit_kind(
             regression::fit(meta, points, &params.regression, true).map(Fitted::Regression)
         }
         ModelKind::Threads => threads::fit(meta, points).map(Fitted::Threads),
+        ModelKind::ThreadsBw => {
+            threads_bw::fit(meta, points, &params.threads_bw).map(Fitted::ThreadsBw)
+        }
         ModelKind::Auto => unreachable!("resolve never returns Auto"),
     }
 }

@@ -1092,19 +1092,33 @@ pub fn predicted_vs_measured(csv_path: &Path) -> Result<NamedPlot> {
             }
         }
     }
-    Ok(NamedPlot {
+    Ok(predicted_vs_measured_plot(
+        format!(
+            "Predicted against measured ({})",
+            csv_path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+        panels.into_iter().map(|p| p.2).collect(),
+    ))
+}
+
+/// The `predicted_vs_measured` plot from panels already in memory (one per target, points
+/// as (workload, measured, predicted)); `powerperf evaluate --plot` and
+/// [`predicted_vs_measured`] (the CSV of `evaluate -o`) both draw through it. Panels without
+/// points are left out.
+pub fn predicted_vs_measured_plot(title: String, panels: Vec<ScatterPanel>) -> NamedPlot {
+    NamedPlot {
         name: "predicted_vs_measured".into(),
         plot: Plot::PredictedVsMeasured(PredictedVsMeasured {
-            title: format!(
-                "Predicted against measured ({})",
-                csv_path
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            ),
-            panels: panels.into_iter().map(|p| p.2).collect(),
+            title,
+            panels: panels
+                .into_iter()
+                .filter(|p| !p.points.is_empty())
+                .collect(),
         }),
-    })
+    }
 }
 
 fn knob_label(k: &serde_json::Map<String, serde_json::Value>) -> String {

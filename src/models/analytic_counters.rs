@@ -1,0 +1,535 @@
+//! Analytical DVFS time model with the memory part read from counters, as an alternative to
+//! fitting it from two or more clocks ([`super::analytic`]).
+//!
+//! Moore (2012), "Modeling Performance and Energy Efficiency of Application Codes": a run's
+//! time splits into a part that does not scale with the core clock and one that does,
+//! `t(f) = t_mem + t_comp·f0/f`, and the non-scaling part is the memory-stall time, estimated
+//! from a cycle breakdown: stall cycles ≈ Σ penalty_i × count_i (PerfExpert's LCPI, Burtscher
+//! et al. SC10), or, for an accelerator, the fraction of time its memory interface is busy
+//! (the CPU-bound / memory-bound decomposition of Choi, Soma, Pedram, "Fine-grained dynamic
+//! voltage and frequency scaling for precise energy and performance trade-off based on the
+//! ratio of off-chip access to on-chip computation times", DATE 2004).
+//!
+//! Per (workload, other knobs), at the reference point (its highest training clock `f0`, time
+//! `t0`), the counter estimate `M` (seconds) is the sum of [`MemoryTerm`]s:
+//!
+//! - `fraction`: a rate counter in 0..1 of the run (DCGM `dram_active`): `M = value · t0`;
+//! - `ns_per_event`: a count with a clock-independent latency (DRAM, ns): `M = N · ns · 1e-9`;
+//! - `cycles_per_event`: a count with a penalty in cycles at `f0` (LCPI): `M = N · c / f0`.
+//!
+//! Then `t_mem = α·M` (clamped to `[0, t0]`) and `t(f) = t_mem + (t0 − t_mem)·f0/f`. `α = 1`
+//! uses the counters as they are; with `calibrate` (default) one `α` shared by every workload
+//! is fitted by least squares on the training points at the other clocks (relative error:
+//! `t − t0·f0/f = α·M·(1 − f0/f)`, weights `1/t²`), which absorbs a penalty that is only an
+//! upper bound (e.g. L1 refills of which only some go to DRAM). In workload holdout the
+//! held-out workload has only its baseline point, where `1 − f0/f = 0`: `α` comes from the
+//! other workloads, and the held-out workload's curve from its baseline time and counters.
+//!
+//! Power and energy: power from [`super::analytic`] fitted on the same training points where
+//! the group has two or more clocks; a group with only its reference point (workload holdout)
+//! gets `P(f) = P(f0) × median_g P_g(f)/P_g(f0)` over the other groups' fitted power curves.
+//! `E = P·t`.
+
+use super::analytic::{self, AnalyticModel, AnalyticParams};
+use super::features::knob_key;
+use super::{Knobs, ModelError, Prediction};
+use crate::store::set::{CounterKind, Point, SetMeta};
+use serde::{Deserialize, Serialize};
+
+/// How a counter becomes memory time (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryTermKind {
+    /// A rate counter, fraction 0..1 of the run time.
+    Fraction,
+    /// A count × a clock-independent latency in nanoseconds.
+    NsPerEvent(f64),
+    /// A count × a penalty in cycles at the reference clock.
+    CyclesPerEvent(f64),
+}
+
+/// One counter's contribution to the memory time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryTerm {
+    pub counter: String,
+    pub kind: MemoryTermKind,
+}
+
+/// Parameters of the counter-based analytic model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AnalyticCountersParams {
+    /// The terms; empty: `dram_active` as a fraction when the set has it.
+    pub memory_terms: Vec<MemoryTerm>,
+    /// Fit one shared scale α on the training points (else α = 1).
+    pub calibrate: bool,
+}
+
+impl Default for AnalyticCountersParams {
+    fn default() -> Self {
+        Self {
+            memory_terms: Vec::new(),
+            calibrate: true,
+        }
+    }
+}
+
+/// One (workload, other knobs) group at its reference point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterGroup {
+    pub workload: String,
+    pub other_knobs: Knobs,
+    /// Reference clock `f0` (MHz), time `t0` (s) and power `P0` (W) there.
+    pub f0_mhz: f64,
+    pub t0_s: Option<f64>,
+    pub p0_w: Option<f64>,
+    /// The counter estimate `M` of memory time at `f0`, seconds.
+    pub memory_s: Option<f64>,
+}
+
+/// The fitted model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnalyticCountersModel {
+    pub freq_knob: String,
+    pub memory_terms: Vec<MemoryTerm>,
+    /// The shared scale α and how it was set.
+    pub alpha: f64,
+    pub alpha_source: String,
+    pub groups: Vec<CounterGroup>,
+    /// The power model (analytic, on the same points), when it could be fitted.
+    pub power: Option<AnalyticModel>,
+}
+
+fn split(knobs: &Knobs, freq: &str) -> Knobs {
+    knobs
+        .iter()
+        .filter(|(k, _)| *k != freq)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+fn memory_time(p: &Point, terms: &[MemoryTerm], f0_mhz: f64, t0: f64) -> Option<f64> {
+    let mut m = 0.0;
+    for t in terms {
+        let v = *p.counters.get(&t.counter)?;
+        m += match t.kind {
+            MemoryTermKind::Fraction => v * t0,
+            MemoryTermKind::NsPerEvent(ns) => v * ns * 1e-9,
+            MemoryTermKind::CyclesPerEvent(c) => v * c / (f0_mhz * 1e6),
+        };
+    }
+    m.is_finite().then_some(m.max(0.0))
+}
+
+/// Fit on mean points.
+///
+/// # Errors
+/// [`ModelError::MissingKnob`] without a clock knob; [`ModelError::NotEnoughData`] when the
+/// set has none of the counters of the memory terms (the message names the fix).
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticCountersParams,
+) -> Result<AnalyticCountersModel, ModelError> {
+    let freq =
+        analytic::freq_knob_of(meta, points, None).ok_or_else(|| ModelError::MissingKnob {
+            knob: "core_freq_mhz".into(),
+            model: "analytic_counters".into(),
+            fix: "use a set with a clock knob".into(),
+        })?;
+    let terms = if params.memory_terms.is_empty() {
+        match meta
+            .counters
+            .iter()
+            .find(|(n, k)| n.eq_ignore_ascii_case("dram_active") && **k == CounterKind::Rate)
+        {
+            Some((n, _)) => vec![MemoryTerm {
+                counter: n.clone(),
+                kind: MemoryTermKind::Fraction,
+            }],
+            None => {
+                return Err(ModelError::NotEnoughData {
+                    model: "analytic_counters".into(),
+                    what: format!(
+                        "no memory counter given and the set has no `dram_active`; its counters: [{}]. Fix: --params '{{\"analytic_counters\":{{\"memory_terms\":[{{\"counter\":\"l1d_cache_refill\",\"kind\":{{\"ns_per_event\":110}}}}]}}}}' (docs/models.md)",
+                        meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                })
+            }
+        }
+    } else {
+        params.memory_terms.clone()
+    };
+    if let Some(t) = terms
+        .iter()
+        .find(|t| !meta.counters.contains_key(&t.counter))
+    {
+        return Err(ModelError::NotEnoughData {
+            model: "analytic_counters".into(),
+            what: format!(
+                "memory term counter `{}` is not a counter of the set; its counters: [{}]",
+                t.counter,
+                meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        });
+    }
+    // Groups and their reference points.
+    let mut groups: Vec<(String, Knobs, Vec<&Point>)> = Vec::new();
+    for p in points.iter().filter(|p| p.knobs.contains_key(&freq)) {
+        let o = split(&p.knobs, &freq);
+        match groups.iter_mut().find(|g| g.0 == p.workload && g.1 == o) {
+            Some(g) => g.2.push(p),
+            None => groups.push((p.workload.clone(), o, vec![p])),
+        }
+    }
+    let mut out = Vec::new();
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (w, o, pts) in &groups {
+        let r = pts
+            .iter()
+            .max_by(|a, b| a.knobs[&freq].total_cmp(&b.knobs[&freq]))
+            .expect("groups are never empty");
+        let f0 = r.knobs[&freq];
+        let t0 = r
+            .time_s
+            .filter(|t| *t > 0.0 && meta.is_reliable("time_s", w));
+        let m = t0.and_then(|t0| memory_time(r, &terms, f0, t0));
+        if let (Some(t0), Some(m)) = (t0, m) {
+            for p in pts {
+                let (f, Some(t)) = (p.knobs[&freq], p.time_s.filter(|t| *t > 0.0)) else {
+                    continue;
+                };
+                let x = m * (1.0 - f0 / f);
+                let y = t - t0 * f0 / f;
+                sxy += x * y / (t * t);
+                sxx += x * x / (t * t);
+            }
+        }
+        out.push(CounterGroup {
+            workload: w.clone(),
+            other_knobs: o.clone(),
+            f0_mhz: f0,
+            t0_s: t0,
+            p0_w: r.power_w.filter(|_| meta.is_reliable("power_w", w)),
+            memory_s: m,
+        });
+    }
+    let (alpha, alpha_source) = if !params.calibrate {
+        (
+            1.0,
+            "1 (calibrate off: the counters as they are)".to_string(),
+        )
+    } else if sxx > 0.0 {
+        (
+            (sxy / sxx).max(0.0),
+            "least squares over the training points at the non-reference clocks".to_string(),
+        )
+    } else {
+        (
+            1.0,
+            "1 (no training point at a second clock to calibrate on)".to_string(),
+        )
+    };
+    // Power: the analytic model where a group has two clocks.
+    let power = analytic::fit(
+        meta,
+        points,
+        &AnalyticParams {
+            freq_knob: Some(freq.clone()),
+            ..AnalyticParams::default()
+        },
+    )
+    .ok();
+    Ok(AnalyticCountersModel {
+        freq_knob: freq,
+        memory_terms: terms,
+        alpha,
+        alpha_source,
+        groups: out,
+        power,
+    })
+}
+
+impl AnalyticCountersModel {
+    /// Predict `workload` at `knobs`.
+    ///
+    /// # Errors
+    /// A missing clock knob, or no group for the workload at the other knob values.
+    pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
+        let f = *knobs
+            .get(&self.freq_knob)
+            .ok_or_else(|| ModelError::MissingKnob {
+                knob: self.freq_knob.clone(),
+                model: "analytic_counters".into(),
+                fix: format!("pass --knob {}=…", self.freq_knob),
+            })?;
+        let o = split(knobs, &self.freq_knob);
+        let g = self
+            .groups
+            .iter()
+            .find(|g| g.workload == workload && g.other_knobs == o)
+            .ok_or_else(|| ModelError::UnknownSetting {
+                workload: workload.into(),
+                knobs: knob_key(knobs),
+                known: self
+                    .groups
+                    .iter()
+                    .filter(|g| g.workload == workload)
+                    .map(|g| knob_key(&g.other_knobs))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })?;
+        let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| {
+            let tm = (self.alpha * m).clamp(0.0, t0);
+            tm + (t0 - tm) * g.f0_mhz / f
+        });
+        let power_w = self.power_at(g, f, knobs);
+        Ok(Prediction {
+            time_s,
+            power_w,
+            energy_j: time_s.zip(power_w).map(|(t, p)| t * p),
+        })
+    }
+
+    fn power_at(&self, g: &CounterGroup, f: f64, knobs: &Knobs) -> Option<f64> {
+        let pm = self.power.as_ref()?;
+        let own = pm
+            .groups
+            .iter()
+            .find(|a| a.workload == g.workload && a.other_knobs == g.other_knobs)
+            .is_some_and(|a| a.power.is_some());
+        if own {
+            return pm.predict(&g.workload, knobs).ok()?.power_w;
+        }
+        // Only the reference point: scale P0 by the median ratio of the other groups.
+        let p0 = g.p0_w?;
+        let mut ratios: Vec<f64> = pm
+            .groups
+            .iter()
+            .filter(|a| a.power.is_some() && a.other_knobs == g.other_knobs)
+            .filter_map(|a| {
+                let at = |x: f64| {
+                    let mut k = a.other_knobs.clone();
+                    k.insert(self.freq_knob.clone(), x);
+                    pm.predict(&a.workload, &k).ok()?.power_w
+                };
+                let (pf, pr) = (at(f)?, at(g.f0_mhz)?);
+                (pr > 0.0).then(|| pf / pr)
+            })
+            .collect();
+        if ratios.is_empty() {
+            return None;
+        }
+        ratios.sort_by(f64::total_cmp);
+        Some(p0 * ratios[ratios.len() / 2])
+    }
+
+    /// What was fitted, for `fit --explain`.
+    pub fn explain(&self) -> String {
+        let mut s = format!(
+            "analytic DVFS model, memory part from counters (Moore 2012; Choi et al. 2004): t(f) = t_mem + (t0 − t_mem)·f0/f, t_mem = α·M\nclock knob: {}\nmemory terms: {}\nα = {:.4} ({})\n",
+            self.freq_knob,
+            self.memory_terms
+                .iter()
+                .map(|t| format!("{} {:?}", t.counter, t.kind))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            self.alpha,
+            self.alpha_source
+        );
+        s += "workload                         other knobs            f0_mhz      t0_s    M_s  t_mem/t0\n";
+        for g in &self.groups {
+            let frac = g
+                .t0_s
+                .zip(g.memory_s)
+                .map(|(t0, m)| (self.alpha * m).clamp(0.0, t0) / t0);
+            s += &format!(
+                "{:<32} {:<22} {:>7} {:>9} {:>9} {:>8}\n",
+                g.workload,
+                knob_key(&g.other_knobs),
+                g.f0_mhz,
+                g.t0_s.map_or("-".into(), |v| format!("{v:.4}")),
+                g.memory_s.map_or("-".into(), |v| format!("{v:.4}")),
+                frac.map_or("-".into(), |v| format!("{v:.3}")),
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> SetMeta {
+        let mut m = SetMeta::default();
+        m.counters.insert("dram_active".into(), CounterKind::Rate);
+        m.counters.insert("misses".into(), CounterKind::Count);
+        m
+    }
+
+    /// A workload with t(f) = tm + tc·1000/f; its counters report the memory fraction
+    /// `tm/t` (dram_active) and `tm / 100 ns` misses; P = 20 + 30·(f/1000)^3.
+    fn pt(w: &str, f: f64, tm: f64, tc: f64) -> Point {
+        let t = tm + tc * 1000.0 / f;
+        Point {
+            workload: w.into(),
+            knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
+            time_s: Some(t),
+            power_w: Some(20.0 + 30.0 * (f / 1000.0f64).powi(3)),
+            counters: [
+                ("dram_active".to_string(), tm / t),
+                ("misses".to_string(), tm / 100e-9),
+            ]
+            .into_iter()
+            .collect(),
+            ..Point::default()
+        }
+    }
+
+    fn k(f: f64) -> Knobs {
+        [("core_freq_mhz".to_string(), f)].into_iter().collect()
+    }
+
+    #[test]
+    fn one_reference_point_and_exact_counters_give_the_curve() {
+        // α = 1: only the reference point, nothing to calibrate on.
+        let m = fit(
+            &meta(),
+            &[pt("a", 1000.0, 2.0, 3.0)],
+            &AnalyticCountersParams::default(),
+        )
+        .unwrap();
+        assert_eq!(m.alpha, 1.0);
+        let t = m.predict("a", &k(500.0)).unwrap().time_s.unwrap();
+        assert!((t - 8.0).abs() < 1e-12, "{t}");
+    }
+
+    #[test]
+    fn known_answer_with_ns_latency_and_calibration() {
+        // Counters that over-count memory time by 2× (e.g. refills of which half reach DRAM):
+        // uncalibrated predictions are off, the calibrated α is 0.5 and exact.
+        let mut pts = Vec::new();
+        for (w, tm, tc) in [("a", 2.0, 3.0), ("b", 0.5, 4.0), ("c", 3.0, 0.5)] {
+            for f in [500.0, 1000.0] {
+                let mut p = pt(w, f, tm, tc);
+                *p.counters.get_mut("misses").unwrap() *= 2.0;
+                pts.push(p);
+            }
+        }
+        let terms = vec![MemoryTerm {
+            counter: "misses".into(),
+            kind: MemoryTermKind::NsPerEvent(100.0),
+        }];
+        let raw = fit(
+            &meta(),
+            &pts,
+            &AnalyticCountersParams {
+                memory_terms: terms.clone(),
+                calibrate: false,
+            },
+        )
+        .unwrap();
+        let cal = fit(
+            &meta(),
+            &pts,
+            &AnalyticCountersParams {
+                memory_terms: terms,
+                calibrate: true,
+            },
+        )
+        .unwrap();
+        assert!((cal.alpha - 0.5).abs() < 1e-9, "{}", cal.alpha);
+        let want = 0.5 + 4.0 * 1000.0 / 700.0;
+        let t_cal = cal.predict("b", &k(700.0)).unwrap().time_s.unwrap();
+        let t_raw = raw.predict("b", &k(700.0)).unwrap().time_s.unwrap();
+        assert!((t_cal - want).abs() < 1e-9, "{t_cal} vs {want}");
+        assert!((t_raw - want).abs() > 0.1);
+        // Power comes from the analytic curve (two clocks, cube law): exact.
+        let p = cal.predict("b", &k(700.0)).unwrap().power_w.unwrap();
+        assert!((p - (20.0 + 30.0 * 0.7f64.powi(3))).abs() < 1e-6, "{p}");
+    }
+
+    #[test]
+    fn cycles_per_event_term() {
+        // 1e9 events × 2 cycles at 1000 MHz = 2 s of memory time.
+        let mut p = pt("a", 1000.0, 2.0, 3.0);
+        p.counters.insert("misses".into(), 1e9);
+        let m = fit(
+            &meta(),
+            &[p],
+            &AnalyticCountersParams {
+                memory_terms: vec![MemoryTerm {
+                    counter: "misses".into(),
+                    kind: MemoryTermKind::CyclesPerEvent(2.0),
+                }],
+                calibrate: true,
+            },
+        )
+        .unwrap();
+        assert!((m.groups[0].memory_s.unwrap() - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn no_memory_counter_names_the_fix() {
+        let e = fit(
+            &SetMeta::default(),
+            &[pt("a", 1000.0, 1.0, 1.0)],
+            &AnalyticCountersParams::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("memory_terms") && e.contains("docs/models.md"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn held_out_counters_never_reach_the_prediction() {
+        // Workload holdout from 1000 MHz: poisoning b's other points (targets and counters)
+        // changes nothing.
+        use crate::models::{eval, FitParams, ModelKind};
+        let mut clean = Vec::new();
+        for (w, tm, tc) in [("a", 2.0, 3.0), ("b", 0.5, 4.0), ("c", 3.0, 0.5)] {
+            for f in [500.0, 700.0, 1000.0] {
+                clean.push(pt(w, f, tm, tc));
+            }
+        }
+        let mut poisoned = clean.clone();
+        for p in poisoned
+            .iter_mut()
+            .filter(|p| p.workload == "b" && p.knobs["core_freq_mhz"] != 1000.0)
+        {
+            p.time_s = Some(1e9);
+            p.power_w = Some(1e9);
+            p.counters.insert("dram_active".into(), 0.99);
+        }
+        let base = k(1000.0);
+        let run = |pts: &[Point]| {
+            eval::workload_holdout(
+                ModelKind::AnalyticCounters,
+                &meta(),
+                pts,
+                &base,
+                &FitParams::default(),
+            )
+        };
+        let (a, b) = (run(&clean), run(&poisoned));
+        let pick = |e: &eval::Evaluation| -> Vec<Prediction> {
+            e.results
+                .iter()
+                .filter(|r| r.workload == "b")
+                .map(|r| r.predicted)
+                .collect()
+        };
+        assert_eq!(pick(&a).len(), 2);
+        assert_eq!(pick(&a), pick(&b));
+        // Exact counters: b's time is right from its baseline point alone.
+        for r in a.results.iter().filter(|r| r.workload == "b") {
+            let f = r.knobs["core_freq_mhz"];
+            let want = 0.5 + 4.0 * 1000.0 / f;
+            assert!((r.predicted.time_s.unwrap() - want).abs() < 1e-9);
+        }
+    }
+}
