@@ -433,8 +433,7 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
             .filter_map(|p| measured(p).map(|(t, e)| (p.knobs.clone(), t, e)))
             .collect();
         let ref_knobs = means.reference_knobs(&w);
-        let Some(&(_, t_ref, e_ref)) = pts.iter().find(|p| same_knobs(&p.0, &ref_knobs)).map(|p| p)
-        else {
+        let Some(&(_, t_ref, e_ref)) = pts.iter().find(|p| same_knobs(&p.0, &ref_knobs)) else {
             skipped.push((
                 w.clone(),
                 format!(
