@@ -517,8 +517,10 @@ slowdown = 0.0
         .assert()
         .code(5)
         .stderr(
-            predicate::str::contains("nvmlDeviceSetGpuLockedClocks(device 0, 861 MHz, 861 MHz)")
-                .and(predicate::str::contains("GPU clocks are never changed")),
+            predicate::str::contains(
+                "nvmlDeviceSetGpuLockedClocks(device 0, minGpuClockMHz 861, maxGpuClockMHz 861)",
+            )
+            .and(predicate::str::contains("GPU clocks are never changed")),
         );
     assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "2");
     // no CPU knob in the plan: the CPU settings were not touched and no record was written
@@ -663,4 +665,36 @@ int main(int argc, char **argv) {
         .collect();
     assert!(t.windows(2).all(|w| w[0] <= w[1]), "{log}");
     assert!(log.lines().last().unwrap().contains("\trestore\t"), "{log}");
+}
+
+/// `examples/plans/gpu-static.toml` in a dry run: on a machine with an NVIDIA GPU the NVML
+/// reads (supported clocks) are printed and the setting checked; the set and reset calls are
+/// printed either way and nothing is changed.
+#[test]
+fn gpu_plan_dry_run_reads_nvml_and_prints_the_calls() {
+    let plan =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plans/gpu-static.toml");
+    let out = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["apply", "--dry-run", "--plan"])
+        .arg(&plan)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "nvmlDeviceSetGpuLockedClocks(device 0, minGpuClockMHz 1200, maxGpuClockMHz 1200)"
+        ) && err.contains("nvmlDeviceResetGpuLockedClocks(device 0)"),
+        "{err}"
+    );
+    if err.contains("NVML not available") {
+        println!("skipped: no NVIDIA GPU (the calls were printed unchecked)");
+        return;
+    }
+    assert!(
+        err.contains("nvmlDeviceGetSupportedGraphicsClocks"),
+        "{err}"
+    );
 }

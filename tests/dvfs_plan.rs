@@ -283,3 +283,46 @@ fn evaluate_on_titanx_and_xu3() {
     assert_eq!(v["workloads"], 30);
     assert!(frac > 0.9, "{frac}");
 }
+
+/// The risk-budget guard (docs/dvfs.md): errors from the 280 interior training points
+/// (861 MHz × 2 memory clocks × 140 workloads), the expected number of violations within
+/// the budget (5 % of 140), and the measured violations within one workload in twenty.
+/// (Its mean fraction of the oracle, 90.5 % when written, is printed, not asserted: it
+/// misses issue 7's 95 %.)
+#[test]
+fn risk_guard_on_titanx_keeps_violations_within_one_in_twenty() {
+    let Some(data) = shared() else {
+        println!("skipped: no shared/datasets above CARGO_MANIFEST_DIR");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("titanx");
+    import("titanx-micro.toml", &data, &set);
+    let out = pp()
+        .args(["plan", "--evaluate"])
+        .arg(&set)
+        .args([
+            "--train",
+            "core_freq_mhz=595,861,1164",
+            "--max-slowdown",
+            "5%",
+            "--slowdown-margin",
+            "risk",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["workloads"], 140);
+    let g = &v["risk_guard"];
+    assert_eq!(g["errors"], 280);
+    assert!(g["expected_violations"].as_f64().unwrap() <= 0.05 * 140.0 + 1e-9);
+    let frac = v["mean_fraction_of_oracle"].as_f64().unwrap();
+    let viol = v["bound_violations"].as_u64().unwrap();
+    println!("titanx-micro, 5 % bound, risk guard 0.05: mean fraction of oracle {frac:.4}, violations {viol}");
+    assert!(viol as f64 <= 140.0 / 20.0, "{viol}");
+}

@@ -66,6 +66,10 @@ struct Summary {
     writes: Vec<String>,
     env: Vec<(String, String)>,
     notes: Vec<String>,
+    /// NVML reads on GPU 0 (a plan with GPU settings).
+    gpu_reads: Vec<String>,
+    /// The NVML set and reset calls a privileged run would make (never made).
+    gpu_calls: Vec<String>,
     /// Settings replayed by `--restore`.
     restored: Vec<String>,
     log: Option<PathBuf>,
@@ -191,11 +195,47 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         eprintln!("powerperf: {n}");
     }
     if gpu.0.is_some() || gpu.1.is_some() {
-        eprintln!(
-            "powerperf: GPU clocks are never changed by this build; a privileged run would call:"
-        );
-        for l in (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1) {
-            eprintln!("  {l}");
+        // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
+        // against the supported clocks before the command runs.
+        match crate::dvfs::nvml_clocks::probe(0) {
+            Ok(p) => {
+                eprintln!("powerperf: NVML reads on GPU 0:");
+                for l in p.lines() {
+                    eprintln!("  {l}");
+                }
+                sum.gpu_reads = p.lines();
+                let calls = crate::dvfs::nvml_clocks::check_plan(&p, gpu.0, gpu.1)
+                    .context("the plan's GPU setting was refused before the command ran")?;
+                eprintln!(
+                    "powerperf: GPU clocks are never changed by this build{}; a privileged run would call:",
+                    if args.dry_run { " (dry run)" } else { "" }
+                );
+                for l in &calls.set {
+                    eprintln!("  {l}");
+                }
+                for l in &calls.reset {
+                    eprintln!("  at exit: {l}");
+                }
+                for n in &calls.notes {
+                    eprintln!("powerperf: {n}");
+                }
+                sum.gpu_calls = calls
+                    .set
+                    .iter()
+                    .cloned()
+                    .chain(calls.reset.iter().map(|l| format!("at exit: {l}")))
+                    .collect();
+            }
+            Err(why) => {
+                eprintln!("powerperf: {why}");
+                eprintln!(
+                    "powerperf: GPU clocks are never changed by this build; unchecked, a privileged run would call:"
+                );
+                for l in (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1) {
+                    eprintln!("  {l}");
+                }
+                sum.gpu_calls = (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1);
+            }
         }
     }
     for (k, v) in &env {

@@ -48,9 +48,16 @@ pub struct PlanArgs {
     pub max_slowdown: Option<String>,
     /// Plan against the bound minus this margin (`1%` or `0.01`), a guard against prediction
     /// error; the plan file records both. With --evaluate, `auto` uses the model's
-    /// leave-one-out time error on the training points.
+    /// leave-one-out time error on the training points, and `risk` replaces the margin by a
+    /// chance constraint: the expected share of workloads above the bound is at most
+    /// --risk, under the slowdown errors measured by leave-one-out at the interior training
+    /// values (docs/dvfs.md).
     #[arg(long, default_value = "0", value_name = "MARGIN")]
     pub slowdown_margin: String,
+    /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
+    /// slowdown exceeds the bound (0.05: one in twenty).
+    #[arg(long, default_value_t = crate::dvfs::evaluate::DEFAULT_RISK, value_name = "FRACTION")]
+    pub risk: f64,
     /// Settings whose predicted mean power is above this many watts are not chosen.
     #[arg(long, value_name = "W")]
     pub power_cap: Option<f64>,
@@ -103,7 +110,14 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     });
     let max_slowdown = parse_slowdown(&bound_text)?;
     let auto_margin = args.slowdown_margin.trim() == "auto";
-    let margin = if auto_margin {
+    let risk_guard = args.slowdown_margin.trim() == "risk";
+    if risk_guard && !(args.risk > 0.0 && args.risk < 1.0) {
+        anyhow::bail!(
+            "--risk {} must be a fraction between 0 and 1, e.g. 0.05",
+            args.risk
+        );
+    }
+    let margin = if auto_margin || risk_guard {
         0.0
     } else {
         parse_slowdown(&args.slowdown_margin)?.unwrap_or(0.0)
@@ -136,7 +150,13 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             kind: args.kind,
             params: Default::default(),
             idle_power_w: args.idle_power,
-            slowdown_margin: (!auto_margin).then_some(margin),
+            guard: if auto_margin {
+                crate::dvfs::evaluate::Guard::AutoMargin
+            } else if risk_guard {
+                crate::dvfs::evaluate::Guard::RiskBudget(args.risk)
+            } else {
+                crate::dvfs::evaluate::Guard::Margin(margin)
+            },
         };
         let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
         match args.format {
@@ -146,9 +166,9 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         return Ok(0);
     }
     let model_path = args.model.clone().context("--model MODEL is required")?;
-    if auto_margin {
+    if auto_margin || risk_guard {
         anyhow::bail!(
-            "--slowdown-margin auto works with --evaluate only; give a value such as 0.5%"
+            "--slowdown-margin auto and risk work with --evaluate only; give a value such as 0.5%"
         );
     }
     let model = crate::models::load_model(&model_path)

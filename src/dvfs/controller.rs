@@ -623,12 +623,12 @@ impl NvmlLockedClocks {
         let mut v = Vec::new();
         if let Some(f) = sm_mhz {
             v.push(format!(
-                "nvmlDeviceSetGpuLockedClocks(device {d}, {f:.0} MHz, {f:.0} MHz)"
+                "nvmlDeviceSetGpuLockedClocks(device {d}, minGpuClockMHz {f:.0}, maxGpuClockMHz {f:.0})"
             ));
         }
         if let Some(m) = mem_mhz {
             v.push(format!(
-                "nvmlDeviceSetMemoryLockedClocks(device {d}, {m:.0} MHz, {m:.0} MHz)"
+                "nvmlDeviceSetMemoryLockedClocks(device {d}, minMemClockMHz {m:.0}, maxMemClockMHz {m:.0})"
             ));
         }
         if sm_mhz.is_some() {
@@ -777,7 +777,7 @@ mod tests {
         let d = n.describe_set(Some(861.0), Some(3505.0));
         assert_eq!(
             d[0],
-            "nvmlDeviceSetGpuLockedClocks(device 0, 861 MHz, 861 MHz)"
+            "nvmlDeviceSetGpuLockedClocks(device 0, minGpuClockMHz 861, maxGpuClockMHz 861)"
         );
     }
 }
