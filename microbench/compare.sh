@@ -8,6 +8,7 @@
 #   apt-get install -y likwid mbw
 #   microbench/compare.sh                     # ROUNDS=6 KEEP=dir to keep constants, curve, JSON
 #   POWERPERF=target/release/powerperf microbench/compare.sh   # the full run through the binary
+#   REPORT_ONLY=dir microbench/compare.sh     # print the report again from a KEEP dir, measuring nothing
 #
 # Without POWERPERF the full run is the crate's `suite` example (the same code as
 # `powerperf microbench run`), built here in release mode.
@@ -35,6 +36,10 @@
 #   other guests hit both alike. The ratio of each round's pair is reported with its spread.
 set -euo pipefail
 
+if [[ -n ${REPORT_ONLY:-} ]]; then
+    WORK=$REPORT_ONLY
+    NCPU=$(awk '$1 ~ /^ours/ {print $3}' "$WORK/runs.txt" | sort -n | tail -1)
+else
 for t in likwid-bench mbw python3 chrt; do
     command -v "$t" >/dev/null || { echo "Error: $t not found (apt-get install -y likwid mbw python3)" >&2; exit 1; }
 done
@@ -122,6 +127,7 @@ if [[ -n ${KEEP:-} ]]; then
     mkdir -p "$KEEP" && cp "$WORK/constants.toml" "$WORK/curve.csv" "$WORK/ours.json" "$WORK/runs.txt" "$KEEP/"
     echo "kept constants.toml, curve.csv, ours.json, runs.txt in $KEEP"
 fi
+fi # REPORT_ONLY
 
 python3 - "$WORK/ours.json" "$WORK/runs.txt" "$NCPU" <<'PY'
 import json, statistics, sys
@@ -167,17 +173,23 @@ for b in r["bandwidth"]:
     g = b["gb_per_s"]
     print(f"- {b['kernel']} {b['threads']} thread(s): {g['median']:.2f} ({g['min']:.2f}-{g['max']:.2f}) GB/s, {b['preempted']} of {g['repeats']} preempted{', SCHED_RR' if b['realtime'] else ''}")
 
-# Published load-to-use latencies; which processor is decided from /proc/cpuinfo.
+# Published load-to-use latencies; the processor is chosen from /proc/cpuinfo (family, model).
 fam, model = r["cpu"]["family"], r["cpu"]["model"]
 if fam == 25 and model is not None and model < 0x10:
+    # SOG19h = AMD, "Software Optimization Guide for AMD Family 19h Processors", pub. 56665
+    # rev. 3.00 (Nov 2020), cache sections; AT21 = AnandTech, "AMD 3rd Gen EPYC Milan
+    # Review" (2021-03-15, anandtech.com/show/16529), memory latency tests.
     cpu = "AMD Zen 3 (family 19h model 01h: EPYC 7003 Milan)"
     pub = {
-        "L1_dlat": ("4 cycles (5 for complex addressing)", "SOG19h; CC21"),
-        "L2_lat": ("12 cycles", "SOG19h; CC21"),
-        "L3_lat": ("46 cycles average", "SOG19h; CC21"),
-        "mem_lat": ("about 90-115 ns (bare metal, DDR4-3200)", "CC21"),
+        "L1_dlat": ("4 cycles (integer loads)", "SOG19h"),
+        "L2_lat": ("12 cycles", "SOG19h"),
+        "L3_lat": ("46 cycles average", "SOG19h"),
+        "mem_lat": ("about 100 ns and more (bare metal, DDR4-3200, NPS1)", "AT21"),
     }
 else:
+    # CC22 = Chips and Cheese, "AMD's Zen 4, Part 2: Memory Subsystem and Conclusion"
+    # (2022-11-08); CC23 = Chips and Cheese, "Genoa-X: Server V-Cache Round 2" (2023-07-17);
+    # SOG4 = AMD, "Software Optimization Guide for the AMD Zen4 Microarchitecture" (pub. 57647).
     cpu = "AMD Zen 4 (family 19h model 11h: EPYC 9004 Genoa)"
     pub = {
         "L1_dlat": ("4 cycles", "CC22; SOG4"),

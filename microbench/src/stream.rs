@@ -173,7 +173,8 @@ pub fn stream(cfg: &StreamConfig, cpus: &[usize]) -> Vec<StreamResult> {
     let mut a: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
     let mut b: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
     let mut c: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
-    let barrier = Barrier::new(threads);
+    // One party per slice (fewer than `threads` only for arrays shorter than `threads`).
+    let barrier = Barrier::new(elems.div_ceil(chunk));
     let rounds = cfg.warmup + cfg.repeats.max(1);
     type Rows = Vec<[Rec; StreamKernel::ALL.len()]>;
     let per_thread: Vec<(Rows, bool, bool)> = std::thread::scope(|sc| {
@@ -219,8 +220,8 @@ pub fn stream(cfg: &StreamConfig, cpus: &[usize]) -> Vec<StreamResult> {
             .map(|h| h.join().unwrap_or_default())
             .collect()
     });
-    let pinned = per_thread.iter().all(|t| t.1) && per_thread.len() == threads;
-    let realtime = per_thread.iter().all(|t| t.2) && per_thread.len() == threads;
+    let pinned = per_thread.iter().all(|t| t.1);
+    let realtime = per_thread.iter().all(|t| t.2);
     StreamKernel::ALL
         .iter()
         .enumerate()
