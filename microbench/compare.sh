@@ -1,118 +1,203 @@
 #!/usr/bin/env bash
 # Side-by-side check of `powerperf microbench run` (issue 8): bandwidths against likwid-bench
-# (copy, triad, load) and mbw (memcpy), latencies per cache level against published figures,
-# and the pointer-chase curve's steps against the cache sizes sysfs reports. Run by hand:
+# (copy, load and the 4-stream `triad` as the issue names them, and copy_sse, stream_sse,
+# load_sse: the SSE2 shape our kernels compile to on x86-64) and mbw (element loop and
+# memcpy), latencies per cache level against published figures, and the pointer-chase
+# curve's steps against the cache sizes sysfs reports. Run by hand:
 #
 #   apt-get install -y likwid mbw
-#   microbench/compare.sh            # POWERPERF=path/to/powerperf to choose the binary
-#   KEEP=dir ROUNDS=3 microbench/compare.sh   # keep the run's constants.toml, curve.csv, JSON
+#   microbench/compare.sh                     # ROUNDS=6 KEEP=dir to keep constants, curve, JSON
+#   POWERPERF=target/release/powerperf microbench/compare.sh   # the full run through the binary
+#   REPORT_ONLY=dir microbench/compare.sh     # print the report again from a KEEP dir, measuring nothing
 #
-# Needs python3 (for the JSON). Prints one report; exits 1 if a tool is missing.
+# Without POWERPERF the full run is the crate's `suite` example (the same code as
+# `powerperf microbench run`), built here in release mode.
+#
+# Fair comparison, item by item:
+# - same working set: every array (stream) is PER_KB kB (4x the last-level cache) for both
+#   tools; likwid-bench's -w size is the sum over its kernel's streams;
+# - same byte counting: likwid-bench counts its kernel's BYTES (copy 16, stream 24, triad 32,
+#   load 8 per element: loads plus stores, no write-allocate), as STREAM does; mbw prints
+#   MiB copied, counted here as 2 x (read + write);
+# - same pages: THP is `madvise` here, so likwid-bench and mbw (malloc) get 4 KiB pages,
+#   with a TLB miss and a prefetch stop every 4 KiB; ours runs twice, on default pages (the
+#   comparison) and on huge pages (what `powerperf microbench run` reports);
+# - same placement: likwid-bench -w S0:SIZE:N pins N threads to the first N hardware
+#   threads; ours pins thread i to allowed CPU i;
+# - same scheduling: this 2-vCPU machine is shared, and other sessions' builds take CPU time
+#   that nice cannot win back (they are in other cgroups); every tool runs real-time
+#   (likwid-bench and mbw under `chrt -r 1`, ours asks for SCHED_RR itself), so wall time
+#   is the kernel's own. SCHED_RR, not FIFO: likwid-bench's threads spin in a barrier while
+#   its main thread, on the same CPU, still has to start the second thread;
+# - same timing: likwid-bench gives one rate over its -i iterations; ours prints the same
+#   (all bytes over all rounds' time, `mean`) next to the median of rounds;
+# - interleaved: per round, for 1 and for all threads, the tools take turns kernel by
+#   kernel, and the order flips every round (ABBA), so drifts in the memory traffic of the
+#   other guests hit both alike. The ratio of each round's pair is reported with its spread.
 set -euo pipefail
 
-POWERPERF=${POWERPERF:-}
-if [[ -z $POWERPERF ]]; then
-    for p in "$(command -v powerperf || true)" \
-        "${CARGO_TARGET_DIR:-/root/.cache/powerperf/target}/release/powerperf" \
-        target/release/powerperf; do
-        if [[ -n $p && -x $p ]]; then POWERPERF=$p; break; fi
-    done
-fi
-for t in likwid-bench mbw python3; do
+if [[ -n ${REPORT_ONLY:-} ]]; then
+    WORK=$REPORT_ONLY
+    NCPU=$(awk '$1 ~ /^ours/ {print $3}' "$WORK/runs.txt" | sort -n | tail -1)
+else
+for t in likwid-bench mbw python3 chrt; do
     command -v "$t" >/dev/null || { echo "Error: $t not found (apt-get install -y likwid mbw python3)" >&2; exit 1; }
 done
-[[ -x $POWERPERF ]] || { echo "Error: no powerperf binary (cargo build --release, or set POWERPERF)" >&2; exit 1; }
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 NCPU=$(nproc)
+ROUNDS=${ROUNDS:-6}
+ITER=${ITER:-10}   # likwid-bench -i and our recorded rounds per run
+RT="chrt -r 1"
+if [[ $(id -u) != 0 ]]; then
+    echo "note: not root, so no real-time scheduling; other tasks' CPU time enters every tool's wall time" >&2
+    RT=""
+fi
 
 echo "== machine"
 lscpu | grep -E '^(Model name|Vendor ID|CPU family|Model|CPU\(s\)|L1d|L2|L3|Hypervisor)' | sed 's/  */ /g'
 for d in /sys/devices/system/cpu/cpu0/cache/index*; do
-    echo "sysfs $(basename "$d"): L$(cat "$d/level") $(cat "$d/type") $(cat "$d/size")"
+    echo "sysfs $(basename "$d"): L$(cat "$d/level") $(cat "$d/type") $(cat "$d/size") shared with CPUs $(cat "$d/shared_cpu_list")"
 done
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+likwid-bench -h 2>&1 | head -1 || true
 
-# Bandwidth: the tools take turns, ROUNDS times, so that the slow swings of this shared
-# machine's memory traffic hit all of them alike.
-ROUNDS=${ROUNDS:-3}
-MB_TARGET=${MB_TARGET:-/root/.cache/pp-mb-target}
-CARGO_TARGET_DIR=$MB_TARGET cargo build -q --release -p powerperf-microbench --example stream
+MB_TARGET=${MB_TARGET:-${CARGO_TARGET_DIR:-/root/.cache/pp-mb-target}}
+CARGO_TARGET_DIR=$MB_TARGET cargo build -q --release -p powerperf-microbench --example stream --example suite
 STREAM_BIN=$MB_TARGET/release/examples/stream
-echo "== bandwidth, $ROUNDS rounds of: likwid-bench copy/triad/load (1 GB, 1 and $NCPU threads), mbw -n 3 -t0 256, our STREAM (3 repeats)"
+SUITE_BIN=$MB_TARGET/release/examples/suite
+
+LLC=$(python3 -c "
+import glob
+s=0
+for d in glob.glob('/sys/devices/system/cpu/cpu0/cache/index*'):
+    v=open(d+'/size').read().strip(); m={'K':1<<10,'M':1<<20,'G':1<<30}
+    s=max(s, int(v[:-1])*m[v[-1]] if v[-1] in m else int(v))
+print(s)")
+PER_KB=$((4 * LLC / 1000))
+MBW_MIB=$((PER_KB * 1000 / 1048576))
+echo "== bandwidth: $ROUNDS rounds; arrays of $PER_KB kB; likwid-bench -i $ITER, ours $ITER rounds after 1 warm-up; mbw -n 3 on $MBW_MIB MiB; real-time: ${RT:-no}"
+
+likwid() { # kernel streams threads round
+    local out
+    if ! out=$(timeout 120 $RT likwid-bench -t "$1" -w "S0:$(($2 * PER_KB))kB:$3" -i "$ITER" 2>&1); then
+        echo "likwid-bench -t $1 failed: $(echo "$out" | tail -2)" >&2; return 0
+    fi
+    echo "$out" | awk -F: -v k="$1" -v n="$3" -v r="$4" '/^MByte\/s/ {gsub(/[ \t]/,"",$2); print "likwid", k, n, r, $2 / 1000}' >>"$WORK/runs.txt"
+}
+ours() { # threads(1|all) round pages(default|huge)
+    timeout 120 $RT "$STREAM_BIN" --threads "$1" --repeats "$ITER" --bytes $((PER_KB * 1000)) --pages "$3" |
+        awk -v r="$2" -v t="ours-$3" '{print t, $2, $3, r, $5, $7, $15, $13}' >>"$WORK/runs.txt"
+}
+mbw_run() { # round
+    timeout 120 $RT mbw -q -n 3 -t0 -t1 "$MBW_MIB" 2>&1 |
+        awk -v r="$1" '/^AVG/ {for (i=1;i<=NF;i++) if ($i=="Copy:") print "mbw", $3, 1, r, 2 * $(i+1) * 1.048576 / 1000}' >>"$WORK/runs.txt"
+}
 for round in $(seq "$ROUNDS"); do
-    for k in copy triad load; do
-        for n in 1 "$NCPU"; do
-            out=$(likwid-bench -t "$k" -w "S0:1GB:$n" 2>&1) || { echo "likwid-bench -t $k failed:"; echo "$out" | tail -3; continue; }
-            echo "$out" | awk -F: -v k="$k" -v n="$n" '/^MByte\/s/ {gsub(/[ \t]/,"",$2); print "likwid", k, n, $2}' >>"$WORK/theirs.txt"
-        done
+    for n in 1 "$NCPU"; do
+        t=$([[ $n == 1 ]] && echo 1 || echo all)
+        if (( round % 2 )); then
+            for ks in copy:2 copy_sse:2 stream_sse:3 triad:4 load:1 load_sse:1; do likwid "${ks%:*}" "${ks#*:}" "$n" "$round"; done
+            ours "$t" "$round" default
+            [[ $n == 1 ]] && mbw_run "$round"
+            ours "$t" "$round" huge
+        else
+            ours "$t" "$round" huge
+            [[ $n == 1 ]] && mbw_run "$round"
+            ours "$t" "$round" default
+            for ks in load_sse:1 load:1 triad:4 stream_sse:3 copy_sse:2 copy:2; do likwid "${ks%:*}" "${ks#*:}" "$n" "$round"; done
+        fi
+        [[ $NCPU == 1 ]] && break
     done
-    mbw -q -n 3 -t0 256 2>&1 | awk '/^[0-9]/ {for (i=1;i<=NF;i++) if ($i=="Copy:") print "mbw memcpy 1", $(i+1)}' >>"$WORK/theirs.txt"
-    "$STREAM_BIN" 3 | awk '{print "ours", $2, $3, $5}' >>"$WORK/theirs.txt"
-    echo "round $round done"
+    echo "round $round done (load average $(cut -d' ' -f1 /proc/loadavg))"
 done
 
-echo "== powerperf microbench run"
-"$POWERPERF" microbench run --format json --curve "$WORK/curve.csv" -o "$WORK/constants.toml" >"$WORK/ours.json"
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [[ -n ${KEEP:-} ]]; then
-    mkdir -p "$KEEP" && cp "$WORK/constants.toml" "$WORK/curve.csv" "$WORK/ours.json" "$KEEP/"
-    echo "kept constants.toml, curve.csv, ours.json in $KEEP"
+echo "== full run"
+T0=$(date +%s.%N)
+if [[ -n ${POWERPERF:-} ]]; then
+    echo "\$ $POWERPERF microbench run --format json --curve curve.csv -o constants.toml"
+    "$POWERPERF" microbench run --format json --curve "$WORK/curve.csv" -o "$WORK/constants.toml" >"$WORK/ours.json"
+else
+    echo "\$ $SUITE_BIN --json --curve curve.csv -o constants.toml   (= powerperf microbench run --format json)"
+    "$SUITE_BIN" --json --curve "$WORK/curve.csv" -o "$WORK/constants.toml" >"$WORK/ours.json"
 fi
+echo "full run wall time $(python3 -c "print(f'{$(date +%s.%N) - $T0:.1f}')") s; load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ -n ${KEEP:-} ]]; then
+    mkdir -p "$KEEP" && cp "$WORK/constants.toml" "$WORK/curve.csv" "$WORK/ours.json" "$WORK/runs.txt" "$KEEP/"
+    echo "kept constants.toml, curve.csv, ours.json, runs.txt in $KEEP"
+fi
+fi # REPORT_ONLY
 
-python3 - "$WORK/ours.json" "$WORK/theirs.txt" <<'EOF'
-import json, sys
+python3 - "$WORK/ours.json" "$WORK/runs.txt" "$NCPU" <<'PY'
+import json, statistics, sys
 r = json.load(open(sys.argv[1]))
-ours = {(b["kernel"], b["threads"]): b["gb_per_s"] for b in r["bandwidth"]}
-print(f"\ncore clock {r['core_clock_ghz']['median']:.3f} GHz (dependent-add chain), run took {r['elapsed_s']:.1f} s")
-print("\n## Bandwidth, GB/s (10^9 B/s)\n")
-print("Each tool's runs are summarised by their median and by their best (STREAM reports the best")
-print("rate); this VM shares its memory system with other guests, so single runs vary widely.\n")
-print("| kernel | threads | ours median (min-max, rounds) | theirs median (min-max, runs) | tool | ratio of medians | ratio of bests | medians within 10 % |")
-print("|---|---|---|---|---|---|---|---|")
-# likwid triad is A = B*C + D (32 B/element), STREAM's is a = b + s*c (24 B/element): both are
-# memory bound and counted without write-allocate traffic, so the rates compare.
-# mbw counts the bytes copied once; STREAM counts read + write: ours is compared with 2 x mbw.
-import statistics
-theirs, mine = {}, {}
+ncpu = int(sys.argv[3])
+runs = {}      # (tool, kernel, threads) -> {round: GB/s}
+pre = {}       # (kernel, threads) -> [(preempted rounds, rounds) per run]
 for line in open(sys.argv[2]):
-    tool, k, n, v = line.split()
-    n = int(n)
-    if tool == "ours":
-        mine.setdefault((k, n), []).append(float(v))
-        continue
-    if tool == "likwid":
-        g, what = float(v) / 1000.0, f"likwid-bench -t {k} -w S0:1GB:{n}"
-    else:
-        g, what = 2 * float(v) * 1.048576 / 1000.0, "mbw -n 3 -t0 256 (2 x MiB/s copied)"
-        k = "copy"
-    theirs.setdefault((what, k, n), []).append(g)
-for (what, k, n), gs in theirs.items():
-    os_ = mine.get((k, n))
-    if not os_:
-        continue
-    med, best = statistics.median(gs), max(gs)
-    om, ob = statistics.median(os_), max(os_)
-    rm, rb = om / med, ob / best
-    print(f"| {k} | {n} | {om:.2f} ({min(os_):.2f}-{ob:.2f}, {len(os_)}) | {med:.2f} ({min(gs):.2f}-{best:.2f}, {len(gs)}) | {what} | {rm:.2f} | {rb:.2f} | {'yes' if abs(rm - 1) <= 0.10 else 'no'} |")
-print("\nOurs: the median of 3 repeats per round (microbench example `stream`, same kernels and arrays")
-print("as `powerperf microbench run`). The full run's own STREAM figures, for the record:\n")
+    f = line.split()
+    tool, k, n, rnd, v = f[0], f[1].lower(), int(f[2]), int(f[3]), float(f[4])
+    runs.setdefault((tool, k, n), {})[rnd] = v
+    if tool.startswith("ours"):
+        pre.setdefault((k, n), []).append((int(f[6]), int(f[7])))
+print(f"\ncore clock {r['core_clock_ghz']['median']:.3f} GHz (dependent-add chain); full run took {r['elapsed_s']:.1f} s")
+print("\n## Bandwidth, GB/s (10^9 B/s), interleaved rounds\n")
+print("| ours | pages | likwid-bench / mbw | threads | ours median (min-max) | theirs median (min-max) | ratio of medians | per-round ratio median (min-max) | within 10 % |")
+print("|---|---|---|---|---|---|---|---|---|")
+pairs = [("copy", "likwid", "copy", "-t copy, scalar (16 B/elem)"),
+         ("copy", "likwid", "copy_sse", "-t copy_sse (16 B/elem)"),
+         ("triad", "likwid", "stream_sse", "-t stream_sse: STREAM triad A=B*s+C (24 B/elem)"),
+         ("triad", "likwid", "triad", "-t triad: A=B*C+D, 4 streams, scalar (32 B/elem)"),
+         ("load", "likwid", "load", "-t load, scalar (8 B/elem)"),
+         ("load", "likwid", "load_sse", "-t load_sse (8 B/elem)"),
+         ("copy", "mbw", "dumb", "mbw -t1 DUMB element loop (2 x MiB/s)"),
+         ("copy", "mbw", "memcpy", "mbw -t0 MEMCPY, glibc memcpy (2 x MiB/s)")]
+def fmt(xs):
+    return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+for pages, n, (ok, tool, tk, what) in [(p, n, x) for p in ("default", "huge") for n in sorted({n for (_, _, n) in runs}) for x in pairs]:
+        mine, theirs = runs.get((f"ours-{pages}", ok, n)), runs.get((tool, tk, n))
+        if not mine or not theirs:
+            continue
+        common = sorted(set(mine) & set(theirs))
+        per = [mine[i] / theirs[i] for i in common]
+        rm = statistics.median(mine.values()) / statistics.median(theirs.values())
+        print(f"| {ok} | {pages} | {tool} {what} | {n} | {fmt(list(mine.values()))} | {fmt(list(theirs.values()))} | {rm:.2f} | {fmt(per)} | {'yes' if abs(rm - 1) <= 0.10 else 'no'} |")
+print("\nOurs: one rate per run over its rounds (all bytes over all rounds' time, as likwid-bench")
+print("reports); rounds in which a thread lost its CPU (CPU time below 90 % of wall time):")
+print(", ".join(f"{k} {n}t {sum(p for p, _ in v)}/{sum(m for _, m in v)}" for (k, n), v in sorted(pre.items())) + ".")
+print("Pages: `default` = no madvise, what likwid-bench and mbw get from malloc (with THP `madvise`")
+print("here: 4 KiB pages); `huge` = MADV_HUGEPAGE, as `powerperf microbench run` measures.")
+print("\nThe full run's own STREAM figures (median of rounds, min-max, preempted rounds):\n")
 for b in r["bandwidth"]:
     g = b["gb_per_s"]
-    print(f"- {b['kernel']} {b['threads']} thread(s): median {g['median']:.2f}, min {g['min']:.2f}, max {g['max']:.2f} GB/s")
+    print(f"- {b['kernel']} {b['threads']} thread(s): {g['median']:.2f} ({g['min']:.2f}-{g['max']:.2f}) GB/s, {b['preempted']} of {g['repeats']} preempted{', SCHED_RR' if b['realtime'] else ''}")
 
-# Published load-to-use latencies for AMD Zen 4 (family 19h model 11h = EPYC 9004 "Genoa").
-# CC22 = Chips and Cheese, "AMD's Zen 4, Part 2: Memory Subsystem and Conclusion" (2022-11-08);
-# CC23 = Chips and Cheese, "Genoa-X: Server V-Cache Round 2" (2023-07-17), which says Genoa's
-# L3 latency is that of desktop Zen 4 and Genoa's DRAM latency about that of Sapphire Rapids.
-pub = {
-    "L1_dlat": ("4 cycles", "CC22; AMD Zen 4 Software Optimization Guide (pub. 57647)"),
-    "L2_lat": ("14 cycles", "CC22; AMD Zen 4 Software Optimization Guide (pub. 57647)"),
-    "L3_lat": ("about 50 cycles", "CC22 (desktop Zen 4), CC23 (Genoa same as desktop)"),
-    "mem_lat": ("about 110-120 ns", "CC23 (Genoa about equal to Sapphire Rapids)"),
-}
-print("\n## Latency per level, ours against published\n")
+# Published load-to-use latencies; the processor is chosen from /proc/cpuinfo (family, model).
+fam, model = r["cpu"]["family"], r["cpu"]["model"]
+if fam == 25 and model is not None and model < 0x10:
+    # SOG19h = AMD, "Software Optimization Guide for AMD Family 19h Processors", pub. 56665
+    # rev. 3.00 (Nov 2020), cache sections; AT21 = AnandTech, "AMD 3rd Gen EPYC Milan
+    # Review" (2021-03-15, anandtech.com/show/16529), memory latency tests.
+    cpu = "AMD Zen 3 (family 19h model 01h: EPYC 7003 Milan)"
+    pub = {
+        "L1_dlat": ("4 cycles (integer loads)", "SOG19h"),
+        "L2_lat": ("12 cycles", "SOG19h"),
+        "L3_lat": ("46 cycles average", "SOG19h"),
+        "mem_lat": ("about 100 ns and more (bare metal, DDR4-3200, NPS1)", "AT21"),
+    }
+else:
+    # CC22 = Chips and Cheese, "AMD's Zen 4, Part 2: Memory Subsystem and Conclusion"
+    # (2022-11-08); CC23 = Chips and Cheese, "Genoa-X: Server V-Cache Round 2" (2023-07-17);
+    # SOG4 = AMD, "Software Optimization Guide for the AMD Zen4 Microarchitecture" (pub. 57647).
+    cpu = "AMD Zen 4 (family 19h model 11h: EPYC 9004 Genoa)"
+    pub = {
+        "L1_dlat": ("4 cycles", "CC22; SOG4"),
+        "L2_lat": ("14 cycles", "CC22; SOG4"),
+        "L3_lat": ("about 50 cycles", "CC22, CC23"),
+        "mem_lat": ("about 110-120 ns", "CC23"),
+    }
+print(f"\n## Latency per level, ours against published for {cpu}\n")
 print("| level | ours ns | ours cycles (min-max) | working set | published | source |")
 print("|---|---|---|---|---|---|")
 for v in r["values"]:
@@ -135,7 +220,7 @@ for s in r["steps"]:
     hw = human(s["half_way_bytes"]) if s["half_way_bytes"] else "-"
     print(f"| L{s['level']} | {human(s['sysfs_bytes'])} | {human(s['last_flat_bytes'])} | {hw} | {'yes' if s['at_sysfs_size'] else 'no'} |")
 
-print("\n## Latency curve (cycles per load)\n")
+print("\n## Latency curve (every second point)\n")
 print("| size | ns | cycles |")
 print("|---|---|---|")
 for p in r["curve"][::2]:
@@ -149,4 +234,4 @@ for v in r["values"]:
         print(f"| {v['name']} | {v['ns']['median']:.3f} | {v['cycles']['median']:.2f} | {v['constant']} | {v['how']} |")
 for n, why in r["skipped"]:
     print(f"skipped: {n}: {why}")
-EOF
+PY

@@ -1,5 +1,7 @@
 //! Run the machine-constant suite without the `powerperf` binary:
-//! `cargo run --release -p powerperf-microbench --example suite -- [--quick] [-o FILE.toml] [--curve FILE.csv]`.
+//! `cargo run --release -p powerperf-microbench --example suite -- [--quick] [--json]
+//! [--no-realtime] [-o FILE.toml] [--curve FILE.csv]` (`--json`: the report as
+//! `powerperf microbench run --format json` prints it).
 
 use std::path::PathBuf;
 
@@ -12,10 +14,19 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .map(PathBuf::from)
     };
-    let cfg = microbench_cfg(quick);
+    let json = args.iter().any(|a| a == "--json");
+    let mut cfg = microbench_cfg(quick);
+    cfg.realtime = !args.iter().any(|a| a == "--no-realtime");
     match powerperf_microbench::run_suite(&cfg, &mut |s| eprintln!("… {s}")) {
         Ok(r) => {
-            print!("{}", r.table());
+            if json {
+                match serde_json::to_string_pretty(&r) {
+                    Ok(j) => println!("{j}"),
+                    Err(e) => eprintln!("Error: {e}"),
+                }
+            } else {
+                print!("{}", r.table());
+            }
             if let Some(p) = after("--curve") {
                 if let Err(e) = powerperf_microbench::suite::write_out(&p, &r.curve_csv()) {
                     eprintln!("Error: {e}");

@@ -40,6 +40,34 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Run the calling thread under `SCHED_RR` at priority `prio` (`sched_setscheduler(2)`
+/// with pid 0, which Linux applies to the calling thread): normal (`SCHED_OTHER`) tasks,
+/// whatever their nice value or cgroup weight, then no longer take its CPU, so a bandwidth
+/// sample on a shared machine measures the memory system and not other tasks' time
+/// slices. Round-robin rather than FIFO: a thread of the same priority on the same CPU
+/// gets its turn after one time slice (`/proc/sys/kernel/sched_rr_timeslice_ms`, 100 ms),
+/// so a spinning thread cannot lock out a peer for good. The kernel's real-time throttling
+/// (`/proc/sys/kernel/sched_rt_runtime_us`, by default 0.95 s of every 1 s) still leaves
+/// other tasks 5 % of each CPU.
+///
+/// # Errors
+/// The OS error and the fix (root, or `CAP_SYS_NICE`, or an `RLIMIT_RTPRIO` of at least
+/// `prio`) when the kernel refuses.
+pub fn set_realtime(prio: i32) -> Result<(), String> {
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: param is a valid sched_param; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_RR, &param) } != 0 {
+        return Err(format!(
+            "sched_setscheduler(SCHED_RR, {prio}): {} (needs root, CAP_SYS_NICE or \
+             `ulimit -r {prio}`)",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 /// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -97,11 +125,14 @@ impl<T: Copy> Buffer<T> {
             );
             assert!(p != libc::MAP_FAILED, "mmap of {bytes} bytes failed");
             let advice = match pages {
-                Pages::Huge => libc::MADV_HUGEPAGE,
-                Pages::Small => libc::MADV_NOHUGEPAGE,
+                Pages::Huge => Some(libc::MADV_HUGEPAGE),
+                Pages::Small => Some(libc::MADV_NOHUGEPAGE),
+                Pages::Default => None,
             };
             // Advice only: a kernel without THP ignores or refuses it, both fine.
-            libc::madvise(p, bytes, advice);
+            if let Some(advice) = advice {
+                libc::madvise(p, bytes, advice);
+            }
             p as *mut T
         };
         Buffer { ptr, len, bytes }

@@ -15,6 +15,14 @@ pub fn pin_current_thread(_cpu: usize) -> Result<(), String> {
     Err("thread pinning is implemented for Linux only".into())
 }
 
+/// Real-time scheduling is Linux-only here.
+///
+/// # Errors
+/// Always, with the reason.
+pub fn set_realtime(_prio: i32) -> Result<(), String> {
+    Err("SCHED_RR is implemented for Linux only".into())
+}
+
 /// Monotonic time in nanoseconds (from `Instant`, relative to the first call).
 pub fn monotonic_ns() -> u64 {
     use std::sync::OnceLock;

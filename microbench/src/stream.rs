@@ -2,16 +2,17 @@
 //! `stream.c` v5.10): copy `c = a`, scale `b = s·c`, add `c = a + b`, triad `a = b + s·c`,
 //! bytes counted as STREAM counts them (16, 16, 24, 24 per element: reads plus writes, no
 //! write-allocate traffic); plus `load` (a sum over `a`, 8 bytes per element), the
-//! counterpart of likwid-bench's `load` kernel. One thread per CPU, each pinned where the OS allows, each
-//! first-touching and working on its own contiguous slice, timed between barriers like
-//! STREAM's OpenMP version.
+//! counterpart of likwid-bench's `load` kernel (likwid `bench/x86-64/load.ptt`: 8 B per
+//! element, loads only). One thread per CPU, each pinned where the OS allows and, where
+//! permitted, under `SCHED_RR`; each first-touching and working on its own contiguous
+//! slice; a round is timed from the first thread's start to the last thread's end, like
+//! STREAM's OpenMP version times its parallel loop from outside.
 
 use std::sync::Barrier;
-use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::os::{pin_current_thread, Buffer, Pages};
+use crate::os::{monotonic_ns, pin_current_thread, set_realtime, thread_cpu_ns, Buffer, Pages};
 use crate::stats::Stat;
 
 /// A STREAM kernel.
@@ -55,6 +56,26 @@ impl StreamKernel {
     }
 }
 
+/// How to run [`stream`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamConfig {
+    /// Elements (f64) per array, all threads together; each of the three arrays is
+    /// `8 × elems` bytes and should be several times the last-level cache.
+    pub elems: usize,
+    /// Rounds of the five kernels run first and not recorded.
+    pub warmup: usize,
+    /// Recorded rounds (at least 1).
+    pub repeats: usize,
+    /// Run the measuring threads under `SCHED_RR` priority 1 where the OS permits
+    /// ([`crate::os::set_realtime`]), so that other tasks' time slices do not enter
+    /// the wall time; where refused, the result says so and the threads run as before.
+    pub realtime: bool,
+    /// Page size the arrays ask for. [`Pages::Huge`] measures the memory system without
+    /// a TLB miss and a prefetch stop at every 4 KiB; [`Pages::Default`] is what STREAM,
+    /// likwid-bench and mbw get from `malloc`.
+    pub pages: Pages,
+}
+
 /// Bandwidth of one kernel on `threads` threads.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StreamResult {
@@ -62,10 +83,44 @@ pub struct StreamResult {
     pub threads: usize,
     /// Elements per array (all threads together).
     pub elems: usize,
-    /// GB/s (10^9 bytes per second) over the repeats.
+    /// GB/s (10^9 bytes per second) per recorded round: the kernel's bytes (STREAM's
+    /// count, [`StreamKernel::bytes_per_elem`] × `elems`) over the span from the first
+    /// thread's start to the last thread's end.
     pub gb_per_s: Stat,
+    /// GB/s over all recorded rounds together: all bytes over the sum of the spans (one
+    /// rate over all iterations, as likwid-bench reports it).
+    pub mean_gb_per_s: f64,
     /// Whether every thread was pinned to its own CPU.
     pub pinned: bool,
+    /// Whether every thread ran under `SCHED_RR` ([`StreamConfig::realtime`]).
+    pub realtime: bool,
+    /// The page size the arrays asked for ([`StreamConfig::pages`]).
+    pub pages: Pages,
+    /// Recorded rounds in which some thread lost its CPU during the kernel: its CPU time
+    /// (`CLOCK_THREAD_CPUTIME_ID`) was below 90 % of its wall time. Such a round's rate
+    /// includes another task's time slice.
+    pub preempted: usize,
+}
+
+/// One thread's record of one kernel run: wall start and end (`CLOCK_MONOTONIC` ns) and
+/// the thread's CPU time over the run (ns).
+#[derive(Debug, Clone, Copy, Default)]
+struct Rec {
+    start_ns: u64,
+    end_ns: u64,
+    cpu_ns: u64,
+}
+
+/// The span of one round over all threads' records (earliest start to latest end, ns, at
+/// least 1) and whether some thread was off its CPU for more than 10 % of its own run.
+/// `None` for no records.
+fn round_span(recs: &[Rec]) -> Option<(u64, bool)> {
+    let start = recs.iter().map(|r| r.start_ns).min()?;
+    let end = recs.iter().map(|r| r.end_ns).max()?;
+    let lost = recs
+        .iter()
+        .any(|r| (r.cpu_ns as f64) < 0.9 * r.end_ns.saturating_sub(r.start_ns) as f64);
+    Some((end.saturating_sub(start).max(1), lost))
 }
 
 #[inline(never)]
@@ -103,75 +158,100 @@ fn kernel(k: StreamKernel, a: &mut [f64], b: &mut [f64], c: &mut [f64], s: f64) 
     std::hint::black_box((a, b, c));
 }
 
-/// Run the five kernels `warmup + repeats` times on arrays of `elems` f64 each, split over
-/// `cpus.len()` threads (thread `i` pinned to `cpus[i]`). Returns one result per kernel.
-pub fn stream(elems: usize, cpus: &[usize], warmup: usize, repeats: usize) -> Vec<StreamResult> {
+/// Run the five kernels `cfg.warmup + cfg.repeats` times on three arrays of `cfg.elems`
+/// f64 each, split over `cpus.len()` threads (thread `i` pinned to `cpus[i]`, each
+/// first-touching and working on its own contiguous slice). Every thread stamps its own
+/// start and end of each kernel between barriers; a round's time is the span from the
+/// earliest start to the latest end, so threads that do not overlap (one CPU's worth of
+/// time for two threads) are not counted as running in parallel. STREAM's OpenMP version
+/// times the same span from outside the parallel region. Returns one result per kernel,
+/// in [`StreamKernel::ALL`] order.
+pub fn stream(cfg: &StreamConfig, cpus: &[usize]) -> Vec<StreamResult> {
+    let elems = cfg.elems.max(1);
     let threads = cpus.len().max(1);
     let chunk = elems.div_ceil(threads);
-    let mut a: Buffer<f64> = Buffer::zeroed(elems, Pages::Huge);
-    let mut b: Buffer<f64> = Buffer::zeroed(elems, Pages::Huge);
-    let mut c: Buffer<f64> = Buffer::zeroed(elems, Pages::Huge);
-    let barrier = Barrier::new(threads);
-    let rounds = warmup + repeats.max(1);
-    let (times, pinned): (Vec<[f64; StreamKernel::ALL.len()]>, Vec<bool>) =
-        std::thread::scope(|sc| {
-            let handles: Vec<_> = a
-                .chunks_mut(chunk)
-                .zip(b.chunks_mut(chunk))
-                .zip(c.chunks_mut(chunk))
-                .enumerate()
-                .map(|(t, ((a, b), c))| {
-                    let barrier = &barrier;
-                    let cpu = cpus.get(t).copied();
-                    sc.spawn(move || {
-                        let pinned = cpu.map(|c| pin_current_thread(c).is_ok()).unwrap_or(false);
-                        // First touch by the owner, as STREAM initialises: a=1, b=2, c=0.
-                        a.iter_mut().for_each(|x| *x = 1.0);
-                        b.iter_mut().for_each(|x| *x = 2.0);
-                        c.iter_mut().for_each(|x| *x = 0.0);
-                        let mut times = Vec::with_capacity(rounds);
-                        for _ in 0..rounds {
-                            let mut row = [0.0; StreamKernel::ALL.len()];
-                            for (i, k) in StreamKernel::ALL.iter().enumerate() {
-                                barrier.wait();
-                                let t0 = Instant::now();
-                                kernel(*k, a, b, c, 3.0);
-                                barrier.wait();
-                                row[i] = t0.elapsed().as_secs_f64();
-                            }
-                            times.push(row);
+    let mut a: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
+    let mut b: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
+    let mut c: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
+    // One party per slice (fewer than `threads` only for arrays shorter than `threads`).
+    let barrier = Barrier::new(elems.div_ceil(chunk));
+    let rounds = cfg.warmup + cfg.repeats.max(1);
+    type Rows = Vec<[Rec; StreamKernel::ALL.len()]>;
+    let per_thread: Vec<(Rows, bool, bool)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = a
+            .chunks_mut(chunk)
+            .zip(b.chunks_mut(chunk))
+            .zip(c.chunks_mut(chunk))
+            .enumerate()
+            .map(|(t, ((a, b), c))| {
+                let barrier = &barrier;
+                let cpu = cpus.get(t).copied();
+                let realtime = cfg.realtime;
+                sc.spawn(move || {
+                    let pinned = cpu.map(|c| pin_current_thread(c).is_ok()).unwrap_or(false);
+                    let rt = realtime && set_realtime(1).is_ok();
+                    // First touch by the owner, as STREAM initialises: a=1, b=2, c=0.
+                    a.iter_mut().for_each(|x| *x = 1.0);
+                    b.iter_mut().for_each(|x| *x = 2.0);
+                    c.iter_mut().for_each(|x| *x = 0.0);
+                    let mut rows: Rows = Vec::with_capacity(rounds);
+                    for _ in 0..rounds {
+                        let mut row = [Rec::default(); StreamKernel::ALL.len()];
+                        for (i, k) in StreamKernel::ALL.iter().enumerate() {
+                            barrier.wait();
+                            let (t0, c0) = (monotonic_ns(), thread_cpu_ns());
+                            kernel(*k, a, b, c, 3.0);
+                            let (t1, c1) = (monotonic_ns(), thread_cpu_ns());
+                            row[i] = Rec {
+                                start_ns: t0,
+                                end_ns: t1,
+                                cpu_ns: c1.saturating_sub(c0),
+                            };
+                            barrier.wait();
                         }
-                        (times, pinned)
-                    })
+                        rows.push(row);
+                    }
+                    (rows, pinned, rt)
                 })
-                .collect();
-            let mut all_pinned = true;
-            let mut first = Vec::new();
-            for (i, h) in handles.into_iter().enumerate() {
-                let (t, p) = h.join().unwrap_or_default();
-                all_pinned &= p;
-                if i == 0 {
-                    first = t;
-                }
-            }
-            (first, vec![all_pinned])
-        });
-    let pinned = pinned.iter().all(|&p| p);
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let pinned = per_thread.iter().all(|t| t.1);
+    let realtime = per_thread.iter().all(|t| t.2);
     StreamKernel::ALL
         .iter()
         .enumerate()
         .map(|(i, &k)| {
             let bytes = (k.bytes_per_elem() * elems as u64) as f64;
-            let samples: Vec<f64> = times[warmup.min(times.len())..]
-                .iter()
-                .map(|row| bytes / row[i] * 1e-9)
-                .collect();
+            let mut spans = Vec::new();
+            let mut preempted = 0;
+            for round in cfg.warmup..rounds {
+                let recs: Vec<Rec> = per_thread
+                    .iter()
+                    .filter_map(|t| t.0.get(round).map(|r| r[i]))
+                    .collect();
+                let Some((span, lost)) = round_span(&recs) else {
+                    continue;
+                };
+                preempted += usize::from(lost);
+                spans.push(span as f64);
+            }
+            let samples: Vec<f64> = spans.iter().map(|ns| bytes / ns).collect();
+            let total_ns: f64 = spans.iter().sum();
             StreamResult {
                 kernel: k,
                 threads,
                 elems,
                 gb_per_s: Stat::from_samples(&samples),
+                mean_gb_per_s: bytes * spans.len() as f64 / total_ns,
                 pinned,
+                realtime,
+                pages: cfg.pages,
+                preempted,
             }
         })
         .collect()
@@ -182,8 +262,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn span_covers_threads_that_do_not_overlap() {
+        let r = |start_ns, end_ns, cpu_ns| Rec {
+            start_ns,
+            end_ns,
+            cpu_ns,
+        };
+        // Two threads taking turns on one CPU: 100 ns each, one after the other. Each
+        // thread's own time is 100 ns; the round took 200 ns.
+        assert_eq!(
+            round_span(&[r(0, 100, 100), r(100, 200, 100)]),
+            Some((200, false))
+        );
+        // Overlapping: the span is the union's extent.
+        assert_eq!(
+            round_span(&[r(10, 110, 100), r(0, 100, 100)]),
+            Some((110, false))
+        );
+        // A thread with 50 ns of CPU time in 100 ns of wall time lost its CPU.
+        assert_eq!(round_span(&[r(0, 100, 50)]), Some((100, true)));
+        assert_eq!(round_span(&[]), None);
+    }
+
+    #[test]
     fn small_stream_runs_on_two_threads() {
-        let r = stream(1 << 16, &[0, 0], 1, 2);
+        let cfg = StreamConfig {
+            elems: 1 << 16,
+            warmup: 1,
+            repeats: 2,
+            realtime: false,
+            pages: Pages::Huge,
+        };
+        let r = stream(&cfg, &[0, 0]);
         assert_eq!(r.len(), 5);
         for x in &r {
             assert_eq!(x.threads, 2);

@@ -15,9 +15,9 @@ use crate::chase::{tlb_penalty, ChaseBuffer};
 use crate::ops::{
     branch_ns, core_clock_ghz, counter_read_ns, fp_latency_ns, timer_overhead_ns, FpOp,
 };
-use crate::os::{allowed_cpus, pin_current_thread};
+use crate::os::{allowed_cpus, pin_current_thread, set_realtime, Pages};
 use crate::stats::Stat;
-use crate::stream::{stream, StreamResult};
+use crate::stream::{stream, StreamConfig, StreamResult};
 use crate::MicrobenchError;
 
 /// What to run.
@@ -29,6 +29,9 @@ pub struct SuiteConfig {
     pub sysfs_root: PathBuf,
     /// The text of `/proc/cpuinfo` (for the processor's identity in the constants file).
     pub cpuinfo: String,
+    /// Run the STREAM threads under `SCHED_RR` where the OS permits (see
+    /// [`crate::stream::StreamConfig::realtime`]); `true` in [`SuiteConfig::live`].
+    pub realtime: bool,
 }
 
 impl SuiteConfig {
@@ -38,6 +41,7 @@ impl SuiteConfig {
             quick,
             sysfs_root: PathBuf::from("/sys"),
             cpuinfo: std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default(),
+            realtime: true,
         }
     }
 }
@@ -322,6 +326,15 @@ pub fn run_suite(
     let llc = caches.last().map(|c| c.size_bytes).unwrap_or(32 << 20);
     let elems = ((plan.llc_multiple * llc) as usize / 8).max(2 << 20);
     let mut bandwidth = Vec::new();
+    if cfg.realtime {
+        let probe = std::thread::spawn(|| set_realtime(1)).join();
+        if let Ok(Err(why)) = probe {
+            skipped.push((
+                "SCHED_RR for STREAM (ran under the normal scheduler; other tasks' time slices may enter its wall time)".to_string(),
+                why,
+            ));
+        }
+    }
     for set in [vec![cpu0], cpus.clone()] {
         if set.len() > 1 || bandwidth.is_empty() {
             progress(&format!(
@@ -329,7 +342,14 @@ pub fn run_suite(
                 set.len(),
                 human_bytes(elems as u64 * 8)
             ));
-            bandwidth.extend(stream(elems, &set, 1, plan.stream_repeats));
+            let sc = StreamConfig {
+                elems,
+                warmup: 1,
+                repeats: plan.stream_repeats,
+                realtime: cfg.realtime,
+                pages: Pages::Huge,
+            };
+            bandwidth.extend(stream(&sc, &set));
         }
     }
     values.sort_by_key(|v| v.constant.is_empty());
@@ -622,22 +642,24 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "\n{:<8} {:>7} {:>10} {:>17} {:>4} {:>4}  array",
-            "STREAM", "threads", "GB/s", "min-max", "n", "out"
+            "\n{:<8} {:>7} {:>10} {:>17} {:>4} {:>4} {:>9}  array",
+            "STREAM", "threads", "GB/s", "min-max", "n", "out", "preempted"
         );
         for b in &self.bandwidth {
             let g = &b.gb_per_s;
             let _ = writeln!(
                 s,
-                "{:<8} {:>7} {:>10.2} {:>17} {:>4} {:>4}  {}{}",
+                "{:<8} {:>7} {:>10.2} {:>17} {:>4} {:>4} {:>9}  {}{}{}",
                 b.kernel.name(),
                 b.threads,
                 g.median,
                 format!("{:.2}-{:.2}", g.min, g.max),
                 g.repeats,
                 g.outliers.len(),
+                b.preempted,
                 human_bytes(b.elems as u64 * 8),
-                if b.pinned { ", pinned" } else { "" }
+                if b.pinned { ", pinned" } else { "" },
+                if b.realtime { ", SCHED_RR" } else { "" }
             );
         }
         let _ = writeln!(
@@ -765,12 +787,15 @@ impl Report {
                     value: round(b.gb_per_s.median, 2),
                     unit: "GB/s".into(),
                     source: format!(
-                        "{tag}: STREAM {} (bytes counted as STREAM does), {} thread(s){}, {} per array; {}",
+                        "{tag}: STREAM {} (bytes counted as STREAM does), {} thread(s){}{}, {} per array, timed from the first thread's start to the last thread's end; {}; {} of {} rounds preempted",
                         b.kernel.name(),
                         b.threads,
                         if b.pinned { " pinned" } else { "" },
+                        if b.realtime { " under SCHED_RR" } else { " (SCHED_OTHER)" },
                         human_bytes(b.elems as u64 * 8),
-                        spread(&b.gb_per_s, "GB/s")
+                        spread(&b.gb_per_s, "GB/s"),
+                        b.preempted,
+                        b.gb_per_s.repeats
                     ),
                 },
             );

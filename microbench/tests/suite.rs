@@ -161,6 +161,23 @@ fn quick_run_is_sane() {
     }
     assert_eq!(r.bandwidth.len() % 5, 0);
     assert!(r.bandwidth.iter().all(|b| b.gb_per_s.median > 0.0));
+    assert!(r
+        .bandwidth
+        .iter()
+        .all(|b| b.preempted <= b.gb_per_s.repeats && b.mean_gb_per_s > 0.0));
+    // A round is timed over all threads' span, so n threads cannot report much more than
+    // n times one thread's rate (the old per-thread timing reported 3.6x on 2 threads).
+    for b in r.bandwidth.iter().filter(|b| b.threads > 1) {
+        let one = r
+            .bandwidth
+            .iter()
+            .find(|o| o.threads == 1 && o.kernel == b.kernel)
+            .unwrap();
+        assert!(
+            b.gb_per_s.median <= 1.5 * b.threads as f64 * one.gb_per_s.median,
+            "{b:?} against {one:?}"
+        );
+    }
     assert!(r.curve.len() > 10);
     assert!(r
         .curve_csv()

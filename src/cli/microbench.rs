@@ -50,6 +50,11 @@ pub enum MicrobenchCommand {
         /// Root of the sysfs tree with devices/system/cpu/cpu0/cache (for tests).
         #[arg(long, default_value = "/sys")]
         sysfs_root: PathBuf,
+        /// Run STREAM under the normal scheduler instead of SCHED_RR (by default its
+        /// threads ask for SCHED_RR priority 1, so other tasks' time slices stay out of
+        /// the wall time; without root or CAP_SYS_NICE the request is refused and said so).
+        #[arg(long)]
+        no_realtime: bool,
     },
 }
 
@@ -90,9 +95,11 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
             curve,
             format,
             sysfs_root,
+            no_realtime,
         } => {
             let mut cfg = microbench::SuiteConfig::live(quick);
             cfg.sysfs_root = sysfs_root;
+            cfg.realtime = !no_realtime;
             let report =
                 microbench::run_suite(&cfg, &mut |stage| eprintln!("microbench: {stage}"))?;
             match format {
