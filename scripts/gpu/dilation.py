@@ -20,6 +20,8 @@ Configurations:
                    the injection library loaded, CUPTI asked for nothing
   gpu-api-activity collect --gpu with POWERPERF_CUPTI_API=activity: API calls as CUPTI
                    RUNTIME/DRIVER activity records instead of callbacks
+  nvml-100ms       collect --nvml on --interval 100ms (only with DILATION_CONFIGS)
+  gpu-no-nvml      collect --gpu --nvml off (only with DILATION_CONFIGS)
   gpu-kernel-hw    as gpu-kernel-only, with POWERPERF_CUPTI_HW_TRACE=1 (kernel timestamps
                    from the Hardware Event System, where CUPTI supports it)
   nsys             nsys profile --trace=cuda (another CUPTI client, for reference), if present;
@@ -74,6 +76,8 @@ CONFIGS = {
         {"POWERPERF_CUPTI_KINDS": "none", "POWERPERF_CUPTI_API": "none"},
     ),
     "gpu-api-activity": (["--gpu"], {"POWERPERF_CUPTI_API": "activity"}),
+    "nvml-100ms": (["--nvml", "on", "--interval", "100ms"], {}),
+    "gpu-no-nvml": (["--gpu", "--nvml", "off"], {}),
     "gpu-kernel-hw": (
         ["--gpu"],
         {"POWERPERF_CUPTI_KINDS": "kernel", "POWERPERF_CUPTI_API": "none",
@@ -82,6 +86,14 @@ CONFIGS = {
 }
 if nsys:
     CONFIGS["nsys"] = "nsys"
+# DILATION_CONFIGS=alone,nvml,... and DILATION_CYCLES=0,10000 narrow the run.
+if os.environ.get("DILATION_CONFIGS"):
+    keep = os.environ["DILATION_CONFIGS"].split(",")
+    CONFIGS = {k: v for k, v in CONFIGS.items() if k in keep or k == "alone"}
+else:
+    CONFIGS.pop("nvml-100ms")
+    CONFIGS.pop("gpu-no-nvml")
+CYCLES = [int(c) for c in os.environ.get("DILATION_CYCLES", "0,10000,40000").split(",")]
 
 
 def one(name, prog, tmp):
@@ -116,7 +128,7 @@ def one(name, prog, tmp):
 
 
 results = {"launches": launches, "rounds": rounds, "nsys": nsys, "by_cycles": {}}
-for cycles in (0, 10000, 40000):
+for cycles in CYCLES:
     names = [n for n in CONFIGS if n != "nsys" or cycles == 0]
     prog = [fix, "many", str(launches), str(cycles)]
     loops = {n: [] for n in names}

@@ -66,6 +66,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "amd-epyc-zen4-genoa.toml",
         include_str!("../../machine-constants/amd-epyc-zen4-genoa.toml"),
     ),
+    (
+        "amd-epyc-zen3-milan.toml",
+        include_str!("../../machine-constants/amd-epyc-zen3-milan.toml"),
+    ),
 ];
 
 fn pos_of(text: &str, file: &str, byte: usize) -> Pos {
