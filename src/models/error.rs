@@ -27,7 +27,9 @@ pub enum ModelError {
     #[error("unknown workload `{workload}`; the model knows: {known}")]
     UnknownWorkload { workload: String, known: String },
     /// A model kind this build does not know.
-    #[error("unknown model kind `{kind}`; known kinds: analytic, linear, spca, threads, auto")]
+    #[error(
+        "unknown model kind `{kind}`; known kinds: analytic, linear, spca, threads, scaling, auto"
+    )]
     UnknownKind { kind: String },
     /// A numerical fit failed.
     #[error("model `{model}`: fit failed: {what}")]

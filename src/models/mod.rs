@@ -8,6 +8,7 @@
 //! - [`analytic`]: `t(f) = t_mem + t_comp·f0/f` family and `P = P_static + c·V²·f` (Moore 2012).
 //! - [`regression`]: multivariate linear regression and supervised PCA on counter rates
 //!   (Lively et al. 2011).
+//! - [`scaling`]: a workload's curve from its baseline point, shaped by its baseline counters.
 //! - [`threads`]: Amdahl time and linear-in-cores power.
 //! - [`eval`]: leave-one-out, knob holdout and workload holdout with MAPE.
 //!
@@ -17,7 +18,9 @@ pub mod analytic;
 pub mod error;
 pub mod eval;
 pub mod features;
+pub mod noise;
 pub mod regression;
+pub mod scaling;
 pub mod threads;
 
 pub use error::ModelError;
@@ -80,6 +83,8 @@ pub enum ModelKind {
     Spca,
     /// Thread-count model ([`threads`]).
     Threads,
+    /// Counter-informed scaling from a baseline point ([`scaling`]).
+    Scaling,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
 }
@@ -92,14 +97,16 @@ impl ModelKind {
             ModelKind::Linear => "linear",
             ModelKind::Spca => "spca",
             ModelKind::Threads => "threads",
+            ModelKind::Scaling => "scaling",
             ModelKind::Auto => "auto",
         }
     }
 
     /// Resolve `auto`: `threads` when the set's only varying knob is `threads`; otherwise
     /// `analytic` when every workload has its own training points at two or more clock values
-    /// (fit, knob holdout), and `spca` when workloads must be predicted from a baseline only
-    /// (workload holdout). Other kinds are returned unchanged.
+    /// (fit, knob holdout), and `scaling` when workloads must be predicted from a baseline only
+    /// (workload holdout; lower error than `spca` on the V100, Titan X and XU3 sets,
+    /// docs/models.md). Other kinds are returned unchanged.
     pub fn resolve(self, points: &[Point], workload_holdout: bool) -> ModelKind {
         if self != ModelKind::Auto {
             return self;
@@ -115,7 +122,7 @@ impl ModelKind {
         if !has_clock && varies(threads::THREADS_KNOB) {
             ModelKind::Threads
         } else if workload_holdout {
-            ModelKind::Spca
+            ModelKind::Scaling
         } else {
             ModelKind::Analytic
         }
@@ -128,6 +135,7 @@ impl ModelKind {
 pub struct FitParams {
     pub analytic: analytic::AnalyticParams,
     pub regression: regression::RegressionParams,
+    pub scaling: scaling::ScalingParams,
 }
 
 /// A fitted model of any kind.
@@ -137,6 +145,7 @@ pub enum Fitted {
     Analytic(analytic::AnalyticModel),
     Regression(regression::RegressionModel),
     Threads(threads::ThreadsModel),
+    Scaling(scaling::ScalingModel),
 }
 
 impl Fitted {
@@ -149,6 +158,7 @@ impl Fitted {
             Fitted::Analytic(m) => m.predict(workload, knobs),
             Fitted::Regression(m) => m.predict(workload, knobs),
             Fitted::Threads(m) => m.predict(workload, knobs),
+            Fitted::Scaling(m) => m.predict(workload, knobs),
         }
     }
 
@@ -158,6 +168,7 @@ impl Fitted {
             Fitted::Analytic(_) => "analytic",
             Fitted::Regression(m) => &m.method,
             Fitted::Threads(_) => "threads",
+            Fitted::Scaling(_) => "scaling",
         }
     }
 
@@ -211,6 +222,7 @@ impl Fitted {
                 s
             }
             Fitted::Regression(m) => m.explain(),
+            Fitted::Scaling(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
                 s += "workload                         other knobs          t_serial_s t_parallel_s   P_0_w  P_core_w\n";
@@ -252,6 +264,7 @@ pub fn fit_kind(
             regression::fit(meta, points, &params.regression, true).map(Fitted::Regression)
         }
         ModelKind::Threads => threads::fit(meta, points).map(Fitted::Threads),
+        ModelKind::Scaling => scaling::fit(meta, points, &params.scaling).map(Fitted::Scaling),
         ModelKind::Auto => unreachable!("resolve never returns Auto"),
     }
 }
