@@ -35,7 +35,7 @@ pub struct EvaluateArgs {
     pub set: PathBuf,
     #[arg(long, value_enum)]
     pub protocol: Protocol,
-    /// Model kind (`auto`: analytic for clock knobs in knob holdout, spca in workload holdout,
+    /// Model kind (`auto`: analytic for clock knobs in knob holdout, scaling in workload holdout,
     /// threads for thread counts).
     #[arg(long = "model", value_enum, default_value = "auto")]
     pub model: ModelKind,
@@ -65,6 +65,11 @@ pub struct EvaluateArgs {
     /// Image format of --plot when it names a directory.
     #[arg(long, value_enum, default_value = "svg")]
     pub plot_format: ImageFormat,
+    /// Instead of a held-out protocol, print the IN-SAMPLE noise floor: a polynomial of this
+    /// degree in the clock knob (`--train`'s knob, else the set's first) fitted per workload
+    /// to ALL its points, and the error of that fit at those points (nothing held out).
+    #[arg(long, value_name = "DEGREE")]
+    pub noise_floor: Option<usize>,
 }
 
 fn parse_baseline(specs: &[String]) -> anyhow::Result<Knobs> {
@@ -166,6 +171,47 @@ fn write_plot(
     }
 }
 
+/// `--noise-floor`: the in-sample floor of every target (see [`crate::models::noise`]).
+fn print_noise_floor(
+    args: &EvaluateArgs,
+    set: &TrainingSet,
+    points: &[crate::store::set::Point],
+    degree: usize,
+) -> anyhow::Result<i32> {
+    let knob = match &args.train {
+        Some(s) => parse_knob(s)?.0,
+        None => set
+            .meta
+            .knobs
+            .first()
+            .cloned()
+            .context("the set has no knobs")?,
+    };
+    let floors = crate::models::noise::noise_floor(&set.meta, points, &knob, degree);
+    if args.format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&floors)?);
+        return Ok(0);
+    }
+    println!("IN-SAMPLE noise floor (not a held-out error): degree-{degree} polynomial in {knob} fitted per workload to all its points");
+    for f in &floors {
+        let worst: Vec<String> = f
+            .groups
+            .iter()
+            .take(3)
+            .map(|(g, e)| format!("{g} {e:.2} %"))
+            .collect();
+        println!(
+            "  {:<9} MAPE {:.2} %, median {:.2} % over {} points; worst: {}",
+            f.target,
+            f.mape_pct,
+            f.median_pct,
+            f.n,
+            worst.join(", ")
+        );
+    }
+    Ok(0)
+}
+
 /// Run `powerperf evaluate`.
 pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     let set = TrainingSet::read(&args.set)?;
@@ -173,6 +219,9 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     let points = mean_points(&set);
     if points.is_empty() {
         anyhow::bail!("set {} has no points", args.set.display());
+    }
+    if let Some(degree) = args.noise_floor {
+        return print_noise_floor(&args, &set, &points, degree);
     }
     let ev = match args.protocol {
         Protocol::KnobHoldout => {

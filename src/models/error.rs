@@ -27,7 +27,7 @@ pub enum ModelError {
     #[error("unknown workload `{workload}`; the model knows: {known}")]
     UnknownWorkload { workload: String, known: String },
     /// A model kind this build does not know.
-    #[error("unknown model kind `{kind}`; known kinds: analytic, analytic_counters, analytic_mem, linear, spca, threads, threads_bw, auto")]
+    #[error("unknown model kind `{kind}`; known kinds: analytic, analytic_counters, analytic_mem, linear, spca, threads, threads_bw, scaling, auto")]
     UnknownKind { kind: String },
     /// A numerical fit failed.
     #[error("model `{model}`: fit failed: {what}")]

@@ -287,6 +287,7 @@ pub fn workload_holdout(
     }
     let mut params = params.clone();
     params.regression.baseline = Some(baseline.clone());
+    params.scaling.baseline = Some(baseline.clone());
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for w in workloads {

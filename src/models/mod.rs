@@ -10,6 +10,7 @@
 //! - [`memclock`]: the same with an explicit memory-clock term in time and power.
 //! - [`regression`]: multivariate linear regression and supervised PCA on counter rates
 //!   (Lively et al. 2011).
+//! - [`scaling`]: a workload's curve from its baseline point, shaped by its baseline counters.
 //! - [`threads`]: Amdahl time and linear-in-cores power.
 //! - [`threads_bw`]: Amdahl with a memory-bandwidth floor from traffic counters.
 //! - [`eval`]: leave-one-out, knob holdout and workload holdout with MAPE.
@@ -22,7 +23,9 @@ pub mod error;
 pub mod eval;
 pub mod features;
 pub mod memclock;
+pub mod noise;
 pub mod regression;
+pub mod scaling;
 pub mod threads;
 pub mod threads_bw;
 
@@ -92,6 +95,8 @@ pub enum ModelKind {
     Threads,
     /// Thread-count model with a bandwidth floor from traffic counters ([`threads_bw`]).
     ThreadsBw,
+    /// Counter-informed scaling from a baseline point ([`scaling`]).
+    Scaling,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
 }
@@ -107,14 +112,16 @@ impl ModelKind {
             ModelKind::Spca => "spca",
             ModelKind::Threads => "threads",
             ModelKind::ThreadsBw => "threads_bw",
+            ModelKind::Scaling => "scaling",
             ModelKind::Auto => "auto",
         }
     }
 
     /// Resolve `auto`: `threads` when the set's only varying knob is `threads`; otherwise
     /// `analytic` when every workload has its own training points at two or more clock values
-    /// (fit, knob holdout), and `spca` when workloads must be predicted from a baseline only
-    /// (workload holdout). Other kinds are returned unchanged.
+    /// (fit, knob holdout), and `scaling` when workloads must be predicted from a baseline only
+    /// (workload holdout; lower error than `spca` on the V100, Titan X and XU3 sets,
+    /// docs/models.md). Other kinds are returned unchanged.
     pub fn resolve(self, points: &[Point], workload_holdout: bool) -> ModelKind {
         if self != ModelKind::Auto {
             return self;
@@ -130,7 +137,7 @@ impl ModelKind {
         if !has_clock && varies(threads::THREADS_KNOB) {
             ModelKind::Threads
         } else if workload_holdout {
-            ModelKind::Spca
+            ModelKind::Scaling
         } else {
             ModelKind::Analytic
         }
@@ -145,6 +152,7 @@ pub struct FitParams {
     pub regression: regression::RegressionParams,
     pub threads_bw: threads_bw::ThreadsBwParams,
     pub analytic_counters: analytic_counters::AnalyticCountersParams,
+    pub scaling: scaling::ScalingParams,
 }
 
 /// A fitted model of any kind.
@@ -157,6 +165,7 @@ pub enum Fitted {
     Regression(regression::RegressionModel),
     Threads(threads::ThreadsModel),
     ThreadsBw(threads_bw::ThreadsBwModel),
+    Scaling(scaling::ScalingModel),
 }
 
 impl Fitted {
@@ -172,6 +181,7 @@ impl Fitted {
             Fitted::Regression(m) => m.predict(workload, knobs),
             Fitted::Threads(m) => m.predict(workload, knobs),
             Fitted::ThreadsBw(m) => m.predict(workload, knobs),
+            Fitted::Scaling(m) => m.predict(workload, knobs),
         }
     }
 
@@ -184,6 +194,7 @@ impl Fitted {
             Fitted::Regression(m) => &m.method,
             Fitted::Threads(_) => "threads",
             Fitted::ThreadsBw(_) => "threads_bw",
+            Fitted::Scaling(_) => "scaling",
         }
     }
 
@@ -240,6 +251,7 @@ impl Fitted {
             Fitted::AnalyticMem(m) => m.explain(),
             Fitted::AnalyticCounters(m) => m.explain(),
             Fitted::ThreadsBw(m) => m.explain(),
+            Fitted::Scaling(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
                 s += "workload                         other knobs          t_serial_s t_parallel_s   P_0_w  P_core_w\n";
@@ -289,6 +301,7 @@ pub fn fit_kind(
         ModelKind::ThreadsBw => {
             threads_bw::fit(meta, points, &params.threads_bw).map(Fitted::ThreadsBw)
         }
+        ModelKind::Scaling => scaling::fit(meta, points, &params.scaling).map(Fitted::Scaling),
         ModelKind::Auto => unreachable!("resolve never returns Auto"),
     }
 }
