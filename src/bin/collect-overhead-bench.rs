@@ -127,4 +127,32 @@ fn main() {
         "{:<58} {:>9.3} %  95 % CI [{slo:.3}, {shi:.3}]",
         "powerperf's own CPU time / the program's task-clock", sc
     );
+    let floor_us = wakeup_floor_us(300, std::time::Duration::from_millis(10));
+    println!(
+        "{:<58} {:>9.1} us = {:.3} % of a core at 10 ms",
+        "floor: CPU per wake-up of a thread that only sleeps 10 ms",
+        floor_us,
+        floor_us / 10_000.0 * 100.0
+    );
+}
+
+/// CPU time per wake-up (µs) of a thread that does nothing but sleep `period`, `n` times:
+/// the floor under any periodic sampler thread on this machine (getrusage RUSAGE_THREAD).
+fn wakeup_floor_us(n: u32, period: std::time::Duration) -> f64 {
+    std::thread::spawn(move || {
+        let cpu = || {
+            // SAFETY: getrusage fills the struct it is given.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+            let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+            us(ru.ru_utime) + us(ru.ru_stime)
+        };
+        let c0 = cpu();
+        for _ in 0..n {
+            std::thread::sleep(period);
+        }
+        (cpu() - c0) / f64::from(n)
+    })
+    .join()
+    .unwrap_or(f64::NAN)
 }
