@@ -42,7 +42,7 @@
 //!
 //! `E(f) = P(f) · t(f)` (Moore 2012: energy is power integrated over time).
 
-use super::features::knob_key;
+use super::features::{find_group, knob_key};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{Point, SetMeta};
 use serde::{Deserialize, Serialize};
@@ -682,21 +682,9 @@ impl AnalyticModel {
                 fix: format!("pass --knob {}=…", self.freq_knob),
             })?;
         let other = other_knobs(knobs, &self.freq_knob);
-        let g = self
-            .groups
-            .iter()
-            .find(|g| g.workload == workload && g.other_knobs == other)
-            .ok_or_else(|| ModelError::UnknownSetting {
-                workload: workload.to_string(),
-                knobs: knob_key(knobs),
-                known: self
-                    .groups
-                    .iter()
-                    .filter(|g| g.workload == workload)
-                    .map(|g| knob_key(&g.other_knobs))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            })?;
+        let g = find_group(&self.groups, workload, &other, knobs, |g| {
+            (g.workload.as_str(), &g.other_knobs)
+        })?;
         let fe = self
             .effective_clocks
             .iter()

@@ -31,7 +31,7 @@
 //! `E = P·t`.
 
 use super::analytic::{self, AnalyticModel, AnalyticParams};
-use super::features::knob_key;
+use super::features::{find_group, knob_key};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{CounterKind, Point, SetMeta};
 use serde::{Deserialize, Serialize};
@@ -264,21 +264,9 @@ impl AnalyticCountersModel {
                 fix: format!("pass --knob {}=…", self.freq_knob),
             })?;
         let o = split(knobs, &self.freq_knob);
-        let g = self
-            .groups
-            .iter()
-            .find(|g| g.workload == workload && g.other_knobs == o)
-            .ok_or_else(|| ModelError::UnknownSetting {
-                workload: workload.into(),
-                knobs: knob_key(knobs),
-                known: self
-                    .groups
-                    .iter()
-                    .filter(|g| g.workload == workload)
-                    .map(|g| knob_key(&g.other_knobs))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            })?;
+        let g = find_group(&self.groups, workload, &o, knobs, |g| {
+            (g.workload.as_str(), &g.other_knobs)
+        })?;
         let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| {
             let tm = (self.alpha * m).clamp(0.0, t0);
             tm + (t0 - tm) * g.f0_mhz / f

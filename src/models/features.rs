@@ -31,6 +31,35 @@ pub fn knob_key(knobs: &Knobs) -> String {
         .join(",")
 }
 
+/// The fitted group of `workload` at the other knob values `other`, among `groups` whose
+/// (workload, other knobs) `key` gives; else [`ModelError::UnknownSetting`] with the
+/// settings the model knows for that workload (`knobs` is the full setting asked for).
+///
+/// # Errors
+/// No group matches.
+pub fn find_group<'a, G>(
+    groups: &'a [G],
+    workload: &str,
+    other: &Knobs,
+    knobs: &Knobs,
+    key: impl Fn(&G) -> (&str, &Knobs),
+) -> Result<&'a G, super::error::ModelError> {
+    groups
+        .iter()
+        .find(|g| key(g) == (workload, other))
+        .ok_or_else(|| super::error::ModelError::UnknownSetting {
+            workload: workload.to_string(),
+            knobs: knob_key(knobs),
+            known: groups
+                .iter()
+                .map(&key)
+                .filter(|(w, _)| *w == workload)
+                .map(|(_, o)| knob_key(o))
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
+}
+
 /// The mean over repeats of every (workload, knob values) in `set` ([`TrainingSet::means`]),
 /// with derivable targets filled in ([`complete_targets`]): `energy_j = power_w × time_s` and
 /// `power_w = energy_j / time_s` where one of them is missing.

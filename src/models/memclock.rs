@@ -27,7 +27,7 @@
 //! Energy: `E = P·t`. Three time and three power coefficients per workload: a group needs
 //! three training points over at least two core and two memory clocks.
 
-use super::features::knob_key;
+use super::features::find_group;
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{Point, SetMeta};
 use linfa::traits::Fit;
@@ -262,21 +262,9 @@ impl MemClockModel {
         };
         let (f, m) = (get(CORE_KNOB)?, get(MEM_KNOB)?);
         let o = others(knobs);
-        let g = self
-            .groups
-            .iter()
-            .find(|g| g.workload == workload && g.other_knobs == o)
-            .ok_or_else(|| ModelError::UnknownSetting {
-                workload: workload.into(),
-                knobs: knob_key(knobs),
-                known: self
-                    .groups
-                    .iter()
-                    .filter(|g| g.workload == workload)
-                    .map(|g| knob_key(&g.other_knobs))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            })?;
+        let g = find_group(&self.groups, workload, &o, knobs, |g| {
+            (g.workload.as_str(), &g.other_knobs)
+        })?;
         let time_s = g
             .time
             .map(|(tc, tm, to)| tc * self.f0_mhz / f + tm * self.m0_mhz / m + to);

@@ -12,7 +12,7 @@
 //! the shared data and `collect` runs are strong scaling (fixed problem), so Amdahl is the form
 //! fitted here. Trained on low thread counts, it extrapolates to higher ones.
 
-use super::features::knob_key;
+use super::features::{find_group, knob_key};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{Point, SetMeta};
 use serde::{Deserialize, Serialize};
@@ -189,21 +189,9 @@ impl ThreadsModel {
             .filter(|(k, _)| *k != THREADS_KNOB)
             .map(|(k, v)| (k.clone(), *v))
             .collect();
-        let g = self
-            .groups
-            .iter()
-            .find(|g| g.workload == workload && g.other_knobs == other)
-            .ok_or_else(|| ModelError::UnknownSetting {
-                workload: workload.into(),
-                knobs: knob_key(knobs),
-                known: self
-                    .groups
-                    .iter()
-                    .filter(|g| g.workload == workload)
-                    .map(|g| knob_key(&g.other_knobs))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            })?;
+        let g = find_group(&self.groups, workload, &other, knobs, |g| {
+            (g.workload.as_str(), &g.other_knobs)
+        })?;
         let time_s = match (g.t_serial_s, g.t_parallel_s) {
             (Some(s), Some(p)) => Some(s + p / n),
             _ => None,

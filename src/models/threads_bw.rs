@@ -28,7 +28,7 @@
 //! Held-out rules (DESIGN.md): only counters and times of the training points are read; the
 //! held-out point's knobs are the only input of [`ThreadsBwModel::predict`].
 
-use super::features::knob_key;
+use super::features::{find_group, knob_key};
 use super::threads::{self, ThreadsGroup, THREADS_KNOB};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{CounterKind, Point, SetMeta};
@@ -284,21 +284,9 @@ impl ThreadsBwModel {
     /// Missing `threads`, or no fit for this workload at the other knob values.
     pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
         let other = other_knobs(knobs);
-        let g = self
-            .groups
-            .iter()
-            .find(|g| g.amdahl.workload == workload && g.amdahl.other_knobs == other)
-            .ok_or_else(|| ModelError::UnknownSetting {
-                workload: workload.into(),
-                knobs: knob_key(knobs),
-                known: self
-                    .groups
-                    .iter()
-                    .filter(|g| g.amdahl.workload == workload)
-                    .map(|g| knob_key(&g.amdahl.other_knobs))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            })?;
+        let g = find_group(&self.groups, workload, &other, knobs, |g| {
+            (g.amdahl.workload.as_str(), &g.amdahl.other_knobs)
+        })?;
         let base = threads::ThreadsModel {
             groups: vec![g.amdahl.clone()],
         }
