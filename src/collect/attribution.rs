@@ -256,36 +256,13 @@ pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
     }
     let df = crate::collect::timeline::read_parquet(&path)?;
     let ctx = || format!("{}: not a regions table", path.display());
-    let u32c = |n: &str| -> Result<Vec<u32>> {
-        Ok(df
-            .column(n)
-            .with_context(ctx)?
-            .u32()
-            .with_context(ctx)?
-            .iter()
-            .map(|v| v.unwrap_or(0))
-            .collect())
-    };
-    let u64c = |n: &str| -> Result<Vec<u64>> {
-        Ok(df
-            .column(n)
-            .with_context(ctx)?
-            .u64()
-            .with_context(ctx)?
-            .iter()
-            .map(|v| v.unwrap_or(0))
-            .collect())
-    };
-    let strc = |n: &str| -> Result<Vec<String>> {
-        Ok(df
-            .column(n)
-            .with_context(ctx)?
-            .str()
-            .with_context(ctx)?
-            .iter()
-            .map(|v| v.unwrap_or("").to_string())
-            .collect())
-    };
+    use crate::collect::timeline::{column_str, column_u32, column_u64, or_default};
+    let u32c =
+        |n: &str| -> Result<Vec<u32>> { Ok(or_default(column_u32(&df, n).with_context(ctx)?)) };
+    let u64c =
+        |n: &str| -> Result<Vec<u64>> { Ok(or_default(column_u64(&df, n).with_context(ctx)?)) };
+    let strc =
+        |n: &str| -> Result<Vec<String>> { Ok(or_default(column_str(&df, n).with_context(ctx)?)) };
     let (pid, tid, depth) = (u32c("pid")?, u32c("tid")?, u32c("depth")?);
     let (region, rpath) = (strc("region")?, strc("path")?);
     let (calls, incl, min, max, xc) = (

@@ -784,45 +784,18 @@ pub fn write(
 /// # Errors
 /// Unreadable or malformed files, with the path.
 pub fn read(dir: &std::path::Path) -> anyhow::Result<Option<(Vec<Activity>, Vec<ApiCall>)>> {
-    use anyhow::Context;
-    use polars::prelude::{DataFrame, ParquetReader, SerReader};
     let path = dir.join(ACTIVITY_FILE);
     if !path.is_file() {
         return Ok(None);
     }
-    let read = |p: &std::path::Path| -> anyhow::Result<DataFrame> {
-        let f = std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
-        ParquetReader::new(f)
-            .finish()
-            .with_context(|| format!("cannot read {}", p.display()))
+    use super::timeline::{
+        column_i32, column_str, column_u32, column_u64, or_default, read_parquet,
     };
-    let df = read(&path)?;
-    let u32c = |n: &str| -> anyhow::Result<Vec<u32>> {
-        Ok(df
-            .column(n)?
-            .u32()?
-            .iter()
-            .map(|x| x.unwrap_or(0))
-            .collect())
-    };
-    let i32c = |n: &str| -> anyhow::Result<Vec<i32>> {
-        Ok(df
-            .column(n)?
-            .i32()?
-            .iter()
-            .map(|x| x.unwrap_or(0))
-            .collect())
-    };
-    let u64c =
-        |n: &str| -> anyhow::Result<Vec<Option<u64>>> { Ok(df.column(n)?.u64()?.iter().collect()) };
-    let strc = |n: &str| -> anyhow::Result<Vec<Option<String>>> {
-        Ok(df
-            .column(n)?
-            .str()?
-            .iter()
-            .map(|x| x.map(String::from))
-            .collect())
-    };
+    let df = read_parquet(&path)?;
+    let u32c = |n: &str| column_u32(&df, n).map(or_default);
+    let i32c = |n: &str| column_i32(&df, n).map(or_default);
+    let u64c = |n: &str| column_u64(&df, n);
+    let strc = |n: &str| column_str(&df, n);
     let (pid, kind, name) = (u32c("pid")?, strc("kind")?, strc("name")?);
     let (start, dur, bytes) = (u64c("start_ns")?, u64c("dur_ns")?, u64c("bytes")?);
     let (device, context, stream, corr) = (
@@ -875,15 +848,8 @@ pub fn read(dir: &std::path::Path) -> anyhow::Result<Option<(Vec<Activity>, Vec<
     let mut calls = Vec::new();
     let api = dir.join(API_FILE);
     if api.is_file() {
-        let df = read(&api)?;
-        let u32c = |n: &str| -> anyhow::Result<Vec<u32>> {
-            Ok(df
-                .column(n)?
-                .u32()?
-                .iter()
-                .map(|x| x.unwrap_or(0))
-                .collect())
-        };
+        let df = read_parquet(&api)?;
+        let u32c = |n: &str| column_u32(&df, n).map(or_default);
         let (pid, tid, corr) = (u32c("pid")?, u32c("tid")?, u32c("correlation_id")?);
         let name: Vec<Option<&str>> = df.column("name")?.str()?.iter().collect();
         let enter: Vec<Option<u64>> = df.column("enter_ns")?.u64()?.iter().collect();

@@ -325,43 +325,16 @@ pub fn write(dir: &Path, rows: &[PcRow], sums: &[PcSummary]) -> anyhow::Result<(
 /// # Errors
 /// Unreadable or malformed files, with the path.
 pub fn read(dir: &Path) -> anyhow::Result<Option<(Vec<PcRow>, Vec<PcSummary>)>> {
-    use anyhow::Context;
-    use polars::prelude::{DataFrame, ParquetReader, SerReader};
+    use polars::prelude::DataFrame;
     let path = dir.join(SAMPLES_FILE);
     if !path.is_file() {
         return Ok(None);
     }
-    let read = |p: &Path| -> anyhow::Result<DataFrame> {
-        let f = std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
-        ParquetReader::new(f)
-            .finish()
-            .with_context(|| format!("cannot read {}", p.display()))
-    };
-    let df = read(&path)?;
-    let s = |df: &DataFrame, n: &str| -> anyhow::Result<Vec<Option<String>>> {
-        Ok(df
-            .column(n)?
-            .str()?
-            .iter()
-            .map(|x| x.map(str::to_string))
-            .collect())
-    };
-    let u64c = |df: &DataFrame, n: &str| -> anyhow::Result<Vec<u64>> {
-        Ok(df
-            .column(n)?
-            .u64()?
-            .iter()
-            .map(|x| x.unwrap_or(0))
-            .collect())
-    };
-    let u32c = |df: &DataFrame, n: &str| -> anyhow::Result<Vec<u32>> {
-        Ok(df
-            .column(n)?
-            .u32()?
-            .iter()
-            .map(|x| x.unwrap_or(0))
-            .collect())
-    };
+    use super::timeline::{column_str, column_u32, column_u64, or_default, read_parquet};
+    let df = read_parquet(&path)?;
+    let s = |df: &DataFrame, n: &str| column_str(df, n);
+    let u64c = |df: &DataFrame, n: &str| column_u64(df, n).map(or_default);
+    let u32c = |df: &DataFrame, n: &str| column_u32(df, n).map(or_default);
     let (dev, func, file, reason, region) = (
         s(&df, "device")?,
         s(&df, "function")?,
@@ -386,7 +359,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Option<(Vec<PcRow>, Vec<PcSummary>)>> 
     let mut sums = Vec::new();
     let sp = dir.join(SUMMARY_FILE);
     if sp.is_file() {
-        let df = read(&sp)?;
+        let df = read_parquet(&sp)?;
         let (dev, mode, src) = (s(&df, "device")?, s(&df, "mode")?, s(&df, "clock_source")?);
         let (pid, ctx, full, sms) = (
             u32c(&df, "pid")?,

@@ -505,34 +505,10 @@ pub fn read(run_dir: &Path) -> Result<Option<Vec<PcRow>>> {
     }
     let df = crate::collect::timeline::read_parquet(&path)?;
     let ctx = || format!("{}: not a PC sample table", path.display());
-    let strc = |n: &str| -> Result<Vec<Option<String>>> {
-        Ok(df
-            .column(n)
-            .with_context(ctx)?
-            .str()
-            .with_context(ctx)?
-            .iter()
-            .map(|v| v.map(String::from))
-            .collect())
-    };
-    let u32c = |n: &str| -> Result<Vec<Option<u32>>> {
-        Ok(df
-            .column(n)
-            .with_context(ctx)?
-            .u32()
-            .with_context(ctx)?
-            .iter()
-            .collect())
-    };
-    let u64c = |n: &str| -> Result<Vec<Option<u64>>> {
-        Ok(df
-            .column(n)
-            .with_context(ctx)?
-            .u64()
-            .with_context(ctx)?
-            .iter()
-            .collect())
-    };
+    use crate::collect::timeline::{column_str, column_u32, column_u64};
+    let strc = |n: &str| column_str(&df, n).with_context(ctx);
+    let u32c = |n: &str| column_u32(&df, n).with_context(ctx);
+    let u64c = |n: &str| column_u64(&df, n).with_context(ctx);
     let (device, region, module, function, file, stall) = (
         strc("device")?,
         strc("region")?,

@@ -279,6 +279,48 @@ pub fn column_f64(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
     Ok(ca.iter().collect())
 }
 
+macro_rules! typed_column {
+    ($name:ident, $accessor:ident, $t:ty) => {
+        #[doc = concat!("The values of a `", stringify!($t), "` column of a run's Parquet table (null where")]
+        /// the writer left none).
+        ///
+        /// # Errors
+        /// No such column, or a column of another type.
+        pub fn $name(df: &DataFrame, name: &str) -> Result<Vec<Option<$t>>> {
+            let c = df
+                .column(name)
+                .with_context(|| format!("no column `{name}`"))?;
+            let ca = c.$accessor().with_context(|| {
+                format!("column `{name}` is not {}", stringify!($t))
+            })?;
+            Ok(ca.iter().collect())
+        }
+    };
+}
+typed_column!(column_u32, u32, u32);
+typed_column!(column_i32, i32, i32);
+typed_column!(column_u64, u64, u64);
+
+/// A column's values with nulls as the type's default (0, ""), for tables whose writer
+/// leaves no nulls in that column.
+pub fn or_default<T: Default>(values: Vec<Option<T>>) -> Vec<T> {
+    values.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// The values of a string column of a run's Parquet table (null where the writer left none).
+///
+/// # Errors
+/// No such column, or a column that is not a string column.
+pub fn column_str(df: &DataFrame, name: &str) -> Result<Vec<Option<String>>> {
+    let c = df
+        .column(name)
+        .with_context(|| format!("no column `{name}`"))?;
+    let ca = c
+        .str()
+        .with_context(|| format!("column `{name}` is not a string column"))?;
+    Ok(ca.iter().map(|v| v.map(String::from)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

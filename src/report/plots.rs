@@ -787,15 +787,10 @@ pub fn region_spans(dir: &Path, origin_ns: u64, max: usize) -> Vec<Span> {
     out
 }
 
+/// A u64 column of the timeline, nulls as 0.
 fn u64_col(df: &polars::prelude::DataFrame, name: &str) -> Result<Vec<u64>> {
-    let c = df
-        .column(name)
-        .with_context(|| format!("the timeline has no column `{name}`"))?;
-    Ok(c.u64()
-        .with_context(|| format!("timeline column `{name}` is not u64"))?
-        .iter()
-        .map(|v| v.unwrap_or(0))
-        .collect())
+    use crate::collect::timeline::{column_u64, or_default};
+    Ok(or_default(column_u64(df, name).context("in the timeline")?))
 }
 
 /// The timeline plots of a run: power (`gpu<i>_power_w`, `energy_*_j` / sample length),
