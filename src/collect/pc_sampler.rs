@@ -356,25 +356,11 @@ impl<'a> Visitor<'a> for Parse {
     }
 
     fn visit_mmap2(self, r: data::Mmap2<'a>, m: RecordMetadata) -> Parsed {
-        Parsed::Record(PerfRecord::Mmap {
-            pid: r.pid,
-            time_ns: m.sample_id().time().unwrap_or(0),
-            start: r.addr,
-            len: r.len,
-            pgoff: r.pgoff,
-            path: String::from_utf8_lossy(&r.filename).into_owned(),
-        })
+        mmap_record(r.pid, r.addr, r.len, r.pgoff, &r.filename, &m)
     }
 
     fn visit_mmap(self, r: data::Mmap<'a>, m: RecordMetadata) -> Parsed {
-        Parsed::Record(PerfRecord::Mmap {
-            pid: r.pid,
-            time_ns: m.sample_id().time().unwrap_or(0),
-            start: r.addr,
-            len: r.len,
-            pgoff: r.pgoff,
-            path: String::from_utf8_lossy(&r.filename).into_owned(),
-        })
+        mmap_record(r.pid, r.addr, r.len, r.pgoff, &r.filename, &m)
     }
 
     fn visit_comm(self, r: data::Comm<'a>, m: RecordMetadata) -> Parsed {
@@ -403,6 +389,25 @@ impl<'a> Visitor<'a> for Parse {
     fn visit_throttle(self, _: data::Throttle, _: RecordMetadata) -> Parsed {
         Parsed::Throttle
     }
+}
+
+/// `PERF_RECORD_MMAP` and `MMAP2` carry the same fields powerperf keeps.
+fn mmap_record(
+    pid: u32,
+    start: u64,
+    len: u64,
+    pgoff: u64,
+    filename: &[u8],
+    m: &RecordMetadata,
+) -> Parsed {
+    Parsed::Record(PerfRecord::Mmap {
+        pid,
+        time_ns: m.sample_id().time().unwrap_or(0),
+        start,
+        len,
+        pgoff,
+        path: String::from_utf8_lossy(filename).into_owned(),
+    })
 }
 
 fn drain(s: &mut Sampler, c: &mut Collected) {
