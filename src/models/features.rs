@@ -31,6 +31,31 @@ pub fn knob_key(knobs: &Knobs) -> String {
         .join(",")
 }
 
+/// The set's unreliable targets by target name (workloads, `*` for all), as model files
+/// keep them.
+pub fn unreliable_by_target(meta: &SetMeta) -> BTreeMap<String, Vec<String>> {
+    let mut unreliable: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for u in &meta.unreliable {
+        unreliable
+            .entry(u.target.clone())
+            .or_default()
+            .extend(u.workloads.iter().cloned());
+    }
+    unreliable
+}
+
+/// Whether `target` of `workload` is reliable in an [`unreliable_by_target`] map (the rule
+/// of [`SetMeta::is_reliable`]).
+pub fn is_reliable(
+    unreliable: &BTreeMap<String, Vec<String>>,
+    target: &str,
+    workload: &str,
+) -> bool {
+    !unreliable
+        .get(target)
+        .is_some_and(|ws| ws.iter().any(|w| w == "*" || w == workload))
+}
+
 /// The fitted group of `workload` at the other knob values `other`, among `groups` whose
 /// (workload, other knobs) `key` gives; else [`ModelError::UnknownSetting`] with the
 /// settings the model knows for that workload (`knobs` is the full setting asked for).

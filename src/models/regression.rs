@@ -1084,13 +1084,7 @@ pub fn fit(
         }
     }
     let names = column_names(&knob_names, &rate_names);
-    let mut unreliable: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for u in &meta.unreliable {
-        unreliable
-            .entry(u.target.clone())
-            .or_default()
-            .extend(u.workloads.iter().cloned());
-    }
+    let unreliable = super::features::unreliable_by_target(meta);
     let mut targets = Vec::new();
     for target in REGRESSION_TARGETS {
         let mut rows: Vec<Vec<f64>> = Vec::new();
@@ -1159,10 +1153,7 @@ pub fn fit(
 
 impl RegressionModel {
     fn reliable(&self, target: &str, workload: &str) -> bool {
-        !self
-            .unreliable
-            .get(target)
-            .is_some_and(|ws| ws.iter().any(|w| w == "*" || w == workload))
+        super::features::is_reliable(&self.unreliable, target, workload)
     }
 
     /// Predict `workload` at `knobs`: baseline value × predicted ratio.

@@ -706,13 +706,7 @@ pub fn fit(
             ),
         });
     }
-    let mut unreliable: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for u in &meta.unreliable {
-        unreliable
-            .entry(u.target.clone())
-            .or_default()
-            .extend(u.workloads.iter().cloned());
-    }
+    let unreliable = super::features::unreliable_by_target(meta);
     Ok(ScalingModel {
         params: params.clone(),
         baseline,
@@ -724,10 +718,7 @@ pub fn fit(
 
 impl ScalingModel {
     fn reliable(&self, target: &str, workload: &str) -> bool {
-        !self
-            .unreliable
-            .get(target)
-            .is_some_and(|ws| ws.iter().any(|w| w == "*" || w == workload))
+        super::features::is_reliable(&self.unreliable, target, workload)
     }
 
     /// Predict `workload` at `knobs` from its baseline point.
