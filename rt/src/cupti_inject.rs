@@ -956,52 +956,25 @@ pub fn default_selection(name: &str) -> bool {
 }
 
 /// Set everything up (called once, from `InitializeInjection`).
-/// Every runtime and driver API function this CUPTI names: (domain, cbid, whether
-/// `select` keeps it, by the name [`fmt::api_function_name`] gives it).
-fn api_functions(c: &Cupti, select: impl Fn(&str) -> bool) -> Vec<(u32, u32, bool)> {
-    api_names(c)
-        .into_iter()
-        .map(|(d, cbid, raw)| {
-            let keep = select(&fmt::api_function_name(d, &String::from_utf8_lossy(raw)));
-            (d, cbid, keep)
-        })
-        .collect()
-}
-
-fn api_names(c: &Cupti) -> Vec<(u32, u32, &'static [u8])> {
+/// Every function of API `domain` this CUPTI names: (cbid, CUPTI's name, the name
+/// [`fmt::api_function_name`] gives it).
+fn api_names(c: &Cupti, domain: u32) -> Vec<(u32, &'static [u8], String)> {
     let mut out = Vec::new();
-    for domain in [fmt::DOMAIN_DRIVER, fmt::DOMAIN_RUNTIME] {
-        for cbid in 1..4096u32 {
-            let mut p: *const c_char = std::ptr::null();
-            // SAFETY: `p` is writable; CUPTI stores a static string or fails.
-            if unsafe { (c.get_callback_name)(domain, cbid, &mut p) } != CUPTI_SUCCESS
-                || p.is_null()
-            {
-                continue;
-            }
-            // SAFETY: CUPTI returns a static NUL-terminated name.
-            out.push((domain, cbid, unsafe { CStr::from_ptr(p) }.to_bytes()));
+    for cbid in 1..4096u32 {
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: `p` is writable; CUPTI stores a static string or fails.
+        if unsafe { (c.get_callback_name)(domain, cbid, &mut p) } != CUPTI_SUCCESS || p.is_null() {
+            continue;
         }
+        // SAFETY: CUPTI returns a static NUL-terminated name.
+        let raw = unsafe { CStr::from_ptr(p) }.to_bytes();
+        out.push((
+            cbid,
+            raw,
+            fmt::api_function_name(domain, &String::from_utf8_lossy(raw)),
+        ));
     }
     out
-}
-
-/// `API_FUNC` frames naming every runtime and driver API function `select` keeps.
-fn api_name_frames(c: &Cupti, select: impl Fn(&str) -> bool) -> Vec<u8> {
-    let mut frames = Vec::new();
-    for (domain, cbid, raw) in api_names(c) {
-        if select(&fmt::api_function_name(
-            domain,
-            &String::from_utf8_lossy(raw),
-        )) {
-            push_frame(
-                &mut frames,
-                tag::API_FUNC,
-                &[&domain.to_ne_bytes(), &cbid.to_ne_bytes(), raw],
-            );
-        }
-    }
-    frames
 }
 
 fn init(dir: PathBuf) -> Result<(), String> {
@@ -1155,23 +1128,31 @@ fn init(dir: PathBuf) -> Result<(), String> {
                 ));
             }
         }
-        let frames = api_name_frames(c, |name| default_selection(name));
-        // Only the selected functions are recorded where this CUPTI can switch them one
-        // by one; elsewhere every call is recorded and the reader drops the others.
+        // The selected functions are named in API_FUNC frames; the others are switched off
+        // where this CUPTI can switch them one by one, else recorded and dropped when read.
+        let mut frames = Vec::new();
         let mut off = 0usize;
         let mut refused = None;
-        for (domain, cbid, selected) in api_functions(c, |name| default_selection(name)) {
-            let f = if domain == fmt::DOMAIN_RUNTIME {
+        for domain in [fmt::DOMAIN_DRIVER, fmt::DOMAIN_RUNTIME] {
+            let switch = if domain == fmt::DOMAIN_RUNTIME {
                 c.enable_runtime_api
             } else {
                 c.enable_driver_api
             };
-            if let (Some(f), false) = (f, selected) {
-                let r = unsafe { f(cbid, 0) };
-                if r == CUPTI_SUCCESS {
-                    off += 1;
-                } else {
-                    refused.get_or_insert(c.error(r));
+            for (cbid, raw, name) in api_names(c, domain) {
+                if default_selection(&name) {
+                    push_frame(
+                        &mut frames,
+                        tag::API_FUNC,
+                        &[&domain.to_ne_bytes(), &cbid.to_ne_bytes(), raw],
+                    );
+                } else if let Some(f) = switch {
+                    let r = unsafe { f(cbid, 0) };
+                    if r == CUPTI_SUCCESS {
+                        off += 1;
+                    } else {
+                        refused.get_or_insert(c.error(r));
+                    }
                 }
             }
         }
@@ -1206,16 +1187,7 @@ fn init(dir: PathBuf) -> Result<(), String> {
                         inj.note(&format!("cuptiEnableDomain({domain}): {}", c.error(r)));
                     }
                 }
-                for cbid in 1..4096u32 {
-                    let mut p: *const c_char = std::ptr::null();
-                    if unsafe { (c.get_callback_name)(domain, cbid, &mut p) } != CUPTI_SUCCESS
-                        || p.is_null()
-                    {
-                        continue;
-                    }
-                    // SAFETY: CUPTI returns a static NUL-terminated name.
-                    let raw = unsafe { CStr::from_ptr(p) }.to_bytes();
-                    let name = fmt::api_function_name(domain, &String::from_utf8_lossy(raw));
+                for (cbid, raw, name) in api_names(c, domain) {
                     let (sync, launch) = sync_or_launch(&name);
                     let record = callbacks && (mode == 2 || default_selection(&name));
                     let drain = pc_on && (sync || launch);
