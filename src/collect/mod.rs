@@ -822,9 +822,10 @@ mod run_impl {
                     continue;
                 }
                 sampler.sample();
-                // Deadlines missed (a stalled machine) are skipped, not sampled in a burst.
-                let behind = now.duration_since(start).as_nanos() / interval.as_nanos().max(1);
-                k = (behind as u32).max(k) + 1;
+                // The next deadline after `now`: deadlines missed (a stalled machine) are
+                // skipped, not sampled in a burst.
+                let passed = now.duration_since(start).as_nanos() / interval.as_nanos();
+                k = passed as u32 + 1;
             }
             sampler.sample();
             sampler
