@@ -551,3 +551,134 @@ fn a_reused_run_directory_drops_the_earlier_runs_outputs() {
         meta.notes
     );
 }
+
+/// `--sampler kernel` (leader sampling): the kernel reads the counters in the command's
+/// context; rows stay on the interval's grid and add up to the exact totals.
+#[test]
+fn leader_sampling_gives_grid_rows_that_add_up_to_the_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("powerperf");
+    let mut runs = vec![];
+    for sampler in ["kernel", "thread"] {
+        let run = dir.path().join(sampler);
+        pp().args(["collect", "-q", "--nvml", "off", "--interval", "10ms"])
+            .args(["-e", "task-clock,page-faults,context-switches"])
+            .args(["--sampler", sampler, "-o"])
+            .arg(&run)
+            .arg("--")
+            .arg(&bin)
+            .args([
+                "microbench",
+                "kernel",
+                "fma",
+                "--threads",
+                "2",
+                "--scale",
+                "0.15",
+            ])
+            .assert()
+            .success();
+        runs.push(RunMeta::read(&run).unwrap());
+    }
+    let (kernel, thread) = (&runs[0], &runs[1]);
+    assert_eq!(thread.run.timeline_sampler.as_deref(), Some("thread"));
+    if kernel.run.timeline_sampler.as_deref() != Some("kernel") {
+        let why = kernel
+            .notes
+            .iter()
+            .find(|n| n.contains("leader sampling"))
+            .expect("a note says why leader sampling was not used");
+        println!("skipped: {why}");
+        return;
+    }
+    let tl =
+        powerperf::collect::timeline::read_parquet(&dir.path().join("kernel/timeline.parquet"))
+            .unwrap();
+    let col = |n: &str| -> Vec<f64> {
+        powerperf::collect::timeline::column_f64(&tl, n)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.expect("a value in every row"))
+            .collect()
+    };
+    let t = powerperf::collect::timeline::or_default(
+        powerperf::collect::timeline::column_u64(&tl, "t_ns").unwrap(),
+    );
+    let tc = col("task-clock");
+    let n = t.len();
+    assert!(n >= 10, "{n} rows");
+    // Every row but the last ends on the 10 ms grid.
+    for (k, t) in t[..n - 1].iter().enumerate() {
+        assert_eq!(*t, 10_000_000 * (k as u64 + 1), "row {k}");
+    }
+    // The rows add up to the exact total (the last row is closed by read(2)).
+    for e in ["task-clock", "page-faults", "context-switches"] {
+        let total = kernel.totals().values[e];
+        let sum: f64 = col(e).iter().sum();
+        assert!(
+            (sum - total).abs() <= 1e-6 * total.max(1.0),
+            "{e}: {sum} vs {total}"
+        );
+    }
+    // The run's work shows up in the rows as it happens, not all in the last row. A row
+    // holds what the samples up to its end show: per thread and CPU (each its own copy of
+    // the group, with its own timer) at most one interval more than was done in it.
+    let before_last: f64 = tc[..n - 1].iter().sum();
+    assert!(before_last > 0.6 * tc.iter().sum::<f64>(), "{tc:?}");
+    let ncpu = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
+    let slack = 2.0 * ncpu * 10e6 + 5e6;
+    for (k, v) in tc[..n - 1].iter().enumerate() {
+        assert!(
+            *v <= 2.0 * 10e6 + slack,
+            "row {k}: {v} ns of task-clock in 10 ms from 2 threads"
+        );
+    }
+    for (k, w) in tc[..n - 1].windows(10).enumerate() {
+        let s: f64 = w.iter().sum();
+        assert!(
+            s <= 2.0 * 100e6 + slack,
+            "rows {k}..{}: {s} ns in 100 ms",
+            k + 10
+        );
+    }
+    // Both samplers count the same program alike.
+    let (a, b) = (
+        kernel.totals().values["task-clock"],
+        thread.totals().values["task-clock"],
+    );
+    assert!((a / b - 1.0).abs() < 0.3, "kernel {a} vs thread {b}");
+}
+
+#[test]
+fn leader_sampling_of_an_attached_process_falls_back_to_the_thread_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let mut child = std::process::Command::new("sleep")
+        .arg("0.5")
+        .spawn()
+        .unwrap();
+    pp().args([
+        "collect",
+        "-q",
+        "--nvml",
+        "off",
+        "--sampler",
+        "kernel",
+        "-e",
+        "task-clock",
+    ])
+    .args(["-p", &child.id().to_string(), "-o"])
+    .arg(&run)
+    .assert()
+    .success();
+    child.wait().unwrap();
+    let meta = RunMeta::read(&run).unwrap();
+    assert_eq!(meta.run.timeline_sampler.as_deref(), Some("thread"));
+    assert!(
+        meta.notes
+            .iter()
+            .any(|n| n.contains("--sampler kernel samples a command")),
+        "{:?}",
+        meta.notes
+    );
+}

@@ -58,6 +58,7 @@ fn write_run(dir: &Path) {
             samples: 200,
             truncated: false,
             self_cpu_ns: None,
+            timeline_sampler: None,
         },
         knobs: Knobs::default(),
         events: vec![

@@ -23,6 +23,13 @@ pub struct CollectArgs {
     /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only).
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub interval: std::time::Duration,
+    /// Who reads the counters for the timeline: `kernel` (leader sampling, perf's
+    /// `{cpu-clock,…}:S`: the kernel reads each group in the command's context every
+    /// interval of its CPU time, powerperf drains the buffers 4 times a second), `thread`
+    /// (a powerperf thread reads every source every interval), or `auto` (kernel where the
+    /// command's only timeline sources are perf_event counters). docs/overhead.md.
+    #[arg(long, value_enum, default_value_t = crate::collect::TimelineSampler::Auto)]
+    pub sampler: crate::collect::TimelineSampler,
     /// Filesystem root for sysfs reads (a fixture tree in tests).
     #[arg(long, default_value = "/")]
     pub sysfs_root: PathBuf,
@@ -149,6 +156,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         pc_sampling: args.pc_sampling,
         gpu_pc_period: Some(args.gpu_pc_period),
         gpu_pc_serialized: args.gpu_pc_serialized,
+        sampler: args.sampler,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

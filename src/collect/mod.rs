@@ -12,6 +12,8 @@ pub mod gpu_activity;
 pub mod gpu_pcsamp;
 #[cfg(target_os = "linux")]
 pub mod launcher;
+#[cfg(target_os = "linux")]
+pub mod leader_sampling;
 pub mod nvml;
 #[cfg(all(target_os = "linux", feature = "papi"))]
 pub mod papi;
@@ -54,6 +56,21 @@ pub enum NvmlMode {
     On,
     /// Do not load NVML.
     Off,
+}
+
+/// Who reads the counters for the timeline (`--sampler`, docs/overhead.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TimelineSampler {
+    /// `kernel` for a command whose only timeline sources are perf_event counters; `thread`
+    /// otherwise (RAPL, NVML and PAPI are read by a thread).
+    #[default]
+    Auto,
+    /// Leader sampling, perf's `{cpu-clock,…}:S`: the kernel reads each counter group
+    /// every interval of the command's CPU time and powerperf drains the buffers 4 times a
+    /// second (a command only; Linux 6.12 or later; falls back to `thread` with a note).
+    Kernel,
+    /// A powerperf thread wakes every interval and reads every source.
+    Thread,
 }
 
 /// Which library counts the CPU events of `-e`.
@@ -114,6 +131,8 @@ pub struct CollectConfig {
     /// CPU PC sampling (`--pc-sampling cpu`) at this frequency, Hz: `RUN/pc_samples.parquet`
     /// (command mode only).
     pub cpu_pc_sampling_hz: Option<u64>,
+    /// Who reads the counters for the timeline.
+    pub sampler: TimelineSampler,
 }
 
 /// What `--pc-sampling` samples.
@@ -210,12 +229,13 @@ pub fn monotonic_ns() -> u64 {
 mod run_impl {
     use super::energy::Energy;
     use super::launcher::{self, Exit};
+    use super::leader_sampling::KernelTimeline;
     use super::nvml::GpuSampler;
     use super::perf_event::{self, OpenCounter, Opened, Target};
     use super::timeline::{Journal, Timeline, JOURNAL};
     use super::{
         events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend,
-        Mode, NvmlMode, Outcome,
+        Mode, NvmlMode, Outcome, TimelineSampler,
     };
     use crate::store::run::{
         Backend, Ending, EventRecord, EventStatus, PcSampling, RunInfo, RunMeta, ThreadCounts,
@@ -226,6 +246,12 @@ mod run_impl {
     /// File holding back [`RESERVE_BYTES`] in the run directory while the run goes on.
     const RESERVE: &str = ".reserve";
     const RESERVE_BYTES: usize = 64 * 1024;
+    /// Ring buffer per sampling leader (group × CPU): a sample of a group of n counters
+    /// takes 56 + 16·n bytes, so 128 KiB holds about 1,500 samples of 4 counters, 15 s of
+    /// one thread at 10 ms, far more than the 250 ms between drains.
+    const LEADER_RING_BYTES: usize = 128 * 1024;
+    /// How often the buffers of leader sampling are drained into rows.
+    const LEADER_DRAIN: Duration = Duration::from_millis(250);
 
     /// Removes the reserve file when dropped (at the end, and on every early return).
     struct Reserve(std::path::PathBuf);
@@ -248,24 +274,65 @@ mod run_impl {
         journal: Option<Journal>,
         origin_ns: u64,
         last_ns: u64,
+        /// Leader sampling: the counters' values come from the kernel's samples.
+        kernel: Option<KernelTimeline>,
+        /// Leader samples are the only source: rows on the interval's grid.
+        drain_only: bool,
+        interval_ns: u64,
     }
 
     impl Sampler {
-        fn sample(&mut self) {
+        /// Rows at the interval's grid times origin + k·interval up to `now`, from leader
+        /// samples alone (no other source is read: they need a thread waking every
+        /// interval, and then [`sample`](Self::sample) is used).
+        fn grid_rows(&mut self, now: u64) {
+            let Some(mut k) = self.kernel.take() else {
+                return;
+            };
+            k.drain();
+            // A sample being written on another CPU at this instant is left for the next
+            // drain: rows stop 1 ms short of now.
+            let until = now.saturating_sub(1_000_000);
+            let mut t = self.last_ns + self.interval_ns;
+            while t <= until {
+                let mut vals = k.deltas_at(t, &mut self.counters);
+                vals.resize(self.timeline.columns.len(), None);
+                self.push(t, &vals);
+                t += self.interval_ns;
+            }
+            self.kernel = Some(k);
+        }
+
+        fn push(&mut self, now: u64, vals: &[Option<f64>]) {
+            self.timeline
+                .push(now - self.origin_ns, now - self.last_ns, vals);
+            if let Some(j) = &mut self.journal {
+                j.append(now - self.origin_ns, now - self.last_ns, vals);
+            }
+            self.last_ns = now;
+        }
+
+        /// One row at this instant from every source; `last` closes the timeline with one
+        /// read(2) of every counter (exact totals) also under leader sampling.
+        fn sample(&mut self, last: bool) {
+            if last && self.drain_only {
+                self.grid_rows(monotonic_ns());
+            }
             let now = monotonic_ns();
-            let mut vals = perf_event::sample_all(&mut self.counters);
+            let mut vals = match (&mut self.kernel, last) {
+                (Some(k), false) => {
+                    k.drain();
+                    k.deltas_at(now, &mut self.counters)
+                }
+                _ => perf_event::sample_all(&mut self.counters),
+            };
             #[cfg(feature = "papi")]
             if let Some(p) = &mut self.papi {
                 vals.extend(p.sample());
             }
             vals.extend(self.energy.sample());
             vals.extend(self.gpu.sample(now - self.last_ns));
-            self.timeline
-                .push(now - self.origin_ns, now - self.last_ns, &vals);
-            if let Some(j) = &mut self.journal {
-                j.append(now - self.origin_ns, now - self.last_ns, &vals);
-            }
-            self.last_ns = now;
+            self.push(now, &vals);
         }
     }
 
@@ -545,6 +612,7 @@ mod run_impl {
                 samples: 0,
                 truncated: false,
                 self_cpu_ns: None,
+                timeline_sampler: None,
             },
             knobs,
             events: vec![],
@@ -654,9 +722,105 @@ mod run_impl {
                 .collect(),
             _ => vec![],
         };
+        let energy = match local_rank() {
+            Some(l) if l > 0 => Energy::none(format!(
+                "node-wide sources (RAPL) are sampled by the first rank on each node; this is local rank {l}"
+            )),
+            _ => Energy::open(&cfg.sysfs_root),
+        };
+        meta.notes.extend(energy.notes.iter().cloned());
+        let gpu = match (cfg.nvml, local_rank()) {
+            (NvmlMode::Off, _) => GpuSampler::none("NVML sampling turned off (--nvml off)"),
+            (_, Some(l)) if l > 0 => GpuSampler::none(format!(
+                "node-wide sources (NVML) are sampled by the first rank on each node; this is local rank {l}"
+            )),
+            _ => match super::nvml::open_nvml() {
+                Ok(src) => GpuSampler::new(src),
+                Err(why) => GpuSampler::none(why),
+            },
+        };
+        meta.notes.extend(gpu.notes.iter().cloned());
+        if let (Some(why), NvmlMode::Auto) = (&gpu.unavailable, cfg.nvml) {
+            meta.notes.push(format!("no GPU sampling: {why}"));
+        }
+        // Leader sampling (the kernel reads the counters in the command's context) where
+        // asked for, or by default where counters are the timeline's only sources.
+        #[cfg(feature = "papi")]
+        let papi_used = cfg.backend == CounterBackend::Papi;
+        #[cfg(not(feature = "papi"))]
+        let papi_used = false;
+        let thread_sources = !energy.domains.is_empty() || gpu.unavailable.is_none() || papi_used;
+        let want_kernel = match cfg.sampler {
+            TimelineSampler::Thread => false,
+            TimelineSampler::Kernel => true,
+            TimelineSampler::Auto => !thread_sources,
+        } && !cfg.interval.is_zero()
+            && !specs.is_empty();
+        let mut leader_sampling = match (&target, &cfg.mode) {
+            (Target::Child(pid), Mode::Command) if want_kernel && *pid > 0 => {
+                Some(perf_event::LeaderSampling {
+                    pid: *pid,
+                    cpus: super::pc_sampler::online_cpus(),
+                    period_ns: cfg.interval.as_nanos() as u64,
+                    ring_bytes: LEADER_RING_BYTES,
+                    leaders: vec![],
+                    failed: None,
+                })
+            }
+            _ => {
+                if cfg.sampler == TimelineSampler::Kernel {
+                    meta.notes.push("--sampler kernel samples a command started by collect (counters with an interval): the timeline was read by a thread".into());
+                }
+                None
+            }
+        };
+        let mut opened =
+            perf_event::open_all_with(&specs, &target, &cfg.sysfs_root, leader_sampling.as_mut());
+        // Counts under leader sampling cannot be scaled for multiplexing (docs/overhead.md):
+        // auto takes it for software events only, which the kernel never multiplexes.
+        let multiplexable: Vec<&str> = opened
+            .iter()
+            .filter_map(|o| match o {
+                perf_event::Opened::Counter(c)
+                    if !matches!(c.spec.kind, events::EventKind::Software(_)) =>
+                {
+                    Some(c.spec.name.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        if let (Some(ls), false) = (leader_sampling.as_mut(), multiplexable.is_empty()) {
+            match cfg.sampler {
+                TimelineSampler::Auto => {
+                    ls.failed = Some(format!(
+                        "--sampler auto takes it for software events only, and {} can be multiplexed, which leader samples cannot scale",
+                        multiplexable.join(", ")
+                    ))
+                }
+                _ => meta.notes.push(format!(
+                    "--sampler kernel: {} are not scaled for multiplexing (a counter bound to one CPU is also idle while the command runs on another); keep each group within the PMU's counters, or use --sampler thread",
+                    multiplexable.join(", ")
+                )),
+            }
+        }
+        if let Some(why) = leader_sampling.as_ref().and_then(|l| l.failed.clone()) {
+            meta.notes.push(format!(
+                "the timeline's counters were read by a thread (--sampler thread): leader sampling was not possible: {why}"
+            ));
+            leader_sampling = None;
+            opened = perf_event::open_all(&specs, &target, &cfg.sysfs_root);
+        }
+        meta.run.timeline_sampler = (!cfg.interval.is_zero()).then(|| {
+            if leader_sampling.is_some() {
+                "kernel"
+            } else {
+                "thread"
+            }
+            .to_string()
+        });
         let mut counters = Vec::new();
         let mut failed = Vec::new();
-        for o in perf_event::open_all(&specs, &target, &cfg.sysfs_root) {
+        for o in opened {
             match o {
                 Opened::Counter(c) => counters.push(*c),
                 Opened::Failed {
@@ -717,27 +881,6 @@ mod run_impl {
                 None
             }
         };
-        let energy = match local_rank() {
-            Some(l) if l > 0 => Energy::none(format!(
-                "node-wide sources (RAPL) are sampled by the first rank on each node; this is local rank {l}"
-            )),
-            _ => Energy::open(&cfg.sysfs_root),
-        };
-        meta.notes.extend(energy.notes.iter().cloned());
-        let gpu = match (cfg.nvml, local_rank()) {
-            (NvmlMode::Off, _) => GpuSampler::none("NVML sampling turned off (--nvml off)"),
-            (_, Some(l)) if l > 0 => GpuSampler::none(format!(
-                "node-wide sources (NVML) are sampled by the first rank on each node; this is local rank {l}"
-            )),
-            _ => match super::nvml::open_nvml() {
-                Ok(src) => GpuSampler::new(src),
-                Err(why) => GpuSampler::none(why),
-            },
-        };
-        meta.notes.extend(gpu.notes.iter().cloned());
-        if let (Some(why), NvmlMode::Auto) = (&gpu.unavailable, cfg.nvml) {
-            meta.notes.push(format!("no GPU sampling: {why}"));
-        }
         let mut columns: Vec<String> = counters.iter().map(|c| c.spec.name.clone()).collect();
         #[cfg(feature = "papi")]
         if let Some(p) = &papi {
@@ -764,7 +907,18 @@ mod run_impl {
             journal,
             origin_ns: 0,
             last_ns: 0,
+            kernel: None,
+            drain_only: false,
+            interval_ns: cfg.interval.as_nanos() as u64,
         };
+        if let Some(ls) = leader_sampling {
+            let k = KernelTimeline::new(ls.leaders, &sampler.counters);
+            tracing::debug!(buffers = k.buffers(), "leader sampling");
+            sampler.kernel = Some(k);
+        }
+        // Leader samples and nothing else: the thread wakes only to drain them.
+        let drain_only = sampler.kernel.is_some() && !thread_sources;
+        sampler.drain_only = drain_only;
         sampler.energy.sample();
         sampler.energy.totals_j.iter_mut().for_each(|t| *t = 0.0);
         sampler.gpu.sample(0);
@@ -806,7 +960,11 @@ mod run_impl {
         // (park/unpark: one futex wait per sample).
         let sampling_done = Arc::new(AtomicBool::new(false));
         let done = sampling_done.clone();
-        let interval = cfg.interval;
+        let interval = if drain_only {
+            LEADER_DRAIN.max(cfg.interval)
+        } else {
+            cfg.interval
+        };
         let sampler_thread = std::thread::spawn(move || {
             let start = std::time::Instant::now();
             let mut k: u32 = 1;
@@ -821,13 +979,17 @@ mod run_impl {
                     std::thread::park_timeout(deadline - now);
                     continue;
                 }
-                sampler.sample();
+                if drain_only {
+                    sampler.grid_rows(monotonic_ns());
+                } else {
+                    sampler.sample(false);
+                }
                 // The next deadline after `now`: deadlines missed (a stalled machine) are
                 // skipped, not sampled in a burst.
                 let passed = now.duration_since(start).as_nanos() / interval.as_nanos();
                 k = passed as u32 + 1;
             }
-            sampler.sample();
+            sampler.sample(true);
             sampler
         });
         let exit = match (&exec_result, &cfg.mode) {
@@ -858,6 +1020,14 @@ mod run_impl {
         meta.run.duration_ns = end - origin;
         meta.run.self_cpu_ns = self_cpu_ns();
         meta.run.samples = sampler.timeline.t_ns.len() as u64;
+        if let Some(k) = &sampler.kernel {
+            if k.lost > 0 || k.unparsed > 0 {
+                meta.notes.push(format!(
+                    "leader sampling: the kernel dropped {} records on full ring buffers and {} could not be read ({} samples read); rows after a loss hold the lost counts later, the totals are exact",
+                    k.lost, k.unparsed, k.samples
+                ));
+            }
+        }
         match (&exec_result, exit) {
             (Some((_, Err(e))), _) => {
                 meta.run.ended = Ending::NotStarted;

@@ -59,7 +59,7 @@ pub struct Opened {
 }
 
 /// The online CPUs (`/sys/devices/system/cpu/online`).
-fn online_cpus() -> Vec<usize> {
+pub fn online_cpus() -> Vec<usize> {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
         .and_then(|s| super::pmu::parse_cpu_list(s.trim()).ok())

@@ -12,7 +12,7 @@ use super::events::{EventKind, EventSpec};
 use super::pmu;
 use crate::store::run::EventStatus;
 use perf_event::events::{Dynamic, DynamicBuilder, Hardware, Raw, Software};
-use perf_event::{Builder, Counter, ReadFormat};
+use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, Sampler};
 use std::path::Path;
 
 /// What to count.
@@ -44,6 +44,11 @@ pub struct OpenCounter {
     pub reads_group: bool,
     /// The task (tid) or CPU of each kernel counter, in the order of `counters`.
     pub slot_ids: Vec<i32>,
+    /// A command's counter opened once per CPU (leader sampling): each kernel counter is
+    /// "enabled but not running" whenever the command runs on another CPU, so
+    /// time_enabled / time_running says nothing about multiplexing and counts are not
+    /// scaled (a multiplexed group is undercounted; docs/overhead.md).
+    pub per_cpu_task: bool,
     /// Scaled total of each kernel counter as of the last sample (`None`: never ran).
     pub slot_totals: Vec<Option<f64>>,
 }
@@ -165,11 +170,70 @@ fn builder<'a>(r: &Resolved) -> Builder<'a> {
 /// One kernel counter per slot (task or CPU) of the target.
 #[derive(Clone, Copy)]
 enum Slot {
-    Pid { pid: i32, on_exec: bool },
+    Pid {
+        pid: i32,
+        on_exec: bool,
+    },
     Cpu(usize),
+    /// A command's tasks on one CPU (inherit, enabled at exec): leader sampling needs a
+    /// ring buffer, and the kernel refuses to mmap an inherited per-task event on cpu -1.
+    PidOnCpu {
+        pid: i32,
+        cpu: usize,
+    },
 }
 
-fn slots(target: &Target, cpumask: &Option<Vec<usize>>) -> Vec<Slot> {
+/// Leader sampling, perf's `{cpu-clock,…}:S`: every group gets a hidden `cpu-clock` leader
+/// that samples every `period_ns` of the command's CPU time and writes the whole group's
+/// counts into its ring buffer (`PERF_SAMPLE_READ` with `PERF_FORMAT_GROUP`, per thread
+/// with `inherit` since Linux 6.12). The kernel reads the counters in the command's own
+/// context; powerperf only drains the buffers ([`super::leader_sampling`]).
+pub struct LeaderSampling {
+    /// The command (paused before exec).
+    pub pid: i32,
+    pub cpus: Vec<usize>,
+    pub period_ns: u64,
+    /// Ring buffer bytes per leader (a power of two of pages).
+    pub ring_bytes: usize,
+    /// The leaders opened so far, one per group and CPU.
+    pub leaders: Vec<Sampler>,
+    /// The first error that makes leader sampling impossible (the caller falls back to
+    /// reading the counters from a thread).
+    pub failed: Option<String>,
+}
+
+impl LeaderSampling {
+    fn open_leader(&mut self, cpu: usize, exclude_kernel: bool) -> std::io::Result<Counter> {
+        Builder::new(Software::CPU_CLOCK)
+            .observe_pid(self.pid)
+            .one_cpu(cpu)
+            .inherit(true)
+            .enable_on_exec(true)
+            .enabled(false)
+            .sample_period(self.period_ns)
+            // TID: the kernel takes PERF_SAMPLE_READ with inherit only per thread.
+            .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::READ)
+            .read_format(
+                ReadFormat::GROUP
+                    | ReadFormat::ID
+                    | ReadFormat::TOTAL_TIME_ENABLED
+                    | ReadFormat::TOTAL_TIME_RUNNING,
+            )
+            .clockid(Clock::MONOTONIC)
+            .exclude_kernel(exclude_kernel)
+            .exclude_hv(true)
+            .build()
+    }
+}
+
+fn slots(target: &Target, cpumask: &Option<Vec<usize>>, ls: Option<&LeaderSampling>) -> Vec<Slot> {
+    if let (Some(ls), None) = (ls, cpumask) {
+        return ls
+            .cpus
+            .iter()
+            .map(|&cpu| Slot::PidOnCpu { pid: ls.pid, cpu })
+            .collect();
+    }
     if let Some(mask) = cpumask {
         // A per-CPU/package PMU: its cpumask CPUs, narrowed to the target's CPUs if it has some.
         return mask
@@ -223,6 +287,17 @@ fn open_one(
         }
         Slot::Cpu(c) => {
             b.any_pid().one_cpu(c).enabled(true);
+        }
+        Slot::PidOnCpu { pid, cpu } => {
+            // A member of a sampled group: the group's clock, and the leader's
+            // inherit + PERF_SAMPLE_READ pairing (the kernel checks both).
+            b.observe_pid(pid)
+                .one_cpu(cpu)
+                .inherit(true)
+                .enable_on_exec(true)
+                .enabled(false)
+                .clockid(Clock::MONOTONIC)
+                .sample(SampleFlag::TID | SampleFlag::READ);
         }
     }
     if r.cpumask.is_some() && !spec.user_only && !spec.kernel_only {
@@ -313,7 +388,7 @@ pub fn open_group(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Open
     // A group of several events is read with one read(2) of its leader where the kernel
     // takes PERF_FORMAT_GROUP for the target; otherwise each counter is read on its own.
     let mut group_read = specs.len() > 1;
-    for slot in slots(target, &lead.cpumask) {
+    for slot in slots(target, &lead.cpumask, None) {
         let mut open_leader = |fell_back: bool| {
             let first = open_one(lead, &specs[0], slot, None, fell_back, group_read);
             match first {
@@ -381,25 +456,11 @@ pub fn open_group(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Open
             let (Some(c), Ok(r)) = (c, &resolved[i]) else {
                 continue;
             };
-            let oc = out[i].get_or_insert_with(|| OpenCounter {
-                spec: EventSpec {
-                    unit: r.unit.clone().or_else(|| specs[i].unit.clone()),
-                    ..specs[i].clone()
-                },
-                counters: vec![],
-                scale: r.scale,
-                last_scaled: 0.0,
-                last_raw: (0, 0, 0),
-                total_scaled: None,
-                fell_back_to_user: fell_back,
-                reads_group: false,
-                slot_ids: vec![],
-                slot_totals: vec![],
-            });
+            let oc = out[i].get_or_insert_with(|| OpenCounter::new(&specs[i], r, fell_back));
             oc.counters.push(c);
             oc.slot_ids.push(match slot {
                 Slot::Pid { pid, .. } => pid,
-                Slot::Cpu(c) => c as i32,
+                Slot::Cpu(c) | Slot::PidOnCpu { cpu: c, .. } => c as i32,
             });
             oc.slot_totals.push(None);
         }
@@ -427,8 +488,154 @@ pub fn open_group(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Open
         .collect()
 }
 
+/// Open one group (or single event) under a hidden sampling leader on every CPU of `ls`:
+/// the user's events are all members, read on their own at the end, and sampled together
+/// by the leader during the run. A failure that rules leader sampling out is left in
+/// `ls.failed` (the caller reopens everything for thread sampling).
+fn open_group_sampled(specs: &[EventSpec], root: &Path, ls: &mut LeaderSampling) -> Vec<Opened> {
+    let resolved: Vec<Result<Resolved, OpenError>> =
+        specs.iter().map(|s| resolve(s, root)).collect();
+    if let Some((s, _)) = specs
+        .iter()
+        .zip(&resolved)
+        .find(|(_, r)| matches!(r, Ok(r) if r.cpumask.is_some()))
+    {
+        ls.failed = Some(format!(
+            "`{}` counts per CPU or package (a PMU with a cpumask), not in the command's context",
+            s.name
+        ));
+        return vec![];
+    }
+    let mut errors: Vec<Option<OpenError>> =
+        resolved.iter().map(|r| r.as_ref().err().cloned()).collect();
+    let mut out: Vec<Option<OpenCounter>> = (0..specs.len()).map(|_| None).collect();
+    let mut fell_back = false;
+    for slot in slots(&Target::Child(ls.pid), &None, Some(ls)) {
+        let Slot::PidOnCpu { cpu, .. } = slot else {
+            continue;
+        };
+        let mut leader = match ls.open_leader(cpu, false) {
+            Err(e) if is_denied(&e) => {
+                fell_back = true;
+                ls.open_leader(cpu, true)
+            }
+            other => other,
+        };
+        let leader_counter = match leader.as_mut() {
+            Ok(l) => l,
+            Err(e) => {
+                ls.failed = Some(format!(
+                    "the sampling leader (cpu-clock with PERF_SAMPLE_READ and inherit, Linux 6.12 or later) could not be opened on CPU {cpu}: {e}"
+                ));
+                return vec![];
+            }
+        };
+        for i in 0..specs.len() {
+            let (Ok(r), None) = (&resolved[i], &errors[i]) else {
+                continue;
+            };
+            match open_one(
+                r,
+                &specs[i],
+                slot,
+                Some(&mut *leader_counter),
+                fell_back,
+                false,
+            ) {
+                Ok(c) => {
+                    let oc = out[i].get_or_insert_with(|| OpenCounter {
+                        per_cpu_task: true,
+                        ..OpenCounter::new(&specs[i], r, fell_back)
+                    });
+                    oc.counters.push(c);
+                    oc.slot_ids.push(cpu as i32);
+                    oc.slot_totals.push(None);
+                }
+                Err(e) => errors[i] = Some(classify(&specs[i], &e)),
+            }
+        }
+        let Ok(leader) = leader else { continue };
+        match leader.sampled(ls.ring_bytes) {
+            Ok(s) => ls.leaders.push(s),
+            Err(e) => {
+                ls.failed = Some(format!(
+                    "no {} KiB ring buffer for the sampling leader on CPU {cpu}: {e} (the locked-memory limit, kernel.perf_event_mlock_kb)",
+                    ls.ring_bytes / 1024
+                ));
+                return vec![];
+            }
+        }
+    }
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match (out[i].take(), errors[i].clone()) {
+            (_, Some((status, reason))) => Opened::Failed {
+                spec: s.clone(),
+                status,
+                reason,
+            },
+            (Some(c), None) => Opened::Counter(Box::new(c)),
+            (None, None) => Opened::Failed {
+                spec: s.clone(),
+                status: EventStatus::NotSupported,
+                reason: "no CPU to open it on".into(),
+            },
+        })
+        .collect()
+}
+
 /// Open every event of `specs` (groups together) on `target`.
 pub fn open_all(specs: &[EventSpec], target: &Target, root: &Path) -> Vec<Opened> {
+    open_all_with(specs, target, root, None)
+}
+
+/// [`open_all`], with leader sampling when `ls` is given (a command target only): every
+/// user group gets its own sampling leader, and the ungrouped events share one. On a
+/// failure `ls.failed` says why and nothing is returned.
+pub fn open_all_with(
+    specs: &[EventSpec],
+    target: &Target,
+    root: &Path,
+    ls: Option<&mut LeaderSampling>,
+) -> Vec<Opened> {
+    if let Some(ls) = ls {
+        let ungrouped: Vec<EventSpec> = specs
+            .iter()
+            .filter(|s| s.group.is_none())
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        if !ungrouped.is_empty() {
+            out.extend(open_group_sampled(&ungrouped, root, ls));
+        }
+        let mut i = 0;
+        while i < specs.len() && ls.failed.is_none() {
+            let Some(g) = specs[i].group else {
+                i += 1;
+                continue;
+            };
+            let mut j = i + 1;
+            while j < specs.len() && specs[j].group == Some(g) {
+                j += 1;
+            }
+            out.extend(open_group_sampled(&specs[i..j], root, ls));
+            i = j;
+        }
+        if ls.failed.is_some() {
+            ls.leaders.clear();
+            return vec![];
+        }
+        // In the order asked for.
+        out.sort_by_key(|o| {
+            let name = match o {
+                Opened::Counter(c) => &c.spec.name,
+                Opened::Failed { spec, .. } => &spec.name,
+            };
+            specs.iter().position(|s| &s.name == name)
+        });
+        return out;
+    }
     let mut out = Vec::new();
     let mut i = 0;
     while i < specs.len() {
@@ -461,6 +668,38 @@ pub fn scale(count: u64, enabled: u64, running: u64) -> Option<f64> {
 }
 
 impl OpenCounter {
+    fn new(spec: &EventSpec, r: &Resolved, fell_back: bool) -> Self {
+        OpenCounter {
+            spec: EventSpec {
+                unit: r.unit.clone().or_else(|| spec.unit.clone()),
+                ..spec.clone()
+            },
+            counters: vec![],
+            scale: r.scale,
+            last_scaled: 0.0,
+            last_raw: (0, 0, 0),
+            total_scaled: None,
+            fell_back_to_user: fell_back,
+            reads_group: false,
+            slot_ids: vec![],
+            slot_totals: vec![],
+            per_cpu_task: false,
+        }
+    }
+
+    /// The kernel's ids of this counter's kernel counters (`PERF_FORMAT_ID`), which
+    /// leader samples carry with each member's value.
+    pub fn ids(&self) -> Vec<u64> {
+        self.counters.iter().map(|c| c.id()).collect()
+    }
+
+    /// Take `total` (scaled, in the event's unit) as already reported: the next
+    /// [`sample`](Self::sample) gives the increase past it. For timelines built from
+    /// leader samples, whose last row the final read continues.
+    pub fn set_reported(&mut self, total: f64) {
+        self.last_scaled = total;
+    }
+
     /// Read every kernel counter; returns the scaled increase since the previous read (in
     /// the event's unit: sysfs `.scale` applied).
     pub fn sample(&mut self) -> Option<f64> {
@@ -487,6 +726,7 @@ impl OpenCounter {
             .enumerate()
             .filter_map(|(k, r)| Some((k, r.as_ref()?)))
         {
+            let enabled = if self.per_cpu_task { running } else { enabled };
             raw.0 += count;
             raw.1 += enabled;
             raw.2 += running;

@@ -346,6 +346,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             gpu_pc_period: None,
             gpu_pc_serialized: false,
             cpu_pc_sampling_hz: None,
+            sampler: crate::collect::TimelineSampler::Auto,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

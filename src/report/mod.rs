@@ -335,6 +335,7 @@ mod tests {
                 samples: 200,
                 truncated: false,
                 self_cpu_ns: None,
+                timeline_sampler: None,
             },
             knobs: Knobs::default(),
             events: vec![

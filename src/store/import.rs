@@ -1581,6 +1581,7 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
                 samples: g.t_ns.len() as u64,
                 truncated: false,
                 self_cpu_ns: None,
+                timeline_sampler: None,
             },
             knobs: Knobs {
                 core_freq_mhz: p.knobs.get("core_freq_mhz").copied(),

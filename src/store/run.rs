@@ -80,6 +80,10 @@ pub struct RunInfo {
     /// RUSAGE_SELF: the sampler, signal and writer threads), ns.
     #[serde(default)]
     pub self_cpu_ns: Option<u64>,
+    /// Who read the counters for the timeline: `kernel` (leader samples) or `thread`
+    /// (`collect --sampler`, docs/overhead.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline_sampler: Option<String>,
 }
 
 /// `[knobs]`: the settings the run was made under, where readable.
