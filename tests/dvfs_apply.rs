@@ -1,6 +1,8 @@
 //! `powerperf apply` end to end through the real binary on copies of the cpufreq fixture
 //! trees: the original settings must be back after every exit path.
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
@@ -534,9 +536,7 @@ fn rt_lib() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("POWERPERF_RT_LIB") {
         return Some(PathBuf::from(p)).filter(|p| p.exists());
     }
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.parent()?.join("libpowerperf_rt.so");
-    lib.exists().then_some(lib)
+    common::rt_lib_dir().map(|d| d.join("libpowerperf_rt.so"))
 }
 
 #[test]

@@ -16,6 +16,8 @@
 //!   the commands read ([`COPIED`]), so `guide-out/` is never written into the checkout;
 //!   `powerperf` inside a command (after `--`) is the tested binary, found through `PATH`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 /// Repository paths the guide's commands read, copied into the working directory.
@@ -124,7 +126,9 @@ fn unmet(needs: &str, data: Option<&Path>, bin: &Path) -> Option<String> {
             .is_none()
             .then(|| "no shared/datasets above CARGO_MANIFEST_DIR".to_string()),
         "rt-lib" => {
-            let lib = bin.parent().unwrap().join("libpowerperf_rt.so");
+            let lib = common::rt_lib_dir()
+                .unwrap_or_else(|| bin.parent().unwrap().to_path_buf())
+                .join("libpowerperf_rt.so");
             if !lib.is_file() {
                 Some(format!(
                     "{} not built (cargo test --workspace builds it)",

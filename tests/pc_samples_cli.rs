@@ -3,6 +3,8 @@
 //! `powerperf collect --pc-sampling cpu`; pc_samples.parquet, run.toml and `report` are
 //! checked. cpu-clock sampling works without hardware counters (this VM has none).
 
+mod common;
+
 use assert_cmd::Command;
 use powerperf::collect::pc_samples::{self, PcRow};
 use std::path::{Path, PathBuf};
@@ -11,19 +13,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// target/<profile>, where `cargo build`/`cargo test` put `libpowerperf_rt.so`.
 fn lib_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent()?.parent()?.to_path_buf();
-    if dir.join("libpowerperf_rt.so").is_file() {
-        Some(dir)
-    } else {
-        println!(
-            "skipped: {} not built (run `cargo build -p powerperf-rt` first)",
-            dir.join("libpowerperf_rt.so").display()
-        );
-        None
-    }
+    common::rt_lib_dir()
 }
 
 fn have_gcc() -> bool {

@@ -2,6 +2,8 @@
 //! run under `powerperf collect`; `regions.parquet` and `report` show them (issue 4).
 //! Programs whose compiler is missing print `skipped: <reason>`.
 
+mod common;
+
 use assert_cmd::Command;
 use powerperf::collect::attribution::{read_regions, RegionRecord};
 use std::path::{Path, PathBuf};
@@ -10,19 +12,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// target/<profile>, where `cargo test --workspace` puts `libpowerperf_rt.so`.
 fn lib_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent()?.parent()?.to_path_buf();
-    if dir.join("libpowerperf_rt.so").is_file() {
-        Some(dir)
-    } else {
-        println!(
-            "skipped: {} not built (run `cargo test --workspace`, which builds powerperf-rt)",
-            dir.join("libpowerperf_rt.so").display()
-        );
-        None
-    }
+    common::rt_lib_dir()
 }
 
 fn have(tool: &str) -> bool {

@@ -5,14 +5,15 @@
 //! Prints ns per `clock_gettime(CLOCK_MONOTONIC)`, per begin/end pair by name and by
 //! handle (C ABI and Rust guard) with recording on, and per pair with recording off
 //! (measured in a child process started without POWERPERF_RUN_DIR: the on/off state is
-//! fixed per process). Each figure is the median over repeats of a timed loop; the
-//! repeats of the different figures are interleaved.
+//! fixed per process). Each figure is the median over repeats of a loop timed on the
+//! thread's CPU time (CLOCK_THREAD_CPUTIME_ID: user and system time, so the writes of the
+//! events file count, and time other tasks of a shared machine take does not); the repeats
+//! of the different figures are interleaved.
 //! Target (issue 4 item 8): a handle pair <= 2 x the cost of two clock reads.
 
 use std::ffi::CStr;
 use std::hint::black_box;
 use std::process::Command;
-use std::time::Instant;
 
 use powerperf_rt::ffi::{
     pp_region_begin, pp_region_begin_h, pp_region_end, pp_region_end_h, pp_region_handle,
@@ -21,12 +22,45 @@ use powerperf_rt::ffi::{
 const ITERS: u32 = 200_000;
 const REPEATS: usize = 21;
 
+/// CPU time of the calling thread (user + system), ns: on a shared machine the time other
+/// tasks take from this thread is left out, as in the microbench crate; the writes of the
+/// events file are system time of this thread and stay in.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+thread_local! {
+    /// Wall-clock ns per iteration of every `per_iter` call on this thread, in call order.
+    static WALL: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Thread CPU ns per iteration of `f`; the wall-clock figure goes to `WALL`.
 fn per_iter(f: impl Fn()) -> f64 {
-    let t = Instant::now();
+    let w = std::time::Instant::now();
+    let t = thread_cpu_ns();
     for _ in 0..ITERS {
         f();
     }
-    t.elapsed().as_nanos() as f64 / f64::from(ITERS)
+    let cpu = (thread_cpu_ns() - t) as f64 / f64::from(ITERS);
+    let wall = w.elapsed().as_nanos() as f64 / f64::from(ITERS);
+    WALL.with(|v| v.borrow_mut().push(wall));
+    cpu
+}
+
+/// Medians of the wall-clock figures of the last `pairs()` call: (clock read, handle pair).
+fn wall_medians() -> (f64, f64) {
+    WALL.with(|v| {
+        let v = v.borrow();
+        // pairs() calls per_iter 4 times a repeat: clock, name pair, handle pair, guard.
+        let col = |k: usize| median(v.iter().skip(k).step_by(4).copied().collect());
+        (col(0), col(2))
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -119,7 +153,9 @@ fn main() {
         powerperf_rt::enabled(),
         "recording must be on in the parent"
     );
+    WALL.with(|v| v.borrow_mut().clear());
     let [clock, by_name, by_handle, guard] = pairs();
+    let (wall_clock, wall_handle) = wall_medians();
     powerperf_rt::flush();
     let _ = std::fs::remove_dir_all(&run);
 
@@ -134,6 +170,16 @@ fn main() {
     row(
         &format!("handle pair + counters ({})", counter_names.join(",")),
         with_counters,
+    );
+    println!(
+        "{:<44} {wall_clock:>9.1} {:>16.2}   (wall clock, same loops)",
+        "clock_gettime, wall clock",
+        wall_clock / (2.0 * wall_clock)
+    );
+    println!(
+        "{:<44} {wall_handle:>9.1} {:>16.2}   (wall clock, same loops)",
+        "begin/end pair by handle, wall clock",
+        wall_handle / (2.0 * wall_clock)
     );
     row("no-op pair by name (env var unset)", off[0]);
     row("no-op pair by handle (env var unset)", off[1]);

@@ -1,5 +1,6 @@
-//! Reader of the region events files (`RUN/region_events/<pid>.tsv`), their per-thread
-//! nested intervals, and GPTL-style per-thread statistics.
+//! Reader of the region events files (`RUN/region_events/<pid>.bin`, binary v2, as the
+//! runtime writes them, and `<pid>.tsv`, text v1, as `powerperf collect` leaves them), their
+//! per-thread nested intervals, and GPTL-style per-thread statistics.
 //!
 //! ```no_run
 //! use powerperf_rt::events;
@@ -14,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::runtime::FILE_MAGIC;
+use crate::runtime::{BIN_MAGIC, FILE_MAGIC, TAG_EVENTS, TAG_NAMES};
 
 /// What a record says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,8 +53,8 @@ pub struct ReadReport {
     pub events: Vec<RegionEvent>,
     /// The files read.
     pub files: Vec<PathBuf>,
-    /// Files whose last line had no newline (a writer cut off mid-line); that line is
-    /// skipped.
+    /// Files whose last line had no newline, or whose last frame is incomplete (a writer
+    /// cut off mid-write); that line or frame is skipped.
     pub truncated_files: Vec<PathBuf>,
     /// The counters read at every begin and end (`# counters` line of the files), in the
     /// order of [`RegionEvent::counters`]; empty when none were read.
@@ -179,7 +180,218 @@ pub fn parse_file(path: &Path, text: &str) -> io::Result<(Vec<RegionEvent>, bool
     Ok((events, truncated))
 }
 
-/// Read every `run_dir/region_events/*.tsv`, reporting truncated files.
+/// One binary (v2) events file, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct BinFile {
+    pub pid: u32,
+    pub counter_names: Vec<String>,
+    pub events: Vec<RegionEvent>,
+    /// The last frame was incomplete (a writer cut off mid-write) and is skipped.
+    pub truncated: bool,
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(s)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|s| u32::from_le_bytes(s.try_into().unwrap()))
+    }
+}
+
+/// Parse one binary (v2) events file (rt/README.md, "File format"). `path` is only used
+/// in error messages.
+///
+/// # Errors
+/// `InvalidData` naming the path and byte offset for a bad header, an unknown frame, a
+/// malformed complete frame, or an event whose region id has no name before it.
+pub fn parse_bin(path: &Path, bytes: &[u8]) -> io::Result<BinFile> {
+    let at = |off: usize, what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: byte {off}: {what}", path.display()),
+        )
+    };
+    let mut c = Cursor { b: bytes, pos: 0 };
+    let mut out = BinFile::default();
+    if bytes.is_empty() {
+        return Ok(out);
+    }
+    let head = (|| {
+        if c.take(8)? != BIN_MAGIC {
+            return Some(Err(()));
+        }
+        let pid = c.u32()?;
+        let n = c.u32()?;
+        let mut names = Vec::new();
+        for _ in 0..n.min(64) {
+            let len = c.u32()? as usize;
+            names.push(String::from_utf8_lossy(c.take(len)?).into_owned());
+        }
+        Some(Ok((pid, names)))
+    })();
+    match head {
+        None => {
+            out.truncated = true;
+            return Ok(out);
+        }
+        Some(Err(())) => return Err(at(0, "not a region events v2 file".into())),
+        Some(Ok((pid, names))) => {
+            out.pid = pid;
+            out.counter_names = names;
+        }
+    }
+    let mut names: HashMap<u32, String> = HashMap::new();
+    while c.pos < bytes.len() {
+        let off = c.pos;
+        let (Some(tag), Some(len)) = (c.u32(), c.u32()) else {
+            out.truncated = true;
+            break;
+        };
+        let Some(payload) = c.take(len as usize) else {
+            out.truncated = true;
+            break;
+        };
+        let mut p = Cursor { b: payload, pos: 0 };
+        let bad_frame = |what: &str| at(off, format!("{what} (frame tag {tag}, {len} bytes)"));
+        match tag {
+            TAG_NAMES => {
+                while p.pos < payload.len() {
+                    let (Some(id), Some(n)) = (p.u32(), p.u32()) else {
+                        return Err(bad_frame("short name record"));
+                    };
+                    let name = p.take(n as usize).ok_or_else(|| bad_frame("short name"))?;
+                    names.insert(id, String::from_utf8_lossy(name).into_owned());
+                }
+            }
+            TAG_EVENTS => {
+                let (Some(tid), Some(count), Some(nc), Some(_)) = (p.u32(), p.u32(), p.u32(), p.u32())
+                else {
+                    return Err(bad_frame("short events header"));
+                };
+                let (count, nc) = (count as usize, nc as usize);
+                count
+                    .checked_mul(12 + 8 * nc)
+                    .filter(|&n| n == payload.len() - 16)
+                    .ok_or_else(|| bad_frame(&format!("{count} events of {nc} counters do not fill it")))?;
+                let ts = p.take(8 * count).unwrap();
+                let iks = p.take(4 * count).unwrap();
+                let ctr = p.take(8 * nc * count).unwrap();
+                for i in 0..count {
+                    let t_ns = u64::from_le_bytes(ts[8 * i..8 * i + 8].try_into().unwrap());
+                    let ik = u32::from_le_bytes(iks[4 * i..4 * i + 4].try_into().unwrap());
+                    let kind = match ik & 3 {
+                        0 => Kind::Begin,
+                        1 => Kind::End,
+                        2 => Kind::ExitClosed,
+                        k => return Err(bad_frame(&format!("unknown record kind {k}"))),
+                    };
+                    let id = ik >> 2;
+                    let region = names
+                        .get(&id)
+                        .ok_or_else(|| bad_frame(&format!("region id {id} has no name before it")))?
+                        .clone();
+                    let vals = &ctr[8 * nc * i..8 * nc * (i + 1)];
+                    let counters: Vec<u64> = vals
+                        .chunks_exact(8)
+                        .map(|v| u64::from_le_bytes(v.try_into().unwrap()))
+                        .collect();
+                    let counters = if counters.first().is_some_and(|&v| v != u64::MAX) {
+                        counters
+                    } else {
+                        Vec::new()
+                    };
+                    out.events.push(RegionEvent {
+                        t_ns,
+                        tid,
+                        pid: out.pid,
+                        region,
+                        kind,
+                        counters,
+                    });
+                }
+            }
+            _ => return Err(bad_frame("unknown frame")),
+        }
+    }
+    Ok(out)
+}
+
+/// The text (v1) form of a binary events file's content: the same records in the same
+/// order, each region's `R` line before its first use.
+pub fn to_text(file: &BinFile) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!("{FILE_MAGIC} pid={}\n", file.pid);
+    if !file.counter_names.is_empty() {
+        s.push_str(COUNTERS_LINE);
+        s.push_str(&file.counter_names.join("\t"));
+        s.push('\n');
+    }
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for e in &file.events {
+        let next = ids.len() + 1;
+        let id = *ids.entry(e.region.as_str()).or_insert_with(|| {
+            let mut name = String::new();
+            crate::runtime::escape_into(&mut name, &e.region);
+            let _ = writeln!(s, "R\t{next}\t{name}");
+            next
+        });
+        let tag = match e.kind {
+            Kind::Begin => 'B',
+            Kind::End => 'E',
+            Kind::ExitClosed => 'X',
+        };
+        let _ = write!(s, "{tag}\t{}\t{}\t{id}", e.t_ns, e.tid);
+        for v in &e.counters {
+            let _ = write!(s, "\t{v}");
+        }
+        s.push('\n');
+    }
+    if file.truncated {
+        // v1's mark of a write cut short: a last line without a newline (readers skip it).
+        s.push_str("# the binary file's last frame was cut short");
+    }
+    s
+}
+
+/// Turn every binary `run_dir/region_events/<pid>.bin` into the text `<pid>.tsv` (v1) and
+/// remove the binary file; what `powerperf collect` and `apply` do once the command has
+/// exited. A truncated last frame is dropped, as the readers drop it. Returns the files
+/// written.
+///
+/// # Errors
+/// I/O errors; `InvalidData` as in [`parse_bin`] (the binary file is then kept).
+pub fn convert_dir(run_dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let dir = run_dir.join("region_events");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut bins: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+        .collect();
+    bins.sort();
+    let mut written = Vec::new();
+    for bin in bins {
+        let f = parse_bin(&bin, &std::fs::read(&bin)?)?;
+        let tsv = bin.with_extension("tsv");
+        std::fs::write(&tsv, to_text(&f))?;
+        std::fs::remove_file(&bin)?;
+        written.push(tsv);
+    }
+    Ok(written)
+}
+
+/// Read every `run_dir/region_events/*.tsv` and `*.bin`, reporting truncated files.
 /// A run without a `region_events` directory has no events.
 ///
 /// # Errors
@@ -194,15 +406,21 @@ pub fn read_dir_report(run_dir: &Path) -> io::Result<ReadReport> {
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "tsv"))
+        .filter(|p| p.extension().is_some_and(|x| x == "tsv" || x == "bin"))
         .collect();
     files.sort();
     for path in files {
         let bytes = std::fs::read(&path)?;
-        let text = String::from_utf8_lossy(&bytes);
-        let (events, truncated) = parse_file(&path, &text)?;
+        let (events, truncated, names) = if path.extension().is_some_and(|x| x == "bin") {
+            let f = parse_bin(&path, &bytes)?;
+            (f.events, f.truncated, f.counter_names)
+        } else {
+            let text = String::from_utf8_lossy(&bytes);
+            let (events, truncated) = parse_file(&path, &text)?;
+            (events, truncated, counter_names(&text))
+        };
         if report.counter_names.is_empty() {
-            report.counter_names = counter_names(&text);
+            report.counter_names = names;
         }
         report.events.extend(events);
         if truncated {
@@ -213,7 +431,7 @@ pub fn read_dir_report(run_dir: &Path) -> io::Result<ReadReport> {
     Ok(report)
 }
 
-/// Read every `run_dir/region_events/*.tsv` (truncated last lines skipped; use
+/// Read every `run_dir/region_events/*.tsv` and `*.bin` (truncated ends skipped; use
 /// [`read_dir_report`] to learn about them).
 ///
 /// # Errors
@@ -407,6 +625,112 @@ mod tests {
 
     fn file(body: &str) -> String {
         format!("{HDR}{body}")
+    }
+
+    /// A v2 file as the runtime writes it: header, a names frame, an events frame.
+    fn bin_file(counters: &[&str], events: &[(u64, u32, u32, Option<&[u64]>)]) -> Vec<u8> {
+        let u32le = |v: u32| v.to_le_bytes().to_vec();
+        let mut b = BIN_MAGIC.to_vec();
+        b.extend(u32le(4242));
+        b.extend(u32le(counters.len() as u32));
+        for c in counters {
+            b.extend(u32le(c.len() as u32));
+            b.extend(c.as_bytes());
+        }
+        let mut names = Vec::new();
+        for (id, n) in [(1u32, "solve"), (2, "a\tb")] {
+            names.extend(u32le(id));
+            names.extend(u32le(n.len() as u32));
+            names.extend(n.as_bytes());
+        }
+        b.extend(u32le(TAG_NAMES));
+        b.extend(u32le(names.len() as u32));
+        b.extend(names);
+        let nc = counters.len();
+        let mut ev = Vec::new();
+        ev.extend(u32le(4243));
+        ev.extend(u32le(events.len() as u32));
+        ev.extend(u32le(nc as u32));
+        ev.extend(u32le(0));
+        for e in events {
+            ev.extend(e.0.to_le_bytes());
+        }
+        for e in events {
+            ev.extend(u32le(e.1 << 2 | e.2));
+        }
+        for e in events {
+            for k in 0..nc {
+                let v = e.3.map_or(u64::MAX, |v| v[k]);
+                ev.extend(v.to_le_bytes());
+            }
+        }
+        b.extend(u32le(TAG_EVENTS));
+        b.extend(u32le(ev.len() as u32));
+        b.extend(ev);
+        b
+    }
+
+    #[test]
+    fn binary_file_reads_back_and_converts_to_the_same_text_records() {
+        let evs: &[(u64, u32, u32, Option<&[u64]>)] = &[
+            (100, 1, 0, Some(&[5, 7])),
+            (150, 2, 0, None),
+            (160, 2, 1, Some(&[6, 9])),
+            (200, 1, 1, Some(&[8, 11])),
+            (300, 2, 2, None),
+        ];
+        let bytes = bin_file(&["page-faults", "context-switches"], evs);
+        let f = parse_bin(Path::new("t.bin"), &bytes).unwrap();
+        assert!(!f.truncated);
+        assert_eq!(f.pid, 4242);
+        assert_eq!(f.counter_names, ["page-faults", "context-switches"]);
+        let kinds: Vec<Kind> = f.events.iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [Kind::Begin, Kind::Begin, Kind::End, Kind::End, Kind::ExitClosed]
+        );
+        assert_eq!(f.events[1].region, "a\tb");
+        assert_eq!(f.events[0].counters, [5, 7]);
+        assert!(f.events[1].counters.is_empty());
+        assert!(f.events.iter().all(|e| e.tid == 4243 && e.pid == 4242));
+        // The text form holds the same records, with the name escaped on its R line.
+        let text = to_text(&f);
+        assert!(text.contains("R\t2\ta\\tb\n"), "{text}");
+        let (back, truncated) = parse_file(Path::new("t.tsv"), &text).unwrap();
+        assert!(!truncated);
+        assert_eq!(back, f.events);
+        assert_eq!(counter_names(&text), f.counter_names);
+    }
+
+    #[test]
+    fn binary_file_cut_short_keeps_its_complete_frames_and_says_so() {
+        let bytes = bin_file(&[], &[(1, 1, 0, None), (2, 1, 1, None)]);
+        let whole = parse_bin(Path::new("t.bin"), &bytes).unwrap();
+        for cut in [bytes.len() - 1, bytes.len() - 20, 30] {
+            let f = parse_bin(Path::new("t.bin"), &bytes[..cut]).unwrap();
+            assert!(f.truncated, "cut at {cut}");
+            assert!(f.events.is_empty());
+        }
+        // A cut inside the header: nothing, truncated.
+        assert!(parse_bin(Path::new("t.bin"), &bytes[..10]).unwrap().truncated);
+        assert_eq!(whole.events.len(), 2);
+        // The text form of a cut file ends in a line without a newline (v1's mark).
+        let cut = parse_bin(Path::new("t.bin"), &bytes[..bytes.len() - 1]).unwrap();
+        let (_, truncated) = parse_file(Path::new("t.tsv"), &to_text(&cut)).unwrap();
+        assert!(truncated);
+    }
+
+    #[test]
+    fn binary_file_errors_name_the_file_and_byte() {
+        let e = parse_bin(Path::new("x.bin"), b"hello world, no magic").unwrap_err();
+        assert!(e.to_string().contains("x.bin: byte 0"), "{e}");
+        let mut bytes = bin_file(&[], &[(1, 1, 0, None)]);
+        // An event naming region 9, which has no name: the events frame starts after the
+        // header (16) and the names frame.
+        let n = bytes.len();
+        bytes[n - 4..].copy_from_slice(&(9u32 << 2).to_le_bytes());
+        let e = parse_bin(Path::new("x.bin"), &bytes).unwrap_err();
+        assert!(e.to_string().contains("region id 9 has no name"), "{e}");
     }
 
     #[test]

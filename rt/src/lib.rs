@@ -4,7 +4,8 @@
 //! Python: `python/powerperf_rt.py`, Rust: this crate). With `POWERPERF_RUN_DIR` set (by
 //! `powerperf collect` and `apply`) every begin and end is recorded with its
 //! CLOCK_MONOTONIC time in nanoseconds and OS thread id, buffered per thread, and written to
-//! `$POWERPERF_RUN_DIR/region_events/<pid>.tsv` (format: `rt/README.md`, reader:
+//! `$POWERPERF_RUN_DIR/region_events/<pid>.bin` (binary, v2; `powerperf collect` turns it
+//! into the text `<pid>.tsv`, v1, after the command exits; formats: `rt/README.md`, reader:
 //! [`events`]). Without it every call is a no-op that costs one atomic load.
 //!
 //! With the `cuda` feature the crate also holds the CUDA injection
@@ -41,7 +42,7 @@ mod runtime;
 
 pub use ctl::ENV_CTL_SOCKET;
 pub use ffi::PpHandle;
-pub use runtime::{now_ns, BUFFER_EVENTS, ENV_RUN_DIR, FILE_MAGIC};
+pub use runtime::{now_ns, BIN_MAGIC, BUFFER_EVENTS, ENV_RUN_DIR, FILE_MAGIC};
 
 use std::fmt;
 

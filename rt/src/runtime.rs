@@ -6,7 +6,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write as _;
@@ -26,27 +25,24 @@ pub const ENV_RUN_DIR: &str = "POWERPERF_RUN_DIR";
 /// Events a thread buffers before it writes them to the events file.
 pub const BUFFER_EVENTS: usize = 8192;
 
-/// First line of every events file (followed by ` pid=<pid>`).
+/// First line of every text (v1) events file (followed by ` pid=<pid>`).
 pub const FILE_MAGIC: &str = "# powerperf-rt region events v1";
+
+/// First 8 bytes of every binary (v2) events file, `RUN/region_events/<pid>.bin`: what
+/// the runtime writes (rt/README.md, "File format").
+pub const BIN_MAGIC: [u8; 8] = *b"PPRTEV2\n";
+/// v2 frame: region names (`id: u32, len: u32, UTF-8 bytes`, repeated).
+pub const TAG_NAMES: u32 = 1;
+/// v2 frame: one thread's events (`tid, count, counters, 0: u32`, then `count` times
+/// `t_ns: u64`, `count` times `id << 2 | kind: u32`, `count x counters` values `u64`).
+pub const TAG_EVENTS: u32 = 2;
 
 static RT: OnceLock<Option<Runtime>> = OnceLock::new();
 
-/// Event kinds as recorded in the per-thread buffer.
-#[derive(Clone, Copy)]
-enum Kind {
-    Begin,
-    End,
-    Exit,
-}
-
-#[derive(Clone, Copy)]
-struct Ev {
-    t_ns: u64,
-    id: u32,
-    kind: Kind,
-    /// Counter values (`POWERPERF_RT_COUNTERS`), `ctr[0] == NO_VALUES` when none.
-    ctr: [u64; MAX_COUNTERS],
-}
+/// `id_kind` low bits: the record's kind (`B`, `E`, `X` in the file).
+const KIND_BEGIN: u32 = 0;
+const KIND_END: u32 = 1;
+const KIND_EXIT: u32 = 2;
 
 /// Deepest nesting recorded per thread; deeper begins return `PP_ENOSPC`, are not
 /// recorded, and their ends are skipped.
@@ -94,46 +90,46 @@ impl ThreadBuf {
         }
     }
 
-    /// Published events not yet written (caller holds `flush`).
-    fn pending(&self, st: &FlushState) -> Vec<Ev> {
-        let len = self.len.load(Ordering::Acquire);
-        (st.written..len)
-            .map(|i| {
-                let ik = self.id_kind[i].load(Ordering::Relaxed);
-                let mut ctr = [NO_VALUES; MAX_COUNTERS];
-                for (k, c) in ctr.iter_mut().take(self.nc).enumerate() {
-                    *c = self.ctr[i * self.nc + k].load(Ordering::Relaxed);
-                }
-                Ev {
-                    t_ns: self.t_ns[i].load(Ordering::Relaxed),
-                    id: ik >> 2,
-                    kind: match ik & 3 {
-                        0 => Kind::Begin,
-                        1 => Kind::End,
-                        _ => Kind::Exit,
-                    },
-                    ctr,
-                }
-            })
-            .collect()
+    /// Owner only: the slot for the next event, writing the buffer first when it is
+    /// full; `None` once the thread's buffer is closed.
+    #[inline]
+    fn slot(&self, rt: &Runtime) -> Option<usize> {
+        let n = self.len.load(Ordering::Relaxed);
+        if n < BUFFER_EVENTS {
+            return Some(n);
+        }
+        self.drain(rt)
     }
 
-    /// Owner only: append one event (with the counter values `ctr`, `ctr[0] ==
-    /// NO_VALUES` for none), writing the buffer first when it is full.
-    #[inline]
-    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32, ctr: &[u64; MAX_COUNTERS]) {
-        let mut n = self.len.load(Ordering::Relaxed);
-        if n == BUFFER_EVENTS {
-            let mut st = lock(&self.flush);
-            if st.done {
-                return;
-            }
-            let evs = self.pending(&st);
-            rt.write_events(self.tid, &evs);
-            st.written = 0;
-            self.len.store(0, Ordering::Release);
-            n = 0;
+    #[cold]
+    #[inline(never)]
+    fn drain(&self, rt: &Runtime) -> Option<usize> {
+        let mut st = lock(&self.flush);
+        if st.done {
+            return None;
         }
+        rt.write_events(self, st.written, BUFFER_EVENTS, &[]);
+        st.written = 0;
+        self.len.store(0, Ordering::Release);
+        Some(0)
+    }
+
+    /// Owner only: append one event without counter values.
+    #[inline]
+    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32) {
+        let Some(n) = self.slot(rt) else { return };
+        self.t_ns[n].store(t_ns, Ordering::Relaxed);
+        self.id_kind[n].store(id << 2 | kind, Ordering::Relaxed);
+        for k in 0..self.nc {
+            self.ctr[n * self.nc + k].store(NO_VALUES, Ordering::Relaxed);
+        }
+        self.len.store(n + 1, Ordering::Release);
+    }
+
+    /// Owner only: append one event with the counter values `ctr` (`ctr[0] ==
+    /// NO_VALUES` for none).
+    fn push_counted(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32, ctr: &[u64; MAX_COUNTERS]) {
+        let Some(n) = self.slot(rt) else { return };
         self.t_ns[n].store(t_ns, Ordering::Relaxed);
         self.id_kind[n].store(id << 2 | kind, Ordering::Relaxed);
         for k in 0..self.nc {
@@ -147,6 +143,8 @@ struct Output {
     file: Option<File>,
     /// Region ids below this have their `R` line in the file.
     defined: usize,
+    /// The text of one write, kept between writes (its capacity is reused).
+    text: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -247,20 +245,21 @@ impl Runtime {
         }
         let pid = std::process::id();
         let events_dir = PathBuf::from(dir).join("region_events");
-        let path = events_dir.join(format!("{pid}.tsv"));
+        let path = events_dir.join(format!("{pid}.bin"));
         let counters = std::env::var(crate::counters::ENV_COUNTERS)
             .map(|s| crate::counters::probe(&s))
             .unwrap_or_default();
-        let mut header = format!("{FILE_MAGIC} pid={pid}\n");
-        if !counters.is_empty() {
-            header.push_str(crate::events::COUNTERS_LINE);
-            let names: Vec<&str> = counters.iter().map(|(n, _)| n.as_str()).collect();
-            header.push_str(&names.join("\t"));
-            header.push('\n');
+        // v2 header: magic, pid, number of counters, each counter's name (length, UTF-8).
+        let mut header = BIN_MAGIC.to_vec();
+        put_u32(&mut header, pid);
+        put_u32(&mut header, counters.len() as u32);
+        for (name, _) in &counters {
+            put_u32(&mut header, name.len() as u32);
+            header.extend_from_slice(name.as_bytes());
         }
         let opened = std::fs::create_dir_all(&events_dir).and_then(|_| {
             let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
-            f.write_all(header.as_bytes())?;
+            f.write_all(&header)?;
             Ok(f)
         });
         let file = match opened {
@@ -281,6 +280,7 @@ impl Runtime {
             out: Mutex::new(Output {
                 file: Some(file),
                 defined: 1,
+                text: Vec::new(),
             }),
             names: Mutex::new(Names {
                 ids: FastMap::default(),
@@ -319,72 +319,61 @@ impl Runtime {
         }
     }
 
-    /// Write a thread's buffered events (and `R` lines for new names) to the file.
-    fn write_events(&self, tid: u32, events: &[Ev]) {
+    /// Write the events `from..to` of thread buffer `b`, then `exits` (`X` records: time,
+    /// region id), as one `T` frame, preceded by an `R` frame for names not yet in the
+    /// file (binary format v2, rt/README.md). Caller holds `b.flush`. The frame is the
+    /// buffer's slots copied as they are (no formatting in the program's thread; `powerperf
+    /// collect` turns the file into the v1 text afterwards) and written with one `write(2)`.
+    fn write_events(&self, b: &ThreadBuf, from: usize, to: usize, exits: &[(u64, u32)]) {
         // A child forked without exec shares our buffers and file: it writes nothing.
-        if events.is_empty() || std::process::id() != self.pid {
+        if (from >= to && exits.is_empty()) || std::process::id() != self.pid {
             return;
         }
-        let mut out = lock(&self.out);
-        let mut text = String::new();
+        let mut guard = lock(&self.out);
+        let out = &mut *guard;
+        let mut bytes = std::mem::take(&mut out.text);
+        bytes.clear();
         {
             let names = lock(&self.names);
-            for (id, name) in names.list.iter().enumerate().skip(out.defined) {
-                text.push_str("R\t");
-                let _ = write!(text, "{id}\t");
-                escape_into(&mut text, name);
-                text.push('\n');
-            }
-            out.defined = names.list.len();
-        }
-        let mut bytes = text.into_bytes();
-        let mut tid_digits = Vec::with_capacity(12);
-        push_dec(&mut tid_digits, u64::from(tid));
-        // Each line is at most 1 + 1 + 20 + 1 + 10 + 1 + 10 + 1 bytes.
-        let (mut hi_cached, mut hi_digits) = (0u64, Vec::with_capacity(12));
-        let mut pos = bytes.len();
-        // Each line is at most 48 bytes plus 21 per counter value.
-        let nc = self.counters.len();
-        bytes.resize(pos + events.len() * (48 + 21 * nc), 0);
-        for e in events {
-            bytes[pos] = match e.kind {
-                Kind::Begin => b'B',
-                Kind::End => b'E',
-                Kind::Exit => b'X',
-            };
-            bytes[pos + 1] = b'\t';
-            pos += 2;
-            // t_ns = hi * 10^8 + lo: hi changes every 0.1 s, so its digits are cached
-            // and lo is written as exactly 8 digits.
-            let hi = e.t_ns / 100_000_000;
-            if hi == 0 {
-                pos = put_dec(&mut bytes, pos, e.t_ns);
-            } else {
-                if hi != hi_cached {
-                    hi_cached = hi;
-                    hi_digits.clear();
-                    push_dec(&mut hi_digits, hi);
+            if names.list.len() > out.defined {
+                let start = begin_frame(&mut bytes, TAG_NAMES);
+                for (id, name) in names.list.iter().enumerate().skip(out.defined) {
+                    put_u32(&mut bytes, id as u32);
+                    put_u32(&mut bytes, name.len() as u32);
+                    bytes.extend_from_slice(name.as_bytes());
                 }
-                bytes[pos..pos + hi_digits.len()].copy_from_slice(&hi_digits);
-                pos += hi_digits.len();
-                put_8_digits(&mut bytes[pos..pos + 8], (e.t_ns % 100_000_000) as u32);
-                pos += 8;
+                end_frame(&mut bytes, start);
+                out.defined = names.list.len();
             }
-            bytes[pos] = b'\t';
-            bytes[pos + 1..pos + 1 + tid_digits.len()].copy_from_slice(&tid_digits);
-            pos += 1 + tid_digits.len();
-            bytes[pos] = b'\t';
-            pos = put_dec(&mut bytes, pos + 1, u64::from(e.id));
-            if nc > 0 && e.ctr[0] != NO_VALUES {
-                for &v in &e.ctr[..nc] {
-                    bytes[pos] = b'\t';
-                    pos = put_dec(&mut bytes, pos + 1, v);
-                }
-            }
-            bytes[pos] = b'\n';
-            pos += 1;
         }
-        bytes.truncate(pos);
+        let count = to.saturating_sub(from) + exits.len();
+        let nc = b.nc;
+        let start = begin_frame(&mut bytes, TAG_EVENTS);
+        bytes.reserve(16 + count * (12 + 8 * nc));
+        put_u32(&mut bytes, b.tid);
+        put_u32(&mut bytes, count as u32);
+        put_u32(&mut bytes, nc as u32);
+        put_u32(&mut bytes, 0);
+        let to = to.max(from);
+        put_slots(&mut bytes, &b.t_ns[from..to], |a| a.load(Ordering::Relaxed).to_le_bytes());
+        for &(t_ns, _) in exits {
+            bytes.extend_from_slice(&t_ns.to_le_bytes());
+        }
+        put_slots(&mut bytes, &b.id_kind[from..to], |a| {
+            a.load(Ordering::Relaxed).to_le_bytes()
+        });
+        for &(_, id) in exits {
+            put_u32(&mut bytes, id << 2 | KIND_EXIT);
+        }
+        if nc > 0 {
+            put_slots(&mut bytes, &b.ctr[from * nc..to * nc], |a| {
+                a.load(Ordering::Relaxed).to_le_bytes()
+            });
+            for _ in 0..exits.len() * nc {
+                bytes.extend_from_slice(&NO_VALUES.to_le_bytes());
+            }
+        }
+        end_frame(&mut bytes, start);
         if let Some(f) = out.file.as_mut() {
             if let Err(e) = f.write_all(&bytes) {
                 eprintln!(
@@ -394,6 +383,7 @@ impl Runtime {
                 out.file = None;
             }
         }
+        out.text = bytes;
     }
 
     /// Write a thread's pending events, then close its open regions with `X` records
@@ -404,18 +394,15 @@ impl Runtime {
             return;
         }
         st.done = true;
-        let mut evs = b.pending(&st);
         let t_ns = now_ns();
         let depth = b.depth.load(Ordering::Acquire).min(MAX_DEPTH);
-        for i in (0..depth).rev() {
-            evs.push(Ev {
-                t_ns,
-                id: b.stack[i].load(Ordering::Relaxed),
-                kind: Kind::Exit,
-                ctr: [NO_VALUES; MAX_COUNTERS],
-            });
-        }
-        self.write_events(b.tid, &evs);
+        let exits: Vec<(u64, u32)> = (0..depth)
+            .rev()
+            .map(|i| (t_ns, b.stack[i].load(Ordering::Relaxed)))
+            .collect();
+        let len = b.len.load(Ordering::Acquire);
+        self.write_events(b, st.written, len, &exits);
+        st.written = len;
     }
 
     fn flush_all(&self) {
@@ -423,9 +410,9 @@ impl Runtime {
         for b in threads {
             let mut st = lock(&b.flush);
             if !st.done {
-                let evs = b.pending(&st);
-                self.write_events(b.tid, &evs);
-                st.written += evs.len();
+                let len = b.len.load(Ordering::Acquire);
+                self.write_events(&b, st.written, len, &[]);
+                st.written = len;
             }
         }
     }
@@ -441,68 +428,34 @@ impl Runtime {
     }
 }
 
-/// Append the decimal digits of `v` (the event lines are the hot part of a flush).
-fn push_dec(out: &mut Vec<u8>, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
-}
-
-const DIGIT_PAIRS: &[u8; 200] = b"\
-0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-/// Write the decimal digits of `v` at `out[pos..]` (room for 20 bytes needed); returns
-/// the position after them.
+/// Append the little-endian bytes of every slot: the output grows once, then each slot is
+/// stored into its place (no capacity check per value).
 #[inline]
-fn put_dec(out: &mut [u8], pos: usize, mut v: u64) -> usize {
-    let mut n = 1;
-    let mut x = v;
-    while x >= 10 {
-        x /= 10;
-        n += 1;
-    }
-    let mut i = pos + n;
-    while v >= 100 {
-        let d = (v % 100) as usize * 2;
-        v /= 100;
-        i -= 2;
-        out[i] = DIGIT_PAIRS[d];
-        out[i + 1] = DIGIT_PAIRS[d + 1];
-    }
-    if v >= 10 {
-        let d = v as usize * 2;
-        out[pos] = DIGIT_PAIRS[d];
-        out[pos + 1] = DIGIT_PAIRS[d + 1];
-    } else {
-        out[pos] = b'0' + v as u8;
-    }
-    pos + n
-}
-
-/// Write `v < 10^8` as exactly 8 digits.
-#[inline]
-fn put_8_digits(out: &mut [u8], v: u32) {
-    let (a, b) = (v / 10_000, v % 10_000);
-    for (k, q) in [a / 100, a % 100, b / 100, b % 100].into_iter().enumerate() {
-        let d = q as usize * 2;
-        out[2 * k] = DIGIT_PAIRS[d];
-        out[2 * k + 1] = DIGIT_PAIRS[d + 1];
+fn put_slots<A, const N: usize>(out: &mut Vec<u8>, slots: &[A], le: impl Fn(&A) -> [u8; N]) {
+    let start = out.len();
+    out.resize(start + N * slots.len(), 0);
+    for (dst, a) in out[start..].chunks_exact_mut(N).zip(slots) {
+        dst.copy_from_slice(&le(a));
     }
 }
 
-/// Escape a region name for the `R` line: `\` -> `\\`, tab -> `\t`, LF -> `\n`, CR -> `\r`.
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Start a frame `tag: u32, len: u32, payload`; returns where its length goes.
+fn begin_frame(out: &mut Vec<u8>, tag: u32) -> usize {
+    put_u32(out, tag);
+    put_u32(out, 0);
+    out.len()
+}
+
+fn end_frame(out: &mut Vec<u8>, start: usize) {
+    let len = (out.len() - start) as u32;
+    out[start - 4..start].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Escape a region name for a v1 `R` line or the controller protocol: `\` -> `\\`, tab -> `\t`, LF -> `\n`, CR -> `\r`.
 pub(crate) fn escape_into(out: &mut String, name: &str) {
     for c in name.chars() {
         match c {
@@ -553,6 +506,13 @@ impl Drop for Local {
 }
 
 impl Local {
+    /// Read the thread's counters and append the event with their values (kept out of
+    /// line: the path without counters stays small).
+    #[inline(never)]
+    fn push_counted(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32) {
+        self.buf.push_counted(rt, t_ns, id, kind, &self.read_counters());
+    }
+
     /// The thread's counters now (`ctr[0] == NO_VALUES` without counters or on a failed
     /// read).
     #[inline]
@@ -622,7 +582,11 @@ pub(crate) fn begin_id(id: u32) -> i32 {
             b.stack[d].store(id, Ordering::Relaxed);
             b.depth.store(d + 1, Ordering::Release);
             let t_ns = now_ns();
-            b.push(rt, t_ns, id, 0, &l.read_counters());
+            if l.counters.is_none() {
+                b.push(rt, t_ns, id, KIND_BEGIN);
+            } else {
+                l.push_counted(rt, t_ns, id, KIND_BEGIN);
+            }
             codes::PP_OK
         })
         .map(|rc| {
@@ -668,7 +632,11 @@ pub(crate) fn end_id(id: u32) -> i32 {
                     None => codes::PP_ENOTOPEN,
                 }
             };
-            b.push(rt, t_ns, id, 1, &l.read_counters());
+            if l.counters.is_none() {
+                b.push(rt, t_ns, id, KIND_END);
+            } else {
+                l.push_counted(rt, t_ns, id, KIND_END);
+            }
             (rc, rc == codes::PP_OK || rc == codes::PP_ENEST)
         })
         .map(|(rc, was_open)| {
@@ -686,25 +654,5 @@ pub(crate) fn end_id(id: u32) -> i32 {
 pub(crate) fn flush_all() {
     if let Some(rt) = runtime() {
         rt.flush_all();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn decimal_formatting() {
-        for v in [0u64, 7, 10, 99, 100, 101, 12345, 1_000_000_007, u64::MAX] {
-            let mut a = Vec::new();
-            super::push_dec(&mut a, v);
-            let mut b = [0u8; 24];
-            let n = super::put_dec(&mut b, 2, v);
-            assert_eq!(&b[2..n], v.to_string().as_bytes());
-            assert_eq!(a, v.to_string().as_bytes());
-            if v < 100_000_000 {
-                let mut c = [0u8; 8];
-                super::put_8_digits(&mut c, v as u32);
-                assert_eq!(c, format!("{v:08}").as_bytes());
-            }
-        }
     }
 }

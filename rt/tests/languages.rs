@@ -25,16 +25,23 @@ fn c_example_records_nested_regions_on_threads() {
         String::from_utf8_lossy(&out.stdout).contains("recording=1 misuse_rc=-2 rc=0"),
         "{out:?}"
     );
-    let text = std::fs::read_to_string(
-        std::fs::read_dir(run.join("region_events"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path(),
-    )
-    .unwrap();
+    // The runtime writes the binary form (v2) ...
+    let bin = std::fs::read_dir(run.join("region_events"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(bin.extension().unwrap(), "bin");
+    assert!(std::fs::read(&bin).unwrap().starts_with(&powerperf_rt::BIN_MAGIC));
+    let before = powerperf_rt::events::read_dir(&run).unwrap();
+    // ... which `powerperf collect` turns into the text form (v1), record for record.
+    let written = powerperf_rt::events::convert_dir(&run).unwrap();
+    assert_eq!(written, [bin.with_extension("tsv")]);
+    assert!(!bin.exists());
+    let text = std::fs::read_to_string(&written[0]).unwrap();
     assert!(text.starts_with("# powerperf-rt region events v1 pid="));
+    assert_eq!(powerperf_rt::events::read_dir(&run).unwrap(), before);
 
     let (events, iv, st) = read_run(&run);
     assert_eq!(calls(&st, "main"), 1);

@@ -1,6 +1,7 @@
 //! Regions × timeline: per-region counters and energy (`RUN/regions.parquet`).
 //!
-//! powerperf-rt writes region enter/exit records (`RUN/region_events/<pid>.tsv`, CLOCK_MONOTONIC
+//! powerperf-rt writes region enter/exit records (`RUN/region_events/<pid>.bin`, turned into
+//! `<pid>.tsv` by collect once the command has exited; CLOCK_MONOTONIC
 //! ns); [`powerperf_rt::events`] pairs them into nested per-thread intervals. Each timeline
 //! sample's additive values (counter deltas, `energy_*_j`, `gpu<i>_energy_j`) are split among
 //! the region instances that overlap it:

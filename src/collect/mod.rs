@@ -1198,6 +1198,13 @@ mod run_impl {
                 ));
             }
         }
+        // powerperf-rt writes region events in its binary form (v2: no formatting in the
+        // program's threads); the run directory keeps them as text (v1), rt/README.md.
+        if let Err(e) = powerperf_rt::events::convert_dir(&cfg.out) {
+            meta.notes.push(format!(
+                "region_events: a binary events file was kept as it is ({e}); powerperf reads it as well"
+            ));
+        }
         // Measured SM clock per GPU (NVML) while its kernels ran, for GSAMP:EXP of GPU PC
         // sampling: samples weighted by their overlap with the kernels' intervals
         // (CLOCK_MONOTONIC ns; a sample covers [t_ns - dur_ns, t_ns] after the origin).

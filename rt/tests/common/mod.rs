@@ -19,17 +19,23 @@ pub fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// Directory holding `libpowerperf_rt.so` built by this `cargo test` (target/<profile>).
+/// Directory holding `libpowerperf_rt.so` built by this `cargo test`: target/<profile>
+/// after a `cargo build`, else target/<profile>/deps, where `cargo test` leaves the cdylib
+/// on a fresh target directory (it copies it up only for `cargo build`).
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let lib = profile_dir.join("libpowerperf_rt.so");
-    assert!(
-        lib.exists(),
-        "{} not built (cargo test builds the cdylib next to deps/)",
-        lib.display()
+    let deps = exe.parent().unwrap().to_path_buf();
+    let profile_dir = deps.parent().unwrap().to_path_buf();
+    for d in [&profile_dir, &deps] {
+        if d.join("libpowerperf_rt.so").exists() {
+            return d.clone();
+        }
+    }
+    panic!(
+        "libpowerperf_rt.so is in neither {} nor {} (cargo test builds the cdylib)",
+        profile_dir.display(),
+        deps.display()
     );
-    profile_dir
 }
 
 /// Whether `tool --version` runs; prints `skipped: <reason>` when it does not.
