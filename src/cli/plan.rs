@@ -33,6 +33,10 @@ pub struct PlanArgs {
     /// With --evaluate: the model kind to fit.
     #[arg(long, value_enum, default_value = "auto")]
     pub kind: crate::models::ModelKind,
+    /// With --evaluate: fit parameters, a FitParams JSON object as `powerperf fit --params`
+    /// takes (e.g. '{"analytic":{"calibration":"ratio"}}').
+    #[arg(long, value_name = "JSON", requires = "evaluate")]
+    pub params: Option<String>,
     /// With --evaluate: idle power (W) for the race-to-idle baseline.
     #[arg(long, value_name = "W")]
     pub idle_power: Option<f64>,
@@ -148,7 +152,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             train_knob,
             train_values,
             kind: args.kind,
-            params: Default::default(),
+            params: crate::cli::fit::parse_params(args.params.as_deref())?,
             idle_power_w: args.idle_power,
             guard: if auto_margin {
                 crate::dvfs::evaluate::Guard::AutoMargin
