@@ -114,7 +114,8 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     });
     let max_slowdown = parse_slowdown(&bound_text)?;
     let auto_margin = args.slowdown_margin.trim() == "auto";
-    let risk_guard = args.slowdown_margin.trim() == "risk";
+    let risk_by_class = args.slowdown_margin.trim() == "risk-class";
+    let risk_guard = args.slowdown_margin.trim() == "risk" || risk_by_class;
     if risk_guard && !(args.risk > 0.0 && args.risk < 1.0) {
         anyhow::bail!(
             "--risk {} must be a fraction between 0 and 1, e.g. 0.05",
@@ -156,6 +157,8 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             idle_power_w: args.idle_power,
             guard: if auto_margin {
                 crate::dvfs::evaluate::Guard::AutoMargin
+            } else if risk_by_class {
+                crate::dvfs::evaluate::Guard::RiskByClass(args.risk)
             } else if risk_guard {
                 crate::dvfs::evaluate::Guard::RiskBudget(args.risk)
             } else {
