@@ -55,7 +55,8 @@ pub struct PlanArgs {
     /// leave-one-out time error on the training points, and `risk` replaces the margin by a
     /// chance constraint: the expected share of workloads above the bound is at most
     /// --risk, under the slowdown errors measured by leave-one-out at the interior training
-    /// values (docs/dvfs.md).
+    /// values (docs/dvfs.md); `risk-class` does the same with one error distribution per
+    /// class of workload group (compute-bound on the training points or not).
     #[arg(long, default_value = "0", value_name = "MARGIN")]
     pub slowdown_margin: String,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
