@@ -33,6 +33,10 @@ pub struct PlanArgs {
     /// With --evaluate: the model kind to fit.
     #[arg(long, value_enum, default_value = "auto")]
     pub kind: crate::models::ModelKind,
+    /// With --evaluate: fit parameters, a FitParams JSON object as `powerperf fit --params`
+    /// takes (e.g. '{"analytic":{"calibration":"ratio"}}').
+    #[arg(long, value_name = "JSON", requires = "evaluate")]
+    pub params: Option<String>,
     /// With --evaluate: idle power (W) for the race-to-idle baseline.
     #[arg(long, value_name = "W")]
     pub idle_power: Option<f64>,
@@ -51,7 +55,8 @@ pub struct PlanArgs {
     /// leave-one-out time error on the training points, and `risk` replaces the margin by a
     /// chance constraint: the expected share of workloads above the bound is at most
     /// --risk, under the slowdown errors measured by leave-one-out at the interior training
-    /// values (docs/dvfs.md).
+    /// values (docs/dvfs.md); `risk-class` does the same with one error distribution per
+    /// class of workload group (compute-bound on the training points or not).
     #[arg(long, default_value = "0", value_name = "MARGIN")]
     pub slowdown_margin: String,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
@@ -110,7 +115,8 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     });
     let max_slowdown = parse_slowdown(&bound_text)?;
     let auto_margin = args.slowdown_margin.trim() == "auto";
-    let risk_guard = args.slowdown_margin.trim() == "risk";
+    let risk_by_class = args.slowdown_margin.trim() == "risk-class";
+    let risk_guard = args.slowdown_margin.trim() == "risk" || risk_by_class;
     if risk_guard && !(args.risk > 0.0 && args.risk < 1.0) {
         anyhow::bail!(
             "--risk {} must be a fraction between 0 and 1, e.g. 0.05",
@@ -148,10 +154,12 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             train_knob,
             train_values,
             kind: args.kind,
-            params: Default::default(),
+            params: crate::cli::fit::parse_params(args.params.as_deref())?,
             idle_power_w: args.idle_power,
             guard: if auto_margin {
                 crate::dvfs::evaluate::Guard::AutoMargin
+            } else if risk_by_class {
+                crate::dvfs::evaluate::Guard::RiskByClass(args.risk)
             } else if risk_guard {
                 crate::dvfs::evaluate::Guard::RiskBudget(args.risk)
             } else {

@@ -57,6 +57,11 @@ pub enum Guard {
     /// predictions at the interior training values ([`interior_slowdown_errors`]).
     /// `risk = 0.05` reads the bound as "at most one workload in twenty above it".
     RiskBudget(f64),
+    /// [`Guard::RiskBudget`] with one error distribution per class of workload group:
+    /// compute-bound on the training points ([`compute_bound`]) or not. Each candidate's
+    /// violation probability uses its own group's class; a class with fewer than `1/risk`
+    /// errors uses the pooled distribution.
+    RiskByClass(f64),
 }
 
 /// The default risk of [`Guard::RiskBudget`]: one workload in twenty, fixed by the target's
@@ -83,6 +88,60 @@ pub fn interior_slowdown_errors(
     kind: ModelKind,
     params: &FitParams,
 ) -> Result<Vec<f64>> {
+    let mut e: Vec<f64> = interior_slowdown_errors_by_class(set, train, knob, kind, params)?
+        .into_iter()
+        .map(|(e, _)| e)
+        .collect();
+    e.sort_by(f64::total_cmp);
+    Ok(e)
+}
+
+/// Whether the group of `workload` at `knobs` (every knob but `knob` fixed) is compute-bound
+/// on the training points: `t·f` agrees within `tolerance` at its two lowest training values
+/// of `knob` (the criterion the analytic model's clock calibration uses,
+/// [`crate::models::analytic::AnalyticParams::calibration_tolerance`]). `None`: fewer than two
+/// training times.
+pub fn compute_bound(
+    train: &[Point],
+    workload: &str,
+    knobs: &Knobs,
+    knob: &str,
+    tolerance: f64,
+) -> Option<bool> {
+    let others = |k: &Knobs| -> Knobs {
+        k.iter()
+            .filter(|(n, _)| n.as_str() != knob)
+            .map(|(n, v)| (n.clone(), *v))
+            .collect()
+    };
+    let want = others(knobs);
+    let mut tf: Vec<(f64, f64)> = train
+        .iter()
+        .filter(|p| p.workload == workload && same_knobs(&others(&p.knobs), &want))
+        .filter_map(|p| Some((*p.knobs.get(knob)?, p.time_s.filter(|t| *t > 0.0)?)))
+        .collect();
+    if tf.len() < 2 {
+        return None;
+    }
+    tf.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (f1, t1) = tf[0];
+    let (f2, t2) = tf[1];
+    Some(((t1 * f1) / (t2 * f2) - 1.0).abs() <= tolerance)
+}
+
+/// [`interior_slowdown_errors`], each error with the class of its group
+/// ([`compute_bound`] on the training points, `false` when unknown); unsorted.
+///
+/// # Errors
+/// As [`interior_slowdown_errors`].
+pub fn interior_slowdown_errors_by_class(
+    set: &TrainingSet,
+    train: &[Point],
+    knob: &str,
+    kind: ModelKind,
+    params: &FitParams,
+) -> Result<Vec<(f64, bool)>> {
+    let tol = params.analytic.calibration_tolerance;
     let vals: Vec<f64> = train
         .iter()
         .filter_map(|p| p.knobs.get(knob).copied())
@@ -107,7 +166,7 @@ pub fn interior_slowdown_errors(
         .map_or(1, |n| n.get())
         .clamp(1, 16);
     let chunk = interior.len().div_ceil(threads).max(1);
-    let mut errs: Vec<f64> = std::thread::scope(|s| {
+    let errs: Vec<(f64, bool)> = std::thread::scope(|s| {
         let handles: Vec<_> = interior
             .chunks(chunk)
             .map(|part| {
@@ -137,7 +196,9 @@ pub fn interior_slowdown_errors(
                             m.predict(&p.workload, &p.knobs).ok().and_then(|x| x.time_s)
                         {
                             if tp.is_finite() && t_ref > 0.0 {
-                                out.push((t - tp) / t_ref);
+                                let cb = compute_bound(train, &p.workload, &p.knobs, knob, tol)
+                                    .unwrap_or(false);
+                                out.push(((t - tp) / t_ref, cb));
                             }
                         }
                     }
@@ -153,7 +214,6 @@ pub fn interior_slowdown_errors(
     if errs.is_empty() {
         anyhow::bail!("no interior training point could be predicted by leave-one-out; give --slowdown-margin");
     }
-    errs.sort_by(f64::total_cmp);
     Ok(errs)
 }
 
@@ -408,7 +468,7 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
     let margin = match req.guard {
         Guard::Margin(m) => m,
         Guard::AutoMargin => auto_margin(&means, &train, req.kind, &req.params)?,
-        Guard::RiskBudget(_) => 0.0,
+        Guard::RiskBudget(_) | Guard::RiskByClass(_) => 0.0,
     };
     let mut plan_cfg = req.config.clone();
     plan_cfg.max_slowdown = bound.map(|b| (b - margin).max(0.0));
@@ -508,9 +568,42 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
         anyhow::bail!("no workload could be evaluated: {:?}", skipped);
     }
     let mut risk = None;
-    if let (Guard::RiskBudget(r), Some(b)) = (req.guard, bound) {
-        let errors =
-            interior_slowdown_errors(&means, &train, &req.train_knob, req.kind, &req.params)?;
+    let risk_guard = match req.guard {
+        Guard::RiskBudget(r) => Some((r, false)),
+        Guard::RiskByClass(r) => Some((r, true)),
+        _ => None,
+    };
+    if let (Some((r, by_class)), Some(b)) = (risk_guard, bound) {
+        let labeled = interior_slowdown_errors_by_class(
+            &means,
+            &train,
+            &req.train_knob,
+            req.kind,
+            &req.params,
+        )?;
+        let sorted = |keep: &dyn Fn(bool) -> bool| -> Vec<f64> {
+            let mut v: Vec<f64> = labeled
+                .iter()
+                .filter(|(_, c)| keep(*c))
+                .map(|(e, _)| *e)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let errors = sorted(&|_| true);
+        // Per class: a class with fewer than 1/risk errors cannot resolve the risk's tail,
+        // so it falls back to the pooled distribution.
+        let min_class = (1.0 / r).ceil() as usize;
+        let class_errors = |cb: bool| -> Vec<f64> {
+            let v = sorted(&|c| c == cb);
+            if by_class && v.len() >= min_class {
+                v
+            } else {
+                errors.clone()
+            }
+        };
+        let (errors_cb, errors_other) = (class_errors(true), class_errors(false));
+        let tol = req.params.analytic.calibration_tolerance;
         // per workload: (knobs, predicted slowdown, predicted gain) within the bound
         let mut opts: Vec<Vec<(Knobs, f64, f64)>> = Vec::new();
         for (cands, ref_knobs) in &cand_lists {
@@ -538,13 +631,16 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
         let options: Vec<Vec<(f64, f64)>> = opts
             .iter()
             .zip(&cand_lists)
-            .map(|(o, (_, rk))| {
+            .zip(&tables)
+            .map(|((o, (_, rk)), (w, _, _))| {
                 o.iter()
                     .map(|(k, s, g)| {
+                        let cb = compute_bound(&train, w, k, &req.train_knob, tol).unwrap_or(false);
+                        let errs = if cb { &errors_cb } else { &errors_other };
                         let p = if same_knobs(k, rk) {
                             0.0
                         } else {
-                            violation_probability(&errors, *s, b)
+                            violation_probability(errs, *s, b)
                         };
                         (*g, p)
                     })
@@ -878,6 +974,41 @@ mod tests {
         let cpu = r.per_workload.iter().find(|x| x.workload == "cpu").unwrap();
         assert!(cpu.small_oracle_gain && !cpu.violation);
         assert!(render(&r).contains("mean fraction of the oracle's gain 100.0%"));
+    }
+
+    /// `cpu` (t = 2000/f) keeps t·f constant at its two lowest clocks: compute-bound; `mem`
+    /// (t = 0.9 + 0.1·2000/f) does not; a group with one training time is unknown.
+    #[test]
+    fn compute_bound_reads_the_two_lowest_training_clocks() {
+        let pt = |w: &str, f: f64, mem: f64, t: f64| Point {
+            workload: w.into(),
+            knobs: [
+                ("core_freq_mhz".to_string(), f),
+                ("mem_freq_mhz".to_string(), mem),
+            ]
+            .into_iter()
+            .collect(),
+            time_s: Some(t),
+            ..Default::default()
+        };
+        let mut train = Vec::new();
+        for f in [1000.0, 1500.0, 2000.0] {
+            train.push(pt("cpu", f, 1.0, 2000.0 / f));
+            train.push(pt("mem", f, 1.0, 0.9 + 0.1 * 2000.0 / f));
+        }
+        train.push(pt("cpu", 1000.0, 2.0, 2.0));
+        let at = |f: f64, mem: f64| -> Knobs {
+            [
+                ("core_freq_mhz".to_string(), f),
+                ("mem_freq_mhz".to_string(), mem),
+            ]
+            .into_iter()
+            .collect()
+        };
+        let cb = |w: &str, k: &Knobs| compute_bound(&train, w, k, "core_freq_mhz", 0.01);
+        assert_eq!(cb("cpu", &at(1250.0, 1.0)), Some(true));
+        assert_eq!(cb("mem", &at(1250.0, 1.0)), Some(false));
+        assert_eq!(cb("cpu", &at(1250.0, 2.0)), None);
     }
 
     /// Budget 0.05 × 2 workloads = 0.1: the 0.5-risk option of `a` does not fit, the
