@@ -520,11 +520,7 @@ fn robust_prior(
             None if w == 0.0 => {
                 out.push((
                     i,
-                    format!(
-                        "baseline {:.4} -> {med:.4} ({:+.1} %)",
-                        d.tb[i],
-                        r * 100.0
-                    ),
+                    format!("baseline {:.4} -> {med:.4} ({:+.1} %)", d.tb[i], r * 100.0),
                 ));
                 d.tb[i] = med;
             }
@@ -1158,7 +1154,9 @@ mod tests {
         pts[b].power_w = Some(pts[b].power_w.unwrap() * 1.3);
         let o = at(&mut pts, "w3", 1200.0);
         pts[o].power_w = Some(pts[o].power_w.unwrap() * 0.4);
-        let knobs: Knobs = [("core_freq_mhz".to_string(), 1100.0)].into_iter().collect();
+        let knobs: Knobs = [("core_freq_mhz".to_string(), 1100.0)]
+            .into_iter()
+            .collect();
         let truth = clean[at(&mut clean.clone(), "w5", 1100.0)].power_w.unwrap();
         let err = |robust: Option<RobustParams>| {
             let params = ScalingParams {
@@ -1174,11 +1172,17 @@ mod tests {
         let (m0, e_plain) = err(None);
         assert_eq!(pw.outliers.len(), 2, "{:?}", pw.outliers);
         assert!(pw.outliers.iter().any(|o| o.starts_with("w2 baseline")));
-        assert!(pw.outliers.iter().any(|o| o.starts_with("w3 at clock 1200")));
+        assert!(pw
+            .outliers
+            .iter()
+            .any(|o| o.starts_with("w3 at clock 1200")));
         assert!(e_robust < 0.01, "robust: {e_robust}");
         let m = m0;
         assert!(m.targets.iter().all(|t| t.outliers.is_empty()));
-        assert!(e_plain > 2.0 * e_robust, "plain {e_plain} robust {e_robust}");
+        assert!(
+            e_plain > 2.0 * e_robust,
+            "plain {e_plain} robust {e_robust}"
+        );
         // With the default six clocks (fewer than `min_clocks`) nothing is set aside.
         let (meta6, mut pts6) = synthetic();
         let b = at(&mut pts6, "w2", 1500.0);
