@@ -93,6 +93,41 @@ pub struct ScalingParams {
     pub static_grid: usize,
     /// Features allowed as candidates (all when empty).
     pub candidates: Vec<String>,
+    /// Outlier-resistant training (see [`RobustParams`]); `None` switches it off.
+    pub robust: Option<RobustParams>,
+}
+
+/// Outlier-resistant training: each training workload's points are compared with their own
+/// smooth curve, the median `L` of the `window` nearest clocks on each side (the point itself
+/// left out), as the relative residual `r = (T − L)/L`. With `σ = 1.4826·median|r|` over all
+/// training workloads' points (the MAD scale), a training point gets Tukey's bisquare
+/// weight `(1 − (r/(c·σ))²)²` (0 beyond `c·σ`) as a prior on its rows of the weight fit, and a
+/// training workload whose baseline lies beyond `c·σ` is scaled from `L` there instead. Only training workloads' data enter; a held-out workload's baseline is used
+/// as measured. Groups (values of the other knobs) with fewer than `min_clocks` clock values
+/// are left as they are: with few clocks a neighbour median is no smooth curve. At the ends of
+/// a sweep `L` is the median of one side only, biased by about 1.5 clock steps of the curve's
+/// slope, so the check suits dense sweeps (the V100's 7.5 MHz steps: about 0.75 %, against
+/// `c·σ` ≈ 4.7 %).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RobustParams {
+    /// Tukey's bisquare constant `c`, in robust standard deviations (4.685: 95 % efficiency
+    /// under normal errors).
+    pub c: f64,
+    /// Neighbours on each side of a point in its smooth curve.
+    pub window: usize,
+    /// Fewest clock values of a group for the check.
+    pub min_clocks: usize,
+}
+
+impl Default for RobustParams {
+    fn default() -> Self {
+        Self {
+            c: 4.685,
+            window: 2,
+            min_clocks: 7,
+        }
+    }
 }
 
 impl Default for ScalingParams {
@@ -108,6 +143,7 @@ impl Default for ScalingParams {
             inner_folds: 10,
             static_grid: 20,
             candidates: Vec::new(),
+            robust: Some(RobustParams::default()),
         }
     }
 }
@@ -146,6 +182,10 @@ pub struct TargetModel {
     pub selection: Vec<SelectionStep>,
     /// In-sample MAPE of the final fit on the training workloads, percent.
     pub training_mape_pct: f64,
+    /// Training points robust training set aside (weight 0) and training baselines it
+    /// replaced by their neighbours' median ([`RobustParams`]).
+    #[serde(default)]
+    pub outliers: Vec<String>,
 }
 
 /// A workload's baseline: its targets and features there.
@@ -203,6 +243,9 @@ struct Data {
     group: Vec<usize>,
     /// Measured value per (workload, setting), NaN when absent.
     t: Array2<f64>,
+    /// Prior weight per (workload, setting) of the weight fit (1 unless robust training
+    /// down-weights the point).
+    prior: Array2<f64>,
 }
 
 /// Per-setting weights fitted on a subset of workloads, plus the standardisation.
@@ -266,8 +309,15 @@ pub fn weighted_least_squares(a: &[f64], m: usize, y: &[f64], w: &[f64]) -> Opti
 
 /// Fit rows `a` (row-major, `m` columns), `y` under `loss` (rows already carry the 1/T
 /// scaling).
-fn robust_fit(a: &[f64], m: usize, y: &[f64], loss: Loss, iters: usize) -> Option<Vec<f64>> {
-    let mut w = vec![1.0; y.len()];
+fn robust_fit(
+    a: &[f64],
+    m: usize,
+    y: &[f64],
+    prior: &[f64],
+    loss: Loss,
+    iters: usize,
+) -> Option<Vec<f64>> {
+    let mut w = prior.to_vec();
     let mut beta = weighted_least_squares(a, m, y, &w)?;
     if loss == Loss::L1Relative {
         for _ in 0..iters {
@@ -278,7 +328,7 @@ fn robust_fit(a: &[f64], m: usize, y: &[f64], loss: Loss, iters: usize) -> Optio
                     .map(|(x, b)| x * b)
                     .sum();
                 // δ = 0.1 % relative error: below it a residual counts as exact.
-                *wr = 1.0 / (pred - y[r]).abs().max(1e-3);
+                *wr = prior[r] / (pred - y[r]).abs().max(1e-3);
             }
             beta = weighted_least_squares(a, m, y, &w)?;
         }
@@ -324,6 +374,7 @@ fn fit_subset(d: &Data, rows: &[usize], feats: &[usize], s: f64, p: &ScalingPara
                 let cols = if n > m { m + 1 } else { 1 };
                 let mut a = Vec::with_capacity(n * cols);
                 let mut y = Vec::with_capacity(n);
+                let mut pw = Vec::with_capacity(n);
                 for (r, &i) in rows.iter().enumerate() {
                     let t = d.t[[i, k]];
                     if !t.is_finite() || t == 0.0 {
@@ -332,8 +383,12 @@ fn fit_subset(d: &Data, rows: &[usize], feats: &[usize], s: f64, p: &ScalingPara
                     let sc = (d.tb[i] - s) / t;
                     a.extend(zs[r][..cols].iter().map(|z| z * sc));
                     y.push((t - s) / t);
+                    pw.push(d.prior[[i, k]]);
                 }
-                let beta = robust_fit(&a, cols, &y, p.loss, p.irls_iterations)?;
+                if pw.iter().all(|w| *w == 0.0) {
+                    pw.fill(1.0);
+                }
+                let beta = robust_fit(&a, cols, &y, &pw, p.loss, p.irls_iterations)?;
                 for (c, b) in beta.iter().enumerate() {
                     fit.w[[k, c]] = *b;
                 }
@@ -360,6 +415,7 @@ fn fit_subset(d: &Data, rows: &[usize], feats: &[usize], s: f64, p: &ScalingPara
                 let cols = (m + 1) * (deg + 1);
                 let mut a = Vec::new();
                 let mut y = Vec::new();
+                let mut pw = Vec::new();
                 for &k in &ks {
                     let ph = phi(k);
                     for (r, &i) in rows.iter().enumerate() {
@@ -372,9 +428,13 @@ fn fit_subset(d: &Data, rows: &[usize], feats: &[usize], s: f64, p: &ScalingPara
                             a.extend(ph.iter().map(|f| z * f * sc));
                         }
                         y.push((t - s) / t);
+                        pw.push(d.prior[[i, k]]);
                     }
                 }
-                let beta = robust_fit(&a, cols, &y, p.loss, p.irls_iterations)?;
+                if pw.iter().all(|w| *w == 0.0) {
+                    pw.fill(1.0);
+                }
+                let beta = robust_fit(&a, cols, &y, &pw, p.loss, p.irls_iterations)?;
                 for &k in &ks {
                     let ph = phi(k);
                     for c in 0..=m {
@@ -385,6 +445,89 @@ fn fit_subset(d: &Data, rows: &[usize], feats: &[usize], s: f64, p: &ScalingPara
         }
     }
     Some(fit)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Robust training ([`RobustParams`]): sets `d.prior` to each training point's bisquare
+/// weight against its own workload's neighbour-median curve and replaces an outlying training
+/// baseline `d.tb[i]` by that median. The baseline belongs to group `base_group`
+/// at clock `base_clock`. Returns `(workload row, description)` of the points set aside.
+fn robust_prior(
+    d: &mut Data,
+    base_group: Option<usize>,
+    base_clock: f64,
+    rp: &RobustParams,
+) -> Vec<(usize, String)> {
+    let groups = d.group.iter().copied().max().map_or(0, |g| g + 1);
+    // (row, setting or None for the baseline, clock, relative residual, neighbour median)
+    let mut res: Vec<(usize, Option<usize>, f64, f64, f64)> = Vec::new();
+    for g in 0..groups {
+        for i in 0..d.tb.len() {
+            let mut seq: Vec<(f64, f64, Option<usize>)> = (0..d.settings.len())
+                .filter(|&k| d.group[k] == g && d.t[[i, k]].is_finite())
+                .map(|k| (d.clock[k], d.t[[i, k]], Some(k)))
+                .collect();
+            if base_group == Some(g) && d.tb[i].is_finite() {
+                seq.push((base_clock, d.tb[i], None));
+            }
+            if seq.len() < rp.min_clocks.max(3) {
+                continue;
+            }
+            seq.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for q in 0..seq.len() {
+                let lo = q.saturating_sub(rp.window);
+                let hi = (q + rp.window + 1).min(seq.len());
+                let mut nb: Vec<f64> = (lo..hi).filter(|&j| j != q).map(|j| seq[j].1).collect();
+                let med = median(&mut nb);
+                if med.is_finite() && med != 0.0 {
+                    res.push((i, seq[q].2, seq[q].0, (seq[q].1 - med) / med, med));
+                }
+            }
+        }
+    }
+    if res.is_empty() {
+        return Vec::new();
+    }
+    let mut abs: Vec<f64> = res.iter().map(|r| r.3.abs()).collect();
+    let sigma = 1.4826 * median(&mut abs);
+    if !(sigma > 0.0) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (i, k, clock, r, med) in res {
+        let u = r / (rp.c * sigma);
+        let w = if u.abs() < 1.0 {
+            (1.0 - u * u).powi(2)
+        } else {
+            0.0
+        };
+        match k {
+            Some(k) => {
+                d.prior[[i, k]] = w;
+                if w == 0.0 {
+                    out.push((i, format!("at clock {clock}: {:+.1} %", r * 100.0)));
+                }
+            }
+            None if w == 0.0 => {
+                out.push((
+                    i,
+                    format!("baseline {:.4} -> {med:.4} ({:+.1} %)", d.tb[i], r * 100.0),
+                ));
+                d.tb[i] = med;
+            }
+            None => {}
+        }
+    }
+    out
 }
 
 /// Predicted values of workload row `i` at every setting.
@@ -597,13 +740,29 @@ pub fn fit(
             };
             group.push(g);
         }
-        let d = Data {
+        let mut d = Data {
             tb: names.iter().map(|w| baselines[w].targets[t]).collect(),
             x,
             settings,
             clock,
             group,
+            prior: Array2::ones(tm.dim()),
             t: tm,
+        };
+        let outliers = match &params.robust {
+            Some(rp) => {
+                let mut other = baseline.clone();
+                let base_clock = clock_knob
+                    .as_ref()
+                    .and_then(|k| other.remove(k))
+                    .unwrap_or(0.0);
+                let base_group = group_keys.iter().position(|o| *o == other);
+                robust_prior(&mut d, base_group, base_clock, rp)
+                    .into_iter()
+                    .map(|(i, what)| format!("{} {what}", names[i]))
+                    .collect()
+            }
+            None => Vec::new(),
         };
         let rows: Vec<usize> = (0..n).collect();
         let with_static = t == "power_w";
@@ -695,6 +854,7 @@ pub fn fit(
             training_workloads: names,
             selection,
             training_mape_pct: e / c.max(1) as f64 * 100.0,
+            outliers,
         });
     }
     if targets.is_empty() {
@@ -799,6 +959,13 @@ impl ScalingModel {
                 t.training_workloads.len(),
                 t.training_mape_pct
             );
+            if !t.outliers.is_empty() {
+                s += &format!(
+                    "  robust training set aside {} training point(s): {}\n",
+                    t.outliers.len(),
+                    t.outliers.join("; ")
+                );
+            }
             for (i, st) in t.selection.iter().enumerate() {
                 let sc: Vec<String> = st
                     .scores
@@ -831,6 +998,10 @@ mod tests {
     /// Known answer: `P_i(f) = S + (P_i(1500) − S)·(a(f) + b(f)·mem_i)`, with a noise counter
     /// `junk` that carries no information, and time `t_i(f) = t_i(1500)·(1500/f)^(1 − mem_i)`.
     fn synthetic() -> (SetMeta, Vec<Point>) {
+        synthetic_at(&CLOCKS)
+    }
+
+    fn synthetic_at(clocks: &[f64]) -> (SetMeta, Vec<Point>) {
         let mut meta = SetMeta::default();
         meta.counters.insert("mem".into(), CounterKind::Rate);
         meta.counters.insert("junk".into(), CounterKind::Rate);
@@ -841,7 +1012,7 @@ mod tests {
             // Two workloads at 80 W, so the smallest training baseline is 80 W in every fold
             // and the static grid (steps of 0.95·80/19 = 4 W) holds S.
             let pb = 80.0 + 13.0 * (i % 6) as f64;
-            for f in CLOCKS {
+            for &f in clocks {
                 let u = f / 1500.0;
                 let a = u.powi(2);
                 let b = 0.5 * (1.0 - u);
@@ -958,6 +1129,66 @@ mod tests {
                 "{smooth:?}: {p} vs {truth}"
             );
         }
+    }
+
+    /// Known answer for robust training: on 11 clocks, one training workload's baseline is 30 %
+    /// high and another's 900 MHz point 60 % low. Robust training finds exactly those two,
+    /// replaces the bad baseline by its neighbours' median and recovers another workload's curve; without it the
+    /// bad baseline bends the shape learned from that workload.
+    #[test]
+    fn robust_training_sets_aside_an_outlying_baseline_and_point() {
+        // A dense sweep (10 MHz steps, as dense sweeps are what the check is for) with a
+        // deterministic ±0.5 % scatter, so that the MAD scale is that of the scatter.
+        let clocks: Vec<f64> = (100..=150).map(|c| c as f64 * 10.0).collect();
+        let (meta, mut clean) = synthetic_at(&clocks);
+        for (n, p) in clean.iter_mut().enumerate() {
+            p.power_w = Some(p.power_w.unwrap() * (1.0 + 0.005 * (n as f64 * 2.3).sin()));
+        }
+        let mut pts = clean.clone();
+        let at = |pts: &mut Vec<Point>, w: &str, f: f64| -> usize {
+            pts.iter()
+                .position(|p| p.workload == w && p.knobs["core_freq_mhz"] == f)
+                .unwrap()
+        };
+        let b = at(&mut pts, "w2", 1500.0);
+        pts[b].power_w = Some(pts[b].power_w.unwrap() * 1.3);
+        let o = at(&mut pts, "w3", 1200.0);
+        pts[o].power_w = Some(pts[o].power_w.unwrap() * 0.4);
+        let knobs: Knobs = [("core_freq_mhz".to_string(), 1100.0)]
+            .into_iter()
+            .collect();
+        let truth = clean[at(&mut clean.clone(), "w5", 1100.0)].power_w.unwrap();
+        let err = |robust: Option<RobustParams>| {
+            let params = ScalingParams {
+                robust,
+                ..ScalingParams::default()
+            };
+            let m = fit(&meta, &pts, &params).unwrap();
+            let p = m.predict("w5", &knobs).unwrap().power_w.unwrap();
+            (m, ((p - truth) / truth).abs())
+        };
+        let (m, e_robust) = err(Some(RobustParams::default()));
+        let pw = m.targets.iter().find(|t| t.target == "power_w").unwrap();
+        let (m0, e_plain) = err(None);
+        assert_eq!(pw.outliers.len(), 2, "{:?}", pw.outliers);
+        assert!(pw.outliers.iter().any(|o| o.starts_with("w2 baseline")));
+        assert!(pw
+            .outliers
+            .iter()
+            .any(|o| o.starts_with("w3 at clock 1200")));
+        assert!(e_robust < 0.01, "robust: {e_robust}");
+        let m = m0;
+        assert!(m.targets.iter().all(|t| t.outliers.is_empty()));
+        assert!(
+            e_plain > 2.0 * e_robust,
+            "plain {e_plain} robust {e_robust}"
+        );
+        // With the default six clocks (fewer than `min_clocks`) nothing is set aside.
+        let (meta6, mut pts6) = synthetic();
+        let b = at(&mut pts6, "w2", 1500.0);
+        pts6[b].power_w = Some(pts6[b].power_w.unwrap() * 1.3);
+        let m = fit(&meta6, &pts6, &ScalingParams::default()).unwrap();
+        assert!(m.targets.iter().all(|t| t.outliers.is_empty()));
     }
 
     #[test]
