@@ -186,7 +186,7 @@ if fam == 25 and model is not None and model < 0x10:
         "L3_lat": ("46 cycles average", "SOG19h"),
         "mem_lat": ("about 100 ns and more (bare metal, DDR4-3200, NPS1)", "AT21"),
     }
-else:
+elif fam == 25:
     # CC22 = Chips and Cheese, "AMD's Zen 4, Part 2: Memory Subsystem and Conclusion"
     # (2022-11-08); CC23 = Chips and Cheese, "Genoa-X: Server V-Cache Round 2" (2023-07-17);
     # SOG4 = AMD, "Software Optimization Guide for the AMD Zen4 Microarchitecture" (pub. 57647).
@@ -197,6 +197,11 @@ else:
         "L3_lat": ("about 50 cycles", "CC22, CC23"),
         "mem_lat": ("about 110-120 ns", "CC23"),
     }
+else:
+    # No published figures on file for this processor (e.g. an Intel host): say so rather
+    # than compare with another processor's.
+    cpu = f"family {fam} model {model}: no published figures on file for this processor"
+    pub = {k: ("not on file", "-") for k in ("L1_dlat", "L2_lat", "L3_lat", "mem_lat")}
 print(f"\n## Latency per level, ours against published for {cpu}\n")
 print("| level | ours ns | ours cycles (min-max) | working set | published | source |")
 print("|---|---|---|---|---|---|")
