@@ -395,6 +395,41 @@ pub fn dynamic_term(f: f64, f_ref: f64, k: f64, table: Option<&[(f64, f64)]>) ->
     }
 }
 
+/// Golden-section search for the minimum of a unimodal `f` on `[lo, hi]`: the bracket
+/// shrinks by the golden ratio each step until it is at most `tol` wide (or after
+/// `max_iter` steps); returns its midpoint. Kiefer (1953), "Sequential minimax search for
+/// a maximum".
+fn golden_section_min(
+    mut lo: f64,
+    mut hi: f64,
+    tol: f64,
+    max_iter: usize,
+    mut f: impl FnMut(f64) -> f64,
+) -> f64 {
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let mut c = hi - g * (hi - lo);
+    let mut d = lo + g * (hi - lo);
+    let (mut fc, mut fd) = (f(c), f(d));
+    let mut iter = 0;
+    while hi - lo > tol && iter < max_iter {
+        if fc < fd {
+            hi = d;
+            d = c;
+            fd = fc;
+            c = hi - g * (hi - lo);
+            fc = f(c);
+        } else {
+            lo = c;
+            c = d;
+            fc = fd;
+            d = lo + g * (hi - lo);
+            fd = f(d);
+        }
+        iter += 1;
+    }
+    0.5 * (lo + hi)
+}
+
 /// [`Calibration::Joint`]: refine `clocks` (initialised by the ratio estimate) so that Moore's
 /// curve `t = t_mem + t_comp·f_ref/f_eff` (per group, `t_comp, t_mem ≥ 0`, weights `1/t²`) fits
 /// the compute-bound groups' points `(nominal MHz, s)` with the least total relative squared
@@ -422,35 +457,15 @@ fn joint_calibration(clocks: &mut [EffectiveClock], groups: &[Vec<(f64, f64)>], 
             })
             .sum()
     };
-    let g = (5f64.sqrt() - 1.0) / 2.0;
     let sweeps = if clocks.len() > 1 { 4 } else { 1 };
     for _sweep in 0..sweeps {
         for i in 0..clocks.len() {
             let f = clocks[i].nominal_mhz;
-            let mut at = |m: f64| {
+            let m = golden_section_min(0.8, 1.25, 1e-12, usize::MAX, |m| {
                 clocks[i].effective_mhz = f / m;
                 total(clocks)
-            };
-            let (mut lo, mut hi) = (0.8f64, 1.25f64);
-            let mut c = hi - g * (hi - lo);
-            let mut d = lo + g * (hi - lo);
-            let (mut fc, mut fd) = (at(c), at(d));
-            while hi - lo > 1e-12 {
-                if fc < fd {
-                    hi = d;
-                    d = c;
-                    fd = fc;
-                    c = hi - g * (hi - lo);
-                    fc = at(c);
-                } else {
-                    lo = c;
-                    c = d;
-                    fc = fd;
-                    d = lo + g * (hi - lo);
-                    fd = at(d);
-                }
-            }
-            clocks[i].effective_mhz = f / (0.5 * (lo + hi));
+            });
+            clocks[i].effective_mhz = f / m;
         }
     }
 }
@@ -637,37 +652,16 @@ pub fn fit(
             "default: no residual degree of freedom (two clocks per workload)".to_string(),
         )
     } else {
-        let (mut lo, mut hi) = params.power_exponent_range;
+        let (lo, hi) = params.power_exponent_range;
         // Golden-section search on the total relative squared error.
-        let g = (5f64.sqrt() - 1.0) / 2.0;
-        let mut c = hi - g * (hi - lo);
-        let mut d = lo + g * (hi - lo);
-        let (mut fc, mut fd) = (total_sse(c), total_sse(d));
-        for _ in 0..100 {
-            if fc < fd {
-                hi = d;
-                d = c;
-                fd = fc;
-                c = hi - g * (hi - lo);
-                fc = total_sse(c);
-            } else {
-                lo = c;
-                c = d;
-                fc = fd;
-                d = lo + g * (hi - lo);
-                fd = total_sse(d);
-            }
-            if hi - lo < 1e-9 {
-                break;
-            }
-        }
+        let k = golden_section_min(lo, hi, 1e-9, 100, total_sse);
         let how = if shared_static {
             format!("one P_static shared by {n_groups} groups (two clocks per group leave no per-group residual), {} residual degrees of freedom", n_power - n_groups - 2)
         } else {
             format!("{fitted_groups} groups, {dof} residual degrees of freedom")
         };
         (
-            0.5 * (lo + hi),
+            k,
             format!("fitted: least relative squared error at the training clocks; {how}"),
         )
     };
