@@ -16,8 +16,11 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use crate::codes;
 use crate::counters::{ThreadCounters, MAX_COUNTERS};
 
-/// `Ev::ctr[0]` of a record without counter values.
+/// First counter slot of a record without counter values.
 const NO_VALUES: u64 = u64::MAX;
+
+/// The counter values of a record without any.
+static NO_COUNTERS: [u64; MAX_COUNTERS] = [NO_VALUES; MAX_COUNTERS];
 
 /// Environment variable naming the run directory; without it every call is a no-op.
 pub const ENV_RUN_DIR: &str = "POWERPERF_RUN_DIR";
@@ -114,21 +117,11 @@ impl ThreadBuf {
         Some(0)
     }
 
-    /// Owner only: append one event without counter values.
-    #[inline]
-    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32) {
-        let Some(n) = self.slot(rt) else { return };
-        self.t_ns[n].store(t_ns, Ordering::Relaxed);
-        self.id_kind[n].store(id << 2 | kind, Ordering::Relaxed);
-        for k in 0..self.nc {
-            self.ctr[n * self.nc + k].store(NO_VALUES, Ordering::Relaxed);
-        }
-        self.len.store(n + 1, Ordering::Release);
-    }
-
     /// Owner only: append one event with the counter values `ctr` (`ctr[0] ==
-    /// NO_VALUES` for none).
-    fn push_counted(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32, ctr: &[u64; MAX_COUNTERS]) {
+    /// NO_VALUES` for none, e.g. [`NO_COUNTERS`]). Always inlined: it is the hot path of
+    /// every begin and end.
+    #[inline(always)]
+    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32, ctr: &[u64; MAX_COUNTERS]) {
         let Some(n) = self.slot(rt) else { return };
         self.t_ns[n].store(t_ns, Ordering::Relaxed);
         self.id_kind[n].store(id << 2 | kind, Ordering::Relaxed);
@@ -355,7 +348,9 @@ impl Runtime {
         put_u32(&mut bytes, nc as u32);
         put_u32(&mut bytes, 0);
         let to = to.max(from);
-        put_slots(&mut bytes, &b.t_ns[from..to], |a| a.load(Ordering::Relaxed).to_le_bytes());
+        put_slots(&mut bytes, &b.t_ns[from..to], |a| {
+            a.load(Ordering::Relaxed).to_le_bytes()
+        });
         for &(t_ns, _) in exits {
             bytes.extend_from_slice(&t_ns.to_le_bytes());
         }
@@ -506,11 +501,22 @@ impl Drop for Local {
 }
 
 impl Local {
+    /// Append an event to this thread's buffer, with the counter values read now when
+    /// the thread counts (`POWERPERF_RT_COUNTERS`).
+    #[inline]
+    fn push(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32) {
+        if self.counters.is_none() {
+            self.buf.push(rt, t_ns, id, kind, &NO_COUNTERS);
+        } else {
+            self.push_counted(rt, t_ns, id, kind);
+        }
+    }
+
     /// Read the thread's counters and append the event with their values (kept out of
     /// line: the path without counters stays small).
     #[inline(never)]
     fn push_counted(&self, rt: &Runtime, t_ns: u64, id: u32, kind: u32) {
-        self.buf.push_counted(rt, t_ns, id, kind, &self.read_counters());
+        self.buf.push(rt, t_ns, id, kind, &self.read_counters());
     }
 
     /// The thread's counters now (`ctr[0] == NO_VALUES` without counters or on a failed
@@ -582,11 +588,7 @@ pub(crate) fn begin_id(id: u32) -> i32 {
             b.stack[d].store(id, Ordering::Relaxed);
             b.depth.store(d + 1, Ordering::Release);
             let t_ns = now_ns();
-            if l.counters.is_none() {
-                b.push(rt, t_ns, id, KIND_BEGIN);
-            } else {
-                l.push_counted(rt, t_ns, id, KIND_BEGIN);
-            }
+            l.push(rt, t_ns, id, KIND_BEGIN);
             codes::PP_OK
         })
         .map(|rc| {
@@ -632,11 +634,7 @@ pub(crate) fn end_id(id: u32) -> i32 {
                     None => codes::PP_ENOTOPEN,
                 }
             };
-            if l.counters.is_none() {
-                b.push(rt, t_ns, id, KIND_END);
-            } else {
-                l.push_counted(rt, t_ns, id, KIND_END);
-            }
+            l.push(rt, t_ns, id, KIND_END);
             (rc, rc == codes::PP_OK || rc == codes::PP_ENEST)
         })
         .map(|(rc, was_open)| {
