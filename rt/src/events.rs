@@ -202,7 +202,8 @@ impl<'a> Cursor<'a> {
         Some(s)
     }
     fn u32(&mut self) -> Option<u32> {
-        self.take(4).map(|s| u32::from_le_bytes(s.try_into().unwrap()))
+        self.take(4)
+            .map(|s| u32::from_le_bytes(s.try_into().unwrap()))
     }
 }
 
@@ -272,7 +273,8 @@ pub fn parse_bin(path: &Path, bytes: &[u8]) -> io::Result<BinFile> {
                 }
             }
             TAG_EVENTS => {
-                let (Some(tid), Some(count), Some(nc), Some(_)) = (p.u32(), p.u32(), p.u32(), p.u32())
+                let (Some(tid), Some(count), Some(nc), Some(_)) =
+                    (p.u32(), p.u32(), p.u32(), p.u32())
                 else {
                     return Err(bad_frame("short events header"));
                 };
@@ -280,7 +282,9 @@ pub fn parse_bin(path: &Path, bytes: &[u8]) -> io::Result<BinFile> {
                 count
                     .checked_mul(12 + 8 * nc)
                     .filter(|&n| n == payload.len() - 16)
-                    .ok_or_else(|| bad_frame(&format!("{count} events of {nc} counters do not fill it")))?;
+                    .ok_or_else(|| {
+                        bad_frame(&format!("{count} events of {nc} counters do not fill it"))
+                    })?;
                 let ts = p.take(8 * count).unwrap();
                 let iks = p.take(4 * count).unwrap();
                 let ctr = p.take(8 * nc * count).unwrap();
@@ -361,6 +365,26 @@ pub fn to_text(file: &BinFile) -> String {
     s
 }
 
+/// The files of `run_dir/region_events/` with one of the extensions `exts`, in name order;
+/// none when the run has no such directory.
+fn event_files(run_dir: &Path, exts: &[&str]) -> io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(run_dir.join("region_events")) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| exts.contains(&x))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// Turn every binary `run_dir/region_events/<pid>.bin` into the text `<pid>.tsv` (v1) and
 /// remove the binary file; what `powerperf collect` and `apply` do once the command has
 /// exited. A truncated last frame is dropped, as the readers drop it. Returns the files
@@ -369,19 +393,8 @@ pub fn to_text(file: &BinFile) -> String {
 /// # Errors
 /// I/O errors; `InvalidData` as in [`parse_bin`] (the binary file is then kept).
 pub fn convert_dir(run_dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let dir = run_dir.join("region_events");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut bins: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
-        .collect();
-    bins.sort();
     let mut written = Vec::new();
-    for bin in bins {
+    for bin in event_files(run_dir, &["bin"])? {
         let f = parse_bin(&bin, &std::fs::read(&bin)?)?;
         let tsv = bin.with_extension("tsv");
         std::fs::write(&tsv, to_text(&f))?;
@@ -397,19 +410,8 @@ pub fn convert_dir(run_dir: &Path) -> io::Result<Vec<PathBuf>> {
 /// # Errors
 /// I/O errors reading the directory or a file; `InvalidData` as in [`parse_file`].
 pub fn read_dir_report(run_dir: &Path) -> io::Result<ReadReport> {
-    let dir = run_dir.join("region_events");
     let mut report = ReadReport::default();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
-        Err(e) => return Err(e),
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "tsv" || x == "bin"))
-        .collect();
-    files.sort();
-    for path in files {
+    for path in event_files(run_dir, &["tsv", "bin"])? {
         let bytes = std::fs::read(&path)?;
         let (events, truncated, names) = if path.extension().is_some_and(|x| x == "bin") {
             let f = parse_bin(&path, &bytes)?;
@@ -687,7 +689,13 @@ mod tests {
         let kinds: Vec<Kind> = f.events.iter().map(|e| e.kind).collect();
         assert_eq!(
             kinds,
-            [Kind::Begin, Kind::Begin, Kind::End, Kind::End, Kind::ExitClosed]
+            [
+                Kind::Begin,
+                Kind::Begin,
+                Kind::End,
+                Kind::End,
+                Kind::ExitClosed
+            ]
         );
         assert_eq!(f.events[1].region, "a\tb");
         assert_eq!(f.events[0].counters, [5, 7]);
@@ -712,7 +720,11 @@ mod tests {
             assert!(f.events.is_empty());
         }
         // A cut inside the header: nothing, truncated.
-        assert!(parse_bin(Path::new("t.bin"), &bytes[..10]).unwrap().truncated);
+        assert!(
+            parse_bin(Path::new("t.bin"), &bytes[..10])
+                .unwrap()
+                .truncated
+        );
         assert_eq!(whole.events.len(), 2);
         // The text form of a cut file ends in a line without a newline (v1's mark).
         let cut = parse_bin(Path::new("t.bin"), &bytes[..bytes.len() - 1]).unwrap();

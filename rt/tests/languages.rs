@@ -33,7 +33,9 @@ fn c_example_records_nested_regions_on_threads() {
         .unwrap()
         .path();
     assert_eq!(bin.extension().unwrap(), "bin");
-    assert!(std::fs::read(&bin).unwrap().starts_with(&powerperf_rt::BIN_MAGIC));
+    assert!(std::fs::read(&bin)
+        .unwrap()
+        .starts_with(&powerperf_rt::BIN_MAGIC));
     let before = powerperf_rt::events::read_dir(&run).unwrap();
     // ... which `powerperf collect` turns into the text form (v1), record for record.
     let written = powerperf_rt::events::convert_dir(&run).unwrap();
