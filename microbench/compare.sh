@@ -19,9 +19,21 @@
 # - same byte counting: likwid-bench counts its kernel's BYTES (copy 16, stream 24, triad 32,
 #   load 8 per element: loads plus stores, no write-allocate), as STREAM does; mbw prints
 #   MiB copied, counted here as 2 x (read + write);
+# - same stores: copy with ordinary stores (ours `copy`, likwid `copy`, `copy_sse`, mbw's
+#   element loop) pays a write-allocate read for every line it writes; copy with
+#   non-temporal stores (ours `copy_nt`, likwid `copy_mem_sse`) does not, so each is
+#   compared with its own kind; mbw's MEMCPY is compared with ours `memcpy`, the same glibc
+#   memcpy (which has its own large-copy path) timed by our harness;
 # - same pages: THP is `madvise` here, so likwid-bench and mbw (malloc) get 4 KiB pages,
-#   with a TLB miss and a prefetch stop every 4 KiB; ours runs twice, on default pages (the
-#   comparison) and on huge pages (what `powerperf microbench run` reports);
+#   with a TLB miss and a prefetch stop every 4 KiB; ours runs on default pages for the
+#   comparison and once more on huge pages (what `powerperf microbench run` reports);
+# - same layout: arrays whose addresses share their low bits fall into the same cache sets
+#   (on a Zen 4 guest that cost our copy a third of its rate when the arrays were 2 MiB
+#   apart). Every comparison is made in two layouts: `stag`, array k shifted by k x 520
+#   elements (4 KiB + 64 B; ours by default, likwid-bench through its stream offsets
+#   `-w S0:SIZE:N-0:S0:0,1:S0:520,...`), and `4k`, arrays at the same offset in their
+#   pages (malloc's page-aligned blocks: plain likwid-bench, mbw; ours with
+#   --stagger 512). mbw has no offsets, so it is in the `4k` comparison only;
 # - same placement: likwid-bench -w S0:SIZE:N pins N threads to the first N hardware
 #   threads; ours pins thread i to allowed CPU i;
 # - same scheduling: this 2-vCPU machine is shared, and other sessions' builds take CPU time
@@ -79,35 +91,46 @@ PER_KB=$((4 * LLC / 1000))
 MBW_MIB=$((PER_KB * 1000 / 1048576))
 echo "== bandwidth: $ROUNDS rounds; arrays of $PER_KB kB; likwid-bench -i $ITER, ours $ITER rounds after 1 warm-up; mbw -n 3 on $MBW_MIB MiB; real-time: ${RT:-no}"
 
-likwid() { # kernel streams threads round
-    local out
-    if ! out=$(timeout 120 $RT likwid-bench -t "$1" -w "S0:$(($2 * PER_KB))kB:$3" -i "$ITER" 2>&1); then
-        echo "likwid-bench -t $1 failed: $(echo "$out" | tail -2)" >&2; return 0
+likwid() { # kernel streams threads round layout(stag|4k)
+    local out w="S0:$(($2 * PER_KB))kB:$3" tool=likwid
+    if [[ $5 == stag ]]; then   # stream i starts i x STAGGER elements into its block
+        tool=likwid-stag; w+="-0:S0:0"
+        for ((i = 1; i < $2; i++)); do w+=",$i:S0:$((i * STAGGER))"; done
     fi
-    echo "$out" | awk -F: -v k="$1" -v n="$3" -v r="$4" '/^MByte\/s/ {gsub(/[ \t]/,"",$2); print "likwid", k, n, r, $2 / 1000}' >>"$WORK/runs.txt"
+    if ! out=$(timeout 120 $RT likwid-bench -t "$1" -w "$w" -i "$ITER" 2>&1); then
+        echo "likwid-bench -t $1 -w $w failed: $(echo "$out" | tail -2)" >&2; return 0
+    fi
+    echo "$out" | awk -F: -v t="$tool" -v k="$1" -v n="$3" -v r="$4" '/^MByte\/s/ {gsub(/[ \t]/,"",$2); print t, k, n, r, $2 / 1000}' >>"$WORK/runs.txt"
 }
-ours() { # threads(1|all) round pages(default|huge)
-    timeout 120 $RT "$STREAM_BIN" --threads "$1" --repeats "$ITER" --bytes $((PER_KB * 1000)) --pages "$3" |
-        awk -v r="$2" -v t="ours-$3" '{print t, $2, $3, r, $5, $7, $15, $13}' >>"$WORK/runs.txt"
+likwid_all() { # threads round layout; order flips with the round
+    local ks=(copy:2 copy_sse:2 copy_mem_sse:2 stream_sse:3 triad:4 load:1 load_sse:1) i
+    local order; order=$(seq 0 $((${#ks[@]} - 1)))
+    (( $2 % 2 == 0 )) && order=$(seq $((${#ks[@]} - 1)) -1 0)
+    for i in $order; do likwid "${ks[$i]%:*}" "${ks[$i]#*:}" "$1" "$2" "$3"; done
+}
+ours() { # threads(1|all) round pages(default|huge) stagger tag
+    timeout 120 $RT "$STREAM_BIN" --threads "$1" --repeats "$ITER" --bytes $((PER_KB * 1000)) --pages "$3" --stagger "$4" --memcpy |
+        awk -v r="$2" -v t="ours-$5" '{print t, $2, $3, r, $5, $7, $15, $13}' >>"$WORK/runs.txt"
 }
 mbw_run() { # round
     timeout 120 $RT mbw -q -n 3 -t0 -t1 "$MBW_MIB" 2>&1 |
         awk -v r="$1" '/^AVG/ {for (i=1;i<=NF;i++) if ($i=="Copy:") print "mbw", $3, 1, r, 2 * $(i+1) * 1.048576 / 1000}' >>"$WORK/runs.txt"
 }
+# Two layouts, each tool in both where it can be: `stag`, array k shifted by k x STAGGER
+# elements (ours by default, likwid-bench through its stream offsets) and `4k`, arrays that
+# share their low 12 address bits (likwid-bench's and mbw's page-aligned malloc blocks;
+# ours with --stagger 512). mbw has no offsets, so it is compared in the `4k` layout only.
+STAGGER=520
 for round in $(seq "$ROUNDS"); do
     for n in 1 "$NCPU"; do
         t=$([[ $n == 1 ]] && echo 1 || echo all)
-        if (( round % 2 )); then
-            for ks in copy:2 copy_sse:2 stream_sse:3 triad:4 load:1 load_sse:1; do likwid "${ks%:*}" "${ks#*:}" "$n" "$round"; done
-            ours "$t" "$round" default
-            [[ $n == 1 ]] && mbw_run "$round"
-            ours "$t" "$round" huge
-        else
-            ours "$t" "$round" huge
-            [[ $n == 1 ]] && mbw_run "$round"
-            ours "$t" "$round" default
-            for ks in load_sse:1 load:1 triad:4 stream_sse:3 copy_sse:2 copy:2; do likwid "${ks%:*}" "${ks#*:}" "$n" "$round"; done
-        fi
+        steps=("likwid_all $n $round stag" "ours $t $round default $STAGGER default"
+               "likwid_all $n $round 4k" "ours $t $round default 512 4k"
+               "ours $t $round huge $STAGGER huge")
+        [[ $n == 1 ]] && steps+=("mbw_run $round")
+        order=$(seq 0 $((${#steps[@]} - 1)))
+        (( round % 2 == 0 )) && order=$(seq $((${#steps[@]} - 1)) -1 0)   # ABBA
+        for i in $order; do ${steps[$i]}; done
         [[ $NCPU == 1 ]] && break
     done
     echo "round $round done (load average $(cut -d' ' -f1 /proc/loadavg))"
@@ -143,7 +166,7 @@ for line in open(sys.argv[2]):
         pre.setdefault((k, n), []).append((int(f[6]), int(f[7])))
 print(f"\ncore clock {r['core_clock_ghz']['median']:.3f} GHz (dependent-add chain); full run took {r['elapsed_s']:.1f} s")
 print("\n## Bandwidth, GB/s (10^9 B/s), interleaved rounds\n")
-print("| ours | pages | likwid-bench / mbw | threads | ours median (min-max) | theirs median (min-max) | ratio of medians | per-round ratio median (min-max) | within 10 % |")
+print("| layout | ours | likwid-bench / mbw | threads | ours median (min-max) | theirs median (min-max) | ratio of medians | per-round ratio median (min-max) | within 10 % |")
 print("|---|---|---|---|---|---|---|---|---|")
 pairs = [("copy", "likwid", "copy", "-t copy, scalar (16 B/elem)"),
          ("copy", "likwid", "copy_sse", "-t copy_sse (16 B/elem)"),
@@ -151,23 +174,58 @@ pairs = [("copy", "likwid", "copy", "-t copy, scalar (16 B/elem)"),
          ("triad", "likwid", "triad", "-t triad: A=B*C+D, 4 streams, scalar (32 B/elem)"),
          ("load", "likwid", "load", "-t load, scalar (8 B/elem)"),
          ("load", "likwid", "load_sse", "-t load_sse (8 B/elem)"),
-         ("copy", "mbw", "dumb", "mbw -t1 DUMB element loop (2 x MiB/s)"),
-         ("copy", "mbw", "memcpy", "mbw -t0 MEMCPY, glibc memcpy (2 x MiB/s)")]
+         ("copy_nt", "likwid", "copy_mem_sse", "-t copy_mem_sse: SSE, non-temporal stores (16 B/elem)"),
+         ("copy", "mbw", "dumb", "-t1 DUMB: scalar element loop (2 x MiB/s)"),
+         ("memcpy", "mbw", "memcpy", "-t0 MEMCPY: glibc memcpy (2 x MiB/s)")]
+# (layout, our run's tag, likwid-bench's tag, whether mbw belongs): `stag` is the layout
+# powerperf measures in (each array shifted by 4 KiB + 64 B); `4k` is mbw's and plain
+# likwid-bench's (page-aligned blocks); `huge` is `powerperf microbench run` itself (huge
+# pages, staggered) against likwid-bench staggered on 4 KiB pages: shown, not counted.
+layouts = [("stag", "ours-default", "likwid-stag", False),
+           ("4k", "ours-4k", "likwid", True),
+           ("huge", "ours-huge", "likwid-stag", False)]
+within = {}
 def fmt(xs):
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
-for pages, n, (ok, tool, tk, what) in [(p, n, x) for p in ("default", "huge") for n in sorted({n for (_, _, n) in runs}) for x in pairs]:
-        mine, theirs = runs.get((f"ours-{pages}", ok, n)), runs.get((tool, tk, n))
-        if not mine or not theirs:
-            continue
-        common = sorted(set(mine) & set(theirs))
-        per = [mine[i] / theirs[i] for i in common]
-        rm = statistics.median(mine.values()) / statistics.median(theirs.values())
-        print(f"| {ok} | {pages} | {tool} {what} | {n} | {fmt(list(mine.values()))} | {fmt(list(theirs.values()))} | {rm:.2f} | {fmt(per)} | {'yes' if abs(rm - 1) <= 0.10 else 'no'} |")
+for lay, ours_tag, lk_tag, with_mbw in layouts:
+    for n in sorted({n for (_, _, n) in runs}):
+        for ok, tool, tk, what in pairs:
+            if tool == "mbw" and not with_mbw:
+                continue
+            mine = runs.get((ours_tag, ok, n))
+            theirs = runs.get((lk_tag if tool == "likwid" else tool, tk, n))
+            if not mine or not theirs:
+                continue
+            common = sorted(set(mine) & set(theirs))
+            per = [mine[i] / theirs[i] for i in common]
+            rm = statistics.median(mine.values()) / statistics.median(theirs.values())
+            ok10 = abs(rm - 1) <= 0.10
+            within.setdefault(lay, []).append(ok10)
+            print(f"| {lay} | {ok} | {tool} {what} | {n} | {fmt(list(mine.values()))} | {fmt(list(theirs.values()))} | {rm:.2f} | {fmt(per)} | {'yes' if ok10 else 'no'} |")
+# The reference tools against each other on the same operation and pages: where they differ
+# by more than 10 %, no third measurement can be within 10 % of both.
+print("\nThe reference tools against each other (same pages, `4k` layout):\n")
+print("| operation | threads | A | B | A median | B median | A / B |")
+print("|---|---|---|---|---|---|---|")
+for n in sorted({n for (_, _, n) in runs}):
+    for what, a, b in [("copy, scalar element loop", ("likwid", "copy"), ("mbw", "dumb")),
+                       ("copy, SSE loop against glibc memcpy", ("likwid", "copy_sse"), ("mbw", "memcpy")),
+                       ("copy, scalar: plain against stream offsets", ("likwid", "copy"), ("likwid-stag", "copy")),
+                       ("copy, SSE: plain against stream offsets", ("likwid", "copy_sse"), ("likwid-stag", "copy_sse")),
+                       ("triad: 4-stream scalar against STREAM triad (SSE)", ("likwid", "triad"), ("likwid", "stream_sse"))]:
+        ra, rb = runs.get((a[0], a[1], n)), runs.get((b[0], b[1], n))
+        if ra and rb:
+            ma, mb = statistics.median(ra.values()), statistics.median(rb.values())
+            print(f"| {what} | {n} | {a[0]} {a[1]} | {b[0]} {b[1]} | {ma:.2f} | {mb:.2f} | {ma / mb:.2f} |")
+print()
+for lay, v in within.items():
+    note = " (huge pages against 4 KiB pages: not like for like, not counted)" if lay == "huge" else ""
+    print(f"within 10 % in layout {lay}: {sum(v)} of {len(v)} pairs{note}")
 print("\nOurs: one rate per run over its rounds (all bytes over all rounds' time, as likwid-bench")
 print("reports); rounds in which a thread lost its CPU (CPU time below 90 % of wall time):")
 print(", ".join(f"{k} {n}t {sum(p for p, _ in v)}/{sum(m for _, m in v)}" for (k, n), v in sorted(pre.items())) + ".")
-print("Pages: `default` = no madvise, what likwid-bench and mbw get from malloc (with THP `madvise`")
-print("here: 4 KiB pages); `huge` = MADV_HUGEPAGE, as `powerperf microbench run` measures.")
+print("Pages: `stag` and `4k` use no madvise, what likwid-bench and mbw get from malloc (with THP")
+print("`madvise`: 4 KiB pages); `huge` = MADV_HUGEPAGE, as `powerperf microbench run` measures.")
 print("\nThe full run's own STREAM figures (median of rounds, min-max, preempted rounds):\n")
 for b in r["bandwidth"]:
     g = b["gb_per_s"]

@@ -5,15 +5,17 @@
 //! time (one rate over all iterations, as likwid-bench reports it).
 //!
 //! `stream [--repeats N] [--bytes PER_ARRAY] [--threads 1|all] [--no-realtime]
-//! [--pages huge|default|small]`: by default 5 recorded rounds after one warm-up, arrays 4x
+//! [--pages huge|default|small] [--stagger ELEMS] [--memcpy]`: by default 5 recorded rounds after one warm-up, arrays 4x
 //! the last-level cache on transparent huge pages (as `powerperf microbench run`), one
-//! thread and then one pinned thread per allowed CPU, under SCHED_RR where permitted.
+//! thread and then one pinned thread per allowed CPU, under SCHED_RR where permitted;
+//! array k starts k × ELEMS elements into its mapping (default `STAGGER`, 520);
+//! `--memcpy` also times the C library's memcpy (mbw's `MEMCPY` test).
 
 use std::path::Path;
 
 use powerperf_microbench::cache::data_caches;
 use powerperf_microbench::os::{allowed_cpus, Pages};
-use powerperf_microbench::stream::{stream, StreamConfig};
+use powerperf_microbench::stream::{stream, StreamConfig, STAGGER};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,6 +51,10 @@ fn main() {
             Some("default") => Pages::Default,
             _ => Pages::Huge,
         },
+        stagger: after("--stagger")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(STAGGER),
+        memcpy: args.iter().any(|a| a == "--memcpy"),
     };
     for set in sets {
         for r in stream(&cfg, &set) {

@@ -3,7 +3,11 @@
 //! bytes counted as STREAM counts them (16, 16, 24, 24 per element: reads plus writes, no
 //! write-allocate traffic); plus `load` (a sum over `a`, 8 bytes per element), the
 //! counterpart of likwid-bench's `load` kernel (likwid `bench/x86-64/load.ptt`: 8 B per
-//! element, loads only). One thread per CPU, each pinned where the OS allows and, where
+//! element, loads only); and, on x86-64, `copy_nt`: copy with non-temporal stores
+//! (`movntpd`, the stores that bypass the caches and skip the write-allocate read, as
+//! likwid-bench's `copy_mem_*` kernels and glibc's `memcpy` for copies larger than its
+//! non-temporal threshold store; Intel 64 and IA-32 Architectures Optimization Reference
+//! Manual, "Non-temporal stores"), 16 bytes per element. One thread per CPU, each pinned where the OS allows and, where
 //! permitted, under `SCHED_RR`; each first-touching and working on its own contiguous
 //! slice; a round is timed from the first thread's start to the last thread's end, like
 //! STREAM's OpenMP version times its parallel loop from outside.
@@ -17,7 +21,7 @@ use crate::stats::Stat;
 
 /// A STREAM kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum StreamKernel {
     Copy,
     Scale,
@@ -25,11 +29,28 @@ pub enum StreamKernel {
     Triad,
     /// `sum += a[i]` with 8 independent partial sums: reads only.
     Load,
+    /// `c = a` with non-temporal stores (x86-64 only: `_mm_stream_pd`).
+    CopyNt,
+    /// `c = a` by the C library's `memcpy` (`copy_from_slice`), the copy mbw's `MEMCPY`
+    /// test times; not part of [`StreamKernel::ALL`], run where asked for
+    /// ([`StreamConfig::memcpy`]).
+    Memcpy,
 }
 
 impl StreamKernel {
+    /// STREAM's four in its order, then `load`, then (x86-64) `copy_nt`.
+    #[cfg(target_arch = "x86_64")]
+    pub const ALL: &'static [StreamKernel] = &[
+        StreamKernel::Copy,
+        StreamKernel::Scale,
+        StreamKernel::Add,
+        StreamKernel::Triad,
+        StreamKernel::Load,
+        StreamKernel::CopyNt,
+    ];
     /// STREAM's four in its order, then `load`.
-    pub const ALL: [StreamKernel; 5] = [
+    #[cfg(not(target_arch = "x86_64"))]
+    pub const ALL: &'static [StreamKernel] = &[
         StreamKernel::Copy,
         StreamKernel::Scale,
         StreamKernel::Add,
@@ -39,7 +60,10 @@ impl StreamKernel {
     /// Bytes per element as STREAM counts them.
     pub fn bytes_per_elem(self) -> u64 {
         match self {
-            StreamKernel::Copy | StreamKernel::Scale => 16,
+            StreamKernel::Copy
+            | StreamKernel::Scale
+            | StreamKernel::CopyNt
+            | StreamKernel::Memcpy => 16,
             StreamKernel::Add | StreamKernel::Triad => 24,
             StreamKernel::Load => 8,
         }
@@ -52,6 +76,8 @@ impl StreamKernel {
             StreamKernel::Add => "add",
             StreamKernel::Triad => "triad",
             StreamKernel::Load => "load",
+            StreamKernel::CopyNt => "copy_nt",
+            StreamKernel::Memcpy => "memcpy",
         }
     }
 }
@@ -62,7 +88,7 @@ pub struct StreamConfig {
     /// Elements (f64) per array, all threads together; each of the three arrays is
     /// `8 × elems` bytes and should be several times the last-level cache.
     pub elems: usize,
-    /// Rounds of the five kernels run first and not recorded.
+    /// Rounds of the kernels run first and not recorded.
     pub warmup: usize,
     /// Recorded rounds (at least 1).
     pub repeats: usize,
@@ -74,6 +100,13 @@ pub struct StreamConfig {
     /// a TLB miss and a prefetch stop at every 4 KiB; [`Pages::Default`] is what STREAM,
     /// likwid-bench and mbw get from `malloc`.
     pub pages: Pages,
+    /// Elements by which each array starts later than the one before it in its own
+    /// mapping (b by `stagger`, c by `2 × stagger`); [`STAGGER`] unless a comparison
+    /// needs another layout (512, 4 KiB: the arrays share their low 12 address bits, as
+    /// `malloc`'s page-aligned blocks in mbw and likwid-bench do).
+    pub stagger: usize,
+    /// Also time [`StreamKernel::Memcpy`], after the kernels of [`StreamKernel::ALL`].
+    pub memcpy: bool,
 }
 
 /// Bandwidth of one kernel on `threads` threads.
@@ -154,29 +187,81 @@ fn kernel(k: StreamKernel, a: &mut [f64], b: &mut [f64], c: &mut [f64], s: f64) 
             let tail: f64 = it.remainder().iter().sum();
             std::hint::black_box(acc.iter().sum::<f64>() + tail);
         }
+        StreamKernel::CopyNt => copy_nt(c, a),
+        StreamKernel::Memcpy => c.copy_from_slice(a),
     }
     std::hint::black_box((a, b, c));
 }
 
-/// Run the five kernels `cfg.warmup + cfg.repeats` times on three arrays of `cfg.elems`
+/// `dst = src` with non-temporal stores: scalar stores up to a 16-byte boundary of `dst`,
+/// `movntpd` for the aligned body, an `sfence` so the stores are globally visible before
+/// the kernel's end is stamped, scalar stores for the tail.
+#[cfg(target_arch = "x86_64")]
+fn copy_nt(dst: &mut [f64], src: &[f64]) {
+    use std::arch::x86_64::{_mm_loadu_pd, _mm_sfence, _mm_stream_pd};
+    let n = dst.len().min(src.len());
+    let head = (dst.as_ptr().align_offset(16)).min(n);
+    dst[..head].copy_from_slice(&src[..head]);
+    let body = (n - head) / 2 * 2;
+    let (d, s) = (dst[head..].as_mut_ptr(), src[head..].as_ptr());
+    // SAFETY: SSE2 is part of x86-64; `d` is 16-byte aligned (align_offset above), and
+    // every index `i + 1 < body <= n - head` is inside both slices.
+    unsafe {
+        let mut i = 0;
+        while i < body {
+            _mm_stream_pd(d.add(i), _mm_loadu_pd(s.add(i)));
+            i += 2;
+        }
+        _mm_sfence();
+    }
+    dst[head + body..n].copy_from_slice(&src[head + body..n]);
+}
+
+/// [`StreamKernel::ALL`] lists `CopyNt` on x86-64 only.
+#[cfg(not(target_arch = "x86_64"))]
+fn copy_nt(_dst: &mut [f64], _src: &[f64]) {
+    unreachable!("copy_nt is measured on x86-64 only")
+}
+
+/// The default [`StreamConfig::stagger`]: elements by which array k of a, b, c is
+/// shifted against the one before (4096 + 64 bytes). Without it, arrays in mappings aligned to 2 MiB put a[i], b[i] and c[i] in the
+/// same cache sets. On a Zen 4 guest (2026-11-26) that cost copy 17 against 26-27 GB/s
+/// and add and triad 19-20 against 27-28 GB/s on one thread; STREAM's `OFFSET` exists for
+/// the same reason (McCalpin, stream.c, "OFFSET").
+pub const STAGGER: usize = 520;
+
+/// Run the kernels of [`StreamKernel::ALL`] `cfg.warmup + cfg.repeats` times on three arrays of `cfg.elems`
 /// f64 each, split over `cpus.len()` threads (thread `i` pinned to `cpus[i]`, each
 /// first-touching and working on its own contiguous slice). Every thread stamps its own
 /// start and end of each kernel between barriers; a round's time is the span from the
 /// earliest start to the latest end, so threads that do not overlap (one CPU's worth of
 /// time for two threads) are not counted as running in parallel. STREAM's OpenMP version
 /// times the same span from outside the parallel region. Returns one result per kernel,
-/// in [`StreamKernel::ALL`] order.
+/// in [`StreamKernel::ALL`] order, then memcpy where asked for.
 pub fn stream(cfg: &StreamConfig, cpus: &[usize]) -> Vec<StreamResult> {
     let elems = cfg.elems.max(1);
     let threads = cpus.len().max(1);
     let chunk = elems.div_ceil(threads);
-    let mut a: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
-    let mut b: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
-    let mut c: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
+    // Each array is its own 2 MiB-aligned mapping, so a[i], b[i] and c[i] would share
+    // their low 21 address bits and fall into the same cache sets; array k starts
+    // k × stagger elements into its mapping instead (STREAM's OFFSET).
+    let st = cfg.stagger;
+    let mut ab: Buffer<f64> = Buffer::zeroed(elems, cfg.pages);
+    let mut bb: Buffer<f64> = Buffer::zeroed(elems + st, cfg.pages);
+    let mut cb: Buffer<f64> = Buffer::zeroed(elems + 2 * st, cfg.pages);
+    let a = &mut ab[..elems];
+    let b = &mut bb[st..st + elems];
+    let c = &mut cb[2 * st..2 * st + elems];
     // One party per slice (fewer than `threads` only for arrays shorter than `threads`).
     let barrier = Barrier::new(elems.div_ceil(chunk));
     let rounds = cfg.warmup + cfg.repeats.max(1);
-    type Rows = Vec<[Rec; StreamKernel::ALL.len()]>;
+    let kernels: Vec<StreamKernel> = StreamKernel::ALL
+        .iter()
+        .copied()
+        .chain(cfg.memcpy.then_some(StreamKernel::Memcpy))
+        .collect();
+    let kernels = &kernels;
+    type Rows = Vec<Vec<Rec>>;
     let per_thread: Vec<(Rows, bool, bool)> = std::thread::scope(|sc| {
         let handles: Vec<_> = a
             .chunks_mut(chunk)
@@ -196,8 +281,8 @@ pub fn stream(cfg: &StreamConfig, cpus: &[usize]) -> Vec<StreamResult> {
                     c.iter_mut().for_each(|x| *x = 0.0);
                     let mut rows: Rows = Vec::with_capacity(rounds);
                     for _ in 0..rounds {
-                        let mut row = [Rec::default(); StreamKernel::ALL.len()];
-                        for (i, k) in StreamKernel::ALL.iter().enumerate() {
+                        let mut row = vec![Rec::default(); kernels.len()];
+                        for (i, k) in kernels.iter().enumerate() {
                             barrier.wait();
                             let (t0, c0) = (monotonic_ns(), thread_cpu_ns());
                             kernel(*k, a, b, c, 3.0);
@@ -222,7 +307,7 @@ pub fn stream(cfg: &StreamConfig, cpus: &[usize]) -> Vec<StreamResult> {
     });
     let pinned = per_thread.iter().all(|t| t.1);
     let realtime = per_thread.iter().all(|t| t.2);
-    StreamKernel::ALL
+    kernels
         .iter()
         .enumerate()
         .map(|(i, &k)| {
@@ -284,6 +369,21 @@ mod tests {
         assert_eq!(round_span(&[]), None);
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn copy_nt_copies_every_element_at_any_alignment() {
+        let src: Vec<f64> = (0..37).map(|i| i as f64 + 0.5).collect();
+        for off in 0..3 {
+            for len in [0, 1, 2, 3, 17, 34] {
+                let mut dst = vec![-1.0; 40];
+                copy_nt(&mut dst[off..off + len], &src[..len]);
+                assert_eq!(&dst[off..off + len], &src[..len], "off {off} len {len}");
+                assert!(dst[..off].iter().all(|&x| x == -1.0));
+                assert!(dst[off + len..].iter().all(|&x| x == -1.0));
+            }
+        }
+    }
+
     #[test]
     fn small_stream_runs_on_two_threads() {
         let cfg = StreamConfig {
@@ -292,9 +392,12 @@ mod tests {
             repeats: 2,
             realtime: false,
             pages: Pages::Huge,
+            stagger: STAGGER,
+            memcpy: true,
         };
         let r = stream(&cfg, &[0, 0]);
-        assert_eq!(r.len(), 5);
+        assert_eq!(r.len(), StreamKernel::ALL.len() + 1);
+        assert_eq!(r.last().map(|r| r.kernel), Some(StreamKernel::Memcpy));
         for x in &r {
             assert_eq!(x.threads, 2);
             assert!(x.gb_per_s.median > 0.0, "{x:?}");

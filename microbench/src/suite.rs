@@ -17,7 +17,7 @@ use crate::ops::{
 };
 use crate::os::{allowed_cpus, pin_current_thread, set_realtime, Pages};
 use crate::stats::Stat;
-use crate::stream::{stream, StreamConfig, StreamResult};
+use crate::stream::{stream, StreamConfig, StreamResult, STAGGER};
 use crate::MicrobenchError;
 
 /// What to run.
@@ -348,6 +348,8 @@ pub fn run_suite(
                 repeats: plan.stream_repeats,
                 realtime: cfg.realtime,
                 pages: Pages::Huge,
+                stagger: STAGGER,
+                memcpy: false,
             };
             bandwidth.extend(stream(&sc, &set));
         }
