@@ -31,7 +31,7 @@
 #   (on a Zen 4 guest that cost our copy a third of its rate when the arrays were 2 MiB
 #   apart). Every comparison is made in two layouts: `stag`, array k shifted by k x 520
 #   elements (4 KiB + 64 B; ours by default, likwid-bench through its stream offsets
-#   `-w S0:SIZE:N-0:S0:0,1:S0:520,...`), and `4k`, arrays at the same offset in their
+#   `-w S0:SIZE:N-0:S0:0,1:S0:1040`, each stream where its counterpart in ours is), and `4k`, arrays at the same offset in their
 #   pages (malloc's page-aligned blocks: plain likwid-bench, mbw; ours with
 #   --stagger 512). mbw has no offsets, so it is in the `4k` comparison only;
 # - same placement: likwid-bench -w S0:SIZE:N pins N threads to the first N hardware
@@ -93,9 +93,16 @@ echo "== bandwidth: $ROUNDS rounds; arrays of $PER_KB kB; likwid-bench -i $ITER,
 
 likwid() { # kernel streams threads round layout(stag|4k)
     local out w="S0:$(($2 * PER_KB))kB:$3" tool=likwid
-    if [[ $5 == stag ]]; then   # stream i starts i x STAGGER elements into its block
-        tool=likwid-stag; w+="-0:S0:0"
-        for ((i = 1; i < $2; i++)); do w+=",$i:S0:$((i * STAGGER))"; done
+    if [[ $5 == stag ]]; then
+        # Offsets (elements) that give each stream the place of its counterpart in ours:
+        # a at 0, b at STAGGER, c at 2 x STAGGER. likwid-bench's copy kernels read STR0 and
+        # write STR1 (ours: c = a); its stream kernel writes STR0 = STR1 * s + STR2 (ours:
+        # a = b + s * c); its 4-stream triad has no counterpart and gets 0, 1, 2, 3 x STAGGER.
+        tool=likwid-stag
+        case $1 in
+            copy*) w+="-0:S0:0,1:S0:$((2 * STAGGER))" ;;
+            *) w+="-0:S0:0"; for ((i = 1; i < $2; i++)); do w+=",$i:S0:$((i * STAGGER))"; done ;;
+        esac
     fi
     if ! out=$(timeout 120 $RT likwid-bench -t "$1" -w "$w" -i "$ITER" 2>&1); then
         echo "likwid-bench -t $1 -w $w failed: $(echo "$out" | tail -2)" >&2; return 0
