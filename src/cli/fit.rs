@@ -15,7 +15,7 @@ use std::path::PathBuf;
 /// Arguments of `powerperf fit`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf fit titanx -o titanx.json\n  powerperf fit titanx --model spca --explain -o titanx-spca.json\n  powerperf fit mixed-threads --model threads -o threads.json --no-loo\n\nThe leave-one-out error is printed for time, power and energy (targets the set marks unreliable are skipped)."
+    after_help = "Examples:\n  powerperf fit titanx -o titanx.json\n  powerperf fit titanx --model spca --explain -o titanx-spca.json\n  powerperf fit mixed-threads --model threads -o threads.json --no-loo\n  powerperf fit v100 --model scaling --cv 10 -o v100-scaling.json\n\nThe leave-one-out (or --cv K cross-validation) error is printed for time, power and energy (targets the set marks unreliable are skipped)."
 )]
 pub struct FitArgs {
     /// Training-set directory (`set.toml` + `points.parquet`, from `powerperf import`).
@@ -33,6 +33,11 @@ pub struct FitArgs {
     /// Skip the leave-one-out error (faster; the model file then has no held-out error).
     #[arg(long)]
     pub no_loo: bool,
+    /// K-fold cross-validation instead of leave-one-out: K refits instead of one per
+    /// point (point i held out in fold i mod K). For large sets and slow models, e.g.
+    /// `--model scaling` on the V100 sweep (2457 points).
+    #[arg(long = "cv", value_name = "K", conflicts_with = "no_loo", value_parser = clap::value_parser!(u32).range(2..))]
+    pub cv: Option<u32>,
     /// `json`: print one object (model file, kind, points, leave-one-out error) on stdout;
     /// the human lines go to stderr.
     #[arg(long, value_enum, default_value = "table")]
@@ -106,16 +111,25 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         None
     } else {
         // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
+        let folds = args.cv.map(|k| k as usize).filter(|&k| k < points.len());
+        let what = match folds {
+            Some(k) => format!("{k}-fold CV"),
+            None => "leave-one-out".to_string(),
+        };
         let pb = indicatif::ProgressBar::new(points.len() as u64);
         pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "leave-one-out {bar:30} {pos}/{len} refits, {elapsed} elapsed, about {eta} left",
-            )
+            indicatif::ProgressStyle::with_template(&format!(
+                "{what} {{bar:30}} {{pos}}/{{len}} refits, {{elapsed}} elapsed, about {{eta}} left"
+            ))
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
-        let ev =
-            crate::models::eval::leave_one_out_progress(kind, &set.meta, &points, &params, &pb);
-        say("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):".into());
+        let ev = crate::models::eval::cross_validate_progress(
+            kind, &set.meta, &points, &params, folds, &pb,
+        );
+        match folds {
+            Some(k) => say(format!("{k}-fold cross-validation error (point i held out in fold i mod {k}; each (workload, knobs) mean predicted by a model refitted without its fold):")),
+            None => say("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):".into()),
+        }
         let skipped: Vec<&str> = TARGETS
             .iter()
             .copied()

@@ -133,6 +133,26 @@ fn fit_and_predict(
     }
 }
 
+/// `f` over `items` on up to 16 scoped threads (the available cores), results in item
+/// order. Each item is an independent refit in the protocols below.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 16);
+    let chunk = items.len().div_ceil(threads).max(1);
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("evaluation worker panicked"))
+            .collect()
+    })
+}
+
 /// Leave-one-out over mean points (see the module docs).
 pub fn leave_one_out(
     kind: ModelKind,
@@ -158,59 +178,77 @@ pub fn leave_one_out_progress(
     params: &FitParams,
     progress: &indicatif::ProgressBar,
 ) -> Evaluation {
+    cross_validate_progress(kind, meta, points, params, None, progress)
+}
+
+/// Cross-validation over mean points: with `folds = Some(k)` (k ≥ 2), point `i` is held
+/// out in fold `i mod k` and predicted by a model refitted on the other folds (k refits);
+/// with `None`, or a k of at least the number of points, every point is its own fold
+/// (leave-one-out, one refit per point). Folds interleave the points, which come sorted by
+/// workload and knobs, so every fold holds some points of every workload. `progress`
+/// advances by one per refit.
+pub fn cross_validate_progress(
+    kind: ModelKind,
+    meta: &SetMeta,
+    points: &[Point],
+    params: &FitParams,
+    folds: Option<usize>,
+    progress: &indicatif::ProgressBar,
+) -> Evaluation {
     let kind = kind.resolve(points, false);
-    // Every left-out point is an independent refit: spread them over the available cores
-    // (scoped threads, results merged in point order).
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 16);
-    let chunk = points.len().div_ceil(threads).max(1);
-    let parts: Vec<(Vec<PointResult>, Vec<(String, String)>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..points.len())
-            .step_by(chunk)
-            .map(|start| {
-                s.spawn(move || {
-                    let mut results = Vec::new();
-                    let mut failures = Vec::new();
-                    for i in start..(start + chunk).min(points.len()) {
-                        let train: Vec<Point> = points
-                            .iter()
-                            .enumerate()
-                            .filter(|(j, _)| *j != i)
-                            .map(|(_, p)| p.clone())
-                            .collect();
-                        fit_and_predict(
-                            kind,
-                            meta,
-                            &train,
-                            &[&points[i]],
-                            params,
-                            &mut results,
-                            &mut failures,
-                        );
-                        progress.inc(1);
-                    }
-                    (results, failures)
-                })
+    let k = match folds {
+        Some(k) if k >= 2 && k < points.len() => k,
+        _ => points.len(),
+    };
+    progress.set_length(k as u64);
+    let folds: Vec<usize> = (0..k).collect();
+    let parts = parallel_map(&folds, |&fold| {
+        let train: Vec<Point> = points
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| j % k != fold)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let held: Vec<(usize, &Point)> = points
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| j % k == fold)
+            .collect();
+        let test: Vec<&Point> = held.iter().map(|(_, p)| *p).collect();
+        let mut r = Vec::new();
+        let mut failures = Vec::new();
+        fit_and_predict(kind, meta, &train, &test, params, &mut r, &mut failures);
+        // fit_and_predict skips the points it cannot predict: put the rest back in place.
+        let results: Vec<(usize, PointResult)> = r
+            .into_iter()
+            .map(|pr| {
+                let idx = held
+                    .iter()
+                    .find(|(_, p)| p.workload == pr.workload && p.knobs == pr.knobs)
+                    .map_or(usize::MAX, |(j, _)| *j);
+                (idx, pr)
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("leave-one-out worker panicked"))
-            .collect()
+        progress.inc(1);
+        (results, failures)
     });
     progress.finish_and_clear();
-    let mut results = Vec::new();
+    let mut indexed = Vec::new();
     let mut failures = Vec::new();
     for (r, f) in parts {
-        results.extend(r);
+        indexed.extend(r);
         failures.extend(f);
     }
-    let summary = summarise(
-        meta,
-        &results,
-        "leave-one-out: each (workload, knobs) mean predicted from all other points",
-    );
+    indexed.sort_by_key(|(i, _)| *i);
+    let results: Vec<PointResult> = indexed.into_iter().map(|(_, r)| r).collect();
+    let how = if k == points.len() {
+        "leave-one-out: each (workload, knobs) mean predicted from all other points".to_string()
+    } else {
+        format!(
+            "{k}-fold cross-validation: each (workload, knobs) mean predicted by a model refitted without its fold (point i in fold i mod {k})"
+        )
+    };
+    let summary = summarise(meta, &results, &how);
     Evaluation {
         kind,
         results,
@@ -288,9 +326,10 @@ pub fn workload_holdout(
     let mut params = params.clone();
     params.regression.baseline = Some(baseline.clone());
     params.scaling.baseline = Some(baseline.clone());
-    let mut results = Vec::new();
-    let mut failures = Vec::new();
-    for w in workloads {
+    // Each held-out workload is an independent refit.
+    let parts = parallel_map(&workloads, |&w| {
+        let mut results = Vec::new();
+        let mut failures = Vec::new();
         let train: Vec<Point> = points
             .iter()
             .filter(|p| p.workload != w || at_base(p))
@@ -307,17 +346,24 @@ pub fn workload_holdout(
                     format!("no point at the baseline {}", knob_key(baseline)),
                 ));
             }
-            continue;
+        } else {
+            fit_and_predict(
+                kind,
+                meta,
+                &train,
+                &test,
+                &params,
+                &mut results,
+                &mut failures,
+            );
         }
-        fit_and_predict(
-            kind,
-            meta,
-            &train,
-            &test,
-            &params,
-            &mut results,
-            &mut failures,
-        );
+        (results, failures)
+    });
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for (r, f) in parts {
+        results.extend(r);
+        failures.extend(f);
     }
     let summary = summarise(
         meta,
@@ -474,6 +520,47 @@ mod tests {
         );
         assert_eq!(e.summary.points, 12);
         assert!(e.summary.targets["time_s"].mape_pct < 1e-6);
+    }
+
+    #[test]
+    fn k_fold_holds_every_point_out_once_and_keeps_point_order() {
+        let pts = set();
+        let e = cross_validate_progress(
+            ModelKind::Analytic,
+            &SetMeta::default(),
+            &pts,
+            &FitParams::default(),
+            Some(3),
+            &indicatif::ProgressBar::hidden(),
+        );
+        assert_eq!(e.summary.points, 12);
+        assert!(
+            e.summary.protocol.starts_with("3-fold"),
+            "{}",
+            e.summary.protocol
+        );
+        let order: Vec<(String, Knobs)> = e
+            .results
+            .iter()
+            .map(|r| (r.workload.clone(), r.knobs.clone()))
+            .collect();
+        let want: Vec<(String, Knobs)> = pts
+            .iter()
+            .map(|p| (p.workload.clone(), p.knobs.clone()))
+            .collect();
+        assert_eq!(order, want);
+        // Exact curves: each fold still leaves four clocks per workload to fit.
+        assert!(e.summary.targets["time_s"].mape_pct < 1e-6);
+        // A k of at least the number of points is leave-one-out.
+        let loo = cross_validate_progress(
+            ModelKind::Analytic,
+            &SetMeta::default(),
+            &pts,
+            &FitParams::default(),
+            Some(50),
+            &indicatif::ProgressBar::hidden(),
+        );
+        assert!(loo.summary.protocol.starts_with("leave-one-out"));
     }
 
     #[test]
