@@ -120,9 +120,8 @@ impl ModelKind {
     /// Resolve `auto`: `threads` when the set's only varying knob is `threads`; otherwise
     /// `analytic` when every workload has its own training points at two or more clock values
     /// (fit, knob holdout), and `scaling` when workloads must be predicted from a baseline only
-    /// (workload holdout; lower error than `spca` on the V100 and XU3 sets, docs/models.md),
-    /// except on sets with static features, where `spca` stays (scaling is not measured there).
-    /// Other kinds are returned unchanged.
+    /// (workload holdout; lower error than `spca` on the V100, XU3 and Titan X sets,
+    /// docs/models.md). Other kinds are returned unchanged.
     pub fn resolve(self, points: &[Point], workload_holdout: bool) -> ModelKind {
         if self != ModelKind::Auto {
             return self;
@@ -137,11 +136,6 @@ impl ModelKind {
         let has_clock = analytic::FREQ_KNOBS.iter().any(|k| varies(k));
         if !has_clock && varies(threads::THREADS_KNOB) {
             ModelKind::Threads
-        } else if workload_holdout && points.iter().any(|p| !p.static_features.is_empty()) {
-            // Sets with static features (Titan X: 101 PTX counts): scaling's feature selection
-            // over them has not finished in 21 minutes on the development VM, and its error
-            // there is not measured; spca's is (docs/models.md).
-            ModelKind::Spca
         } else if workload_holdout {
             ModelKind::Scaling
         } else {

@@ -118,6 +118,12 @@ pub struct RobustParams {
     pub window: usize,
     /// Fewest clock values of a group for the check.
     pub min_clocks: usize,
+    /// The check runs only where the points scatter about their neighbours' median by at
+    /// least this fraction of the curves' median change from one clock to the next
+    /// (σ ≥ ratio × step). Where the curves change much more per step than they scatter
+    /// (a sparse sweep of precise measurements), the one-sided neighbour median at the
+    /// ends of a sweep is off by several σ and the check would flag the curves' own shape.
+    pub min_noise_to_step: f64,
 }
 
 impl Default for RobustParams {
@@ -126,6 +132,7 @@ impl Default for RobustParams {
             c: 4.685,
             window: 2,
             min_clocks: 7,
+            min_noise_to_step: 0.5,
         }
     }
 }
@@ -186,6 +193,9 @@ pub struct TargetModel {
     /// replaced by their neighbours' median ([`RobustParams`]).
     #[serde(default)]
     pub outliers: Vec<String>,
+    /// Why robust training left this target as measured, where it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robust_note: Option<String>,
 }
 
 /// A workload's baseline: its targets and features there.
@@ -466,10 +476,12 @@ fn robust_prior(
     base_group: Option<usize>,
     base_clock: f64,
     rp: &RobustParams,
-) -> Vec<(usize, String)> {
+) -> (Vec<(usize, String)>, Option<String>) {
     let groups = d.group.iter().copied().max().map_or(0, |g| g + 1);
     // (row, setting or None for the baseline, clock, relative residual, neighbour median)
     let mut res: Vec<(usize, Option<usize>, f64, f64, f64)> = Vec::new();
+    // Relative change from each clock to the next, over every checked curve.
+    let mut steps: Vec<f64> = Vec::new();
     for g in 0..groups {
         for i in 0..d.tb.len() {
             let mut seq: Vec<(f64, f64, Option<usize>)> = (0..d.settings.len())
@@ -483,6 +495,11 @@ fn robust_prior(
                 continue;
             }
             seq.sort_by(|a, b| a.0.total_cmp(&b.0));
+            steps.extend(
+                seq.windows(2)
+                    .filter(|w| w[0].1 != 0.0)
+                    .map(|w| ((w[1].1 - w[0].1) / w[0].1).abs()),
+            );
             for q in 0..seq.len() {
                 let lo = q.saturating_sub(rp.window);
                 let hi = (q + rp.window + 1).min(seq.len());
@@ -495,12 +512,24 @@ fn robust_prior(
         }
     }
     if res.is_empty() {
-        return Vec::new();
+        return (Vec::new(), None);
     }
     let mut abs: Vec<f64> = res.iter().map(|r| r.3.abs()).collect();
     let sigma = 1.4826 * median(&mut abs);
     if !(sigma > 0.0) {
-        return Vec::new();
+        return (Vec::new(), None);
+    }
+    let step = median(&mut steps);
+    if sigma < rp.min_noise_to_step * step {
+        return (
+            Vec::new(),
+            Some(format!(
+                "robust training off: the points scatter by σ = {:.2} % about their neighbours, under {} × the curves' median change per clock step ({:.2} %), so a neighbour median would flag the curves' shape",
+                sigma * 100.0,
+                rp.min_noise_to_step,
+                step * 100.0
+            )),
+        );
     }
     let mut out = Vec::new();
     for (i, k, clock, r, med) in res {
@@ -527,7 +556,7 @@ fn robust_prior(
             None => {}
         }
     }
-    out
+    (out, None)
 }
 
 /// Predicted values of workload row `i` at every setting.
@@ -749,7 +778,7 @@ pub fn fit(
             prior: Array2::ones(tm.dim()),
             t: tm,
         };
-        let outliers = match &params.robust {
+        let (outliers, robust_note) = match &params.robust {
             Some(rp) => {
                 let mut other = baseline.clone();
                 let base_clock = clock_knob
@@ -757,12 +786,14 @@ pub fn fit(
                     .and_then(|k| other.remove(k))
                     .unwrap_or(0.0);
                 let base_group = group_keys.iter().position(|o| *o == other);
-                robust_prior(&mut d, base_group, base_clock, rp)
+                let (set_aside, note) = robust_prior(&mut d, base_group, base_clock, rp);
+                let set_aside = set_aside
                     .into_iter()
                     .map(|(i, what)| format!("{} {what}", names[i]))
-                    .collect()
+                    .collect();
+                (set_aside, note)
             }
-            None => Vec::new(),
+            None => (Vec::new(), None),
         };
         let rows: Vec<usize> = (0..n).collect();
         let with_static = t == "power_w";
@@ -855,6 +886,7 @@ pub fn fit(
             selection,
             training_mape_pct: e / c.max(1) as f64 * 100.0,
             outliers,
+            robust_note,
         });
     }
     if targets.is_empty() {
@@ -965,6 +997,9 @@ impl ScalingModel {
                     t.outliers.len(),
                     t.outliers.join("; ")
                 );
+            }
+            if let Some(note) = &t.robust_note {
+                s += &format!("  {note}\n");
             }
             for (i, st) in t.selection.iter().enumerate() {
                 let sc: Vec<String> = st
@@ -1189,6 +1224,27 @@ mod tests {
         pts6[b].power_w = Some(pts6[b].power_w.unwrap() * 1.3);
         let m = fit(&meta6, &pts6, &ScalingParams::default()).unwrap();
         assert!(m.targets.iter().all(|t| t.outliers.is_empty()));
+        // A sparse sweep of precise points (16 clocks 40 MHz apart, ±0.1 % scatter, as the
+        // Titan X set): the curves change far more per step than they scatter, so the check
+        // stays off and says why, instead of flagging the ends of every curve.
+        let sparse: Vec<f64> = (0..16).map(|i| 600.0 + 40.0 * i as f64).collect();
+        let (meta_s, mut pts_s) = synthetic_at(&sparse);
+        for (n, p) in pts_s.iter_mut().enumerate() {
+            p.power_w = Some(p.power_w.unwrap() * (1.0 + 0.001 * (n as f64 * 2.3).sin()));
+        }
+        let m = fit(&meta_s, &pts_s, &ScalingParams::default()).unwrap();
+        let pw = m.targets.iter().find(|t| t.target == "power_w").unwrap();
+        assert!(pw.outliers.is_empty(), "{:?}", pw.outliers);
+        assert!(pw
+            .robust_note
+            .as_deref()
+            .is_some_and(|n| n.starts_with("robust training off")));
+        // The dense, noisier sweep above ran the check.
+        let (m, _) = err(Some(RobustParams::default()));
+        assert!(m
+            .targets
+            .iter()
+            .all(|t| t.robust_note.is_none() || t.target != "power_w"));
     }
 
     #[test]
