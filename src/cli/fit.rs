@@ -34,7 +34,7 @@ pub struct FitArgs {
     #[arg(long)]
     pub no_loo: bool,
     /// K-fold cross-validation instead of leave-one-out: K refits instead of one per
-    /// point (point i held out in fold i mod K). For large sets and slow models, e.g.
+    /// point (each workload's points dealt round-robin over the K folds). For large sets and slow models, e.g.
     /// `--model scaling` on the V100 sweep (2457 points).
     #[arg(long = "cv", value_name = "K", conflicts_with = "no_loo", value_parser = clap::value_parser!(u32).range(2..))]
     pub cv: Option<u32>,
@@ -127,7 +127,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
             kind, &set.meta, &points, &params, folds, &pb,
         );
         match folds {
-            Some(k) => say(format!("{k}-fold cross-validation error (point i held out in fold i mod {k}; each (workload, knobs) mean predicted by a model refitted without its fold):")),
+            Some(k) => say(format!("{k}-fold cross-validation error (each workload's points dealt round-robin over the folds; each (workload, knobs) mean predicted by a model refitted without its fold):")),
             None => say("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):".into()),
         }
         let skipped: Vec<&str> = TARGETS

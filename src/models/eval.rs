@@ -153,6 +153,32 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
     })
 }
 
+/// The fold of each point for k-fold cross-validation: the j-th point of the w-th workload
+/// (in the order given) goes to fold `(j + w) mod k`. A workload with at most k points
+/// has each in a different fold, so no fold takes a whole workload away (a workload's
+/// curve needs its other points), whatever the order of `points`; the offset by w spreads
+/// the workloads' first points over the folds.
+fn fold_of(points: &[Point], k: usize) -> Vec<usize> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut seen: Vec<usize> = Vec::new();
+    points
+        .iter()
+        .map(|p| {
+            let w = match order.iter().position(|w| *w == p.workload) {
+                Some(w) => w,
+                None => {
+                    order.push(&p.workload);
+                    seen.push(0);
+                    order.len() - 1
+                }
+            };
+            let j = seen[w];
+            seen[w] += 1;
+            (j + w) % k
+        })
+        .collect()
+}
+
 /// Leave-one-out over mean points (see the module docs).
 pub fn leave_one_out(
     kind: ModelKind,
@@ -181,12 +207,11 @@ pub fn leave_one_out_progress(
     cross_validate_progress(kind, meta, points, params, None, progress)
 }
 
-/// Cross-validation over mean points: with `folds = Some(k)` (k ≥ 2), point `i` is held
-/// out in fold `i mod k` and predicted by a model refitted on the other folds (k refits);
-/// with `None`, or a k of at least the number of points, every point is its own fold
-/// (leave-one-out, one refit per point). Folds interleave the points, which come sorted by
-/// workload and knobs, so every fold holds some points of every workload. `progress`
-/// advances by one per refit.
+/// Cross-validation over mean points: with `folds = Some(k)` (k ≥ 2), every workload's
+/// points are dealt round-robin over the k folds (see [`fold_of`]), and each fold is
+/// predicted by a model refitted on the others (k refits); with `None`, or a k of at least
+/// the number of points, every point is its own fold (leave-one-out, one refit per point).
+/// `progress` advances by one per refit.
 pub fn cross_validate_progress(
     kind: ModelKind,
     meta: &SetMeta,
@@ -201,18 +226,19 @@ pub fn cross_validate_progress(
         _ => points.len(),
     };
     progress.set_length(k as u64);
+    let fold = fold_of(points, k);
     let folds: Vec<usize> = (0..k).collect();
-    let parts = parallel_map(&folds, |&fold| {
+    let parts = parallel_map(&folds, |&f| {
         let train: Vec<Point> = points
             .iter()
             .enumerate()
-            .filter(|(j, _)| j % k != fold)
+            .filter(|(j, _)| fold[*j] != f)
             .map(|(_, p)| p.clone())
             .collect();
         let held: Vec<(usize, &Point)> = points
             .iter()
             .enumerate()
-            .filter(|(j, _)| j % k == fold)
+            .filter(|(j, _)| fold[*j] == f)
             .collect();
         let test: Vec<&Point> = held.iter().map(|(_, p)| *p).collect();
         let mut r = Vec::new();
@@ -245,7 +271,7 @@ pub fn cross_validate_progress(
         "leave-one-out: each (workload, knobs) mean predicted from all other points".to_string()
     } else {
         format!(
-            "{k}-fold cross-validation: each (workload, knobs) mean predicted by a model refitted without its fold (point i in fold i mod {k})"
+            "{k}-fold cross-validation: each (workload, knobs) mean predicted by a model refitted without its fold (each workload's points dealt round-robin over the folds)"
         )
     };
     let summary = summarise(meta, &results, &how);
@@ -551,6 +577,31 @@ mod tests {
         assert_eq!(order, want);
         // Exact curves: each fold still leaves four clocks per workload to fit.
         assert!(e.summary.targets["time_s"].mape_pct < 1e-6);
+        // Points ordered by clock first (as an imported set may be): every workload keeps
+        // points in training in every fold.
+        let mut by_clock = pts.clone();
+        by_clock.sort_by(|a, b| a.knobs["core_freq_mhz"].total_cmp(&b.knobs["core_freq_mhz"]));
+        let folds = fold_of(&by_clock, 3);
+        for w in ["x", "y"] {
+            let mut f: Vec<usize> = by_clock
+                .iter()
+                .zip(&folds)
+                .filter(|(p, _)| p.workload == w)
+                .map(|(_, f)| *f)
+                .collect();
+            f.sort();
+            assert_eq!(f, vec![0, 0, 1, 1, 2, 2], "{w}");
+        }
+        let e = cross_validate_progress(
+            ModelKind::Analytic,
+            &SetMeta::default(),
+            &by_clock,
+            &FitParams::default(),
+            Some(2),
+            &indicatif::ProgressBar::hidden(),
+        );
+        assert_eq!(e.summary.points, 12);
+        assert!(e.failures.is_empty(), "{:?}", e.failures);
         // A k of at least the number of points is leave-one-out.
         let loo = cross_validate_progress(
             ModelKind::Analytic,
