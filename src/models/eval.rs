@@ -157,8 +157,12 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
 /// (in the order given) goes to fold `(j + w) mod k`. A workload with at most k points
 /// has each in a different fold, so no fold takes a whole workload away (a workload's
 /// curve needs its other points), whatever the order of `points`; the offset by w spreads
-/// the workloads' first points over the folds.
+/// the workloads' first points over the folds. With k at least the number of points,
+/// point i is fold i (leave-one-out).
 fn fold_of(points: &[Point], k: usize) -> Vec<usize> {
+    if k >= points.len() {
+        return (0..points.len()).collect();
+    }
     let mut order: Vec<&str> = Vec::new();
     let mut seen: Vec<usize> = Vec::new();
     points
@@ -612,6 +616,9 @@ mod tests {
             &indicatif::ProgressBar::hidden(),
         );
         assert!(loo.summary.protocol.starts_with("leave-one-out"));
+        // ... and holds out one point at a time, whatever the order of the points.
+        assert_eq!(fold_of(&by_clock, 12), (0..12).collect::<Vec<_>>());
+        assert_eq!(fold_of(&by_clock, 50), (0..12).collect::<Vec<_>>());
     }
 
     #[test]
