@@ -115,8 +115,8 @@ likwid_all() { # threads round layout; order flips with the round
     (( $2 % 2 == 0 )) && order=$(seq $((${#ks[@]} - 1)) -1 0)
     for i in $order; do likwid "${ks[$i]%:*}" "${ks[$i]#*:}" "$1" "$2" "$3"; done
 }
-ours() { # threads(1|all) round pages(default|huge) stagger tag
-    timeout 120 $RT "$STREAM_BIN" --threads "$1" --repeats "$ITER" --bytes $((PER_KB * 1000)) --pages "$3" --stagger "$4" --memcpy |
+ours() { # threads(1|all) round pages(default|huge) stagger tag [--memcpy]
+    timeout 120 $RT "$STREAM_BIN" --threads "$1" --repeats "$ITER" --bytes $((PER_KB * 1000)) --pages "$3" --stagger "$4" ${6:-} |
         awk -v r="$2" -v t="ours-$5" '{print t, $2, $3, r, $5, $7, $15, $13}' >>"$WORK/runs.txt"
 }
 mbw_run() { # round
@@ -132,7 +132,7 @@ for round in $(seq "$ROUNDS"); do
     for n in 1 "$NCPU"; do
         t=$([[ $n == 1 ]] && echo 1 || echo all)
         steps=("likwid_all $n $round stag" "ours $t $round default $STAGGER default"
-               "likwid_all $n $round 4k" "ours $t $round default 512 4k"
+               "likwid_all $n $round 4k" "ours $t $round default 512 4k --memcpy"
                "ours $t $round huge $STAGGER huge")
         [[ $n == 1 ]] && steps+=("mbw_run $round")
         order=$(seq 0 $((${#steps[@]} - 1)))

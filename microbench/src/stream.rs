@@ -38,24 +38,15 @@ pub enum StreamKernel {
 }
 
 impl StreamKernel {
-    /// STREAM's four in its order, then `load`, then (x86-64) `copy_nt`.
-    #[cfg(target_arch = "x86_64")]
+    /// STREAM's four in its order, then `load`, then (x86-64 only) `copy_nt`.
     pub const ALL: &'static [StreamKernel] = &[
         StreamKernel::Copy,
         StreamKernel::Scale,
         StreamKernel::Add,
         StreamKernel::Triad,
         StreamKernel::Load,
+        #[cfg(target_arch = "x86_64")]
         StreamKernel::CopyNt,
-    ];
-    /// STREAM's four in its order, then `load`.
-    #[cfg(not(target_arch = "x86_64"))]
-    pub const ALL: &'static [StreamKernel] = &[
-        StreamKernel::Copy,
-        StreamKernel::Scale,
-        StreamKernel::Add,
-        StreamKernel::Triad,
-        StreamKernel::Load,
     ];
     /// Bytes per element as STREAM counts them.
     pub fn bytes_per_elem(self) -> u64 {
