@@ -295,9 +295,10 @@ fn evaluate_on_titanx_and_xu3() {
 /// The risk-budget guard (docs/dvfs.md): errors from the 280 interior training points
 /// (861 MHz × 2 memory clocks × 140 workloads), the expected number of violations within
 /// the budget (5 % of 140), and the measured violations within one workload in twenty.
-/// (Its mean fraction of the oracle, 90.1 % with 3 violations when written — joint clock
-/// calibration, docs/dvfs.md — is printed, not asserted: it misses issue 7's 95 %, and no
-/// guard from training data only has reached it.)
+/// (Its mean fraction of the oracle, 94.1 % with 2 violations when written — joint clock
+/// calibration, gains as shares of each workload's predicted oracle, docs/dvfs.md — is
+/// printed, not asserted: it misses issue 7's 95 %, and no guard from training data only
+/// has reached it.)
 #[test]
 fn risk_guard_on_titanx_keeps_violations_within_one_in_twenty() {
     let Some(data) = shared() else {

@@ -228,7 +228,8 @@ pub fn violation_probability(errors: &[f64], predicted: f64, bound: f64) -> f64 
 
 /// Joint chance constraint over workloads (a risk budget). `options[w]` lists workload
 /// `w`'s candidates as (predicted gain, violation probability), every one predicted within
-/// the bound; the choice maximises the total predicted gain subject to
+/// the bound (gains as shares of the workload's predicted oracle,
+/// [`as_share_of_predicted_oracle`], in [`evaluate`]); the choice maximises the total gain subject to
 /// `Σ_w P(violation_w) ≤ risk · W`, through its Lagrangian relaxation: each workload takes
 /// the candidate maximising `gain − λ·P`, with the smallest `λ ≥ 0` (bisection) that keeps the
 /// sum within the budget (Everett 1963, "Generalized Lagrange multiplier method"; the chance
@@ -277,6 +278,23 @@ pub fn risk_budget_choice(options: &[Vec<(f64, f64)>], risk: f64) -> (Vec<usize>
         }
     }
     choose(hi)
+}
+
+/// Rescale each workload's predicted gains to shares of its own best predicted gain (its
+/// predicted oracle; every option passed to [`risk_budget_choice`] is predicted within the
+/// bound), floored at [`SMALL_ORACLE_GAIN`]. The plan-quality target is the *mean over
+/// workloads* of each one's fraction of its oracle, so the risk budget must weigh every
+/// workload the same: on raw gains it gives up first the settings whose absolute gain is
+/// small, which are worth as much of the target as any other (a workload whose oracle saves
+/// 3 % loses 60 points of its fraction when it steps back one clock). Below the floor the
+/// metric lists a workload apart, and its shares stay at most its gain / 0.5 %.
+pub fn as_share_of_predicted_oracle(options: &mut [Vec<(f64, f64)>]) {
+    for o in options {
+        let best = o.iter().map(|c| c.0).fold(SMALL_ORACLE_GAIN, f64::max);
+        for c in o.iter_mut() {
+            c.0 /= best;
+        }
+    }
 }
 
 /// A margin from training data only: the leave-one-out mean absolute percentage error of
@@ -628,7 +646,7 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
                     .collect(),
             );
         }
-        let options: Vec<Vec<(f64, f64)>> = opts
+        let mut options: Vec<Vec<(f64, f64)>> = opts
             .iter()
             .zip(&cand_lists)
             .zip(&tables)
@@ -647,6 +665,7 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
                     .collect()
             })
             .collect();
+        as_share_of_predicted_oracle(&mut options);
         let (idx, expected) = risk_budget_choice(&options, r);
         for (i, (t, (w, pts, (t_ref, e_ref)))) in idx.iter().zip(&tables).enumerate() {
             let (k, s, g) = opts[i][*t].clone();
@@ -1023,6 +1042,27 @@ mod tests {
         let (idx, expected) = risk_budget_choice(&opts, 0.5);
         assert_eq!(idx, vec![1, 1]);
         assert!((expected - 0.55).abs() < 1e-12);
+    }
+
+    /// Two workloads, budget for one risky option (risk 0.25 × 2 = 0.5). On raw gains the
+    /// risky option of `b` buys more (0.30 − 0.27 = 0.03 against 0.02 − 0.01 = 0.01); as
+    /// shares of each workload's predicted oracle it buys 0.1 of `b`'s oracle against 0.5 of
+    /// `a`'s, so the risk goes to `a`, as the mean-fraction target wants.
+    #[test]
+    fn shares_of_the_predicted_oracle_weigh_every_workload_the_same() {
+        let raw = vec![
+            vec![(0.0, 0.0), (0.01, 0.0), (0.02, 0.5)],
+            vec![(0.0, 0.0), (0.27, 0.0), (0.30, 0.5)],
+        ];
+        assert_eq!(risk_budget_choice(&raw, 0.25).0, vec![1, 2]);
+        let mut shares = raw.clone();
+        as_share_of_predicted_oracle(&mut shares);
+        assert!((shares[0][1].0 - 0.5).abs() < 1e-12 && (shares[1][1].0 - 0.9).abs() < 1e-12);
+        assert_eq!(risk_budget_choice(&shares, 0.25).0, vec![2, 1]);
+        // below the small-oracle floor gains are divided by the floor, not by themselves
+        let mut tiny = vec![vec![(0.0, 0.0), (0.001, 0.0)]];
+        as_share_of_predicted_oracle(&mut tiny);
+        assert!((tiny[0][1].0 - 0.2).abs() < 1e-12);
     }
 
     #[test]
