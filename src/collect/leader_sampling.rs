@@ -19,11 +19,9 @@
 //! sample (less than one interval of its CPU time) appears in a later row, and the final
 //! row is closed by one read(2) of every counter, so the run's totals are exact.
 
-use super::perf_event::OpenCounter;
-use perf_event::data::parse::Parser;
+use super::perf_event::{parse_record, OpenCounter};
 use perf_event::data::{self, RecordMetadata, Visitor};
 use perf_event::Sampler;
-use perf_event_open_sys::bindings;
 use std::collections::{HashMap, VecDeque};
 
 /// One sample: CLOCK_MONOTONIC ns, (tid, cpu), scaled cumulative count per column.
@@ -175,14 +173,7 @@ impl KernelTimeline {
         for s in &mut self.leaders {
             let config = s.as_counter().config().clone();
             while let Some(rec) = s.next_record() {
-                let bytes = rec.to_contiguous();
-                let header = bindings::perf_event_header {
-                    type_: rec.ty(),
-                    misc: rec.misc(),
-                    size: (bytes.len() + std::mem::size_of::<bindings::perf_event_header>()) as u16,
-                };
-                let mut p = Parser::new(&*bytes, config.clone());
-                match p.parse_record_with_header(Parse, header) {
+                match parse_record(&rec, &config, Parse) {
                     Ok(Parsed::Sample(Some((time_ns, tid, cpu)), entries)) => {
                         // Not scaled by time_enabled / time_running: a per-CPU copy is
                         // also "not running" while its thread runs on another CPU.

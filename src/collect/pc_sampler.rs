@@ -22,7 +22,6 @@
 
 use super::pc_samples::{self, CpuMode, PerfRecord, Symbol, Symbolize};
 use crate::store::run::EventStatus;
-use perf_event::data::parse::Parser;
 use perf_event::data::{self, RecordMetadata, Visitor};
 use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
@@ -413,14 +412,7 @@ fn mmap_record(
 fn drain(s: &mut Sampler, c: &mut Collected) {
     let config = s.as_counter().config().clone();
     while let Some(rec) = s.next_record() {
-        let bytes = rec.to_contiguous();
-        let header = bindings::perf_event_header {
-            type_: rec.ty(),
-            misc: rec.misc(),
-            size: (bytes.len() + std::mem::size_of::<bindings::perf_event_header>()) as u16,
-        };
-        let mut p = Parser::new(&*bytes, config.clone());
-        match p.parse_record_with_header(Parse, header) {
+        match super::perf_event::parse_record(&rec, &config, Parse) {
             Ok(Parsed::Record(r)) => {
                 if matches!(r, PerfRecord::Sample { .. }) {
                     c.samples += 1;

@@ -133,6 +133,15 @@ fn fit_and_predict(
     }
 }
 
+/// Concatenate per-part (results, failures) in part order.
+fn concat_parts<A, B>(parts: Vec<(Vec<A>, Vec<B>)>) -> (Vec<A>, Vec<B>) {
+    let (a, b): (Vec<Vec<A>>, Vec<Vec<B>>) = parts.into_iter().unzip();
+    (
+        a.into_iter().flatten().collect(),
+        b.into_iter().flatten().collect(),
+    )
+}
+
 /// `f` over `items` on up to 16 scoped threads (the available cores), results in item
 /// order. Each item is an independent refit in the protocols below.
 fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
@@ -263,12 +272,7 @@ pub fn cross_validate_progress(
         (results, failures)
     });
     progress.finish_and_clear();
-    let mut indexed = Vec::new();
-    let mut failures = Vec::new();
-    for (r, f) in parts {
-        indexed.extend(r);
-        failures.extend(f);
-    }
+    let (mut indexed, failures) = concat_parts(parts);
     indexed.sort_by_key(|(i, _)| *i);
     let results: Vec<PointResult> = indexed.into_iter().map(|(_, r)| r).collect();
     let how = if k == points.len() {
@@ -389,12 +393,7 @@ pub fn workload_holdout(
         }
         (results, failures)
     });
-    let mut results = Vec::new();
-    let mut failures = Vec::new();
-    for (r, f) in parts {
-        results.extend(r);
-        failures.extend(f);
-    }
+    let (results, failures) = concat_parts(parts);
     let summary = summarise(
         meta,
         &results,
