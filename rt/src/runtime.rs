@@ -591,13 +591,12 @@ pub(crate) fn begin_id(id: u32) -> i32 {
             l.push(rt, t_ns, id, KIND_BEGIN);
             codes::PP_OK
         })
-        .map(|rc| {
+        .inspect(|&rc| {
             if let Some(c) = &rt.ctl {
                 if rc == codes::PP_OK {
                     rt.switch(c, b'B', id);
                 }
             }
-            rc
         })
         .unwrap_or(0)
 }

@@ -431,7 +431,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
                 .max()
                 .unwrap_or(4)
                 .clamp(4, 60);
-            println!("{:<w$}  {:>16}  {}", "NAME", "VALUE", "UNIT / NOTE");
+            println!("{:<w$}  {:>16}  UNIT / NOTE", "NAME", "VALUE");
             for (val, d) in values.iter().zip(&set.definitions) {
                 let shown = val.value.map(fmt_value).unwrap_or_else(|| "-".into());
                 let note = match &val.problem {

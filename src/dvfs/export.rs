@@ -67,7 +67,7 @@ pub fn srun_args(plan: &Plan, region: &PlanRegion) -> Result<String> {
 /// `region_1` → 0xee12ee15, `region_2` → 0xfd421de1.
 pub fn geopm_region_hash(name: &str) -> u32 {
     let mut bytes = name.as_bytes().to_vec();
-    while bytes.len() % 8 != 0 {
+    while !bytes.len().is_multiple_of(8) {
         bytes.push(0);
     }
     let mut crc: u32 = 0;

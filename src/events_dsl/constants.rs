@@ -250,7 +250,7 @@ pub fn papi_pmu_name(vendor: &str, family: u32, model: u32) -> Option<&'static s
         }),
         ("AuthenticAMD", 16) => Some(match model {
             2 => "amd64_fam10h_barcelona",
-            4 | 5 | 6 => "amd64_fam10h_shanghai",
+            4..=6 => "amd64_fam10h_shanghai",
             8 | 9 => "amd64_fam10h_istanbul",
             _ => return None,
         }),

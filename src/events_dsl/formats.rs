@@ -269,7 +269,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                         .unwrap_or(1);
                     DslError::syntax(
                         pos(file, ln, c),
-                        &format!("missing {what} after"),
+                        format!("missing {what} after"),
                         fields.last().map(|f| f.1.clone()).unwrap_or_default(),
                         None,
                     )
@@ -337,7 +337,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
             if natives.len() < n {
                 return Err(DslError::syntax(
                     pos(file, ln, dcol),
-                    &format!("needs at least {n} native events:"),
+                    format!("needs at least {n} native events:"),
                     dtype.clone(),
                     None,
                 ));
@@ -711,7 +711,7 @@ pub(crate) fn perf_json(text: &str, file: &str) -> Result<Parsed, DslError> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         DslError::syntax(
             pos(file, e.line(), e.column()),
-            &format!("invalid JSON ({e}) at"),
+            format!("invalid JSON ({e}) at"),
             text.lines()
                 .nth(e.line().saturating_sub(1))
                 .unwrap_or("")

@@ -256,7 +256,7 @@ pub fn detect(file: &str, text: &str) -> Result<Syntax, DslError> {
     if lower.ends_with(".json") || text.trim_start().starts_with('[') {
         return Ok(Syntax::PerfJson);
     }
-    if lines.iter().any(|l| *l == "EVENTSET") && lines.iter().any(|l| *l == "METRICS") {
+    if lines.contains(&"EVENTSET") && lines.contains(&"METRICS") {
         return Ok(Syntax::Likwid);
     }
     if lines

@@ -142,7 +142,7 @@ pub fn parse(
             .unwrap_or((0, String::new(), text.to_string()));
         return Err(DslError::syntax(
             locate(at),
-            &format!(
+            format!(
                 "the formula leaves {} values on the stack after",
                 stack.len()
             ),

@@ -417,7 +417,7 @@ impl TrainingSet {
                 .join(", ")
         };
         let get = |name: &str, role: &'static str| -> Result<Column> {
-            df.column(name).map(|c| c.clone()).map_err(|_| {
+            df.column(name).cloned().map_err(|_| {
                 SetError::MissingColumn {
                     file: pq.clone(),
                     column: name.to_string(),
