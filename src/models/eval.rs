@@ -554,14 +554,17 @@ mod tests {
     #[test]
     fn k_fold_holds_every_point_out_once_and_keeps_point_order() {
         let pts = set();
-        let e = cross_validate_progress(
-            ModelKind::Analytic,
-            &SetMeta::default(),
-            &pts,
-            &FitParams::default(),
-            Some(3),
-            &indicatif::ProgressBar::hidden(),
-        );
+        let cv = |points: &[Point], k: usize| {
+            cross_validate_progress(
+                ModelKind::Analytic,
+                &SetMeta::default(),
+                points,
+                &FitParams::default(),
+                Some(k),
+                &indicatif::ProgressBar::hidden(),
+            )
+        };
+        let e = cv(&pts, 3);
         assert_eq!(e.summary.points, 12);
         assert!(
             e.summary.protocol.starts_with("3-fold"),
@@ -595,25 +598,11 @@ mod tests {
             f.sort();
             assert_eq!(f, vec![0, 0, 1, 1, 2, 2], "{w}");
         }
-        let e = cross_validate_progress(
-            ModelKind::Analytic,
-            &SetMeta::default(),
-            &by_clock,
-            &FitParams::default(),
-            Some(2),
-            &indicatif::ProgressBar::hidden(),
-        );
+        let e = cv(&by_clock, 2);
         assert_eq!(e.summary.points, 12);
         assert!(e.failures.is_empty(), "{:?}", e.failures);
         // A k of at least the number of points is leave-one-out.
-        let loo = cross_validate_progress(
-            ModelKind::Analytic,
-            &SetMeta::default(),
-            &pts,
-            &FitParams::default(),
-            Some(50),
-            &indicatif::ProgressBar::hidden(),
-        );
+        let loo = cv(&pts, 50);
         assert!(loo.summary.protocol.starts_with("leave-one-out"));
         // ... and holds out one point at a time, whatever the order of the points.
         assert_eq!(fold_of(&by_clock, 12), (0..12).collect::<Vec<_>>());
