@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 pub mod apply;
 pub mod collect;
+pub mod datasets;
 pub mod evaluate;
 pub mod events;
 pub mod fit;
@@ -36,6 +37,9 @@ pub enum Command {
     Events(events::EventsCommand),
     /// Turn tabular measurements into a training set through a TOML spec.
     Import(import::ImportArgs),
+    /// The public measurement sets bundled in the binary: list them, or write them out.
+    #[command(subcommand)]
+    Datasets(datasets::DatasetsCommand),
     /// Fit models on a training set and print leave-one-out error.
     Fit(fit::FitArgs),
     /// Predict time, power and energy at other knob values.
@@ -85,6 +89,7 @@ pub fn run() -> anyhow::Result<i32> {
         Command::Report(a) => report::run(a),
         Command::Events(a) => events::run(a),
         Command::Import(a) => import::run(a),
+        Command::Datasets(a) => datasets::run(a),
         Command::Fit(a) => fit::run(a),
         Command::Predict(a) => predict::run(a),
         Command::Evaluate(a) => evaluate::run(a),

@@ -24,3 +24,10 @@ pub fn rt_lib_dir() -> Option<PathBuf> {
     );
     None
 }
+
+/// The bundled datasets: `datasets/` of this repository, the import specs with the public
+/// measurement sets beside them (`datasets/README.md`). Always present: the tests that need
+/// real data read it and never skip for lack of it.
+pub fn datasets() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("datasets")
+}
