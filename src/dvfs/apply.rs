@@ -1035,6 +1035,29 @@ open("{}", "w").write("".join(out))
         );
     }
 
+    /// Item 5: a record is created exclusively: writing over an existing record (another
+    /// apply's, or a file planted at its path) fails and leaves it as it was.
+    #[test]
+    fn record_write_never_replaces_an_existing_record() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("powerperf-restore.toml");
+        let rec: RestoreRecord = toml::from_str(
+            "pid = 1\ncreated_unix_ns = 0\nsysfs_root = \"/\"\ncontroller = \"c\"\ncommand = []\n",
+        )
+        .unwrap();
+        rec.write(&path).unwrap();
+        let first = std::fs::read_to_string(&path).unwrap();
+        let other = RestoreRecord {
+            pid: 2,
+            ..rec.clone()
+        };
+        let e = other.write(&path).unwrap_err();
+        assert!(format!("{e:#}").contains("already"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), first);
+        // no temporary file is left next to it
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
     #[test]
     fn descendants_are_found_through_proc() {
         let me = std::process::id() as i32;
