@@ -1095,3 +1095,107 @@ fn as_invoking_user_runs_the_command_as_sudo_uid_without_root_groups() {
     assert!(err.contains("SUDO_UID"), "{err}");
     s.assert_restored();
 }
+
+/// Item 12 with region switching: the command runs as SUDO_UID and its connection (from
+/// that uid) is accepted: the socket and its directory are handed to that user, the peer
+/// check expects that uid.
+#[test]
+fn as_invoking_user_region_switching_accepts_the_commands_connection() {
+    let test = "as_invoking_user_region_switching_accepts_the_commands_connection";
+    if !common::is_root() {
+        println!("skipped: {test}: needs root (it stands for `sudo powerperf apply`)");
+        return;
+    }
+    // a python3 every user can run (a pyenv shim under /root is not)
+    let Some(py) = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        println!("skipped: {test}: no /usr/bin/python3");
+        return;
+    };
+    let s = setup("cpufreq-userspace", 2400.0);
+    let plan = job_plan(s.dir.path());
+    let client = r#"
+import os, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["POWERPERF_CTL_SOCKET"])
+out = [str(os.getuid())]
+for m in ["B load", "E load"]:
+    s.sendall((m + "\n").encode())
+    out.append(s.recv(1).decode())
+print(" ".join(out))
+"#;
+    let mut args = s.args();
+    args[2] = plan.display().to_string();
+    args.insert(1, "--as-invoking-user".into());
+    let o = powerperf()
+        .args(&args)
+        .args([py, "-c", client])
+        .current_dir("/")
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "65534 K K\n", "{err}");
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    assert!(log.contains("\tregion\tB load\t2400\t1200"), "{log}");
+    assert!(!log.contains("\tdeny\t"), "{log}");
+    s.assert_restored();
+}
+
+/// `--state-dir` (and `POWERPERF_STATE_DIR`) must be a private directory of this user: a
+/// symbolic link or a directory others can open is refused with the fix, before anything
+/// changes; a missing one is created 0700 and holds the record and the log.
+#[test]
+fn state_dir_must_be_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup("cpufreq-userspace", 1600.0);
+    let run = |extra: &[&str], env: Option<&Path>| {
+        let mut c = powerperf();
+        c.arg("apply")
+            .args(extra)
+            .arg("--plan")
+            .arg(&s.plan)
+            .arg("--sysfs-root")
+            .arg(&s.root);
+        if let Some(e) = env {
+            c.env("POWERPERF_STATE_DIR", e);
+        }
+        c.args(["--", "true"]).output().unwrap()
+    };
+    let open = s.dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    chmod(&open, 0o755);
+    let link = s.dir.path().join("link");
+    std::os::unix::fs::symlink(&open, &link).unwrap();
+    for (o, named) in [
+        (
+            run(&["--state-dir", &open.display().to_string()], None),
+            "mode 0755",
+        ),
+        (
+            run(&["--state-dir", &link.display().to_string()], None),
+            "symbolic link",
+        ),
+        (run(&[], Some(&open)), "POWERPERF_STATE_DIR"),
+        (run(&["--state-dir", "relative/dir"], None), "absolute"),
+    ] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains(named), "{err}");
+        s.assert_restored();
+    }
+    let fresh = s.dir.path().join("fresh");
+    let o = run(&["--state-dir", &fresh.display().to_string()], None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert!(fresh.join("powerperf-switches.log").exists());
+    assert!(!fresh.join("powerperf-restore.toml").exists());
+    s.assert_restored();
+}

@@ -1336,6 +1336,36 @@ open("{}", "w").write("".join(out))
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }
 
+    /// Item 11: a control line is read with a bound: never more than `max + 1` bytes are
+    /// held, and a longer line is an error (the connection is then closed).
+    #[test]
+    fn control_lines_are_read_with_a_bound() {
+        let mut buf = Vec::new();
+        let data = b"B a\nE a\nB last".to_vec();
+        let mut r = std::io::BufReader::new(&data[..]);
+        assert!(read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        assert_eq!(buf, b"B a");
+        assert!(read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        assert_eq!(buf, b"E a");
+        // the last line without a newline is still a line
+        assert!(read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        assert_eq!(buf, b"B last");
+        assert!(!read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        // exactly the limit with its newline: accepted; one byte more: refused
+        let data = b"B 123456\nB 1234567\n".to_vec();
+        let mut r = std::io::BufReader::new(&data[..]);
+        assert!(read_bounded_line(&mut r, &mut buf, 9).unwrap());
+        assert_eq!(buf, b"B 123456");
+        let e = read_bounded_line(&mut r, &mut buf, 9).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        // a long line without a newline: at most max + 1 bytes were taken
+        let long = vec![b'x'; 1 << 20];
+        let mut r = std::io::BufReader::new(&long[..]);
+        let e = read_bounded_line(&mut r, &mut buf, MAX_CTL_LINE).unwrap_err();
+        assert!(e.to_string().contains("longer than 4096 bytes"), "{e}");
+        assert!(buf.len() <= MAX_CTL_LINE + 1);
+    }
+
     #[test]
     fn descendants_are_found_through_proc() {
         let me = std::process::id() as i32;

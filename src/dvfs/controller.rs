@@ -894,6 +894,77 @@ mod tests {
             .contains("800 to 4700 MHz"));
     }
 
+    /// A cpufreq directory that resolves outside the root (a link planted in a fixture or
+    /// a hostile tree) is refused before anything is read or written through it.
+    #[test]
+    fn a_cpufreq_dir_resolving_outside_the_root_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/cpufreq-userspace"),
+            &root,
+        );
+        let cpu1 = root.join("sys/devices/system/cpu/cpu1/cpufreq");
+        let outside = d.path().join("outside");
+        std::fs::rename(&cpu1, &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, &cpu1).unwrap();
+        let e = CpufreqController::open(&root).unwrap_err().to_string();
+        assert!(e.contains("outside the sysfs root"), "{e}");
+    }
+
+    /// Saved settings are checked against the files' own lists before a restore.
+    #[test]
+    fn saved_settings_are_validated() {
+        let (_d, root) = fixture("cpufreq-userspace");
+        let c = CpufreqController::open(&root).unwrap();
+        let ok = c.snapshot().unwrap();
+        c.validate(&ok).unwrap();
+        let one = |path: &str, value: &str| Snapshot {
+            files: vec![SavedFile {
+                path: path.into(),
+                value: value.into(),
+            }],
+        };
+        let d0 = "sys/devices/system/cpu/cpu0/cpufreq";
+        for (snap, named) in [
+            (
+                one(
+                    &format!("{d0}/../../../../../etc/x/scaling_governor"),
+                    "performance",
+                ),
+                "outside",
+            ),
+            (
+                one(&format!("{d0}/scaling_driver"), "acpi"),
+                "not a file powerperf writes",
+            ),
+            (
+                one(&format!("{d0}/scaling_governor"), "pwned"),
+                "scaling_available_governors",
+            ),
+            (
+                one(&format!("{d0}/scaling_max_freq"), "9999999"),
+                "cpuinfo_max_freq",
+            ),
+            (one(&format!("{d0}/scaling_setspeed"), "-1"), "kHz"),
+            (
+                one(
+                    "sys/devices/system/cpu/cpu7/cpufreq/scaling_governor",
+                    "performance",
+                ),
+                "outside",
+            ),
+            (
+                one("scaling_governor", "performance"),
+                "not a cpufreq file path",
+            ),
+        ] {
+            let e = c.validate(&snap).unwrap_err().to_string();
+            assert!(e.contains(named), "{e}");
+        }
+    }
+
     #[test]
     fn missing_cpufreq_is_reported() {
         let d = tempfile::tempdir().unwrap();
