@@ -1126,12 +1126,17 @@ for m in ["B load", "E load"]:
     out.append(s.recv(1).decode())
 print(" ".join(out))
 "#;
-    let mut args = s.args();
-    args[2] = plan.display().to_string();
-    args.insert(1, "--as-invoking-user".into());
+    // the record and the log in a root-only state directory (as /var/lib/powerperf): the
+    // command's user must still reach the socket
+    let state = s.dir.path().join("state");
     let o = powerperf()
-        .args(&args)
-        .args([py, "-c", client])
+        .args(["apply", "--as-invoking-user", "--plan"])
+        .arg(&plan)
+        .arg("--sysfs-root")
+        .arg(&s.root)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["--", py, "-c", client])
         .current_dir("/")
         .env("SUDO_UID", "65534")
         .env("SUDO_GID", "65534")
@@ -1140,9 +1145,10 @@ print(" ".join(out))
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "65534 K K\n", "{err}");
-    let log = std::fs::read_to_string(&s.log).unwrap();
+    let log = std::fs::read_to_string(state.join("powerperf-switches.log")).unwrap();
     assert!(log.contains("\tregion\tB load\t2400\t1200"), "{log}");
     assert!(!log.contains("\tdeny\t"), "{log}");
+    assert!(!state.join("powerperf-restore.toml").exists());
     s.assert_restored();
 }
 

@@ -658,7 +658,9 @@ impl ControlSocket {
     /// # Errors
     /// chown fails.
     pub fn give_to(&self, uid: u32, gid: u32) -> Result<()> {
-        for p in [&self.dir, &self.path] {
+        // the socket first: once the directory is the user's, its entries are too (lchown
+        // never follows a link put in the socket's place)
+        for p in [&self.path, &self.dir] {
             std::os::unix::fs::lchown(p, Some(uid), Some(gid))
                 .with_context(|| format!("cannot give {} to uid {uid}", p.display()))?;
         }
@@ -903,12 +905,19 @@ pub fn apply_regions(
             );
         }
     }
-    let base = req
-        .log_file
-        .parent()
-        .filter(|p| p.is_dir())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let base = if req.run_as.is_some() {
+        // The command's user must reach the socket, and the state directory (root's
+        // /var/lib/powerperf, 0700) is closed to it. /tmp is sticky and root-owned: the
+        // directory made there by mkdir (never an existing one) cannot be renamed or
+        // replaced by anyone else before it is handed over.
+        PathBuf::from("/tmp")
+    } else {
+        req.log_file
+            .parent()
+            .filter(|p| p.is_dir())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+    };
     let mut sock = ControlSocket::create(&base)?;
     if let Some(u) = &req.run_as {
         sock.give_to(u.uid, u.gid)?;
@@ -1078,8 +1087,13 @@ pub fn replay_restore(record_path: &Path, root: Option<&Path>) -> Result<Option<
     };
     let owner = rec.owner();
     if owner.pid != std::process::id() && owner.is_alive() {
+        let older = if owner.start_ticks.is_none() {
+            " (the record, from an older powerperf, has no start time: if that pid is not a powerperf apply, check the record and remove it)"
+        } else {
+            ""
+        };
         anyhow::bail!(
-            "the apply that wrote the restore record {} (pid {}) is still running; it puts the settings back itself when it ends. Stop it (`kill -TERM {}`) instead of replaying its record under it",
+            "the apply that wrote the restore record {} (pid {}) is still running; it puts the settings back itself when it ends. Stop it (`kill -TERM {}`) instead of replaying its record under it{older}",
             record_path.display(),
             owner.pid,
             owner.pid
