@@ -3,28 +3,6 @@
 
 use std::path::PathBuf;
 
-/// The directory holding `libpowerperf_rt.so` of this target directory: target/<profile>
-/// after a `cargo build`, else target/<profile>/deps, where `cargo test --workspace` leaves
-/// the cdylib on a fresh target directory (it copies it up to target/<profile> only for
-/// `cargo build`); `powerperf collect` looks in both (`collect::rt_library`). Prints
-/// `skipped: …` and returns None when neither has it.
-pub fn rt_lib_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent()?.to_path_buf();
-    let profile = deps.parent()?.to_path_buf();
-    for d in [&profile, &deps] {
-        if d.join("libpowerperf_rt.so").is_file() {
-            return Some(d.clone());
-        }
-    }
-    println!(
-        "skipped: libpowerperf_rt.so is in neither {} nor {} (run `cargo test --workspace`, which builds powerperf-rt)",
-        profile.display(),
-        deps.display()
-    );
-    None
-}
-
 /// uid and gid of the unprivileged user the attack tests act as (`nobody` on Debian/Ubuntu).
 pub const NOBODY: u32 = 65534;
 
@@ -95,4 +73,26 @@ pub fn world_readable_bin(dir: &std::path::Path) -> PathBuf {
     }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     bin
+}
+
+/// The directory holding `libpowerperf_rt.so` of this target directory: target/<profile>
+/// after a `cargo build`, else target/<profile>/deps, where `cargo test --workspace` leaves
+/// the cdylib on a fresh target directory (it copies it up to target/<profile> only for
+/// `cargo build`); `powerperf collect` looks in both (`collect::rt_library`). Prints
+/// `skipped: …` and returns None when neither has it.
+pub fn rt_lib_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent()?.to_path_buf();
+    let profile = deps.parent()?.to_path_buf();
+    for d in [&profile, &deps] {
+        if d.join("libpowerperf_rt.so").is_file() {
+            return Some(d.clone());
+        }
+    }
+    println!(
+        "skipped: libpowerperf_rt.so is in neither {} nor {} (run `cargo test --workspace`, which builds powerperf-rt)",
+        profile.display(),
+        deps.display()
+    );
+    None
 }
