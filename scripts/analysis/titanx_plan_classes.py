@@ -6,7 +6,7 @@ Diagnostic, not product code. Usage:
       --slowdown-margin 0 --format json > plan0.json
   python3 scripts/analysis/titanx_plan_classes.py plan0.json
 (plan0.json is the set imported from datasets/titanx-micro.toml; the CSV is read from
-$POWERPERF_DATA_DIR or ../shared/datasets.)
+$POWERPERF_DATA_DIR or the bundled datasets/.)
 
 A workload is *compute-bound* when t*f grows by less than 1 % from 595 to 861 MHz at the
 810 MHz memory clock: two TRAINING clocks only (the planner's rule,
@@ -25,7 +25,7 @@ import pandas as pd
 
 plan = json.load(open(sys.argv[1]))
 root = os.environ.get("POWERPERF_DATA_DIR") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "datasets")
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "datasets")
 d = pd.read_csv(os.path.join(root, "titanx-dvfs", "micro_140.csv"))
 d = d.groupby(["benchmark", "mem_clock_mhz", "core_clock_mhz"]).mean()
 

@@ -2,7 +2,7 @@
 """How far can ANY model get on the V100 power knob holdout (train 510/945/1380 MHz)?
 
 Diagnostic for docs/models.md (issue 6), not product code. Reads the shared dataset
-(../shared/datasets/v100-dcgm-sweep/spec_21apps.csv, or $POWERPERF_DATA_DIR) and prints:
+(the bundled datasets/v100-dcgm-sweep/spec_21apps.csv, or $POWERPERF_DATA_DIR) and prints:
   1. the dense-sweep noise floor: each point predicted from its two neighbouring clocks
      (7.5 MHz away), in sample;
   2. per application, an affine fit a + b*g(f) through the three training clocks, where g is
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 root = os.environ.get("POWERPERF_DATA_DIR") or os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "shared", "datasets")
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "datasets")
 d = pd.read_csv(os.path.join(root, "v100-dcgm-sweep", "spec_21apps.csv"))
 P = d.pivot_table(index="application", columns="sm_app_clock", values="power_usage")
 F = P.columns.values.astype(float)

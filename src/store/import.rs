@@ -14,7 +14,7 @@
 //!   sample period T: time = t_{n-1} − t_0 + T; energy = Σ P_i·Δ_i with Δ_0 = T and
 //!   Δ_i = t_i − t_{i−1}; power = energy / time; each counter is the sum of its per-interval
 //!   counts (kind `count`). This is the rule of the ODROID-XU3 dataset's README
-//!   (`shared/datasets/README.md`, "xu3-pmu-power"): "Run time of a run = last − first
+//!   (`datasets/README.md`, "xu3-pmu-power"): "Run time of a run = last − first
 //!   timestamp + one sample period; energy = Σ power × interval".
 //!
 //! Files are read with polars' CSV reader. A relative data file name is resolved by
