@@ -543,21 +543,7 @@ fn region_switches_from_a_c_program_are_logged_in_order_and_restored() {
         return;
     };
     let s = setup("cpufreq-userspace", 2400.0);
-    let plan = s.dir.path().join("regions.toml");
-    let region = |name: &str, mhz: f64| {
-        format!(
-            "[[region]]\nname = \"{name}\"\nsetting = {{ core_freq_mhz = {mhz:.1} }}\ntime_s = 1.0\nenergy_j = 1.0\npower_w = 1.0\nreference_time_s = 1.0\nreference_energy_j = 1.0\nenergy_saving = 0.0\nslowdown = 0.0\n\n"
-        )
-    };
-    std::fs::write(
-        &plan,
-        format!(
-            "[plan]\nobjective = \"energy\"\nmax_slowdown = 0.05\nmodel = \"hand-written\"\ncreated = \"2026-01-01T00:00:00Z\"\nscope = \"job\"\n\n[[device]]\nkind = \"cpu\"\nknobs = [\"core_freq_mhz\"]\ndefault = {{ core_freq_mhz = 2400.0 }}\n\n{}{}",
-            region("load", 1200.0),
-            region("compute", 2000.0)
-        ),
-    )
-    .unwrap();
+    let plan = job_plan(s.dir.path());
     let setspeed = s
         .root
         .join("sys/devices/system/cpu/cpu0/cpufreq/scaling_setspeed");

@@ -283,15 +283,7 @@ fn every_shipped_spec_loads() {
 /// specs whose data import from the extracted directory alone (no POWERPERF_DATA_DIR).
 #[test]
 fn datasets_list_and_extract_give_importable_specs() {
-    let out = Command::cargo_bin("powerperf")
-        .unwrap()
-        .args(["datasets", "list", "--format", "json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let v = common::json_stdout(common::powerperf().args(["datasets", "list", "--format", "json"]));
     let sets = v["sets"].as_array().unwrap();
     assert_eq!(sets.len(), 7, "{v}");
     for s in sets {
@@ -300,8 +292,7 @@ fn datasets_list_and_extract_give_importable_specs() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ex = dir.path().join("ex");
-    Command::cargo_bin("powerperf")
-        .unwrap()
+    common::powerperf()
         .args(["datasets", "extract", "-o"])
         .arg(&ex)
         .assert()
@@ -309,8 +300,7 @@ fn datasets_list_and_extract_give_importable_specs() {
     assert!(ex.join("README.md").is_file());
     assert!(ex.join("multicore-scaling/LICENSE").is_file());
     let set = dir.path().join("set");
-    Command::cargo_bin("powerperf")
-        .unwrap()
+    common::powerperf()
         .env_remove("POWERPERF_DATA_DIR")
         .current_dir(dir.path())
         .arg("import")
@@ -324,8 +314,7 @@ fn datasets_list_and_extract_give_importable_specs() {
         ));
     assert_eq!(TrainingSet::read(&set).unwrap().points.len(), 80);
     // A second extract into the same directory overwrites nothing and says so.
-    Command::cargo_bin("powerperf")
-        .unwrap()
+    common::powerperf()
         .args(["datasets", "extract", "-o"])
         .arg(&ex)
         .assert()
@@ -338,17 +327,12 @@ fn datasets_list_and_extract_give_importable_specs() {
 #[test]
 fn a_bundled_set_imports_by_name_and_the_data_dir_overrides_it() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::cargo_bin("powerperf")
-        .unwrap()
-        .env_remove("POWERPERF_DATA_DIR")
-        .current_dir(dir.path())
-        .args(["import", "multicore-xeon", "-o", "x", "--format", "json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let v = common::json_stdout(
+        common::powerperf()
+            .env_remove("POWERPERF_DATA_DIR")
+            .current_dir(dir.path())
+            .args(["import", "multicore-xeon", "-o", "x", "--format", "json"]),
+    );
     assert_eq!(v["points"], 200, "{v}");
     assert!(
         v["files"][0]
@@ -365,8 +349,7 @@ fn a_bundled_set_imports_by_name_and_the_data_dir_overrides_it() {
         other.join("data-ep.csv"),
     )
     .unwrap();
-    Command::cargo_bin("powerperf")
-        .unwrap()
+    common::powerperf()
         .env("POWERPERF_DATA_DIR", dir.path().join("other"))
         .current_dir(dir.path())
         .args(["import", "multicore-xeon", "-o", "y"])
@@ -375,8 +358,7 @@ fn a_bundled_set_imports_by_name_and_the_data_dir_overrides_it() {
     let y = TrainingSet::read(&dir.path().join("y")).unwrap();
     assert_eq!(y.workloads(), vec!["ep"]);
     // A name that is neither a file nor a bundled set lists the bundled names.
-    Command::cargo_bin("powerperf")
-        .unwrap()
+    common::powerperf()
         .current_dir(dir.path())
         .args(["import", "no-such-set", "-o", "z"])
         .assert()

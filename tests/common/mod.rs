@@ -103,3 +103,19 @@ pub fn rt_lib_dir() -> Option<PathBuf> {
 pub fn datasets() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("datasets")
 }
+
+/// The `powerperf` binary under test, as an assert_cmd command.
+pub fn powerperf() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("powerperf").unwrap()
+}
+
+/// Run `cmd`, which must exit 0, and parse its stdout as one JSON value.
+pub fn json_stdout(cmd: &mut assert_cmd::Command) -> serde_json::Value {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out)
+        )
+    })
+}
