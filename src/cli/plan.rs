@@ -168,8 +168,8 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         };
         let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
         match args.format {
-            Format::Table => print!("{}", crate::dvfs::evaluate::render(&report)),
-            Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            Format::Table => out!("{}", crate::dvfs::evaluate::render(&report)),
+            Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
         }
         return Ok(0);
     }
@@ -203,13 +203,13 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     }
     match args.format {
         Format::Table => {
-            print!("{}", render_table(&out.plan));
+            out!("{}", render_table(&out.plan));
             for (w, why) in &out.skipped {
-                println!("skipped {w}: {why}");
+                outln!("skipped {w}: {why}");
             }
             if let Some(p) = &args.output {
                 if p.as_os_str() != "-" {
-                    println!("plan written to {}", p.display());
+                    outln!("plan written to {}", p.display());
                 }
             }
         }
@@ -218,17 +218,17 @@ pub fn run(args: PlanArgs) -> Result<i32> {
                 "plan": out.plan,
                 "skipped": out.skipped.iter().map(|(w, why)| serde_json::json!({"workload": w, "reason": why})).collect::<Vec<_>>(),
             });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            outln!("{}", serde_json::to_string_pretty(&v)?);
         }
     }
     if args.geopm {
         for (name, policy) in export::geopm_policies(&out.plan)? {
-            println!("{name}\t{}", serde_json::to_string(&policy)?);
+            outln!("{name}\t{}", serde_json::to_string(&policy)?);
         }
     }
     if args.srun {
         for r in &out.plan.regions {
-            println!("{}\t{}", r.name, export::srun_args(&out.plan, r)?);
+            outln!("{}\t{}", r.name, export::srun_args(&out.plan, r)?);
         }
     }
     Ok(0)
