@@ -20,7 +20,8 @@ pub struct CollectArgs {
     /// docs/papi.md).
     #[arg(long, value_enum, default_value_t = crate::collect::CounterBackend::Perf)]
     pub backend: crate::collect::CounterBackend,
-    /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only).
+    /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only). The minimum is
+    /// 1ms, as perf stat -I's: shorter intervals are refused.
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub interval: std::time::Duration,
     /// Who reads the counters for the timeline: `kernel` (leader sampling, perf's
@@ -114,6 +115,7 @@ pub struct CollectArgs {
 /// Bad events, an unwritable run directory, or a failed fork.
 #[cfg(target_os = "linux")]
 pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
+    crate::collect::check_interval(args.interval)?;
     let (host, _) = crate::collect::sysinfo::host_and_kernel();
     let out = PathBuf::from(crate::collect::expand_output(
         &args.output,

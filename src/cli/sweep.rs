@@ -60,6 +60,7 @@ pub struct SweepArgs {
 /// # Errors
 /// See [`crate::dvfs::sweep::sweep`].
 pub fn run(args: SweepArgs) -> Result<i32> {
+    crate::collect::check_interval(args.interval)?;
     let sig = SignalForwarder::install()?;
     let cfg = SweepConfig {
         out: args.output.clone(),

@@ -91,6 +91,27 @@ pub fn papi_not_built() -> anyhow::Error {
     )
 }
 
+/// The shortest sampling interval (`collect --interval`), as `perf stat -I` allows: 1 ms.
+/// Below it the sampler thread cannot keep its deadlines (one sample costs 30-100 µs of
+/// CPU here, docs/overhead.md), and the timeline grows by a row per interval: at 1 ns a
+/// 49 ms command took 32 s, 4.9 GB and 48 million rows (issue 18). 0 (totals only) stays
+/// allowed.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Refuse a sampling interval below [`MIN_INTERVAL`] (0 is allowed: totals only).
+///
+/// # Errors
+/// The interval, the minimum and the fix.
+pub fn check_interval(interval: Duration) -> anyhow::Result<()> {
+    if !interval.is_zero() && interval < MIN_INTERVAL {
+        anyhow::bail!(
+            "--interval {} is below the minimum of 1ms (as perf stat -I): each sample costs powerperf 30-100 µs of CPU and a timeline row; use --interval 1ms or more, or --interval 0 for totals only",
+            humantime::format_duration(interval)
+        );
+    }
+    Ok(())
+}
+
 /// What `powerperf collect` does, as a plain struct.
 #[derive(Debug, Clone)]
 pub struct CollectConfig {
@@ -513,6 +534,7 @@ mod run_impl {
     /// A bad event list, an unwritable run directory, a process to attach to that does not
     /// exist, or a failed fork.
     pub fn collect_run(cfg: &CollectConfig) -> Result<Outcome> {
+        super::check_interval(cfg.interval)?;
         if cfg.per_thread && !matches!(cfg.mode, Mode::Attach(_)) {
             anyhow::bail!(
                 "--per-thread needs -p PID (as perf stat --per-thread): a command's counters are inherited by its threads and children and summed by the kernel"
