@@ -540,10 +540,15 @@ mod run_impl {
                 "--per-thread needs -p PID (as perf stat --per-thread): a command's counters are inherited by its threads and children and summed by the kernel"
             );
         }
-        let specs = match cfg.backend {
+        let mut specs = match cfg.backend {
             CounterBackend::Perf => events::parse_list(cfg.events.as_deref())?,
             CounterBackend::Papi => vec![],
         };
+        // An event listed twice would be two timeline columns of one name (issue 18).
+        #[allow(unused_mut)] // extended by the PAPI backend
+        let mut dup_notes: Vec<String> = events::dedup_by_name(&mut specs, |s| s.name.as_str())
+            .into_iter()
+            .collect();
         #[cfg(not(feature = "papi"))]
         if cfg.backend == CounterBackend::Papi {
             return Err(super::papi_not_built());
@@ -554,7 +559,9 @@ mod run_impl {
                 if cfg.mode != Mode::Command {
                     anyhow::bail!("--backend papi counts a command started by collect (PAPI attaches one event set to one process); for -p, -a and -C use --backend perf");
                 }
-                super::papi::parse_list(cfg.events.as_deref())?
+                let mut names = super::papi::parse_list(cfg.events.as_deref())?;
+                dup_notes.extend(events::dedup_by_name(&mut names, |n| n.as_str()));
+                names
             }
             CounterBackend::Perf => vec![],
         };
@@ -585,7 +592,7 @@ mod run_impl {
             // The command's own environment wins over powerperf's.
             knobs.threads = t.trim().parse().ok();
         }
-        let mut notes = Vec::new();
+        let mut notes = dup_notes;
         if !replaced.is_empty() {
             notes.push(format!(
                 "{} held an earlier run: its {} were removed first",
