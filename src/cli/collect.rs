@@ -100,6 +100,11 @@ pub struct CollectArgs {
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::report::Format,
+    /// Replace files named like run outputs (timeline.parquet, regions.parquet,
+    /// region_events/, cubins/, …) in an -o directory that is not a powerperf run (has no
+    /// run.toml); without it such a directory is refused, never emptied.
+    #[arg(long)]
+    pub force: bool,
     /// Do not print the summary after the run.
     #[arg(short, long)]
     pub quiet: bool,
@@ -159,6 +164,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         gpu_pc_period: Some(args.gpu_pc_period),
         gpu_pc_serialized: args.gpu_pc_serialized,
         sampler: args.sampler,
+        force: args.force,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

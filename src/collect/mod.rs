@@ -154,6 +154,10 @@ pub struct CollectConfig {
     pub cpu_pc_sampling_hz: Option<u64>,
     /// Who reads the counters for the timeline.
     pub sampler: TimelineSampler,
+    /// Replace files named like run outputs (`timeline.parquet`, `region_events/`, …) also
+    /// in a directory that holds no `run.toml` (`collect --force`); without it such a
+    /// directory is refused, never emptied.
+    pub force: bool,
 }
 
 /// What `--pc-sampling` samples.
@@ -571,7 +575,21 @@ mod run_impl {
         std::fs::create_dir_all(&cfg.out)
             .with_context(|| format!("cannot create the run directory {}", cfg.out.display()))?;
         // An earlier run in the same directory: its outputs go first (its region events or
-        // GPU recordings would otherwise be read into this run).
+        // GPU recordings would otherwise be read into this run). A directory that is not a
+        // run (no readable run.toml) is never emptied without --force (issue 18).
+        let present: Vec<&str> = crate::store::run::RUN_OUTPUTS
+            .iter()
+            .copied()
+            .filter(|n| cfg.out.join(n).symlink_metadata().is_ok())
+            .collect();
+        if !present.is_empty() && !cfg.force && crate::store::run::RunMeta::read(&cfg.out).is_err()
+        {
+            anyhow::bail!(
+                "{} is not a powerperf run directory (it has no readable run.toml), but it holds {}, which collect would replace; nothing was removed. Fix: choose another -o directory, or pass --force to replace them",
+                cfg.out.display(),
+                present.join(", ")
+            );
+        }
         let mut replaced = Vec::new();
         for name in crate::store::run::RUN_OUTPUTS {
             let p = cfg.out.join(name);
