@@ -268,8 +268,7 @@ mod run_impl {
     };
     use anyhow::{Context, Result};
 
-    /// File holding back [`RESERVE_BYTES`] in the run directory while the run goes on.
-    const RESERVE: &str = ".reserve";
+    /// Space held back in the run directory's file system while the run goes on.
     const RESERVE_BYTES: usize = 64 * 1024;
     /// Ring buffer per sampling leader (group × CPU): a sample of a group of n counters
     /// takes 56 + 16·n bytes, so 128 KiB holds about 1,500 samples of 4 counters, 15 s of
@@ -278,13 +277,10 @@ mod run_impl {
     /// How often the buffers of leader sampling are drained into rows.
     const LEADER_DRAIN: Duration = Duration::from_millis(250);
 
-    /// Removes the reserve file when dropped (at the end, and on every early return).
-    struct Reserve(std::path::PathBuf);
-    impl Drop for Reserve {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
+    /// An unnamed file of [`RESERVE_BYTES`] (`safe_file::anonymous_reserve`): closing it
+    /// (dropping this, at the end and on every early return, or powerperf's death) gives the
+    /// space back, and no file is ever left in the run directory.
+    struct Reserve(#[allow(dead_code)] Option<std::fs::File>);
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -672,12 +668,15 @@ mod run_impl {
         meta.write(&cfg.out)?;
         // Space held back for the final run.toml: removed just before it is written, so a
         // disk the command (or the journal) filled up still gets a run.toml that says so.
-        let reserve = Reserve(cfg.out.join(RESERVE));
-        if let Err(e) = std::fs::write(&reserve.0, vec![0u8; RESERVE_BYTES]) {
-            meta.notes.push(format!(
-                "no space could be held back for the final run.toml ({e}): on a full disk it may keep its first version"
-            ));
-        }
+        let reserve = match crate::store::safe_file::anonymous_reserve(&cfg.out, RESERVE_BYTES) {
+            Ok(f) => Reserve(Some(f)),
+            Err(e) => {
+                meta.notes.push(format!(
+                    "no space could be held back for the final run.toml ({e}): on a full disk it may keep its first version"
+                ));
+                Reserve(None)
+            }
+        };
 
         let mut env = cfg.env.clone();
         env.push(("POWERPERF_RUN_DIR".into(), cfg.out.display().to_string()));

@@ -3,4 +3,5 @@
 pub mod derive;
 pub mod import;
 pub mod run;
+pub mod safe_file;
 pub mod set;

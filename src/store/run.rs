@@ -257,17 +257,16 @@ impl RunMeta {
         toml::from_str(&text).with_context(|| format!("{} is not a valid run.toml", path.display()))
     }
 
-    /// Write `DIR/run.toml` atomically (write a temporary file, then rename).
+    /// Write `DIR/run.toml` atomically: a new temporary file of an unpredictable name,
+    /// created with O_EXCL|O_NOFOLLOW, then renamed ([`super::safe_file::write_atomic`]), so
+    /// a link planted in the directory is never followed.
     ///
     /// # Errors
     /// I/O errors, with the path.
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(RUN_TOML);
-        let tmp = dir.join(".run.toml.tmp");
         let text = toml::to_string_pretty(self).context("serialising run.toml")?;
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(())
+        super::safe_file::write_atomic(dir, RUN_TOML, text.as_bytes())
+            .with_context(|| format!("cannot write {}", dir.join(RUN_TOML).display()))
     }
 
     /// Duration of the run in seconds.
