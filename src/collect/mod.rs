@@ -634,7 +634,7 @@ mod run_impl {
                 id: format!("{label}-{start_unix_ns}"),
                 command: cfg.command.clone(),
                 workload: Some(cfg.workload.clone().unwrap_or_else(|| label.clone())),
-                ended: Ending::Unknown,
+                ended: Ending::Running,
                 exit_status: None,
                 signal: None,
                 signal_name: None,
@@ -663,8 +663,9 @@ mod run_impl {
             threads: vec![],
             pc_sampling: None,
         };
-        // A run.toml exists from the start, so even a powerperf killed mid-run leaves a
-        // readable directory that says the ending is unknown.
+        // A run.toml exists from the start (`ended = "running"`), so even a powerperf killed
+        // mid-run leaves a readable directory; `RunMeta::read` rebuilds its totals from the
+        // journal.
         meta.write(&cfg.out)?;
         // Space held back for the final run.toml: removed just before it is written, so a
         // disk the command (or the journal) filled up still gets a run.toml that says so.
@@ -943,6 +944,40 @@ mod run_impl {
                 None
             }
         };
+        // run.toml again, now with the events whose columns the journal holds (no totals
+        // yet): a powerperf killed from here on leaves a run whose totals `report` rebuilds
+        // from the journal under the events' own names and units.
+        {
+            let mut provisional = meta.clone();
+            provisional.events = counters
+                .iter()
+                .map(|c| EventRecord {
+                    name: c.spec.name.clone(),
+                    backend: Backend::PerfEvent,
+                    status: EventStatus::Counted,
+                    reason: None,
+                    column: Some(c.spec.name.clone()),
+                    total: None,
+                    unit: c.spec.unit.clone(),
+                    scale: Some(c.scale),
+                    running_ratio: None,
+                })
+                .chain(energy.domains.iter().map(|d| EventRecord {
+                    name: format!("energy-{}", d.name),
+                    backend: Backend::Rapl,
+                    status: EventStatus::Counted,
+                    reason: None,
+                    column: Some(d.column.clone()),
+                    total: None,
+                    unit: Some("J".into()),
+                    scale: None,
+                    running_ratio: None,
+                }))
+                .collect();
+            if let Err(e) = provisional.write(&cfg.out) {
+                tracing::debug!("run.toml with the events: {e:#}");
+            }
+        }
         let mut sampler = Sampler {
             counters,
             #[cfg(feature = "papi")]
@@ -1100,7 +1135,10 @@ mod run_impl {
                 meta.run.signal_name = Some(launcher::signal_name(signal));
                 meta.run.core_dumped = core_dumped;
             }
-            (_, Some(Err(e))) => meta.run.error = Some(format!("waitpid failed: {e}")),
+            (_, Some(Err(e))) => {
+                meta.run.ended = Ending::Unknown;
+                meta.run.error = Some(format!("waitpid failed: {e}"));
+            }
             (_, None) => {
                 // Attach or system-wide without a command: the measurement ended normally.
                 meta.run.ended = Ending::Exited;
