@@ -488,16 +488,20 @@ fn full_stdout() -> std::process::Stdio {
         .into()
 }
 
-/// Run `args` with its stdout a pipe closed before it writes; returns (exit code, stderr).
+/// Run `args` with its stdout a pipe whose read end is closed before it starts (as `| true`,
+/// without the race of a reader that may read first); returns (exit code, stderr).
 fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("powerperf"))
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: fds[1] is the write end just created, owned by nothing else.
+    let w = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("powerperf"))
         .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+        .stdout(std::process::Stdio::from(w))
+        .output()
         .unwrap();
-    drop(c.stdout.take());
-    let out = c.wait_with_output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into(),
