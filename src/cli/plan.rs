@@ -38,7 +38,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "JSON", requires = "evaluate")]
     pub params: Option<String>,
     /// With --evaluate: idle power (W) for the race-to-idle baseline.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = positive_f64)]
     pub idle_power: Option<f64>,
     /// Workloads to plan (repeat the flag); default: every workload the model knows.
     #[arg(long = "workload", value_name = "NAME")]
@@ -61,24 +61,24 @@ pub struct PlanArgs {
     pub slowdown_margin: String,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
     /// slowdown exceeds the bound (0.05: one in twenty).
-    #[arg(long, default_value_t = crate::dvfs::evaluate::DEFAULT_RISK, value_name = "FRACTION")]
+    #[arg(long, default_value_t = crate::dvfs::evaluate::DEFAULT_RISK, value_name = "FRACTION", value_parser = non_negative_f64)]
     pub risk: f64,
     /// Settings whose predicted mean power is above this many watts are not chosen.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = positive_f64)]
     pub power_cap: Option<f64>,
     /// Treat the workloads as consecutive regions of one job (bound on their total time,
     /// switch costs between neighbours) instead of independent workloads.
     #[arg(long)]
     pub job: bool,
     /// Cost of one frequency switch between consecutive regions, seconds.
-    #[arg(long, default_value_t = 0.0, value_name = "S")]
+    #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]
     pub transition_latency: f64,
     /// Cost of one frequency switch between consecutive regions, joules.
-    #[arg(long, default_value_t = 0.0, value_name = "J")]
+    #[arg(long, default_value_t = 0.0, value_name = "J", value_parser = non_negative_f64)]
     pub transition_energy: f64,
     /// Regions shorter than this (seconds, at the maximum setting) fold into their parent;
     /// `inf` gives one static setting for the whole job.
-    #[arg(long, default_value_t = 0.0, value_name = "S")]
+    #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]
     pub min_region: f64,
     /// The device whose clocks the frequency knobs are.
     #[arg(long, value_enum, default_value = "cpu")]
@@ -101,6 +101,22 @@ pub struct PlanArgs {
     pub geopm: bool,
 }
 
+/// A finite number ≥ 0 (a plan argument in seconds, joules or a fraction; issue 18).
+fn non_negative_f64(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a finite number ≥ 0")),
+    }
+}
+
+/// A finite number > 0 (a power in watts).
+fn positive_f64(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a finite number above 0")),
+    }
+}
+
 /// Run `powerperf plan`.
 ///
 /// # Errors
@@ -113,7 +129,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             "5%".into()
         }
     });
-    let max_slowdown = parse_slowdown(&bound_text)?;
+    let max_slowdown = parse_slowdown(&bound_text).context("--max-slowdown")?;
     let auto_margin = args.slowdown_margin.trim() == "auto";
     let risk_by_class = args.slowdown_margin.trim() == "risk-class";
     let risk_guard = args.slowdown_margin.trim() == "risk" || risk_by_class;

@@ -61,6 +61,13 @@ pub(crate) fn parse_knob(spec: &str) -> anyhow::Result<(String, Vec<f64>)> {
                 i + 1
             )
         })?;
+        // Issue 18: 0, -5 and 1e300 MHz predicted NaN, -4099 s and inf.
+        crate::store::import::check_value(
+            crate::store::import::Dimension::of_knob(name),
+            "knob",
+            x,
+        )
+        .map_err(|why| anyhow::anyhow!("--knob `{spec}`: value {} `{v}` {why}", i + 1))?;
         out.push(x);
     }
     Ok((name.to_string(), out))
@@ -167,6 +174,20 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         let p = model
             .predict(&workload, &k)
             .with_context(|| format!("predicting {workload} at {}", knob_key(&k)))?;
+        // A prediction that is no time, power or energy is an error, not a line of output.
+        for (what, v) in [
+            ("time_s", p.time_s),
+            ("power_w", p.power_w),
+            ("energy_j", p.energy_j),
+        ] {
+            if let Some(x) = v.filter(|x| !(x.is_finite() && *x >= 0.0)) {
+                anyhow::bail!(
+                    "model {} predicts {what} = {x} for {workload} at {}: not a valid value (the knob is outside what the model can describe, or the model file is damaged; fix: predict within the training grid, or fit the model again)",
+                    args.model.display(),
+                    knob_key(&k)
+                );
+            }
+        }
         rows.push((k, p));
     }
     let err = model.held_out_error.as_ref();
