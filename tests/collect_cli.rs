@@ -530,6 +530,13 @@ fn a_full_disk_keeps_the_samples_written_and_says_truncated() {
 fn a_reused_run_directory_drops_the_earlier_runs_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
+    // The earlier run (a directory without run.toml is not one: it is refused, see
+    // a_directory_that_is_not_a_run_is_not_emptied).
+    pp().args(["collect", "-q", "-e", "task-clock", "-o"])
+        .arg(&run)
+        .args(["--", "true"])
+        .assert()
+        .success();
     std::fs::create_dir_all(run.join("region_events")).unwrap();
     std::fs::write(
         run.join("region_events/4242.tsv"),
@@ -844,8 +851,8 @@ fn sigkilled_powerperf_leaves_a_running_run_that_report_rebuilds() {
         .iter()
         .find(|e| e["event"] == "task-clock")
         .unwrap_or_else(|| panic!("no task-clock in the report: {v}"));
-    // About 0.8 s of a busy loop, from the journal's rows.
-    assert!(tc["value"].as_f64().unwrap() > 2e8, "{tc}");
+    // Up to 0.8 s of a busy loop (less on a loaded machine), from the journal's rows.
+    assert!(tc["value"].as_f64().unwrap() > 1e7, "{tc}");
     assert!(v["duration_s"].as_f64().unwrap() > 0.2, "{v}");
     assert!(
         v["notes"].to_string().contains("journal"),
