@@ -6,9 +6,9 @@
 #
 # WORKDIR receives the inputs (runs, training set, model, evaluation, plan), logs/ (the output
 # of each powerperf command), executed/ (the notebooks with their outputs) and figures/ (PNG).
-# The dataset notebooks need the Titan X data (datasets/titanx-micro.toml): found through
-# $POWERPERF_DATA_DIR, else shared/datasets in an ancestor of the repository; without it they
-# are skipped with `skipped: <reason>`. Prints one line per notebook: `notebook <name>: ok`.
+# The dataset notebooks read the bundled Titan X data (datasets/titanx-micro.toml and
+# datasets/titanx-dvfs/; $POWERPERF_DATA_DIR, when set, replaces the data files).
+# Prints one line per notebook: `notebook <name>: ok`.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -77,23 +77,12 @@ run collect-sh "$BIN" collect -o run-sh -- sh -c 'i=0; while [ $i -lt 300000 ]; 
 notebook run_tour run_tour.ipynb POWERPERF_NB_RUN="$WORK/run-regions"
 notebook run_tour-sh run_tour.ipynb POWERPERF_NB_RUN="$WORK/run-sh"
 
-# 2. The Titan X set: evaluate, fit, plan.
-data=""
-if [ -n "${POWERPERF_DATA_DIR:-}" ]; then
-  [ -f "$POWERPERF_DATA_DIR/titanx-dvfs/micro_140.csv" ] && data="$POWERPERF_DATA_DIR"
-else
-  d="$REPO"
-  while [ "$d" != "/" ]; do
-    d="$(dirname "$d")"
-    if [ -f "$d/shared/datasets/titanx-dvfs/micro_140.csv" ]; then data="$d/shared/datasets"; break; fi
-  done
-fi
-if [ -z "$data" ]; then
-  reason="no Titan X data (titanx-dvfs/micro_140.csv) in \$POWERPERF_DATA_DIR or in shared/datasets above $REPO"
+# 2. The Titan X set (bundled): evaluate, fit, plan.
+if [ -n "${POWERPERF_DATA_DIR:-}" ] && [ ! -f "$POWERPERF_DATA_DIR/titanx-dvfs/micro_140.csv" ]; then
+  reason="\$POWERPERF_DATA_DIR=$POWERPERF_DATA_DIR has no titanx-dvfs/micro_140.csv (unset it to use the bundled copy)"
   echo "notebook model_evaluation: skipped: $reason"
   echo "notebook plan: skipped: $reason"
 else
-  export POWERPERF_DATA_DIR="$data"
   rm -rf titanx
   run import "$BIN" import "$REPO/datasets/titanx-micro.toml" -o titanx
   run evaluate "$BIN" evaluate titanx --protocol knob-holdout --train core_freq_mhz=595,861,1164 -o points.csv

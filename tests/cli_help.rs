@@ -17,6 +17,8 @@ fn every_subcommand_help_has_examples() {
         vec!["events", "list"],
         vec!["events", "lcpi"],
         vec!["import"],
+        vec!["datasets", "list"],
+        vec!["datasets", "extract"],
         vec!["fit"],
         vec!["predict"],
         vec!["evaluate"],

@@ -696,7 +696,7 @@ fn leader_sampling_of_an_attached_process_falls_back_to_the_thread_with_a_note()
 /// directory of theirs) are not followed: the files they point to keep their contents.
 #[test]
 fn links_planted_in_a_run_directory_are_not_followed() {
-    if !common::can_run_as_nobody() {
+    if !common::root_with_setpriv("links_planted_in_a_run_directory_are_not_followed") {
         return;
     }
     let tmp = common::shared_tempdir();

@@ -1,11 +1,13 @@
 //! `powerperf plan` end to end: fit a model on a set with a known answer, plan, read the plan
 //! file back; `plan --evaluate` on the shared real datasets.
 
+mod common;
+
 use assert_cmd::Command;
 use powerperf::dvfs::plan_file::Plan;
 use powerperf::store::set::{Point, SetMeta, TrainingSet};
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// t = a + b·1000/f (s), P = 20 + c·(f/1000)³ (W), Moore 2012's DVFS model exactly.
 const WORKLOADS: [(&str, f64, f64, f64); 3] = [
@@ -185,16 +187,6 @@ fn plan_errors_name_the_problem() {
         .stderr(predicate::str::contains("`zeta`").and(predicate::str::contains("alpha")));
 }
 
-/// `shared/datasets` in `CARGO_MANIFEST_DIR/..` or a further ancestor (a git worktree sits
-/// deeper than the main checkout).
-fn shared() -> Option<PathBuf> {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/datasets"))
-        .find(|d| d.join("titanx-dvfs/micro_140.csv").exists())
-}
-
 fn import(spec: &str, data: &Path, out: &Path) {
     pp().arg("import")
         .arg(
@@ -211,10 +203,7 @@ fn import(spec: &str, data: &Path, out: &Path) {
 
 #[test]
 fn evaluate_on_titanx_and_xu3() {
-    let Some(data) = shared() else {
-        println!("skipped: no shared/datasets above CARGO_MANIFEST_DIR");
-        return;
-    };
+    let data = common::datasets();
     let tmp = tempfile::tempdir().unwrap();
     let set = tmp.path().join("titanx");
     import("titanx-micro.toml", &data, &set);
@@ -259,10 +248,6 @@ fn evaluate_on_titanx_and_xu3() {
     }
     assert_eq!(count, viol);
 
-    if !data.join("xu3-pmu-power/cbench_timeline.tsv").exists() {
-        println!("skipped: xu3 data not found");
-        return;
-    }
     let xu3 = tmp.path().join("xu3");
     import("xu3-cbench.toml", &data, &xu3);
     let out = pp()
@@ -301,10 +286,7 @@ fn evaluate_on_titanx_and_xu3() {
 /// has reached it.)
 #[test]
 fn risk_guard_on_titanx_keeps_violations_within_one_in_twenty() {
-    let Some(data) = shared() else {
-        println!("skipped: no shared/datasets above CARGO_MANIFEST_DIR");
-        return;
-    };
+    let data = common::datasets();
     let tmp = tempfile::tempdir().unwrap();
     let set = tmp.path().join("titanx");
     import("titanx-micro.toml", &data, &set);

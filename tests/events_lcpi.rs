@@ -1,7 +1,9 @@
 //! LCPI tables from the shipped definition files and machine constants.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use powerperf::events_dsl::alias::Resolver;
 use powerperf::events_dsl::{constants, lcpi};
@@ -100,19 +102,6 @@ fn lcpi_on_papi_presets_with_opteron_constants() {
     assert!(shown.contains("branches               0.2600"), "{shown}");
 }
 
-fn shared() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = root
-        .ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/datasets"))
-        .find(|p| p.is_dir());
-    if p.is_none() {
-        println!("skipped: ../shared/datasets is absent");
-    }
-    p
-}
-
 /// Totals of one XU3 run (a benchmark at one frequency, one run number) from the timeline.
 fn xu3_totals(path: &Path, bench: &str, freq: &str, run: &str) -> BTreeMap<String, f64> {
     let text = std::fs::read_to_string(path).unwrap();
@@ -144,7 +133,7 @@ fn xu3_totals(path: &Path, bench: &str, freq: &str, run: &str) -> BTreeMap<Strin
 
 #[test]
 fn lcpi_on_the_xu3_timeline() {
-    let Some(d) = shared() else { return };
+    let d = common::datasets();
     let path = d.join("xu3-pmu-power/cbench_timeline.tsv");
     let totals = xu3_totals(&path, "automotive_bitcount", "2000", "1");
     assert!(totals["INST_RETIRED"] > 1e9);
@@ -241,7 +230,7 @@ fn papi_section_names_for_cpus() {
 /// (`import --derive`).
 #[test]
 fn lcpi_on_a_run_imported_from_the_xu3_timeline() {
-    let Some(d) = shared() else { return };
+    let d = common::datasets();
     let totals = xu3_totals(
         &d.join("xu3-pmu-power/cbench_timeline.tsv"),
         "automotive_bitcount",

@@ -2,16 +2,16 @@
 //!
 //! Rules (also at the end of the guide):
 //! - the lines of every ```sh block are taken in order; blank lines and `#` comments are
-//!   skipped; a block whose first line is `# needs: datasets` runs only when
-//!   `shared/datasets` is found above the repository, `# needs: rt-lib` only when
+//!   skipped; a block whose first line is `# needs: datasets` uses the bundled datasets
+//!   (`datasets/`, beside the specs; always there in a checkout), `# needs: rt-lib` runs only when
 //!   `libpowerperf_rt.so` sits next to the tested binary and `python3` exists (else
 //!   `skipped: <reason>` is printed for each of the block's commands);
 //! - `powerperf ...` lines run the binary under test with the arguments split on whitespace
 //!   (the line may contain no quotes, `$`, globs, pipes or other shell syntax; one final
 //!   `> FILE` redirects stdout into FILE) and must exit 0;
 //! - `mkdir -p DIR...`, `cp -r SRC DST` and `export POWERPERF_DATA_DIR=...` are the only
-//!   other lines allowed: the first two are done by the test, the last is replaced by the
-//!   test's own `POWERPERF_DATA_DIR`;
+//!   other lines allowed: the first two are done by the test, the last is ignored (the
+//!   commands run without `POWERPERF_DATA_DIR`, on the bundled data);
 //! - the working directory is a temporary directory holding copies of the repository paths
 //!   the commands read ([`COPIED`]), so `guide-out/` is never written into the checkout;
 //!   `powerperf` inside a command (after `--`) is the tested binary, found through `PATH`.
@@ -38,16 +38,6 @@ const SHELL_SYNTAX: &[char] = &[
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `shared/datasets` in the nearest ancestor of the repository that has one
-/// (`../shared/datasets` for the main checkout, further up for a worktree).
-fn shared_datasets() -> Option<PathBuf> {
-    root()
-        .ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/datasets"))
-        .find(|p| p.is_dir())
 }
 
 /// One line of a ```sh block, with the requirement of its block.
@@ -120,11 +110,12 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// Why a block with this requirement cannot run here, or None when it can.
-fn unmet(needs: &str, data: Option<&Path>, bin: &Path) -> Option<String> {
+fn unmet(needs: &str, data: &Path, bin: &Path) -> Option<String> {
     match needs {
-        "datasets" => data
-            .is_none()
-            .then(|| "no shared/datasets above CARGO_MANIFEST_DIR".to_string()),
+        "datasets" => {
+            let f = data.join("titanx-dvfs/micro_140.csv");
+            (!f.is_file()).then(|| format!("{} is missing from the checkout", f.display()))
+        }
         "rt-lib" => {
             let lib = common::rt_lib_dir()
                 .unwrap_or_else(|| bin.parent().unwrap().to_path_buf())
@@ -166,7 +157,7 @@ fn every_guide_command_runs() {
     let lines = sh_lines(&guide);
     let bin = assert_cmd::cargo::cargo_bin("powerperf");
     assert!(bin.is_file(), "{} is not built", bin.display());
-    let data = shared_datasets();
+    let data = common::datasets();
 
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path();
@@ -186,11 +177,7 @@ fn every_guide_command_runs() {
         if line.needs.as_deref() == Some("datasets") && words[0] == "powerperf" {
             dataset_commands += 1;
         }
-        if let Some(why) = line
-            .needs
-            .as_deref()
-            .and_then(|n| unmet(n, data.as_deref(), &bin))
-        {
+        if let Some(why) = line.needs.as_deref().and_then(|n| unmet(n, &data, &bin)) {
             println!("skipped: {at}: {}: {why}", line.text);
             continue;
         }
@@ -212,7 +199,7 @@ fn every_guide_command_runs() {
             "export" => {
                 assert!(
                     words.len() == 2 && words[1].starts_with("POWERPERF_DATA_DIR="),
-                    "{at}: only `export POWERPERF_DATA_DIR=...` (the test sets it itself)"
+                    "{at}: only `export POWERPERF_DATA_DIR=...` (ignored: the commands read the bundled data)"
                 );
             }
             "powerperf" => {
@@ -234,9 +221,6 @@ fn every_guide_command_runs() {
                     .current_dir(work)
                     .env("PATH", &path)
                     .env_remove("POWERPERF_DATA_DIR");
-                if let Some(d) = &data {
-                    cmd.env("POWERPERF_DATA_DIR", d);
-                }
                 let start = std::time::Instant::now();
                 let o = cmd.output().unwrap();
                 println!(
@@ -273,16 +257,14 @@ fn every_guide_command_runs() {
     for f in ["run1/run.toml", "mixed/run.toml", "mixed.html", "sysfs"] {
         assert!(out.join(f).exists(), "guide-out/{f} is missing");
     }
-    if data.is_some() {
-        for f in [
-            "titanx/set.toml",
-            "titanx.json",
-            "holdout.csv",
-            "dp-pred.json",
-            "plan.toml",
-        ] {
-            assert!(out.join(f).exists(), "guide-out/{f} is missing");
-        }
+    for f in [
+        "titanx/set.toml",
+        "titanx.json",
+        "holdout.csv",
+        "dp-pred.json",
+        "plan.toml",
+    ] {
+        assert!(out.join(f).exists(), "guide-out/{f} is missing");
     }
     // The dry runs changed nothing in the fixture copy.
     let gov = std::fs::read_to_string(

@@ -1,21 +1,12 @@
-//! End-to-end: `powerperf import` on the shared public datasets (`shared/datasets`, found
-//! above the repository; the data is never copied into it). Each test prints `skipped: …`
-//! and returns when the data is absent. Expected values are cells of the CSV files (line
-//! numbers in comments) or sums over them computed independently of powerperf.
+//! End-to-end: `powerperf import` on the bundled public datasets (`datasets/`, beside the
+//! specs; `datasets/README.md`). Expected values are cells of the CSV files (line numbers in
+//! comments) or sums over them computed independently of powerperf.
+
+mod common;
 
 use assert_cmd::Command;
 use powerperf::store::set::{CounterKind, TrainingSet};
 use std::path::{Path, PathBuf};
-
-/// `shared/datasets` in the nearest ancestor of the repository that has one
-/// (`../shared/datasets` for the main checkout, further up for a worktree).
-fn datasets() -> Option<PathBuf> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    repo.ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/datasets"))
-        .find(|d| d.is_dir())
-}
 
 fn spec(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -23,19 +14,15 @@ fn spec(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Import `spec_name` with POWERPERF_DATA_DIR set; returns the set and the stdout.
-fn import(spec_name: &str, needs: &str) -> Option<(TrainingSet, String)> {
-    let Some(data) = datasets() else {
-        println!(
-            "skipped: no shared/datasets above {}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        return None;
-    };
-    if !data.join(needs).exists() {
-        println!("skipped: {} absent", data.join(needs).display());
-        return None;
-    }
+/// Import `spec_name` (the bundled data `needs` must exist) with POWERPERF_DATA_DIR set;
+/// returns the set and the stdout.
+fn import(spec_name: &str, needs: &str) -> (TrainingSet, String) {
+    let data = common::datasets();
+    assert!(
+        data.join(needs).exists(),
+        "{} absent",
+        data.join(needs).display()
+    );
     let out = tempfile::tempdir().unwrap();
     let set_dir = out.path().join("set");
     let assert = Command::cargo_bin("powerperf")
@@ -48,7 +35,7 @@ fn import(spec_name: &str, needs: &str) -> Option<(TrainingSet, String)> {
         .assert()
         .success();
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
-    Some((TrainingSet::read(&set_dir).unwrap(), stdout))
+    (TrainingSet::read(&set_dir).unwrap(), stdout)
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -73,9 +60,7 @@ fn point<'a>(
 
 #[test]
 fn titanx_micro_140_workloads_32_settings_with_ptx_features() {
-    let Some((set, stdout)) = import("titanx-micro.toml", "titanx-dvfs/micro_140.csv") else {
-        return;
-    };
+    let (set, stdout) = import("titanx-micro.toml", "titanx-dvfs/micro_140.csv");
     assert!(stdout.contains("4480 points, 140 workloads"), "{stdout}");
     assert_eq!(set.points.len(), 4480);
     assert_eq!(set.workloads().len(), 140);
@@ -110,9 +95,7 @@ fn titanx_micro_140_workloads_32_settings_with_ptx_features() {
 
 #[test]
 fn v100_sweep_21_apps_time_trusted_only_for_dgemm_and_stream() {
-    let Some((set, _)) = import("v100-dcgm-sweep.toml", "v100-dcgm-sweep/spec_21apps.csv") else {
-        return;
-    };
+    let (set, _) = import("v100-dcgm-sweep.toml", "v100-dcgm-sweep/spec_21apps.csv");
     assert_eq!(set.workloads().len(), 21);
     assert_eq!(set.points.len(), 21 * 117);
     assert_eq!(set.knob_values("core_freq_mhz").len(), 117);
@@ -137,9 +120,7 @@ fn v100_sweep_21_apps_time_trusted_only_for_dgemm_and_stream() {
 
 #[test]
 fn xu3_timeline_one_point_per_benchmark_frequency_run() {
-    let Some((set, stdout)) = import("xu3-cbench.toml", "xu3-pmu-power/cbench_timeline.tsv") else {
-        return;
-    };
+    let (set, stdout) = import("xu3-cbench.toml", "xu3-pmu-power/cbench_timeline.tsv");
     assert_eq!(
         set.points.len(),
         180,
@@ -189,18 +170,14 @@ fn multicore_sets_take_workload_from_file_name_and_parse_ghz() {
         ("multicore-amd.toml", "amd", 7, 48),
         ("multicore-i7.toml", "i7", 10, 8),
     ] {
-        let Some((set, _)) = import(spec_name, &format!("multicore-scaling/{sys}")) else {
-            return;
-        };
+        let (set, _) = import(spec_name, &format!("multicore-scaling/{sys}"));
         assert_eq!(set.workloads().len(), n_workloads, "{sys}");
         assert_eq!(set.points.len(), n_workloads * n_cores, "{sys}");
         assert_eq!(set.knob_values("threads").len(), n_cores, "{sys}");
         assert_eq!(set.knob_values("core_freq_mhz").len(), 1, "{sys}");
     }
     // amd/data-ep.csv line 3: 1;2;2.10GHz;264.32;28.8;103680.0;396.301149425;
-    let Some((set, _)) = import("multicore-amd.toml", "multicore-scaling/amd") else {
-        return;
-    };
+    let (set, _) = import("multicore-amd.toml", "multicore-scaling/amd");
     let p = point(&set, "ep", &[("threads", 2.0)], None);
     assert_eq!(p.knobs["core_freq_mhz"], 2100.0);
     assert!(close(p.time_s.unwrap(), 264.32));
@@ -210,15 +187,7 @@ fn multicore_sets_take_workload_from_file_name_and_parse_ghz() {
 
 #[test]
 fn file_flag_overrides_the_spec_file() {
-    let Some(data) = datasets() else {
-        println!("skipped: no shared/datasets");
-        return;
-    };
-    let file = data.join("multicore-scaling/i7/data-sp.csv");
-    if !file.exists() {
-        println!("skipped: {} absent", file.display());
-        return;
-    }
+    let file = common::datasets().join("multicore-scaling/i7/data-sp.csv");
     // The xeon spec reads the i7 file: same columns, one workload.
     let out = tempfile::tempdir().unwrap();
     Command::cargo_bin("powerperf")
@@ -242,15 +211,7 @@ fn file_flag_overrides_the_spec_file() {
 
 #[test]
 fn spec_naming_a_missing_column_fails_naming_it() {
-    let Some(data) = datasets() else {
-        println!("skipped: no shared/datasets");
-        return;
-    };
-    let file = data.join("v100-dcgm-sweep/spec_21apps.csv");
-    if !file.exists() {
-        println!("skipped: {} absent", file.display());
-        return;
-    }
+    let file = common::datasets().join("v100-dcgm-sweep/spec_21apps.csv");
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     let text = std::fs::read_to_string(spec("v100-dcgm-sweep.toml"))
@@ -315,5 +276,110 @@ fn every_shipped_spec_loads() {
             n += 1;
         }
     }
-    assert_eq!(n, 6);
+    assert_eq!(n, 7);
+}
+
+/// `powerperf datasets list` names every bundled set with its licence, and `extract` writes
+/// specs whose data import from the extracted directory alone (no POWERPERF_DATA_DIR).
+#[test]
+fn datasets_list_and_extract_give_importable_specs() {
+    let out = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["datasets", "list", "--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let sets = v["sets"].as_array().unwrap();
+    assert_eq!(sets.len(), 7, "{v}");
+    for s in sets {
+        assert!(!s["licence"].as_str().unwrap().is_empty(), "{s}");
+        assert!(s["compressed_bytes"].as_u64() < s["bytes"].as_u64(), "{s}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ex = dir.path().join("ex");
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["datasets", "extract", "-o"])
+        .arg(&ex)
+        .assert()
+        .success();
+    assert!(ex.join("README.md").is_file());
+    assert!(ex.join("multicore-scaling/LICENSE").is_file());
+    let set = dir.path().join("set");
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .env_remove("POWERPERF_DATA_DIR")
+        .current_dir(dir.path())
+        .arg("import")
+        .arg(ex.join("multicore-i7.toml"))
+        .arg("-o")
+        .arg(&set)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            ex.join("multicore-scaling/i7/").display().to_string(),
+        ));
+    assert_eq!(TrainingSet::read(&set).unwrap().points.len(), 80);
+    // A second extract into the same directory overwrites nothing and says so.
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["datasets", "extract", "-o"])
+        .arg(&ex)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("already exists"));
+}
+
+/// `powerperf import NAME` reads the copy embedded in the binary, and POWERPERF_DATA_DIR
+/// still overrides its data files.
+#[test]
+fn a_bundled_set_imports_by_name_and_the_data_dir_overrides_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("powerperf")
+        .unwrap()
+        .env_remove("POWERPERF_DATA_DIR")
+        .current_dir(dir.path())
+        .args(["import", "multicore-xeon", "-o", "x", "--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["points"], 200, "{v}");
+    assert!(
+        v["files"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("bundled:datasets/multicore-scaling/xeon/"),
+        "{v}"
+    );
+    // Another copy of the files, with one program only: it wins over the bundled copy.
+    let other = dir.path().join("other/multicore-scaling/xeon");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(
+        common::datasets().join("multicore-scaling/xeon/data-ep.csv"),
+        other.join("data-ep.csv"),
+    )
+    .unwrap();
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .env("POWERPERF_DATA_DIR", dir.path().join("other"))
+        .current_dir(dir.path())
+        .args(["import", "multicore-xeon", "-o", "y"])
+        .assert()
+        .success();
+    let y = TrainingSet::read(&dir.path().join("y")).unwrap();
+    assert_eq!(y.workloads(), vec!["ep"]);
+    // A name that is neither a file nor a bundled set lists the bundled names.
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["import", "no-such-set", "-o", "z"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("titanx-micro"));
 }

@@ -1,27 +1,19 @@
 //! Held-out accuracy on the shared real datasets (issue 6 targets). Each test imports a set
 //! through the shipped spec (`datasets/*.toml`) and evaluates with the library's protocols.
-//! When `../shared/datasets` is absent the tests print `skipped: <reason>` and return.
+//! The data are the bundled copies beside the specs (`datasets/README.md`).
+
+mod common;
 
 use powerperf::models::eval::{knob_holdout, Evaluation};
 use powerperf::models::features::mean_points;
 use powerperf::models::{FitParams, ModelKind};
 use powerperf::store::import::{import, ImportSpec};
 use powerperf::store::set::TrainingSet;
-use std::path::PathBuf;
 
-fn shared() -> Option<PathBuf> {
-    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets");
-    d.is_dir().then_some(d)
-}
-
-fn load(name: &str) -> Option<TrainingSet> {
-    if shared().is_none() {
-        println!("skipped: ../shared/datasets not found (real data for {name})");
-        return None;
-    }
-    let spec_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("datasets/{name}.toml"));
+fn load(name: &str) -> TrainingSet {
+    let spec_path = common::datasets().join(format!("{name}.toml"));
     let spec = ImportSpec::load(&spec_path).unwrap();
-    Some(import(&spec, None).unwrap().set)
+    import(&spec, None).unwrap().set
 }
 
 fn mape(e: &Evaluation, t: &str) -> f64 {
@@ -30,9 +22,7 @@ fn mape(e: &Evaluation, t: &str) -> f64 {
 
 #[test]
 fn titanx_knob_holdout_meets_issue6_targets() {
-    let Some(set) = load("titanx-micro") else {
-        return;
-    };
+    let set = load("titanx-micro");
     let pts = mean_points(&set);
     let e = knob_holdout(
         ModelKind::Auto,
@@ -58,9 +48,7 @@ fn titanx_knob_holdout_meets_issue6_targets() {
 
 #[test]
 fn v100_power_knob_holdout() {
-    let Some(set) = load("v100-dcgm-sweep") else {
-        return;
-    };
+    let set = load("v100-dcgm-sweep");
     let pts = mean_points(&set);
     let e = knob_holdout(
         ModelKind::Analytic,

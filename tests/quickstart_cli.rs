@@ -69,3 +69,118 @@ fn quickstart_without_datasets_runs_every_local_step() {
     .unwrap();
     assert_eq!(gov.trim(), "schedutil");
 }
+
+/// `powerperf quickstart` as an installed binary runs it: the binary alone, copied into an
+/// empty directory, run from there with no repository, no `shared/` and no
+/// `POWERPERF_DATA_DIR`. Every dataset step runs on the data embedded in the binary: held-out
+/// error from real frequency data, a guarded plan judged on measured clocks, a GPU plan
+/// whose NVML calls the dry run describes, and a CPU plan applied to the bundled fixture.
+#[test]
+fn quickstart_runs_every_step_on_the_bundled_data_with_no_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("powerperf");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("powerperf"), &bin).unwrap();
+    let o = std::process::Command::new(&bin)
+        .args([
+            "quickstart",
+            "--repeat",
+            "1",
+            "--scale",
+            "0.05",
+            "--format",
+            "json",
+        ])
+        .current_dir(dir.path())
+        .env_remove("POWERPERF_DATA_DIR")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{text}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["data"], "bundled", "{j}");
+    let ran: Vec<&serde_json::Value> = j["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["commands"].as_array().unwrap())
+        .collect();
+    assert!(ran.iter().all(|c| c["exit_status"] == 0), "{j}");
+    let args = |c: &serde_json::Value| -> Vec<String> {
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
+    let find = |first: &str, has: &str| {
+        ran.iter()
+            .copied()
+            .find(|c| {
+                let a = args(c);
+                a[0] == first && a.iter().any(|x| x == has)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no `{first} … {has}` command in {:?}",
+                    ran.iter().map(|c| args(c)).collect::<Vec<_>>()
+                )
+            })
+    };
+    // The three frequency sets, imported by name from the binary.
+    for set in ["titanx-micro", "v100-dcgm-sweep", "xu3-cbench"] {
+        let c = find("import", set);
+        assert!(
+            c["stdout"].as_str().unwrap().contains("bundled:datasets/"),
+            "{c}"
+        );
+    }
+    // Held-out error on the Titan X: a knob holdout over the 13 clocks not trained on.
+    let ev = find("evaluate", "core_freq_mhz=595,861,1164");
+    let e: serde_json::Value = serde_json::from_str(ev["stdout"].as_str().unwrap()).unwrap();
+    assert_eq!(e["points"], 3640, "{e}");
+    let mape = e["time"]["mape_pct"].as_f64().unwrap();
+    assert!(mape > 0.0 && mape < 2.0, "{e}");
+    // The guarded plan, judged on the measured clocks.
+    let pe = find("plan", "risk");
+    let pe_out = pe["stdout"].as_str().unwrap();
+    assert!(pe_out.contains("guard: risk budget"), "{pe_out}");
+    assert!(
+        pe_out.contains("mean fraction of the oracle's gain"),
+        "{pe_out}"
+    );
+    // The GPU plan file targets the GPU, and its dry run describes the NVML calls.
+    let out = dir.path().join("powerperf-quickstart");
+    let plan = std::fs::read_to_string(out.join("plans/titanx.toml")).unwrap();
+    assert!(plan.contains("kind = \"gpu\""), "{plan}");
+    let gpu_apply = find("apply", "powerperf-quickstart/plans/titanx.toml");
+    assert!(
+        gpu_apply["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("nvmlDeviceSetGpuLockedClocks(device 0"),
+        "{gpu_apply}"
+    );
+    // The CPU plan from the XU3 set, applied in a dry run to the bundled cpufreq fixture.
+    let cpu_apply = find("apply", "powerperf-quickstart/plans/xu3.toml");
+    let err = cpu_apply["stderr"].as_str().unwrap();
+    assert!(err.contains("dry-run: cpufreq under"), "{err}");
+    assert!(err.contains("scaling_setspeed"), "{err}");
+    // Thread counts: only those measured here (the collect runs' OMP_NUM_THREADS) are
+    // predicted.
+    let mut collected: Vec<String> = ran
+        .iter()
+        .filter(|c| c["args"][0] == "collect")
+        .map(|c| c["env"][0][1].as_str().unwrap().to_string())
+        .collect();
+    collected.dedup();
+    if collected.len() >= 2 {
+        let pr = find("predict", "mixed");
+        let knob = args(pr)
+            .into_iter()
+            .find(|a| a.starts_with("threads="))
+            .unwrap();
+        assert_eq!(knob, format!("threads={}", collected.join(",")));
+    }
+    assert!(text.contains("(unchanged)"), "{text}");
+}

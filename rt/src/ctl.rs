@@ -13,7 +13,10 @@
 //! controller -> client   one byte: K (done or nothing to change), N (refused or failed)
 //! ```
 //!
-//! Names are escaped as in the events file (`\\`, `\t`, `\n`, `\r`). A socket that cannot
+//! Names are escaped as in the events file (`\\`, `\t`, `\n`, `\r`). A line is at most
+//! [`MAX_LINE`] bytes with its newline: the controller (running as root) closes a
+//! connection that sends a longer one, so a region whose escaped name is longer is not
+//! sent (one message on stderr; it is still recorded). A socket that cannot
 //! be reached, or a controller that stops answering (5 s), turns switching off for the
 //! rest of the process with one message on stderr; recording goes on.
 
@@ -35,9 +38,15 @@ pub const ACK_OK: u8 = b'K';
 /// The acknowledgement for a refused or failed switch (the program goes on).
 pub const ACK_REFUSED: u8 = b'N';
 
+/// The longest line of the protocol, newline included, in bytes. The controller closes a
+/// connection that sends a longer one (and logs it as `refuse`).
+pub const MAX_LINE: usize = 4096;
+
 pub(crate) struct Ctl {
     path: PathBuf,
     off: AtomicBool,
+    /// A name too long to send was seen (said once).
+    long_said: AtomicBool,
 }
 
 thread_local! {
@@ -56,6 +65,7 @@ impl Ctl {
         Some(Ctl {
             path: PathBuf::from(p),
             off: AtomicBool::new(false),
+            long_said: AtomicBool::new(false),
         })
     }
 
@@ -78,6 +88,15 @@ impl Ctl {
         msg.push(' ');
         crate::runtime::escape_into(&mut msg, name);
         msg.push('\n');
+        if msg.len() > MAX_LINE {
+            if !self.long_said.swap(true, Ordering::SeqCst) {
+                eprintln!(
+                    "powerperf-rt: frequency controller at {}: a region name is longer than the protocol's {MAX_LINE}-byte line; regions with such names do not switch (they are still recorded)",
+                    self.path.display()
+                );
+            }
+            return;
+        }
         let res = CONN.try_with(|c| {
             let mut c = c.borrow_mut();
             let pid = std::process::id();

@@ -1,7 +1,7 @@
 //! Throughput of the event DSL's vectorised evaluator, against the same formulas written as
 //! polars expressions on the same columns (both on one core).
 //!
-//! `cargo run --release --bin dsl-eval-bench [ROWS]` prints formula terms per second, where a
+//! `cargo run --release --features polars-lazy-bench --bin dsl-eval-bench [ROWS]` prints formula terms per second, where a
 //! term is one bytecode operation applied to one row.
 
 use std::time::Instant;

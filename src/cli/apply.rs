@@ -3,7 +3,7 @@
 //! powerperf-rt reports over the controller socket; restore every changed setting
 //! afterwards. `powerperf apply --restore` replays a left-over record.
 
-use crate::dvfs::apply::{self, ApplyRequest, RegionSettings, SignalForwarder};
+use crate::dvfs::apply::{self, ApplyRequest, RegionSettings, RunAs, SignalForwarder};
 use crate::dvfs::controller::{
     ControllerError, CpufreqController, FrequencyController, NvmlLockedClocks,
 };
@@ -33,13 +33,25 @@ pub struct ApplyArgs {
     /// Replay a restore record left by an apply that did not finish, then exit.
     #[arg(long, conflicts_with_all = ["plan", "dry_run", "workload"])]
     pub restore: bool,
-    /// The restore record (default: $XDG_RUNTIME_DIR/powerperf-restore.toml or
-    /// /tmp/powerperf-restore-<uid>.toml).
+    /// The restore record (default: powerperf-restore.toml in the state directory). Never
+    /// followed through a symbolic link; created exclusively; read back only when it is
+    /// this user's own file.
     #[arg(long, value_name = "PATH")]
     pub restore_file: Option<PathBuf>,
-    /// The switch log (default: next to the restore record).
+    /// The switch log (default: powerperf-switches.log in the state directory).
     #[arg(long, value_name = "PATH")]
     pub log: Option<PathBuf>,
+    /// Directory for the restore record and the switch log (default: $POWERPERF_STATE_DIR,
+    /// else /var/lib/powerperf for root, else $XDG_RUNTIME_DIR). It must be a directory of
+    /// this user with mode 0700 (created when missing), not a symbolic link.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Run the command as the user who ran `sudo powerperf apply` (SUDO_UID, SUDO_GID, no
+    /// supplementary groups) while powerperf keeps root to set and restore the frequencies.
+    /// Without it the command runs with powerperf's credentials, as under perf and
+    /// likwid-perfctr.
+    #[arg(long, conflicts_with = "restore")]
+    pub as_invoking_user: bool,
     /// Output format: text, or json (one object as the last line of stderr, as `perf stat
     /// -j` does: stdout belongs to the command) with the plan, the settings, the writes of a
     /// dry run, the environment given to the command and its exit status.
@@ -125,12 +137,49 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     Ok(st)
 }
 
+/// The restore record: `--restore-file`, else the state directory's.
+fn restore_path(args: &ApplyArgs) -> Result<PathBuf> {
+    match &args.restore_file {
+        Some(p) => Ok(p.clone()),
+        None => apply::default_restore_path(args.state_dir.as_deref()),
+    }
+}
+
+/// The switch log: `--log`, else the state directory's.
+fn log_path(args: &ApplyArgs) -> Result<PathBuf> {
+    match &args.log {
+        Some(p) => Ok(p.clone()),
+        None => apply::default_log_path(args.state_dir.as_deref()),
+    }
+}
+
+/// The user the command runs as: `--as-invoking-user` (SUDO_UID), else powerperf's own
+/// credentials, with a note when that is root under sudo.
+fn command_user(args: &ApplyArgs) -> Result<Option<RunAs>> {
+    if args.as_invoking_user {
+        let u = RunAs::invoking_user()?;
+        eprintln!(
+            "powerperf: the command runs as uid {} gid {}{} (--as-invoking-user), without supplementary groups",
+            u.uid,
+            u.gid,
+            u.user.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+        );
+        return Ok(Some(u));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        if let Some(uid) = std::env::var("SUDO_UID").ok().filter(|u| u != "0") {
+            eprintln!(
+                "powerperf: the command runs as root (powerperf was started through sudo by uid {uid}); pass --as-invoking-user to run it as uid {uid}"
+            );
+        }
+    }
+    Ok(None)
+}
+
 fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
-    let restore_file = args
-        .restore_file
-        .clone()
-        .unwrap_or_else(apply::default_restore_path);
     if args.restore {
+        let restore_file = restore_path(args)?;
         let root = (args.sysfs_root != Path::new("/")).then_some(args.sysfs_root.as_path());
         return match apply::replay_restore(&restore_file, root)? {
             None => {
@@ -156,9 +205,10 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     }
     let plan_path = args.plan.clone().context("--plan PLAN is required")?;
     let plan = Plan::read(&plan_path)?;
+    let run_as = command_user(args)?;
     if let Some(settings) = region_settings(&plan, args.workload.as_deref()) {
         sum.region_settings = settings.clone();
-        return run_regions(args, &plan, &plan_path, settings, restore_file, sum);
+        return run_regions(args, &plan, &plan_path, settings, run_as, sum);
     }
     let region = select(&plan, args.workload.as_deref(), &plan_path)?;
     sum.region = Some(region.name.clone());
@@ -288,7 +338,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         if args.command.is_empty() {
             return Ok(0);
         }
-        return apply::run_child(&args.command, &env, &sig);
+        return apply::run_child_as(&args.command, &env, &sig, run_as.as_ref());
     }
     if args.command.is_empty() {
         anyhow::bail!(
@@ -296,13 +346,20 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
             plan_path.display()
         );
     }
+    let (restore_file, log_file) = if ctl.is_some() {
+        (restore_path(args)?, log_path(args)?)
+    } else {
+        // nothing is set: no record, no log
+        (PathBuf::new(), PathBuf::new())
+    };
     let req = ApplyRequest {
         core_freq_mhz: core_mhz,
         env,
         command: args.command.clone(),
         restore_file,
-        log_file: args.log.clone().unwrap_or_else(apply::default_log_path),
+        log_file,
         sysfs_root: args.sysfs_root.clone(),
+        run_as,
     };
     match ctl {
         Some(mut c) => {
@@ -316,7 +373,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
             );
             Ok(st)
         }
-        None => apply::run_child(&req.command, &req.env, &sig),
+        None => apply::run_child_as(&req.command, &req.env, &sig, req.run_as.as_ref()),
     }
 }
 
@@ -354,7 +411,7 @@ fn run_regions(
     plan: &Plan,
     plan_path: &Path,
     list: Vec<(String, f64)>,
-    restore_file: PathBuf,
+    run_as: Option<RunAs>,
     sum: &mut Summary,
 ) -> Result<i32> {
     let mut env = Vec::new();
@@ -425,7 +482,7 @@ fn run_regions(
         if args.command.is_empty() {
             return Ok(0);
         }
-        return apply::run_child(&args.command, &env, &sig);
+        return apply::run_child_as(&args.command, &env, &sig, run_as.as_ref());
     }
     if args.command.is_empty() {
         anyhow::bail!(
@@ -438,9 +495,10 @@ fn run_regions(
         core_freq_mhz: Some(default_mhz),
         env,
         command: args.command.clone(),
-        restore_file,
-        log_file: args.log.clone().unwrap_or_else(apply::default_log_path),
+        restore_file: restore_path(args)?,
+        log_file: log_path(args)?,
         sysfs_root: args.sysfs_root.clone(),
+        run_as,
     };
     eprintln!("powerperf: {}", ctl.describe());
     sum.controller = Some(ctl.describe());

@@ -10,11 +10,12 @@ use std::path::PathBuf;
 /// Arguments of `powerperf import`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf import datasets/titanx-micro.toml -o titanx\n  powerperf import datasets/v100-dcgm-sweep.toml --file /data/spec_21apps.csv -o v100\n  powerperf import run1 run2 run3 -o my-set        # runs written by powerperf collect\n\nSpecs name the public files; POWERPERF_DATA_DIR or --file says where they are (docs/import.md)."
+    after_help = "Examples:\n  powerperf import datasets/titanx-micro.toml -o titanx\n  powerperf import titanx-micro -o titanx          # a set bundled in the binary, by name (`powerperf datasets`)\n  powerperf import datasets/v100-dcgm-sweep.toml --file /data/spec_21apps.csv -o v100\n  powerperf import run1 run2 run3 -o my-set        # runs written by powerperf collect\n\nSpecs name their data files, looked for in POWERPERF_DATA_DIR, then beside the spec (the bundled copy), then in shared/datasets above; --file replaces them (docs/import.md)."
 )]
 pub struct ImportArgs {
-    /// An import spec (TOML, e.g. datasets/titanx-micro.toml), or run directories written by
-    /// `powerperf collect` (each holds a run.toml).
+    /// An import spec (TOML, e.g. datasets/titanx-micro.toml), the name of a set bundled in
+    /// the binary (e.g. titanx-micro; `powerperf datasets` lists them), or run directories
+    /// written by `powerperf collect` (each holds a run.toml).
     #[arg(value_name = "SPEC|RUN", required_unless_present = "runs")]
     pub inputs: Vec<PathBuf>,
     /// The training set directory to write (set.toml + points.parquet).
@@ -63,17 +64,30 @@ enum Inputs {
     Runs(Vec<PathBuf>),
 }
 
-fn classify(args: &ImportArgs) -> Result<Inputs> {
+/// The inputs, and for a set bundled in the binary (named instead of a spec file) the private
+/// temporary copy of the bundled datasets its spec is read from.
+fn classify(args: &ImportArgs) -> Result<(Inputs, Option<tempfile::TempDir>)> {
     let mut runs: Vec<PathBuf> = args.runs.clone();
     let mut spec = None;
+    let mut bundled = None;
     for p in &args.inputs {
+        if !p.exists() && p.components().count() == 1 {
+            let name = p.to_string_lossy();
+            if crate::store::bundled::set(&name)?.is_some() {
+                if spec.is_some() || bundled.is_some() {
+                    bail!("give one import spec at a time ({name} is a second one)");
+                }
+                bundled = Some(name.trim_end_matches(".toml").to_string());
+                continue;
+            }
+        }
         if p.is_dir() {
             if !p.join(RUN_TOML).is_file() {
                 bail!("{} is a directory without a {RUN_TOML}: not a run directory written by `powerperf collect`", p.display());
             }
             runs.push(p.clone());
         } else if p.is_file() {
-            if spec.is_some() {
+            if spec.is_some() || bundled.is_some() {
                 bail!(
                     "give one import spec at a time ({} is a second one)",
                     p.display()
@@ -81,9 +95,14 @@ fn classify(args: &ImportArgs) -> Result<Inputs> {
             }
             spec = Some(p.clone());
         } else {
+            let names: Vec<String> = crate::store::bundled::sets()?
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
             bail!(
-                "{} does not exist (expected an import spec file or a run directory)",
-                p.display()
+                "{} does not exist (expected an import spec file, a run directory, or the name of a bundled set: {})",
+                p.display(),
+                names.join(", ")
             );
         }
     }
@@ -95,9 +114,17 @@ fn classify(args: &ImportArgs) -> Result<Inputs> {
             );
         }
     }
+    if let Some(name) = bundled {
+        if !runs.is_empty() {
+            bail!("give either an import spec or run directories, not both");
+        }
+        let dir = crate::store::bundled::materialise_datasets()?;
+        let spec = dir.path().join(format!("{name}.toml"));
+        return Ok((Inputs::Spec(spec), Some(dir)));
+    }
     match (spec, runs.is_empty()) {
-        (Some(s), true) => Ok(Inputs::Spec(s)),
-        (None, false) => Ok(Inputs::Runs(runs)),
+        (Some(s), true) => Ok((Inputs::Spec(s), None)),
+        (None, false) => Ok((Inputs::Runs(runs), None)),
         (Some(_), false) => bail!("give either an import spec or run directories, not both"),
         (None, true) => bail!("nothing to import: give an import spec or run directories"),
     }
@@ -151,7 +178,10 @@ pub fn run(args: ImportArgs) -> Result<i32> {
     let mut runs_written = Vec::new();
     let mut source_names = std::collections::BTreeMap::new();
     let mut machine = None;
-    let (mut set, files, mut notes) = match classify(&args)? {
+    // A bundled set is read from a private temporary copy of the bundled datasets, removed
+    // when `bundled` drops; the files are shown as `bundled:<path>`.
+    let (inputs, bundled) = classify(&args)?;
+    let (mut set, files, mut notes) = match inputs {
         Inputs::Spec(spec_path) => {
             if args.workload.is_some() {
                 bail!(
@@ -242,6 +272,27 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         }
     }
     set.write(&args.output)?;
+    if let Some(dir) = &bundled {
+        let tmp = format!("{}/", dir.path().display());
+        let shown = format!("bundled:{}", crate::store::bundled::DATASETS);
+        for n in &mut notes {
+            *n = n.replace(&tmp, &shown);
+        }
+    }
+    let files: Vec<PathBuf> = match &bundled {
+        Some(dir) => files
+            .iter()
+            .map(|f| match f.strip_prefix(dir.path()) {
+                Ok(rel) => PathBuf::from(format!(
+                    "bundled:{}{}",
+                    crate::store::bundled::DATASETS,
+                    rel.display()
+                )),
+                Err(_) => f.clone(),
+            })
+            .collect(),
+        None => files,
+    };
     if args.format == TextOrJson::Json {
         let out = serde_json::json!({
             "set": args.output,

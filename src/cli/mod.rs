@@ -50,6 +50,7 @@ macro_rules! outln {
 
 pub mod apply;
 pub mod collect;
+pub mod datasets;
 pub mod evaluate;
 pub mod events;
 pub mod fit;
@@ -81,6 +82,9 @@ pub enum Command {
     Events(events::EventsCommand),
     /// Turn tabular measurements into a training set through a TOML spec.
     Import(import::ImportArgs),
+    /// The public measurement sets bundled in the binary: list them, or write them out.
+    #[command(subcommand)]
+    Datasets(datasets::DatasetsCommand),
     /// Fit models on a training set and print leave-one-out error.
     Fit(fit::FitArgs),
     /// Predict time, power and energy at other knob values.
@@ -136,6 +140,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(a) => report::run(a),
         Command::Events(a) => events::run(a),
         Command::Import(a) => import::run(a),
+        Command::Datasets(a) => datasets::run(a),
         Command::Fit(a) => fit::run(a),
         Command::Predict(a) => predict::run(a),
         Command::Evaluate(a) => evaluate::run(a),

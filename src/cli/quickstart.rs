@@ -2,16 +2,21 @@
 //! subcommands a user runs (each step prints its command and what it printed).
 //!
 //! 1. collect a `microbench` workload on this machine at each thread count it has, make a
-//!    training set of those runs, fit a thread-count model and predict more threads;
-//! 2. where the public datasets are found (`--data`, `POWERPERF_DATA_DIR`,
-//!    `../shared/datasets`): import the Titan X and V100 frequency sweeps, fit (leave-one-out
-//!    error printed), predict and plan;
-//! 3. plan a CPU frequency from the XU3 (ARM) set and apply it with `--dry-run` against the
-//!    cpufreq fixture tree shipped in `tests/fixtures/sysfs/cpufreq-userspace`, so the step
-//!    runs on a machine without cpufreq.
+//!    training set of those runs, fit a thread-count model and predict the thread counts
+//!    this machine has (more would be an extrapolation no run here can check: not printed);
+//! 2. the public GPU frequency sweeps bundled in the binary (`store::bundled`; `--data DIR`
+//!    or `POWERPERF_DATA_DIR` replaces their data files): import the Titan X and V100 sets by
+//!    name, fit, evaluate with held-out error (knob holdout), predict, plan the Titan X with
+//!    the risk guard (judged on the held-out clocks) and write a GPU plan whose NVML calls a
+//!    dry run describes;
+//! 3. the bundled XU3 (ARM Cortex-A15) set: fit, held-out error, plan a CPU frequency and
+//!    apply it with `--dry-run` against the bundled cpufreq fixture tree
+//!    (`tests/fixtures/sysfs/cpufreq-userspace`, written into the output directory), so the
+//!    step runs on a machine without cpufreq.
 //!
-//! It never reports a measurement this machine cannot make: where a source is missing
-//! (RAPL, hardware counters, cpufreq), the step says so.
+//! Everything it reads is inside the binary, so it runs from a fresh clone or an installed
+//! binary alike. It never reports a measurement this machine cannot make: where a source is
+//! missing (RAPL, hardware counters, cpufreq), the step says so.
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -21,16 +26,17 @@ use std::time::Instant;
 /// Arguments of `powerperf quickstart`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  cargo run --release -- quickstart\n  powerperf quickstart --out /tmp/qs --data ../shared/datasets"
+    after_help = "Example:\n  cargo run --release -- quickstart\n  powerperf quickstart --out /tmp/qs\n  powerperf quickstart --data ../shared/datasets      # other copies of the datasets' files"
 )]
 pub struct QuickstartArgs {
     /// Working directory for runs, sets, models and plans (recreated).
     #[arg(long, default_value = "powerperf-quickstart")]
     pub out: PathBuf,
-    /// Directory holding the public datasets (else POWERPERF_DATA_DIR, else ../shared/datasets).
+    /// Read the datasets' files from this directory instead of the copies bundled in the
+    /// binary (laid out as the repository's datasets/; sets POWERPERF_DATA_DIR for each step).
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Do not look for the public datasets (run only the steps this machine can do alone).
+    /// Skip the dataset steps (run only the steps this machine can do alone).
     #[arg(long, conflicts_with = "data")]
     pub no_data: bool,
     /// Work per collected run (1.0 ≈ 0.5 s of one core).
@@ -78,29 +84,6 @@ struct Ran {
     stderr: String,
 }
 
-/// The repository this binary was built from (for the shipped specs and fixtures), or the
-/// current directory.
-fn repo_dir() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    if built.join("datasets").is_dir() {
-        built
-    } else {
-        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
-    }
-}
-
-fn find_data(arg: &Option<PathBuf>) -> Option<PathBuf> {
-    let mut c: Vec<PathBuf> = Vec::new();
-    c.extend(arg.clone());
-    c.extend(std::env::var_os("POWERPERF_DATA_DIR").map(PathBuf::from));
-    c.push(PathBuf::from("../shared/datasets"));
-    c.push(repo_dir().join("../shared/datasets"));
-    c.into_iter().find(|d| {
-        d.join("titanx-dvfs/micro_140.csv").is_file()
-            || d.join("v100-dcgm-sweep/spec_21apps.csv").is_file()
-    })
-}
-
 struct Runner {
     exe: PathBuf,
     data: Option<PathBuf>,
@@ -117,6 +100,22 @@ impl Runner {
 
     /// [`Runner::pp`] with extra environment variables (shown before the command).
     fn pp_env(&self, args: &[&str], keep: usize, env: &[(&str, &str)]) -> Result<String> {
+        self.pp_full(args, keep, 0, env)
+    }
+
+    /// [`Runner::pp`] showing the first `head` and the last `tail` lines of the output (a
+    /// long table's summary is at its end).
+    fn pp_ends(&self, args: &[&str], head: usize, tail: usize) -> Result<String> {
+        self.pp_full(args, head, tail, &[])
+    }
+
+    fn pp_full(
+        &self,
+        args: &[&str],
+        keep: usize,
+        tail: usize,
+        env: &[(&str, &str)],
+    ) -> Result<String> {
         let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
         out!("$ {}powerperf {}", shown.concat(), args.join(" "));
         let mut cmd = Command::new(&self.exe);
@@ -146,11 +145,15 @@ impl Runner {
                 stderr: stderr.clone(),
             });
         }
+        let tail = tail.min(lines.len().saturating_sub(keep));
         for l in lines.iter().take(keep) {
             out!("    {l}");
         }
-        if lines.len() > keep {
-            out!("    … ({} more lines)", lines.len() - keep);
+        if lines.len() > keep + tail {
+            out!("    … ({} more lines)", lines.len() - keep - tail);
+        }
+        for l in &lines[lines.len() - tail..] {
+            out!("    {l}");
         }
         if !out.status.success() {
             anyhow::bail!(
@@ -173,18 +176,27 @@ impl Runner {
     }
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
-        let e = e?;
-        let dest = to.join(e.file_name());
-        if e.file_type()?.is_dir() {
-            copy_tree(&e.path(), &dest)?;
-        } else {
-            std::fs::copy(e.path(), &dest)?;
-        }
-    }
-    Ok(())
+/// Where the dataset steps read their data.
+enum Data {
+    /// `--no-data`: skipped.
+    Skipped,
+    /// The copies bundled in the binary.
+    Bundled,
+    /// `--data DIR` (or `POWERPERF_DATA_DIR`): that directory's files.
+    Dir(PathBuf),
+}
+
+/// Write the bundled files under `prefix` into `dest` (a directory quickstart owns).
+fn extract_bundled(prefix: &str, dest: &Path) -> Result<()> {
+    crate::store::bundled::extract(prefix, dest).map(|_| ())
+}
+
+/// The held-out time MAPE (%) in `powerperf evaluate --format json` output.
+fn time_mape_pct(evaluate_json: &str) -> Option<f64> {
+    let v: serde_json::Value = serde_json::from_str(evaluate_json).ok()?;
+    v["time"]["mape_pct"]
+        .as_f64()
+        .filter(|m| m.is_finite() && *m >= 0.0)
 }
 
 /// Run `powerperf quickstart`.
@@ -194,15 +206,24 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 pub fn run(args: QuickstartArgs) -> Result<i32> {
     let exe = std::env::current_exe().context("cannot find the powerperf binary")?;
     let data = if args.no_data {
-        None
+        Data::Skipped
+    } else if let Some(d) = args
+        .data
+        .clone()
+        .or_else(|| std::env::var_os("POWERPERF_DATA_DIR").map(PathBuf::from))
+    {
+        Data::Dir(d)
     } else {
-        find_data(&args.data)
+        Data::Bundled
     };
     let json = args.format == super::import::TextOrJson::Json;
     JSON.store(json, std::sync::atomic::Ordering::Relaxed);
     let r = Runner {
         exe: exe.clone(),
-        data: data.clone(),
+        data: match &data {
+            Data::Dir(d) => Some(d.clone()),
+            _ => None,
+        },
         t0: Instant::now(),
         steps: Default::default(),
     };
@@ -212,7 +233,6 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     }
     std::fs::create_dir_all(out)?;
     let p = |name: &str| out.join(name).display().to_string();
-    let repo = repo_dir();
     let exe_s = exe.display().to_string();
 
     // 1. Training runs on this machine.
@@ -259,6 +279,8 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     if ncpu >= 2 {
         let model = p("models/mixed-threads.json");
         r.pp(&["fit", &set, "--model", "threads", "-o", &model], 12)?;
+        let measured: Vec<String> = (1..=ncpu).map(|t| t.to_string()).collect();
+        let knob = format!("threads={}", measured.join(","));
         r.pp(
             &[
                 "predict",
@@ -267,10 +289,11 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
                 "--workload",
                 "mixed",
                 "--knob",
-                "threads=1,2,4,8,16",
+                &knob,
             ],
             12,
         )?;
+        out!("    (predicted at the thread counts this machine has, where the runs above measure them; more than {ncpu} threads would be an extrapolation that no run here can check, so none is printed)");
         out!("    (energy is predicted only where the runs measured it: this machine has no RAPL unless `report` shows energy)");
     } else {
         out!("    this machine has one CPU: a thread-count model needs runs at two thread counts; skipped");
@@ -327,209 +350,243 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         );
     }
 
-    // 2. Frequency models from public measurements.
-    let specs = repo.join("datasets");
-    match &data {
-        None => {
-            r.step("2. frequency datasets");
-            out!("    not found (--data DIR, POWERPERF_DATA_DIR, or ../shared/datasets): skipped; the specs in datasets/ name the public files");
-        }
-        Some(d) => {
-            r.step(&format!(
-                "2. import, fit, predict and plan on the public GPU frequency sweeps in {}",
-                d.display()
-            ));
-            let tx = p("sets/titanx");
-            r.pp(
-                &[
-                    "import",
-                    &specs.join("titanx-micro.toml").display().to_string(),
-                    "-o",
-                    &tx,
-                ],
-                6,
-            )?;
-            let txm = p("models/titanx.json");
-            // Leave-one-out over 4480 points takes minutes here: the held-out error comes
-            // from `evaluate` (knob holdout, the protocol of docs/models.md) instead.
-            r.pp(&["fit", &tx, "--no-loo", "-o", &txm], 14)?;
-            r.pp(
-                &[
-                    "evaluate",
-                    &tx,
-                    "--protocol",
-                    "knob-holdout",
-                    "--train",
-                    "core_freq_mhz=595,861,1164",
-                ],
-                14,
-            )?;
-            r.pp(
-                &[
-                    "predict",
-                    "--model",
-                    &txm,
-                    "--workload",
-                    "DP",
-                    "--knob",
-                    "core_freq_mhz=595,861,1164",
-                ],
-                10,
-            )?;
-            let txp = p("plans/titanx.toml");
-            r.pp(
-                &[
-                    "plan",
-                    "--model",
-                    &txm,
-                    "--workload",
-                    "DP",
-                    "--workload",
-                    "SP",
-                    "--workload",
-                    "DRAM",
-                    "--device",
-                    "gpu",
-                    "--objective",
-                    "energy",
-                    "--max-slowdown",
-                    "5%",
-                    "-o",
-                    &txp,
-                ],
-                14,
-            )?;
-            let v = p("sets/v100");
-            r.pp(
-                &[
-                    "import",
-                    &specs.join("v100-dcgm-sweep.toml").display().to_string(),
-                    "-o",
-                    &v,
-                ],
-                6,
-            )?;
-            let vm = p("models/v100.json");
-            r.pp(&["fit", &v, "--no-loo", "-o", &vm], 14)?;
-            r.pp(
-                &[
-                    "evaluate",
-                    &v,
-                    "--protocol",
-                    "knob-holdout",
-                    "--train",
-                    "core_freq_mhz=510,945,1380",
-                ],
-                14,
-            )?;
-            r.pp(
-                &[
-                    "predict",
-                    "--model",
-                    &vm,
-                    "--workload",
-                    "dgemm",
-                    "--knob",
-                    "core_freq_mhz=510,945,1380",
-                ],
-                10,
-            )?;
-        }
-    }
-
-    // 3. A CPU plan applied in dry-run against the shipped cpufreq fixture.
-    let fixture = repo.join("tests/fixtures/sysfs/cpufreq-userspace");
+    // The cpufreq fixture (a machine with cpufreq, as files) and the example plans, from the
+    // bundle: the dry runs below check plans against it.
     let root = out.join("sysfs-cpufreq-userspace");
-    copy_tree(&fixture, &root)?;
+    extract_bundled(crate::store::bundled::CPUFREQ_FIXTURE, &root)?;
     let root_s = root.display().to_string();
-    // A plan applied with --dry-run to the fixture copy, the command a short microbench.
-    let apply_dry_run = |plan: &str, workload: &str| {
-        r.pp(
-            &[
-                "apply",
-                "--plan",
-                plan,
-                "--workload",
-                workload,
-                "--dry-run",
-                "--sysfs-root",
-                &root_s,
-                "--",
-                &exe_s,
-                "microbench",
-                "kernel",
-                "fma",
-                "--threads",
-                "1",
-                "--scale",
-                "0.1",
-            ],
-            20,
-        )
-    };
-    match data
-        .as_ref()
-        .filter(|d| d.join("xu3-pmu-power/cbench_timeline.tsv").is_file())
-    {
-        Some(_) => {
-            r.step("3. plan a CPU frequency from the XU3 (Cortex-A15) set and apply it with --dry-run to the cpufreq fixture");
-            // The plan is for the XU3's A15 (1000, 1500, 2000 MHz in the set): give the
-            // fixture copy those operating points, so apply checks the plan against them.
-            let cf = root.join("sys/devices/system/cpu");
-            for cpu in std::fs::read_dir(&cf)?.flatten() {
-                let d = cpu.path().join("cpufreq");
-                if d.is_dir() {
-                    std::fs::write(
-                        d.join("scaling_available_frequencies"),
-                        "1000000 1500000 2000000 \n",
-                    )?;
-                    std::fs::write(d.join("cpuinfo_min_freq"), "1000000\n")?;
-                    std::fs::write(d.join("scaling_min_freq"), "1000000\n")?;
-                    std::fs::write(d.join("cpuinfo_max_freq"), "2000000\n")?;
-                    std::fs::write(d.join("scaling_max_freq"), "2000000\n")?;
-                }
-            }
-            let x = p("sets/xu3");
-            r.pp(
-                &[
-                    "import",
-                    &specs.join("xu3-cbench.toml").display().to_string(),
-                    "-o",
-                    &x,
-                ],
-                6,
-            )?;
-            let xm = p("models/xu3.json");
-            r.pp(&["fit", &x, "-o", &xm], 10)?;
-            out!("    (the cpufreq fixture copy offers the XU3 A15's 1000, 1500 and 2000 MHz)");
-            let xp = p("plans/xu3.toml");
-            r.pp(
-                &[
-                    "plan",
-                    "--model",
-                    &xm,
-                    "--workload",
-                    "automotive_bitcount",
-                    "--objective",
-                    "edp",
-                    "--max-slowdown",
-                    "none",
-                    "-o",
-                    &xp,
-                ],
-                12,
-            )?;
-            apply_dry_run(&xp, "automotive_bitcount")?;
+    let apply_dry_run = |plan: &str, workload: &str, sysfs: bool| {
+        let mut a = vec!["apply", "--plan", plan, "--workload", workload, "--dry-run"];
+        if sysfs {
+            a.extend(["--sysfs-root", &root_s]);
         }
-        None => {
-            r.step("3. apply the shipped example plan (hand-written, no frequency dataset found) with --dry-run to the cpufreq fixture");
-            let plan = repo
-                .join("examples/plans/cpu-static.toml")
-                .display()
-                .to_string();
-            apply_dry_run(&plan, "fma")?;
+        a.extend([
+            "--",
+            &exe_s,
+            "microbench",
+            "kernel",
+            "fma",
+            "--threads",
+            "1",
+            "--scale",
+            "0.1",
+        ]);
+        r.pp(&a, 20)
+    };
+
+    // 2. GPU frequency models from public measurements.
+    let source = match &data {
+        Data::Skipped => None,
+        Data::Bundled => Some("bundled in this binary (`powerperf datasets`)".to_string()),
+        Data::Dir(d) => Some(format!("files from {}", d.display())),
+    };
+    let Some(source) = source else {
+        r.step("2. GPU frequency datasets");
+        out!("    skipped (--no-data)");
+        r.step("3. apply the shipped example plan (hand-written) with --dry-run to the cpufreq fixture");
+        let plans = out.join("examples");
+        extract_bundled(crate::store::bundled::EXAMPLE_PLANS, &plans)?;
+        apply_dry_run(
+            &plans.join("cpu-static.toml").display().to_string(),
+            "fma",
+            true,
+        )?;
+        return finish(&r, out, &root, None, json);
+    };
+    r.step(&format!(
+        "2. GPU clocks: import, fit, held-out error, predict and plan on the public Titan X and V100 sweeps ({source})"
+    ));
+    let tx = p("sets/titanx");
+    r.pp(&["import", "titanx-micro", "-o", &tx], 6)?;
+    let txm = p("models/titanx.json");
+    // Leave-one-out over 4480 points takes minutes here: the held-out error comes from
+    // `evaluate` (knob holdout, the protocol of docs/models.md) instead.
+    r.pp(&["fit", &tx, "--no-loo", "-o", &txm], 14)?;
+    out!("    held-out error: fit on 3 of the 16 core clocks, predict the other 13 (mean absolute percentage error, MAPE):");
+    let ev = r.pp(
+        &[
+            "evaluate",
+            &tx,
+            "--protocol",
+            "knob-holdout",
+            "--train",
+            "core_freq_mhz=595,861,1164",
+            "--format",
+            "json",
+        ],
+        24,
+    )?;
+    r.pp(
+        &[
+            "predict",
+            "--model",
+            &txm,
+            "--workload",
+            "DP",
+            "--knob",
+            "core_freq_mhz=595,861,1164",
+        ],
+        10,
+    )?;
+    out!("    the plan with the planner's risk guard (at most 1 workload in 20 expected above the bound), trained on 3 clocks and judged on the measured ones:");
+    r.pp_ends(
+        &[
+            "plan",
+            "--evaluate",
+            &tx,
+            "--train",
+            "core_freq_mhz=595,861,1164",
+            "--max-slowdown",
+            "5%",
+            "--slowdown-margin",
+            "risk",
+        ],
+        5,
+        3,
+    )?;
+    let margin = time_mape_pct(&ev)
+        .map(|m| format!("{m:.2}%"))
+        .context("evaluate printed no time error")?;
+    out!("    a plan file for three kernels, the bound lowered by the held-out time error ({margin}) as a guard:");
+    let txp = p("plans/titanx.toml");
+    r.pp(
+        &[
+            "plan",
+            "--model",
+            &txm,
+            "--workload",
+            "DP",
+            "--workload",
+            "SP",
+            "--workload",
+            "DRAM",
+            "--device",
+            "gpu",
+            "--objective",
+            "energy",
+            "--max-slowdown",
+            "5%",
+            "--slowdown-margin",
+            &margin,
+            "-o",
+            &txp,
+        ],
+        14,
+    )?;
+    out!("    the GPU plan applied in a dry run: the NVML calls a privileged run would make (nothing is changed):");
+    apply_dry_run(&txp, "DP", false)?;
+    let v = p("sets/v100");
+    r.pp(&["import", "v100-dcgm-sweep", "-o", &v], 8)?;
+    let vm = p("models/v100.json");
+    r.pp(&["fit", &v, "--no-loo", "-o", &vm], 14)?;
+    out!("    held-out error on the V100 (power: time is reliable for dgemm and stream only, see the import notes):");
+    r.pp(
+        &[
+            "evaluate",
+            &v,
+            "--protocol",
+            "knob-holdout",
+            "--train",
+            "core_freq_mhz=510,945,1380",
+        ],
+        14,
+    )?;
+    r.pp(
+        &[
+            "predict",
+            "--model",
+            &vm,
+            "--workload",
+            "dgemm",
+            "--knob",
+            "core_freq_mhz=510,945,1380",
+        ],
+        10,
+    )?;
+
+    // 3. A CPU plan from the XU3 set, applied in dry-run against the cpufreq fixture.
+    r.step(&format!("3. CPU clocks: the XU3 (Cortex-A15) set ({source}): fit, held-out error, plan, and apply with --dry-run to the cpufreq fixture"));
+    // The plan is for the XU3's A15 (1000, 1500, 2000 MHz in the set): give the fixture copy
+    // those operating points, so apply checks the plan against them.
+    let cf = root.join("sys/devices/system/cpu");
+    for cpu in std::fs::read_dir(&cf)?.flatten() {
+        let d = cpu.path().join("cpufreq");
+        if d.is_dir() {
+            for (file, value) in [
+                (
+                    "scaling_available_frequencies",
+                    "1000000 1500000 2000000 \n",
+                ),
+                ("cpuinfo_min_freq", "1000000\n"),
+                ("scaling_min_freq", "1000000\n"),
+                ("cpuinfo_max_freq", "2000000\n"),
+                ("scaling_max_freq", "2000000\n"),
+            ] {
+                std::fs::write(d.join(file), value)?;
+            }
         }
     }
+    let x = p("sets/xu3");
+    r.pp(&["import", "xu3-cbench", "-o", &x], 6)?;
+    let xm = p("models/xu3.json");
+    r.pp(&["fit", &x, "-o", &xm], 10)?;
+    out!("    held-out error: fit on 1000 and 2000 MHz, predict 1500 MHz:");
+    r.pp(
+        &[
+            "evaluate",
+            &x,
+            "--protocol",
+            "knob-holdout",
+            "--train",
+            "core_freq_mhz=1000,2000",
+        ],
+        10,
+    )?;
+    out!("    the minimum-EDP plan for every program, trained on 1000 and 2000 MHz and judged on the measured 1500 MHz:");
+    r.pp_ends(
+        &[
+            "plan",
+            "--evaluate",
+            &x,
+            "--train",
+            "core_freq_mhz=1000,2000",
+            "--objective",
+            "edp",
+            "--max-slowdown",
+            "none",
+        ],
+        4,
+        3,
+    )?;
+    out!("    (the cpufreq fixture copy offers the XU3 A15's 1000, 1500 and 2000 MHz)");
+    let xp = p("plans/xu3.toml");
+    r.pp(
+        &[
+            "plan",
+            "--model",
+            &xm,
+            "--workload",
+            "automotive_bitcount",
+            "--objective",
+            "edp",
+            "--max-slowdown",
+            "none",
+            "-o",
+            &xp,
+        ],
+        12,
+    )?;
+    apply_dry_run(&xp, "automotive_bitcount", true)?;
+    let shown = match &data {
+        Data::Dir(d) => d.display().to_string(),
+        _ => "bundled".to_string(),
+    };
+    finish(&r, out, &root, Some(&shown), json)
+}
+
+/// The closing lines: the fixture checked unchanged, where everything is, and the JSON
+/// (`data`: `bundled`, the `--data` directory, or null with `--no-data`).
+fn finish(r: &Runner, out: &Path, root: &Path, data: Option<&str>, json: bool) -> Result<i32> {
     // The fixture must be as it was: dry-run writes nothing.
     let gov =
         std::fs::read_to_string(root.join("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))

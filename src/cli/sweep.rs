@@ -36,6 +36,9 @@ pub struct SweepArgs {
     /// The switch log (as for `powerperf apply`).
     #[arg(long, value_name = "PATH")]
     pub log: Option<PathBuf>,
+    /// Directory for the restore record and the switch log (as for `powerperf apply`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Workload label of the runs (default: the command's base name).
     #[arg(long)]
     pub workload: Option<String>,
@@ -62,6 +65,18 @@ pub struct SweepArgs {
 pub fn run(args: SweepArgs) -> Result<i32> {
     crate::collect::check_interval(args.interval)?;
     let sig = SignalForwarder::install()?;
+    // the record and the log are needed only when frequencies are set
+    let sets = !args.freq.is_empty() && !args.dry_run;
+    let restore_file = match args.restore_file {
+        Some(p) => p,
+        None if sets => apply::default_restore_path(args.state_dir.as_deref())?,
+        None => PathBuf::new(),
+    };
+    let log_file = match args.log {
+        Some(p) => p,
+        None if sets => apply::default_log_path(args.state_dir.as_deref())?,
+        None => PathBuf::new(),
+    };
     let cfg = SweepConfig {
         out: args.output.clone(),
         freqs: args.freq,
@@ -69,10 +84,8 @@ pub fn run(args: SweepArgs) -> Result<i32> {
         repeat: args.repeat,
         sysfs_root: args.sysfs_root,
         dry_run: args.dry_run,
-        restore_file: args
-            .restore_file
-            .unwrap_or_else(apply::default_restore_path),
-        log_file: args.log.unwrap_or_else(apply::default_log_path),
+        restore_file,
+        log_file,
         command: args.command,
         workload: args.workload,
         events: args.events,

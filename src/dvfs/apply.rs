@@ -16,6 +16,7 @@
 //! Exit status: the command's exit code, or 128 + the signal number when it was killed.
 
 use super::controller::{FrequencyController, Snapshot, Write};
+use super::state;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -28,6 +29,14 @@ use std::sync::Arc;
 pub struct RestoreRecord {
     /// The powerperf process that wrote it.
     pub pid: u32,
+    /// Its start time, clock ticks after boot (`/proc/PID/stat` field 22): with `boot_id`,
+    /// tells the writer from a later process with the same pid. Absent in records of
+    /// older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start_ticks: Option<u64>,
+    /// `/proc/sys/kernel/random/boot_id` when it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     pub created_unix_ns: u64,
     /// The sysfs root the paths are relative to.
     pub sysfs_root: PathBuf,
@@ -39,54 +48,74 @@ pub struct RestoreRecord {
 }
 
 impl RestoreRecord {
-    /// Read a record.
+    /// Read a record: opened without following a symbolic link, and only when it is a
+    /// regular file with one link, owned by the effective uid and not writable by others
+    /// (another user may have put it there), at most [`state::MAX_RECORD_BYTES`]. Its
+    /// settings are checked separately, against the controller
+    /// ([`CpufreqController::validate`](super::controller::CpufreqController::validate)).
     ///
     /// # Errors
-    /// Unreadable file or TOML that is not a record (the message names the path).
+    /// Unreadable, someone else's, too long, or TOML that is not a record (the message
+    /// names the path).
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
+        use std::io::Read as _;
+        let f = state::open_own_read(path, "restore record")?;
+        let mut text = String::new();
+        f.take(state::MAX_RECORD_BYTES + 1)
+            .read_to_string(&mut text)
             .with_context(|| format!("cannot read the restore record {}", path.display()))?;
+        if text.len() as u64 > state::MAX_RECORD_BYTES {
+            anyhow::bail!(
+                "{} is longer than {} bytes: not a powerperf restore record",
+                path.display(),
+                state::MAX_RECORD_BYTES
+            );
+        }
         toml::from_str(&text)
             .with_context(|| format!("{} is not a powerperf restore record", path.display()))
     }
 
-    /// Write a record atomically (temporary file + rename).
+    /// Write a record atomically and exclusively: a temporary file with an unpredictable
+    /// name created `O_NOFOLLOW|O_CREAT|O_EXCL`, then linked to `path`, which must not
+    /// exist (see [`state::write_new_atomically`]).
     ///
     /// # Errors
-    /// I/O errors with the path.
+    /// `path` exists, or I/O errors with the path.
     pub fn write(&self, path: &Path) -> Result<()> {
         let text = format!(
             "# powerperf restore record: original settings to put back. Replay with `powerperf apply --restore --restore-file {}`\n{}",
             path.display(),
             toml::to_string_pretty(self).context("serialising the restore record")?
         );
-        let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text)
-            .with_context(|| format!("cannot write the restore record {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot write the restore record {}", path.display()))
+        state::write_new_atomically(path, &text, "restore record")
+    }
+
+    /// The process that wrote the record.
+    pub fn owner(&self) -> state::ProcessId {
+        state::ProcessId {
+            pid: self.pid,
+            start_ticks: self.pid_start_ticks,
+            boot_id: self.boot_id.clone(),
+        }
     }
 }
 
-/// The default restore record path: `$XDG_RUNTIME_DIR/powerperf-restore.toml`, else
-/// `/tmp/powerperf-restore-<uid>.toml`.
-pub fn default_restore_path() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if Path::new(&d).is_dir() => Path::new(&d).join("powerperf-restore.toml"),
-        _ => PathBuf::from(format!("/tmp/powerperf-restore-{}.toml", unsafe {
-            libc::getuid()
-        })),
-    }
+/// The default restore record: `powerperf-restore.toml` in the state directory
+/// ([`state::state_dir`]: `--state-dir`, `$POWERPERF_STATE_DIR`, `/var/lib/powerperf` for
+/// root, `$XDG_RUNTIME_DIR` for other users).
+///
+/// # Errors
+/// No private state directory (the message names it and the fix).
+pub fn default_restore_path(state_dir: Option<&Path>) -> Result<PathBuf> {
+    Ok(state::state_dir(state_dir)?.join(state::RECORD_NAME))
 }
 
-/// The default switch log: next to the restore record, `powerperf-switches[-<uid>].log`.
-pub fn default_log_path() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if Path::new(&d).is_dir() => Path::new(&d).join("powerperf-switches.log"),
-        _ => PathBuf::from(format!("/tmp/powerperf-switches-{}.log", unsafe {
-            libc::getuid()
-        })),
-    }
+/// The default switch log: `powerperf-switches.log` in the state directory.
+///
+/// # Errors
+/// As [`default_restore_path`].
+pub fn default_log_path(state_dir: Option<&Path>) -> Result<PathBuf> {
+    Ok(state::state_dir(state_dir)?.join(state::LOG_NAME))
 }
 
 /// CLOCK_MONOTONIC now, ns.
@@ -108,17 +137,14 @@ pub struct SwitchLog {
 }
 
 impl SwitchLog {
-    /// Open (append) the log at `path`.
+    /// Open (append) the log at `path`, never through a symbolic link, and only a file of
+    /// this user's (created 0600 when missing).
     ///
     /// # Errors
-    /// The file cannot be created.
+    /// The file cannot be created, is a symbolic link or someone else's.
     pub fn open(path: &Path) -> Result<Self> {
-        let new = !path.exists();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot open the switch log {}", path.display()))?;
+        // O_NOFOLLOW, and an existing file must be ours (see state::open_append)
+        let (mut file, new) = state::open_append(path, "switch log")?;
         if new {
             writeln!(file, "t_monotonic_ns\tpid\taction\tpath\told\tnew")?;
         }
@@ -179,14 +205,18 @@ pub struct Session<'a> {
     record: PathBuf,
     log: SwitchLog,
     active: bool,
+    /// Held until the session is dropped, after the restore (fields drop after `drop`).
+    _lock: state::SysfsLock,
 }
 
 impl<'a> Session<'a> {
-    /// Refuse when a restore record is left over; snapshot the controller; write the record.
+    /// Lock the sysfs root (one session per canonical root, whatever the record path);
+    /// refuse when a restore record is left over; snapshot the controller; write the record
+    /// (exclusively).
     ///
     /// # Errors
-    /// A left-over record (run `powerperf apply --restore` first), unreadable settings, an
-    /// unwritable record or log.
+    /// Another session on the same root, a left-over record (run `powerperf apply
+    /// --restore` first), unreadable settings, an unwritable record or log.
     pub fn begin(
         ctl: &'a mut dyn FrequencyController,
         restore_file: &Path,
@@ -194,18 +224,31 @@ impl<'a> Session<'a> {
         sysfs_root: &Path,
         command: &[String],
     ) -> Result<Self> {
-        if restore_file.exists() {
-            let old = RestoreRecord::read(restore_file).ok();
+        let lock = state::SysfsLock::acquire(sysfs_root)?;
+        // anything at the path counts, a dangling symbolic link too
+        if std::fs::symlink_metadata(restore_file).is_ok() {
+            let old = RestoreRecord::read(restore_file);
+            let who = match &old {
+                Ok(r) if r.owner().is_alive() => format!(
+                    "the apply that wrote it (pid {}) is still running, on another sysfs root ({})",
+                    r.pid,
+                    r.sysfs_root.display()
+                ),
+                Ok(r) => format!("from an earlier apply (pid {}, no longer running)", r.pid),
+                Err(e) => format!("unreadable: {e:#}"),
+            };
             anyhow::bail!(
-                "a restore record from an earlier apply (pid {}) is still at {}: its settings may not have been put back. Run `powerperf apply --restore --restore-file {}` first",
-                old.map(|r| r.pid.to_string()).unwrap_or_else(|| "?".into()),
+                "a restore record is still at {} ({who}): its settings may not have been put back. Run `powerperf apply --restore --restore-file {}` first, or give another --restore-file",
                 restore_file.display(),
                 restore_file.display()
             );
         }
         let snap = ctl.snapshot()?;
+        let me = state::ProcessId::current();
         let record = RestoreRecord {
-            pid: std::process::id(),
+            pid: me.pid,
+            pid_start_ticks: me.start_ticks,
+            boot_id: me.boot_id,
             created_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
@@ -226,6 +269,7 @@ impl<'a> Session<'a> {
             record: restore_file.to_path_buf(),
             log,
             active: true,
+            _lock: lock,
         })
     }
 
@@ -288,6 +332,88 @@ pub struct ApplyRequest {
     pub restore_file: PathBuf,
     pub log_file: PathBuf,
     pub sysfs_root: PathBuf,
+    /// Run the command as this user (`--as-invoking-user`); `None`: with powerperf's own
+    /// credentials.
+    pub run_as: Option<RunAs>,
+}
+
+/// A user to run the command as: uid, gid, no supplementary groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    pub uid: u32,
+    pub gid: u32,
+    /// The user name (`SUDO_USER`), given to the command as `USER` and `LOGNAME`.
+    pub user: Option<String>,
+    /// The home directory from the password database, given as `HOME`.
+    pub home: Option<PathBuf>,
+}
+
+impl RunAs {
+    /// The user who ran `sudo powerperf ...`: `SUDO_UID`, `SUDO_GID` (and `SUDO_USER`),
+    /// which sudo sets. Needs powerperf to run as root (otherwise the command runs as the
+    /// caller anyway; the same uid is accepted).
+    ///
+    /// # Errors
+    /// No or malformed `SUDO_UID`/`SUDO_GID`, or not root and another uid.
+    pub fn invoking_user() -> Result<Self> {
+        let num = |k: &str| -> Result<u32> {
+            let v = std::env::var(k).map_err(|_| {
+                anyhow::anyhow!(
+                    "--as-invoking-user: {k} is not set; it is set by sudo, so the option works only under `sudo powerperf apply --as-invoking-user ...` (as root without sudo, the command runs as root)"
+                )
+            })?;
+            match v.parse::<u32>() {
+                Ok(n) if n != u32::MAX => Ok(n),
+                _ => anyhow::bail!("--as-invoking-user: {k}=`{v}` is not a user or group id"),
+            }
+        };
+        let (uid, gid) = (num("SUDO_UID")?, num("SUDO_GID")?);
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if me != 0 && me != uid {
+            anyhow::bail!(
+                "--as-invoking-user: powerperf runs as uid {me}, not root, and cannot switch the command to uid {uid} (SUDO_UID)"
+            );
+        }
+        Ok(RunAs {
+            uid,
+            gid,
+            user: std::env::var("SUDO_USER").ok().filter(|u| !u.is_empty()),
+            home: home_of(uid),
+        })
+    }
+
+    /// Make `cmd` run as this user: `setgid`, `setgroups(0)` (no supplementary groups),
+    /// `setuid` in the child before `exec` (std's `CommandExt::gid`/`uid` do these three,
+    /// in this order, and fail the spawn when one fails); `HOME`, `USER`, `LOGNAME` of the
+    /// user.
+    pub fn configure(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        cmd.gid(self.gid).uid(self.uid);
+        if let Some(h) = &self.home {
+            cmd.env("HOME", h);
+        }
+        if let Some(u) = &self.user {
+            cmd.env("USER", u).env("LOGNAME", u);
+        }
+    }
+}
+
+/// The home directory of `uid` from the password database (`getpwuid_r`).
+fn home_of(uid: u32) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into `pw` and `buf`, which we own, and sets `out` to `&pw`
+    // or null.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if rc != 0 || out.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir points into `buf`, NUL-terminated by getpwuid_r.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) };
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
 }
 
 /// Caught signals, forwarded to the child.
@@ -374,11 +500,27 @@ pub fn run_child(
     env: &[(String, String)],
     sig: &SignalForwarder,
 ) -> Result<i32> {
+    run_child_as(command, env, sig, None)
+}
+
+/// [`run_child`] as another user (`run_as`, see [`RunAs::configure`]).
+///
+/// # Errors
+/// The command cannot be started (or its credentials cannot be set).
+pub fn run_child_as(
+    command: &[String],
+    env: &[(String, String)],
+    sig: &SignalForwarder,
+    run_as: Option<&RunAs>,
+) -> Result<i32> {
     let (prog, args) = command
         .split_first()
         .context("no command given after `--`")?;
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args);
+    if let Some(u) = run_as {
+        u.configure(&mut cmd);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -403,7 +545,7 @@ pub fn apply_with(
     sig: &SignalForwarder,
 ) -> Result<i32> {
     let Some(f) = req.core_freq_mhz else {
-        return run_child(&req.command, &req.env, sig);
+        return run_child_as(&req.command, &req.env, sig, req.run_as.as_ref());
     };
     let writes = ctl.plan_set(f)?;
     ctl.check_access(&writes)?;
@@ -420,7 +562,7 @@ pub fn apply_with(
         eprintln!("powerperf: caught signal {caught} before the command started; restoring");
         128 + caught
     } else {
-        run_child(&req.command, &req.env, sig)?
+        run_child_as(&req.command, &req.env, sig, req.run_as.as_ref())?
     };
     session.restore()?;
     Ok(status)
@@ -507,6 +649,23 @@ impl ControlSocket {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Hand the directory and the socket to the command's user (`--as-invoking-user`), so
+    /// that the command can connect and powerperf-rt can write its region events there.
+    /// powerperf only listens on the socket and removes the directory at the end
+    /// (`remove_dir_all` does not follow links).
+    ///
+    /// # Errors
+    /// chown fails.
+    pub fn give_to(&self, uid: u32, gid: u32) -> Result<()> {
+        // the socket first: once the directory is the user's, its entries are too (lchown
+        // never follows a link put in the socket's place)
+        for p in [&self.path, &self.dir] {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid))
+                .with_context(|| format!("cannot give {} to uid {uid}", p.display()))?;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for ControlSocket {
@@ -580,11 +739,46 @@ enum CtlEvent {
     },
     /// A connection refused by the credential check.
     Denied(String),
+    /// A connection closed for breaking the protocol's limits (line length, depth).
+    Refused(String),
     /// The command ended.
     Exited(std::io::Result<std::process::ExitStatus>),
 }
 
 use powerperf_rt::events::unescape;
+
+/// The longest control line, newline included (bytes); a longer one closes the connection.
+pub const MAX_CTL_LINE: usize = powerperf_rt::ctl::MAX_LINE;
+/// The most regions open at once on one connection; one more closes the connection.
+pub const MAX_CTL_DEPTH: usize = 4096;
+
+/// Read one line of at most `max` bytes (newline included) into `buf`, without ever
+/// holding more than `max + 1` bytes. `Ok(false)` at the end of the stream.
+///
+/// # Errors
+/// I/O errors, and `InvalidData` for a line longer than `max`.
+fn read_bounded_line(
+    r: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<bool> {
+    use std::io::{BufRead as _, Read as _};
+    buf.clear();
+    let n = r.take(max as u64 + 1).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(false);
+    }
+    if buf.len() > max || (buf.len() == max && buf.last() != Some(&b'\n')) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("line longer than {max} bytes"),
+        ));
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+    }
+    Ok(true)
+}
 
 /// Serve one connection: check the peer, then turn `B`/`E` lines into switch requests.
 /// The stack of open regions is per connection (per thread of the command).
@@ -595,7 +789,6 @@ fn serve_connection(
     job_pid: i32,
     job_uid: u32,
 ) {
-    use std::io::BufRead;
     match peer_credentials(&conn) {
         Ok((pid, uid)) if uid == job_uid && is_descendant(pid, job_pid) => {}
         Ok((pid, uid)) => {
@@ -627,8 +820,32 @@ fn serve_connection(
         .ok()?;
         rrx.recv().ok()
     };
-    for line in std::io::BufReader::new(conn).lines() {
-        let Ok(line) = line else { break };
+    let mut reader = std::io::BufReader::with_capacity(MAX_CTL_LINE, conn);
+    let mut buf = Vec::with_capacity(MAX_CTL_LINE);
+    loop {
+        match read_bounded_line(&mut reader, &mut buf, MAX_CTL_LINE) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                let _ = tx.send(CtlEvent::Refused(format!(
+                    "{e} from pid {job_pid}'s connection: closed"
+                )));
+                break;
+            }
+            Err(_) => break,
+        }
+        let Ok(line) = std::str::from_utf8(&buf).map(str::to_string) else {
+            let _ = tx.send(CtlEvent::Refused(
+                "a line that is not UTF-8: connection closed".into(),
+            ));
+            break;
+        };
+        if line.starts_with("B ") && stack.len() >= MAX_CTL_DEPTH {
+            let _ = tx.send(CtlEvent::Refused(format!(
+                "more than {MAX_CTL_DEPTH} regions open on one connection: closed"
+            )));
+            break;
+        }
         let (kind, name) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         let name = unescape(name);
         let target = match kind {
@@ -688,14 +905,29 @@ pub fn apply_regions(
             );
         }
     }
-    let base = req
-        .log_file
-        .parent()
-        .filter(|p| p.is_dir())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let base = if req.run_as.is_some() {
+        // The command's user must reach the socket, and the state directory (root's
+        // /var/lib/powerperf, 0700) is closed to it. /tmp is sticky and root-owned: the
+        // directory made there by mkdir (never an existing one) cannot be renamed or
+        // replaced by anyone else before it is handed over.
+        PathBuf::from("/tmp")
+    } else {
+        req.log_file
+            .parent()
+            .filter(|p| p.is_dir())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+    };
     let mut sock = ControlSocket::create(&base)?;
+    if let Some(u) = &req.run_as {
+        sock.give_to(u.uid, u.gid)?;
+    }
     let listener = sock.listener.take().context("socket already in use")?;
+    // to wake the acceptor at the end: shutdown(2) on the listening socket makes accept
+    // return (connecting to the path would trust a directory the command may own)
+    let waker = listener
+        .try_clone()
+        .context("cannot duplicate the controller socket")?;
     let mut session = Session::begin(
         ctl,
         &req.restore_file,
@@ -717,6 +949,9 @@ pub fn apply_regions(
         .context("no command given after `--`")?;
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args);
+    if let Some(u) = &req.run_as {
+        u.configure(&mut cmd);
+    }
     for (k, v) in &req.env {
         cmd.env(k, v);
     }
@@ -730,7 +965,11 @@ pub fn apply_regions(
     let job_pid = child.id() as i32;
     sig.set_child(job_pid);
     // SAFETY: getuid has no preconditions.
-    let job_uid = unsafe { libc::getuid() };
+    let job_uid = req
+        .run_as
+        .as_ref()
+        .map(|u| u.uid)
+        .unwrap_or_else(|| unsafe { libc::getuid() });
     let (tx, rx) = mpsc::channel::<CtlEvent>();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let waiter = {
@@ -763,6 +1002,10 @@ pub fn apply_regions(
                 eprintln!("powerperf: refused a controller connection from {who}");
                 session.note("deny", &who, "", "");
             }
+            CtlEvent::Refused(why) => {
+                eprintln!("powerperf: controller socket: {why}");
+                session.note("refuse", &why, "", "");
+            }
             CtlEvent::Switch {
                 what,
                 target,
@@ -793,8 +1036,13 @@ pub fn apply_regions(
     };
     sig.clear_child();
     stop.store(true, Ordering::SeqCst);
-    let _ = std::os::unix::net::UnixStream::connect(sock.path());
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: shutdown(2) on a descriptor we own.
+        unsafe { libc::shutdown(waker.as_raw_fd(), libc::SHUT_RDWR) };
+    }
     let _ = acceptor.join();
+    drop(waker);
     let _ = waiter.join();
     drop(rx);
     session.restore()?;
@@ -806,17 +1054,59 @@ pub fn apply_regions(
 /// the record's root (or `root` when given). Returns the writes done; `Ok(None)` when
 /// there is no record.
 ///
+/// The record is hostile input until checked: it is read only when it is this user's own
+/// file ([`RestoreRecord::read`]); its root must be an absolute canonical path with
+/// cpufreq under it; the apply that wrote it must have ended (pid, start time and boot
+/// id, so a reused pid does not count); the root's lock must be free; and every saved
+/// setting must pass [`CpufreqController::validate`](super::controller::CpufreqController::validate)
+/// (files powerperf writes, inside the root, values from the files' own lists) before
+/// anything is written.
+///
 /// # Errors
-/// An unreadable record, no cpufreq under the root, or write errors (the record is kept).
+/// An unreadable or refused record, the writer still running, another apply on the root,
+/// no cpufreq under the root, or write errors (the record is kept in every case).
 pub fn replay_restore(record_path: &Path, root: Option<&Path>) -> Result<Option<Vec<Write>>> {
-    if !record_path.exists() {
-        return Ok(None);
+    match std::fs::symlink_metadata(record_path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        _ => {}
     }
     let rec = RestoreRecord::read(record_path)?;
-    let root = root
-        .map(Path::to_path_buf)
-        .unwrap_or(rec.sysfs_root.clone());
+    let root = match root {
+        Some(r) => r.to_path_buf(),
+        None => {
+            let r = &rec.sysfs_root;
+            if !r.is_absolute() || r.canonicalize().ok().as_deref() != Some(r.as_path()) {
+                anyhow::bail!(
+                    "refusing the restore record {}: its sysfs_root {} is not an absolute canonical path; pass the root with --sysfs-root DIR",
+                    record_path.display(),
+                    r.display()
+                );
+            }
+            r.clone()
+        }
+    };
+    let owner = rec.owner();
+    if owner.pid != std::process::id() && owner.is_alive() {
+        let older = if owner.start_ticks.is_none() {
+            " (the record, from an older powerperf, has no start time: if that pid is not a powerperf apply, check the record and remove it)"
+        } else {
+            ""
+        };
+        anyhow::bail!(
+            "the apply that wrote the restore record {} (pid {}) is still running; it puts the settings back itself when it ends. Stop it (`kill -TERM {}`) instead of replaying its record under it{older}",
+            record_path.display(),
+            owner.pid,
+            owner.pid
+        );
+    }
+    let _lock = state::SysfsLock::acquire(&root)?;
     let mut ctl = super::controller::CpufreqController::open(&root)?;
+    ctl.validate(&rec.snapshot).with_context(|| {
+        format!(
+            "refusing the restore record {} (kept; check it, then remove it)",
+            record_path.display()
+        )
+    })?;
     let w = ctl.restore(&rec.snapshot).with_context(|| {
         format!(
             "restoring from {} failed; the record is kept (run again as root)",
@@ -850,6 +1140,7 @@ mod tests {
             restore_file: d.path().join("r.toml"),
             log_file: d.path().join("s.log"),
             sysfs_root: d.path().to_path_buf(),
+            run_as: None,
         };
         let st = apply_with(&mut f, &req, &sig).unwrap();
         assert_eq!(st, 3);
@@ -905,6 +1196,7 @@ mod tests {
             restore_file: d.join("r.toml"),
             log_file: d.join("s.log"),
             sysfs_root: d.to_path_buf(),
+            run_as: None,
         }
     }
 
@@ -1033,6 +1325,59 @@ open("{}", "w").write("".join(out))
             text.contains(&format!("\tdeny\tpid {} uid", std::process::id())),
             "{text}"
         );
+    }
+
+    /// Item 5: a record is created exclusively: writing over an existing record (another
+    /// apply's, or a file planted at its path) fails and leaves it as it was.
+    #[test]
+    fn record_write_never_replaces_an_existing_record() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("powerperf-restore.toml");
+        let rec: RestoreRecord = toml::from_str(
+            "pid = 1\ncreated_unix_ns = 0\nsysfs_root = \"/\"\ncontroller = \"c\"\ncommand = []\n",
+        )
+        .unwrap();
+        rec.write(&path).unwrap();
+        let first = std::fs::read_to_string(&path).unwrap();
+        let other = RestoreRecord {
+            pid: 2,
+            ..rec.clone()
+        };
+        let e = other.write(&path).unwrap_err();
+        assert!(format!("{e:#}").contains("already"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), first);
+        // no temporary file is left next to it
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    /// Item 11: a control line is read with a bound: never more than `max + 1` bytes are
+    /// held, and a longer line is an error (the connection is then closed).
+    #[test]
+    fn control_lines_are_read_with_a_bound() {
+        let mut buf = Vec::new();
+        let data = b"B a\nE a\nB last".to_vec();
+        let mut r = std::io::BufReader::new(&data[..]);
+        assert!(read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        assert_eq!(buf, b"B a");
+        assert!(read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        assert_eq!(buf, b"E a");
+        // the last line without a newline is still a line
+        assert!(read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        assert_eq!(buf, b"B last");
+        assert!(!read_bounded_line(&mut r, &mut buf, 8).unwrap());
+        // exactly the limit with its newline: accepted; one byte more: refused
+        let data = b"B 123456\nB 1234567\n".to_vec();
+        let mut r = std::io::BufReader::new(&data[..]);
+        assert!(read_bounded_line(&mut r, &mut buf, 9).unwrap());
+        assert_eq!(buf, b"B 123456");
+        let e = read_bounded_line(&mut r, &mut buf, 9).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        // a long line without a newline: at most max + 1 bytes were taken
+        let long = vec![b'x'; 1 << 20];
+        let mut r = std::io::BufReader::new(&long[..]);
+        let e = read_bounded_line(&mut r, &mut buf, MAX_CTL_LINE).unwrap_err();
+        assert!(e.to_string().contains("longer than 4096 bytes"), "{e}");
+        assert!(buf.len() <= MAX_CTL_LINE + 1);
     }
 
     #[test]

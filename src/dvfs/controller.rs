@@ -42,7 +42,36 @@ pub enum ControllerError {
     /// A controller that only describes (NVML in this build).
     #[error("{0} is a dry-run description only: this build never changes GPU clocks")]
     DescribeOnly(String),
+    /// A saved setting (restore record) that is not one this controller may write.
+    #[error("refusing the saved setting `{path}` = `{value}`: {reason}; nothing was written")]
+    BadSaved {
+        path: String,
+        value: String,
+        reason: String,
+    },
+    /// A cpufreq directory that resolves outside the sysfs root.
+    #[error(
+        "{path} resolves to {resolved}, outside the sysfs root {root}; refusing to write there"
+    )]
+    OutsideRoot {
+        path: PathBuf,
+        resolved: PathBuf,
+        root: PathBuf,
+    },
 }
+
+/// The cpufreq files a controller ever writes (and a restore record may name), each checked
+/// against its own allowed list when restored: `scaling_governor` against
+/// `scaling_available_governors`, the frequencies against
+/// `cpuinfo_min_freq`..`cpuinfo_max_freq`, `energy_performance_preference` against
+/// `energy_performance_available_preferences`.
+pub const CONTROL_FILES: [&str; 5] = [
+    "scaling_governor",
+    "scaling_min_freq",
+    "scaling_max_freq",
+    "scaling_setspeed",
+    "energy_performance_preference",
+];
 
 /// The settings a controller allows, MHz.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,6 +232,13 @@ impl CpufreqController {
         if !d0.is_dir() {
             return Err(ControllerError::NoCpufreq { path: d0 });
         }
+        // every path is resolved and must stay inside the canonical root (on a real kernel
+        // cpuN/cpufreq is a link to ../cpufreq/policyN, inside it)
+        let root = &root.canonicalize().map_err(|e| ControllerError::Sysfs {
+            path: root.to_path_buf(),
+            message: format!("cannot resolve: {e}"),
+        })?;
+        let d0 = cpufreq_dir(root);
         let base = root.join("sys/devices/system/cpu");
         let mut cpus = Vec::new();
         let rd = std::fs::read_dir(&base).map_err(|e| ControllerError::Sysfs {
@@ -212,7 +248,19 @@ impl CpufreqController {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
             if let Some(n) = name.strip_prefix("cpu").and_then(|n| n.parse::<u32>().ok()) {
-                if e.path().join("cpufreq").is_dir() {
+                let dir = e.path().join("cpufreq");
+                if dir.is_dir() {
+                    let resolved = dir.canonicalize().map_err(|e| ControllerError::Sysfs {
+                        path: dir.clone(),
+                        message: format!("cannot resolve: {e}"),
+                    })?;
+                    if !resolved.starts_with(root) {
+                        return Err(ControllerError::OutsideRoot {
+                            path: dir,
+                            resolved,
+                            root: root.to_path_buf(),
+                        });
+                    }
                     cpus.push((n, format!("sys/devices/system/cpu/{name}/cpufreq")));
                 }
             }
@@ -245,6 +293,84 @@ impl CpufreqController {
         self.cpus.iter().map(|c| c.0).collect()
     }
 
+    /// The canonical sysfs root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Check saved settings (a restore record) before anything is written: every path must
+    /// be `sys/devices/system/cpu/cpuN/cpufreq/FILE` of a CPU this controller found (so
+    /// inside the canonical root, no `..`), FILE one of [`CONTROL_FILES`], and every value
+    /// one the file's own allowed list has (see [`CONTROL_FILES`]).
+    ///
+    /// # Errors
+    /// [`ControllerError::BadSaved`] naming the first bad entry.
+    pub fn validate(&self, snap: &Snapshot) -> Result<(), ControllerError> {
+        for f in &snap.files {
+            let bad = |reason: String| ControllerError::BadSaved {
+                path: f.path.clone(),
+                value: f.value.clone(),
+                reason,
+            };
+            let Some((dir, name)) = f.path.rsplit_once('/') else {
+                return Err(bad("not a cpufreq file path".into()));
+            };
+            if !self.cpus.iter().any(|(_, d)| d == dir) {
+                return Err(bad(format!(
+                    "it is outside the cpufreq directories of {} (sys/devices/system/cpu/cpuN/cpufreq/FILE, N one of {:?})",
+                    self.root.display(),
+                    self.cpus()
+                )));
+            }
+            if !CONTROL_FILES.contains(&name) {
+                return Err(bad(format!(
+                    "`{name}` is not a file powerperf writes ({})",
+                    CONTROL_FILES.join(", ")
+                )));
+            }
+            let (_, d) = self.file(dir, "");
+            let list = |file: &str| -> Result<Vec<String>, ControllerError> {
+                Ok(read_trim(&d.join(file))?
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect())
+            };
+            match name {
+                "scaling_governor" => {
+                    let l = list("scaling_available_governors")?;
+                    if !l.contains(&f.value) {
+                        return Err(bad(format!(
+                            "not in scaling_available_governors ({})",
+                            l.join(" ")
+                        )));
+                    }
+                }
+                "energy_performance_preference" => {
+                    let l = list("energy_performance_available_preferences")?;
+                    if !l.contains(&f.value) {
+                        return Err(bad(format!(
+                            "not in energy_performance_available_preferences ({})",
+                            l.join(" ")
+                        )));
+                    }
+                }
+                _ => {
+                    let lo = read_khz(&d.join("cpuinfo_min_freq"))?;
+                    let hi = read_khz(&d.join("cpuinfo_max_freq"))?;
+                    match f.value.parse::<u64>() {
+                        Ok(k) if (lo..=hi).contains(&k) => {}
+                        _ => {
+                            return Err(bad(format!(
+                                "not a frequency in kHz between cpuinfo_min_freq {lo} and cpuinfo_max_freq {hi}"
+                            )))
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn file(&self, dir: &str, name: &str) -> (String, PathBuf) {
         let rel = format!("{dir}/{name}");
         let abs = self.root.join(&rel);
@@ -252,10 +378,13 @@ impl CpufreqController {
     }
 
     fn write_file(&self, rel: &str, value: &str) -> Result<(), ControllerError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let abs = self.root.join(rel);
+        // never through a symbolic link, never creating a file
         let mut f = OpenOptions::new()
             .write(true)
             .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&abs)
             .map_err(|e| self.write_error(&abs, e))?;
         // a trailing newline, as `echo VALUE > FILE` writes it; the kernel accepts both
@@ -480,6 +609,17 @@ impl FrequencyController for CpufreqController {
                         path: rel,
                         old: cur,
                         new: g,
+                    });
+                }
+            }
+            if let Some(p) = get("energy_performance_preference") {
+                let (rel, abs) = self.file(&dir, "energy_performance_preference");
+                let cur = read_trim(&abs).ok();
+                if cur.as_deref() != Some(p.as_str()) {
+                    writes.push(Write {
+                        path: rel,
+                        old: cur,
+                        new: p,
                     });
                 }
             }
@@ -752,6 +892,77 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("800 to 4700 MHz"));
+    }
+
+    /// A cpufreq directory that resolves outside the root (a link planted in a fixture or
+    /// a hostile tree) is refused before anything is read or written through it.
+    #[test]
+    fn a_cpufreq_dir_resolving_outside_the_root_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/cpufreq-userspace"),
+            &root,
+        );
+        let cpu1 = root.join("sys/devices/system/cpu/cpu1/cpufreq");
+        let outside = d.path().join("outside");
+        std::fs::rename(&cpu1, &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, &cpu1).unwrap();
+        let e = CpufreqController::open(&root).unwrap_err().to_string();
+        assert!(e.contains("outside the sysfs root"), "{e}");
+    }
+
+    /// Saved settings are checked against the files' own lists before a restore.
+    #[test]
+    fn saved_settings_are_validated() {
+        let (_d, root) = fixture("cpufreq-userspace");
+        let c = CpufreqController::open(&root).unwrap();
+        let ok = c.snapshot().unwrap();
+        c.validate(&ok).unwrap();
+        let one = |path: &str, value: &str| Snapshot {
+            files: vec![SavedFile {
+                path: path.into(),
+                value: value.into(),
+            }],
+        };
+        let d0 = "sys/devices/system/cpu/cpu0/cpufreq";
+        for (snap, named) in [
+            (
+                one(
+                    &format!("{d0}/../../../../../etc/x/scaling_governor"),
+                    "performance",
+                ),
+                "outside",
+            ),
+            (
+                one(&format!("{d0}/scaling_driver"), "acpi"),
+                "not a file powerperf writes",
+            ),
+            (
+                one(&format!("{d0}/scaling_governor"), "pwned"),
+                "scaling_available_governors",
+            ),
+            (
+                one(&format!("{d0}/scaling_max_freq"), "9999999"),
+                "cpuinfo_max_freq",
+            ),
+            (one(&format!("{d0}/scaling_setspeed"), "-1"), "kHz"),
+            (
+                one(
+                    "sys/devices/system/cpu/cpu7/cpufreq/scaling_governor",
+                    "performance",
+                ),
+                "outside",
+            ),
+            (
+                one("scaling_governor", "performance"),
+                "not a cpufreq file path",
+            ),
+        ] {
+            let e = c.validate(&snap).unwrap_err().to_string();
+            assert!(e.contains(named), "{e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod from_model;
 pub mod nvml_clocks;
 pub mod plan_file;
 pub mod planner;
+pub mod state;
 pub mod sweep;
 
 pub use planner::{Candidate, Objective, PlannerConfig, RegionInput, Solution, Transition};

@@ -1,9 +1,10 @@
 //! A report over the shards of an MPI job: a directory whose subdirectories are run
 //! directories, one per rank (`collect -o job/rank%r`). Per event and per region: the
 //! minimum, mean and maximum over ranks and the imbalance, (max − mean) / max, as IPM and
-//! HPCToolkit report load imbalance. Timelines and regions are read with polars lazy scans
-//! (`scan_parquet` over every shard, then one group-by), so the same code reads a job of
-//! thousands of ranks without loading every table at once.
+//! HPCToolkit report load imbalance. Each shard's tables are read one at a time (polars'
+//! Parquet reader; the region table only its `path` and `incl_ns` columns) and reduced to
+//! per-shard sums before the next is read, so a job of thousands of ranks never holds more
+//! than one table.
 
 use crate::collect::attribution::REGIONS;
 use crate::store::run::{RunMeta, RUN_TOML, TIMELINE};
@@ -73,6 +74,18 @@ impl Spread {
     }
 }
 
+/// One Parquet file, all columns or only `columns`.
+fn read_parquet(path: &Path, columns: Option<&[&str]>) -> Result<DataFrame> {
+    let f = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    let mut r = ParquetReader::new(f);
+    if let Some(c) = columns {
+        r = r.with_columns(Some(c.iter().map(|s| s.to_string()).collect()));
+    }
+    r.finish()
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
+}
+
 /// Build the report of the shards under `dir`.
 ///
 /// # Errors
@@ -85,88 +98,73 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
         dir.display(),
         dir.display()
     );
-    // Per shard: one row of totals of every timeline column, through lazy scans.
-    let mut rows: Vec<DataFrame> = Vec::new();
+    // Per shard: the total of every timeline column. A column a shard lacks (an event it
+    // could not count) is left out of that shard's statistics, never counted as zero.
     let mut durations = Vec::new();
+    let mut per_col: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     for s in &shards {
         let meta = RunMeta::read(s)?;
         durations.push(meta.run.duration_ns as f64 * 1e-9);
         let tl = s.join(TIMELINE);
-        let lf = if tl.is_file() {
-            anyhow::Context::with_context(
-                LazyFrame::scan_parquet(PlRefPath::try_from_path(&tl)?, ScanArgsParquet::default()),
-                || format!("cannot scan {}", tl.display()),
-            )?
+        let df = if tl.is_file() {
+            read_parquet(&tl, None)?
         } else {
             // A shard whose timeline.parquet was never written (a full disk, a killed
             // powerperf): the samples of its journal.
             match crate::collect::timeline::read_run(s)? {
-                Some(df) => df.lazy(),
+                Some(df) => df,
                 None => continue,
             }
         };
-        let summed = anyhow::Context::with_context(
-            lf.select([all()
-                .exclude_cols(["t_ns", "dur_ns"])
-                .as_expr()
-                .cast(DataType::Float64)
-                .sum()])
-                .collect(),
-            || format!("cannot read {}", tl.display()),
-        )?;
-        rows.push(summed);
-    }
-    let mut events = vec![Spread::of("wall time (s)", &durations)];
-    // Column totals per shard; a column a shard lacks (an event it could not count) is
-    // left out of that shard's statistics, never counted as zero.
-    let mut per_col: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-    for df in &rows {
         for c in df.columns() {
-            if let Some(v) = c.f64()?.get(0) {
-                per_col.entry(c.name().to_string()).or_default().push(v);
+            if c.name() == "t_ns" || c.name() == "dur_ns" {
+                continue;
             }
+            // Nulls count as nothing, and an all-null column sums to 0 (polars' `sum`).
+            let total = c
+                .as_materialized_series()
+                .cast(&DataType::Float64)
+                .and_then(|v| v.sum::<f64>())
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot sum `{}` of {}: {e}", c.name(), tl.display())
+                })?;
+            per_col.entry(c.name().to_string()).or_default().push(total);
         }
     }
+    let mut events = vec![Spread::of("wall time (s)", &durations)];
     events.extend(per_col.iter().map(|(name, v)| Spread::of(name.as_str(), v)));
     // Regions: inclusive time per (shard, path) summed over threads, then spread over shards.
-    let mut regions = Vec::new();
-    let region_files: Vec<PathBuf> = shards
+    let mut per_path: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for p in shards
         .iter()
         .map(|s| s.join(REGIONS))
         .filter(|p| p.is_file())
-        .collect();
-    if !region_files.is_empty() {
-        let scans: Vec<LazyFrame> = region_files
-            .iter()
-            .enumerate()
-            .map(|(k, p)| {
-                let lf = anyhow::Context::with_context(
-                    LazyFrame::scan_parquet(
-                        PlRefPath::try_from_path(p)?,
-                        ScanArgsParquet::default(),
-                    ),
-                    || format!("cannot scan {}", p.display()),
-                )?;
-                Ok(lf
-                    .select([col("path"), col("incl_ns")])
-                    .with_column(lit(k as u32).alias("shard")))
-            })
-            .collect::<Result<_>>()?;
-        let per_rank = concat(scans, UnionArgs::default())?
-            .group_by([col("shard"), col("path")])
-            .agg([(col("incl_ns").sum().cast(DataType::Float64) * lit(1e-9)).alias("s")])
-            .sort(["path"], SortMultipleOptions::default())
-            .collect()?;
-        let mut per_path: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-        let paths = per_rank.column("path")?.str()?;
-        let secs = per_rank.column("s")?.f64()?;
-        for (p, v) in paths.iter().zip(secs.iter()) {
-            if let (Some(p), Some(v)) = (p, v) {
-                per_path.entry(p.to_string()).or_default().push(v);
+    {
+        let df = read_parquet(&p, Some(&["path", "incl_ns"]))?;
+        let paths = df.column("path")?.str()?;
+        let incl = df
+            .column("incl_ns")?
+            .as_materialized_series()
+            .cast(&DataType::Int64)?;
+        let incl = incl.i64()?;
+        // Summed exactly in integer nanoseconds, then converted (nulls count as nothing).
+        let mut shard: std::collections::BTreeMap<&str, i128> = Default::default();
+        for (path, ns) in paths.iter().zip(incl.iter()) {
+            if let Some(path) = path {
+                *shard.entry(path).or_default() += i128::from(ns.unwrap_or(0));
             }
         }
-        regions.extend(per_path.iter().map(|(p, v)| Spread::of(p.as_str(), v)));
+        for (path, ns) in shard {
+            per_path
+                .entry(path.to_string())
+                .or_default()
+                .push(ns as f64 * 1e-9);
+        }
     }
+    let regions = per_path
+        .iter()
+        .map(|(p, v)| Spread::of(p.as_str(), v))
+        .collect();
     Ok(RankReport {
         dir: dir.display().to_string(),
         shards: shards.iter().map(|s| s.display().to_string()).collect(),

@@ -52,7 +52,7 @@ pub enum ImportError {
         why: String,
     },
     /// No file matched the spec's `file` anywhere it was looked for.
-    #[error("data file `{name}` not found; looked in: {tried}. Fix: pass --file PATH, or set {DATA_DIR_ENV} to the directory that holds it")]
+    #[error("data file `{name}` not found; looked in: {tried}. Fix: pass --file PATH, set {DATA_DIR_ENV} to the directory that holds it, or import a set bundled with powerperf by name (`powerperf datasets` lists them)")]
     NotFound { name: String, tried: String },
     /// The workload id could not be taken from a file name.
     #[error("file name `{file}` does not match workload_from_file = \"{pattern}\" (`{{workload}}` marks the id)")]
@@ -654,15 +654,17 @@ fn expand(pattern: &Path) -> Vec<PathBuf> {
 
 /// Directories searched for a relative data file name, in order:
 /// 1. `$POWERPERF_DATA_DIR`,
-/// 2. `../shared/datasets` relative to the current directory, then `shared/datasets` in each
+/// 2. `spec_dir`, the directory of the spec being imported: the bundled copy, for the specs
+///    in the repository's `datasets/` (`datasets/README.md`),
+/// 3. `../shared/datasets` relative to the current directory, then `shared/datasets` in each
 ///    further ancestor of it (`../../shared/datasets`, … — a git worktree under
 ///    `REPO/../wt/NAME` finds the same data),
-/// 3. the same relative to the repository the binary was built from (the nearest ancestor of
+/// 4. the same relative to the repository the binary was built from (the nearest ancestor of
 ///    the executable holding a `Cargo.toml`, then the source directory recorded at build
 ///    time, `CARGO_MANIFEST_DIR`).
 ///
 /// Only directories that exist are returned, without duplicates.
-pub fn data_search_dirs() -> Vec<PathBuf> {
+pub fn data_search_dirs(spec_dir: Option<&Path>) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     if let Ok(cwd) = std::env::current_dir() {
         roots.push(cwd);
@@ -681,6 +683,12 @@ pub fn data_search_dirs() -> Vec<PathBuf> {
     if let Some(d) = std::env::var_os(DATA_DIR_ENV) {
         dirs.push(PathBuf::from(d));
     }
+    if let Some(d) = spec_dir.filter(|d| d.is_dir()) {
+        let d = d.canonicalize().unwrap_or_else(|_| d.to_path_buf());
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
     for root in roots {
         for a in root.ancestors().skip(1) {
             let d = a.join("shared/datasets");
@@ -698,12 +706,17 @@ pub fn data_search_dirs() -> Vec<PathBuf> {
 /// Resolve a data file name (or glob) from a spec to existing files.
 ///
 /// An absolute name is used as it is. A relative name is tried, in order, in `near` (when
-/// given: only its base name, in that directory), then under each of [`data_search_dirs`];
-/// the first place with at least one match wins.
+/// given: only its base name, in that directory), then under each of [`data_search_dirs`]
+/// (`spec` is the spec file being imported: its directory holds the bundled copy); the first
+/// place with at least one match wins.
 ///
 /// # Errors
 /// [`ImportError::NotFound`] listing every place tried.
-pub fn resolve_data_file(name: &str, near: Option<&Path>) -> Result<Vec<PathBuf>> {
+pub fn resolve_data_file(
+    name: &str,
+    near: Option<&Path>,
+    spec: Option<&Path>,
+) -> Result<Vec<PathBuf>> {
     let p = Path::new(name);
     let mut tried = Vec::new();
     let mut candidates = Vec::new();
@@ -713,7 +726,11 @@ pub fn resolve_data_file(name: &str, near: Option<&Path>) -> Result<Vec<PathBuf>
         if let (Some(dir), Some(base)) = (near, p.file_name()) {
             candidates.push(dir.join(base));
         }
-        candidates.extend(data_search_dirs().into_iter().map(|d| d.join(p)));
+        candidates.extend(
+            data_search_dirs(spec.and_then(Path::parent))
+                .into_iter()
+                .map(|d| d.join(p)),
+        );
     }
     for c in candidates {
         let found = expand(&c);
@@ -861,7 +878,7 @@ fn read_table(
     let has_header = fmt.has_header.unwrap_or(true);
     let mut names: Option<Vec<String>> = fmt.column_names.clone();
     if let Some(f) = &fmt.column_names_file {
-        let file = resolve_data_file(f, names_near)?.remove(0);
+        let file = resolve_data_file(f, names_near, Some(spec))?.remove(0);
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("cannot read {}", file.display()))?;
         let mut v = names.unwrap_or_default();
@@ -1285,7 +1302,7 @@ fn read_static(
     s: &StaticSpec,
     near: Option<&Path>,
 ) -> Result<(Vec<String>, HashMap<String, BTreeMap<String, f64>>, PathBuf)> {
-    let file = resolve_data_file(&s.file, near)?.remove(0);
+    let file = resolve_data_file(&s.file, near, Some(&spec.path))?.remove(0);
     let t = read_table(&file, &s.format, &spec.path, file.parent())?;
     let keys = t.strings(&s.key, "static_features key")?;
     let mut keep = vec![true; keys.len()];
@@ -1380,7 +1397,7 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
             }
             v
         }
-        None => resolve_data_file(&spec.file, None)?,
+        None => resolve_data_file(&spec.file, None, Some(&spec.path))?,
     };
     let mut notes = Vec::new();
     let mut points = Vec::new();

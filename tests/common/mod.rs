@@ -3,6 +3,78 @@
 
 use std::path::PathBuf;
 
+/// uid and gid of the unprivileged user the attack tests act as (`nobody` on Debian/Ubuntu).
+pub const NOBODY: u32 = 65534;
+
+/// Whether this test process runs as root (apply's attack tests need it: powerperf runs as
+/// root and the attacker as [`NOBODY`]).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// True when running as root with setpriv(1) available; otherwise prints `skipped: TEST: …`
+/// (CI runs as root) and returns false.
+pub fn root_with_setpriv(test: &str) -> bool {
+    if !is_root() {
+        println!("skipped: {test}: needs root (powerperf must run as root, the attacker as uid {NOBODY})");
+        return false;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: {test}: running as root and setpriv(1) is not available");
+        return false;
+    }
+    true
+}
+
+/// A command that runs `prog` as uid/gid [`NOBODY`] with no supplementary groups, through
+/// `setpriv --reuid --regid --clear-groups`, from `/` (the test's working directory may be
+/// unreadable for that user).
+pub fn as_nobody(prog: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new("setpriv");
+    c.arg(format!("--reuid={NOBODY}"))
+        .arg(format!("--regid={NOBODY}"))
+        .arg("--clear-groups")
+        .arg(prog)
+        .current_dir("/");
+    c
+}
+
+/// Run a shell script as [`NOBODY`] (see [`as_nobody`]); panics with its stderr when it fails.
+pub fn sh_as_nobody(script: &str) {
+    let o = as_nobody("sh").args(["-c", script]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "the script run as uid {NOBODY} failed: {}\n{script}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// chown `path` to [`NOBODY`].
+pub fn chown_nobody(path: &std::path::Path) {
+    std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+}
+
+/// The powerperf binary at a path every user can read: a hard link (or a copy) in `dir`,
+/// which is made 0755. CI's target directory is under /root (0700), so a process that has
+/// dropped to another user cannot execute it there.
+pub fn world_readable_bin(dir: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("powerperf");
+    if !bin.exists() {
+        let src = assert_cmd::cargo::cargo_bin("powerperf");
+        if std::fs::hard_link(&src, &bin).is_err() {
+            std::fs::copy(&src, &bin).unwrap();
+        }
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
 /// The directory holding `libpowerperf_rt.so` of this target directory: target/<profile>
 /// after a `cargo build`, else target/<profile>/deps, where `cargo test --workspace` leaves
 /// the cdylib on a fresh target directory (it copies it up to target/<profile> only for
@@ -25,41 +97,11 @@ pub fn rt_lib_dir() -> Option<PathBuf> {
     None
 }
 
-/// Whether `setpriv(1)` can run a command as `nobody` here (root with util-linux's setpriv).
-/// Prints `skipped: …` when it cannot.
-pub fn can_run_as_nobody() -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: not root, so no other user can be taken on");
-        return false;
-    }
-    if std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("skipped: setpriv(1) is not available");
-        return false;
-    }
-    true
-}
-
-/// A command that runs `program` as `nobody` (uid and gid 65534, no supplementary groups)
-/// through setpriv.
-pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
-    let mut c = std::process::Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(program);
-    c
-}
-
-/// Run `sh -c script` as `nobody`; panics with its stderr when it fails.
-pub fn sh_as_nobody(script: &str) {
-    let out = as_nobody("sh").args(["-c", script]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "as nobody: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The bundled datasets: `datasets/` of this repository, the import specs with the public
+/// measurement sets beside them (`datasets/README.md`). Always present: the tests that need
+/// real data read it and never skip for lack of it.
+pub fn datasets() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("datasets")
 }
 
 /// A temporary directory that other users can enter (mode 0755, under /tmp): CI's own
@@ -79,6 +121,6 @@ pub fn shared_tempdir() -> tempfile::TempDir {
 pub fn dir_owned_by_nobody(parent: &std::path::Path, name: &str) -> PathBuf {
     let d = parent.join(name);
     std::fs::create_dir_all(&d).unwrap();
-    std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+    chown_nobody(&d);
     d
 }
