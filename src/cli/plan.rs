@@ -214,6 +214,15 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     let mut out = from_model::plan_with_predictor(model.as_ref(), &req)?;
     out.plan.plan.max_slowdown = max_slowdown;
     out.plan.plan.slowdown_margin = margin;
+    // A plan never carries a number that is not one (issue 18: `slowdown = nan` was written).
+    if let Ok(v) = toml::Value::try_from(&out.plan) {
+        if let Some(at) = non_finite(&v, "") {
+            anyhow::bail!(
+                "the plan would hold `{at}` = {}: the model predicts no valid time or energy there (fix: check the model with `powerperf predict`, or fit it again); nothing was written",
+                at_value(&v, &at)
+            );
+        }
+    }
     if let Some(path) = &args.output {
         out.plan.write(path)?;
     }
@@ -248,6 +257,42 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The dotted place of the first float in `v` that is NaN or infinite.
+fn non_finite(v: &toml::Value, at: &str) -> Option<String> {
+    let join = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match v {
+        toml::Value::Float(x) if !x.is_finite() => Some(at.to_string()),
+        toml::Value::Table(t) => t.iter().find_map(|(k, c)| non_finite(c, &join(k))),
+        toml::Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| non_finite(c, &format!("{at}[{i}]"))),
+        _ => None,
+    }
+}
+
+/// The value at a place found by [`non_finite`], as text.
+fn at_value(v: &toml::Value, at: &str) -> String {
+    let mut cur = Some(v);
+    for part in at.split('.') {
+        let (key, idx) = match part.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        cur = cur.and_then(|c| c.get(key));
+        if let Some(i) = idx {
+            cur = cur.and_then(|c| c.get(i));
+        }
+    }
+    cur.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
 }
 
 /// The plan as a text table: one row per region with setting, predicted time, slowdown,
@@ -314,4 +359,20 @@ pub fn render_table(plan: &Plan) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_nan_in_a_plan_is_found_with_its_place() {
+        let v: toml::Value = toml::from_str(
+            "[plan]\nmax_slowdown = 0.05\n[[region]]\nname = \"a\"\nslowdown = 0.01\n[[region]]\nname = \"b\"\nslowdown = nan\n",
+        )
+        .unwrap();
+        let at = super::non_finite(&v, "").unwrap();
+        assert_eq!(at, "region[1].slowdown");
+        assert_eq!(super::at_value(&v, &at), "nan");
+        let ok: toml::Value = toml::from_str("[plan]\nmax_slowdown = 0.05\n").unwrap();
+        assert_eq!(super::non_finite(&ok, ""), None);
+    }
 }
