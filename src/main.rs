@@ -4,7 +4,14 @@ fn main() {
     match powerperf::cli::run() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            // A reader that went away (`| head`): exit 1 without a message, as other CLIs do.
+            let closed_pipe = e.chain().any(|c| {
+                c.downcast_ref::<powerperf::cli::StdoutError>()
+                    .is_some_and(|s| s.0.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if !closed_pipe {
+                eprintln!("Error: {e:#}");
+            }
             std::process::exit(1);
         }
     }

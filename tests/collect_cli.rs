@@ -4,6 +4,8 @@ use assert_cmd::Command;
 use powerperf::store::run::{Ending, EventStatus, RunMeta};
 use std::path::{Path, PathBuf};
 
+mod common;
+
 fn pp() -> Command {
     Command::cargo_bin("powerperf").unwrap()
 }
@@ -528,6 +530,13 @@ fn a_full_disk_keeps_the_samples_written_and_says_truncated() {
 fn a_reused_run_directory_drops_the_earlier_runs_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
+    // The earlier run (a directory without run.toml is not one: it is refused, see
+    // a_directory_that_is_not_a_run_is_not_emptied).
+    pp().args(["collect", "-q", "-e", "task-clock", "-o"])
+        .arg(&run)
+        .args(["--", "true"])
+        .assert()
+        .success();
     std::fs::create_dir_all(run.join("region_events")).unwrap();
     std::fs::write(
         run.join("region_events/4242.tsv"),
@@ -681,4 +690,251 @@ fn leader_sampling_of_an_attached_process_falls_back_to_the_thread_with_a_note()
         "{:?}",
         meta.notes
     );
+}
+
+/// Issue 18, item 3: links that another user planted in a run directory (as `nobody`, in a
+/// directory of theirs) are not followed: the files they point to keep their contents.
+#[test]
+fn links_planted_in_a_run_directory_are_not_followed() {
+    if !common::root_with_setpriv("links_planted_in_a_run_directory_are_not_followed") {
+        return;
+    }
+    let tmp = common::shared_tempdir();
+    let victims: Vec<PathBuf> = ["victim-tmp", "victim-reserve"]
+        .iter()
+        .map(|n| tmp.path().join(n))
+        .collect();
+    for v in &victims {
+        std::fs::write(v, "precious\n").unwrap();
+    }
+    let run = common::dir_owned_by_nobody(tmp.path(), "run");
+    common::sh_as_nobody(&format!(
+        "ln -s {} {r}/.run.toml.tmp && ln -s {} {r}/.reserve",
+        victims[0].display(),
+        victims[1].display(),
+        r = run.display()
+    ));
+    let out = pp()
+        .args(["collect", "-q", "-e", "task-clock", "-o"])
+        .arg(&run)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    for v in &victims {
+        assert_eq!(
+            std::fs::read_to_string(v).unwrap(),
+            "precious\n",
+            "{} was written through a planted link; collect said: {}",
+            v.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(RunMeta::read(&run).unwrap().run.ended, Ending::Exited);
+}
+
+/// Issue 18, item 4: an interval below the documented minimum (1 ms, perf stat -I's) is
+/// refused with the minimum in the message; 1 ms and 0 (totals only) are accepted.
+#[test]
+fn interval_below_the_minimum_is_refused() {
+    use predicates::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    for short in ["1ns", "100us", "999us"] {
+        let run = dir.path().join(format!("r{short}"));
+        pp().args([
+            "collect",
+            "-q",
+            "-e",
+            "task-clock",
+            "--interval",
+            short,
+            "-o",
+        ])
+        .arg(&run)
+        .args(["--", "true"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("--interval").and(predicates::str::contains("1ms")));
+        assert!(!run.join("run.toml").exists(), "{short}: a run was started");
+    }
+    for ok in ["1ms", "0"] {
+        pp().args(["collect", "-q", "-e", "task-clock", "--interval", ok, "-o"])
+            .arg(dir.path().join("ok"))
+            .args(["--", "true"])
+            .assert()
+            .success();
+    }
+}
+
+/// Issue 18, item 7: powerperf SIGKILLed mid-run. run.toml says the run was `running`,
+/// `report` rebuilds the totals from the journal, the command dies with powerperf, and no
+/// `.reserve` is left behind.
+#[test]
+fn sigkilled_powerperf_leaves_a_running_run_that_report_rebuilds() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("r");
+    let pidfile = dir.path().join("pid");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("powerperf"))
+        .args([
+            "collect",
+            "-q",
+            "-e",
+            "task-clock",
+            "--interval",
+            "10ms",
+            "-o",
+        ])
+        .arg(&run)
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "echo $$ > {}; while :; do :; done",
+            pidfile.display()
+        ))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    // The command dies with powerperf (gone, or a zombie waiting for init to reap it).
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().next().map(String::from))
+            })
+            .is_some_and(|st| st != "Z" && st != "X")
+    };
+    for _ in 0..40 {
+        if !alive() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let orphan = alive();
+    if orphan {
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let toml = std::fs::read_to_string(run.join("run.toml")).unwrap();
+    assert!(toml.contains("ended = \"running\""), "{toml}");
+    assert!(
+        !orphan,
+        "the command {pid} kept running after powerperf was killed"
+    );
+    assert!(
+        !run.join(".reserve").exists(),
+        ".reserve was left in the run directory"
+    );
+    let out = pp()
+        .args(["report", "--format", "json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tc = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "task-clock")
+        .unwrap_or_else(|| panic!("no task-clock in the report: {v}"));
+    // Up to 0.8 s of a busy loop (less on a loaded machine), from the journal's rows.
+    assert!(tc["value"].as_f64().unwrap() > 1e7, "{tc}");
+    assert!(v["duration_s"].as_f64().unwrap() > 0.2, "{v}");
+    assert!(
+        v["notes"].to_string().contains("journal"),
+        "the report must say the totals come from the journal: {v}"
+    );
+}
+
+/// Issue 18, item 9: a directory that is not a powerperf run (no run.toml) is never emptied:
+/// collect refuses and names the files it would have removed; `--force` replaces them.
+#[test]
+fn a_directory_that_is_not_a_run_is_not_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("mine");
+    std::fs::create_dir_all(d.join("region_events")).unwrap();
+    std::fs::create_dir_all(d.join("cubins")).unwrap();
+    std::fs::write(d.join("timeline.parquet"), "my own file").unwrap();
+    std::fs::write(d.join("regions.parquet"), "mine too").unwrap();
+    std::fs::write(d.join("region_events/keep.txt"), "keep").unwrap();
+    std::fs::write(d.join("cubins/k.cubin"), "keep").unwrap();
+    let out = pp()
+        .args(["collect", "-q", "-e", "task-clock", "-o"])
+        .arg(&d)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(d.join("timeline.parquet")).unwrap_or_default(),
+        "my own file",
+        "{err}"
+    );
+    assert!(d.join("region_events/keep.txt").exists(), "{err}");
+    assert!(d.join("cubins/k.cubin").exists(), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for name in [
+        "timeline.parquet",
+        "regions.parquet",
+        "region_events",
+        "cubins",
+        "--force",
+    ] {
+        assert!(err.contains(name), "{name} not named: {err}");
+    }
+    assert!(!d.join("run.toml").exists());
+    // With --force the run replaces them.
+    pp().args(["collect", "-q", "--force", "-e", "task-clock", "-o"])
+        .arg(&d)
+        .args(["--", "true"])
+        .assert()
+        .success();
+    assert!(!d.join("cubins").exists());
+    assert_eq!(RunMeta::read(&d).unwrap().run.ended, Ending::Exited);
+}
+
+/// Issue 18, item 10: an event listed twice is counted once (with a note), and the timeline
+/// is written.
+#[test]
+fn duplicate_events_keep_the_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let five = "task-clock,page-faults,context-switches,cpu-migrations,minor-faults";
+    for list in ["task-clock,task-clock".to_string(), [five; 10].join(",")] {
+        let run = dir.path().join("r");
+        pp().args(["collect", "-q", "--interval", "10ms", "-e", &list, "-o"])
+            .arg(&run)
+            .args(["--", "sh", "-c", "sleep 0.1"])
+            .assert()
+            .success();
+        let meta = RunMeta::read(&run).unwrap();
+        assert!(!meta.run.truncated, "{:?}", meta.notes);
+        assert!(run.join("timeline.parquet").is_file(), "{:?}", meta.notes);
+        let tc = meta
+            .events
+            .iter()
+            .filter(|e| e.name == "task-clock")
+            .count();
+        assert_eq!(tc, 1, "{:?}", meta.events);
+        assert!(
+            meta.notes
+                .iter()
+                .any(|n| n.contains("task-clock") && n.contains("more than once")),
+            "{:?}",
+            meta.notes
+        );
+    }
 }

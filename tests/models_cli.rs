@@ -478,3 +478,321 @@ fn analytic_counters_fit_explain_and_evaluate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// stdout on /dev/full, or a pipe whose reader has gone.
+fn full_stdout() -> std::process::Stdio {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap()
+        .into()
+}
+
+/// Run `args` with its stdout a pipe whose read end is closed before it starts (as `| true`,
+/// without the race of a reader that may read first); returns (exit code, stderr).
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: fds[1] is the write end just created, owned by nothing else.
+    let w = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("powerperf"))
+        .args(args)
+        .stdout(std::process::Stdio::from(w))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Issue 18, item 8: a stdout that is full or closed is an exit status of 1 with a message,
+/// not a panic (101), and `fit` writes its model file before printing.
+#[test]
+fn a_full_or_closed_stdout_is_exit_1_and_the_model_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    dvfs_set(&set);
+    let set = set.to_str().unwrap().to_string();
+    let defs = tmp.path().join("defs.txt");
+    std::fs::write(&defs, "r = A / B\n").unwrap();
+    let defs = defs.to_str().unwrap().to_string();
+    let good = tmp.path().join("good.json");
+    pp().args(["fit", &set, "--no-loo", "-o", good.to_str().unwrap()])
+        .assert()
+        .success();
+    let good = good.to_str().unwrap().to_string();
+    for (i, closed) in [false, true].into_iter().enumerate() {
+        let model = tmp.path().join(format!("m{i}.json"));
+        let model = model.to_str().unwrap();
+        let cmds: Vec<Vec<&str>> = vec![
+            vec!["fit", &set, "--no-loo", "-o", model],
+            vec!["fit", &set, "--no-loo", "--format", "json", "-o", model],
+            vec![
+                "predict",
+                "--model",
+                &good,
+                "--workload",
+                "beta",
+                "--knob",
+                "core_freq_mhz=550",
+            ],
+            vec!["events", "eval", &defs, "--values", "A=3,B=4"],
+        ];
+        for args in cmds {
+            let _ = std::fs::remove_file(model);
+            let (code, err) = if closed {
+                with_closed_stdout(&args)
+            } else {
+                let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("powerperf"))
+                    .args(&args)
+                    .stdout(full_stdout())
+                    .output()
+                    .unwrap();
+                (
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stderr).into(),
+                )
+            };
+            let what = format!(
+                "{args:?} with stdout {}",
+                if closed { "closed" } else { "/dev/full" }
+            );
+            assert!(!err.contains("panicked"), "{what}: {err}");
+            assert_eq!(code, Some(1), "{what}: {err}");
+            if !closed {
+                assert!(err.contains("stdout"), "{what}: {err}");
+            }
+            if args[0] == "fit" {
+                assert!(Path::new(model).is_file(), "{what}: no model file");
+            }
+        }
+    }
+}
+
+/// A spec of one frequency knob and a time target over `m.csv`, in `dir`.
+fn freq_time_spec(dir: &Path, csv: &str) -> std::path::PathBuf {
+    std::fs::write(dir.join("m.csv"), csv).unwrap();
+    let spec = dir.join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"t\"\nfile = \"m.csv\"\nworkload = \"app\"\n[[knob]]\nname = \"core_freq_mhz\"\ncolumn = \"f\"\n[time]\ncolumn = \"t\"\nunit = \"s\"\n",
+    )
+    .unwrap();
+    spec
+}
+
+// Issue 18, item 6: invalid numbers are refused at every boundary (import, the training
+// set fit reads, model load, predict's knobs, plan's arguments), with a non-zero exit and a
+// message that names the value, the file and the line.
+
+/// Import: a frequency of 0, -1000, NaN, inf, 1e308; a negative or NaN time.
+#[test]
+fn import_refuses_invalid_numbers_naming_value_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (f, t) in [
+        ("0", "1.5"),
+        ("-1000", "1.5"),
+        ("NaN", "1.5"),
+        ("inf", "1.5"),
+        ("1e308", "1.5"),
+        ("1000", "-2"),
+        ("1000", "nan"),
+    ] {
+        let d = tmp.path().join(format!("imp-{f}-{t}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let spec = freq_time_spec(&d, &format!("app,f,t\na,900,1.0\nb,{f},{t}\n"));
+        let out = pp()
+            .arg("import")
+            .arg(&spec)
+            .arg("-o")
+            .arg(d.join("set"))
+            .arg("--file")
+            .arg(d.join("m.csv"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "import accepted f={f} t={t}");
+        let bad = if f == "1000" { t } else { f };
+        assert!(
+            err.contains("m.csv") && err.contains("line 3") && err.contains(&format!("`{bad}`")),
+            "f={f} t={t}: {err}"
+        );
+    }
+}
+
+/// fit: a training set holding a negative time and a NaN power (written directly).
+#[test]
+fn fit_refuses_a_set_with_invalid_numbers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad_set = tmp.path().join("bad-set");
+    let mut meta = SetMeta {
+        source: "test".into(),
+        knobs: vec!["core_freq_mhz".into()],
+        targets: vec!["time_s".into(), "power_w".into()],
+        ..SetMeta::default()
+    };
+    meta.counters.clear();
+    let points = [
+        (500.0, 2.0, 30.0),
+        (800.0, -1.0, 40.0),
+        (1000.0, 1.0, f64::NAN),
+    ]
+    .iter()
+    .map(|&(f, t, p)| Point {
+        workload: "w".into(),
+        knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
+        repeat: None,
+        time_s: Some(t),
+        power_w: Some(p),
+        energy_j: None,
+        counters: Default::default(),
+        static_features: Default::default(),
+    })
+    .collect();
+    TrainingSet { meta, points }.write(&bad_set).unwrap();
+    let out = pp()
+        .arg("fit")
+        .arg(&bad_set)
+        .arg("-o")
+        .arg(tmp.path().join("bad.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "fit accepted a negative time: {err}");
+    assert!(
+        err.contains("points.parquet") && err.contains("-1"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("bad.json").exists());
+}
+
+/// A fitted model of `dvfs_set` in `tmp`.
+fn fitted_model(tmp: &Path) -> std::path::PathBuf {
+    let set = tmp.join("set");
+    dvfs_set(&set);
+    let model = tmp.join("m.json");
+    pp().arg("fit")
+        .arg(&set)
+        .args(["--no-loo", "-o"])
+        .arg(&model)
+        .assert()
+        .success();
+    model
+}
+
+/// Model load: a model file with a negative t_comp_s or f_ref_mhz = 0 (predict and plan).
+#[test]
+fn a_model_with_invalid_numbers_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fitted_model(tmp.path());
+    let text = std::fs::read_to_string(&model).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for (key, bad) in [("t_comp_s", -3.5), ("f_ref_mhz", 0.0)] {
+        let mut m = v.clone();
+        fn set_first(v: &mut serde_json::Value, key: &str, x: f64) -> bool {
+            match v {
+                serde_json::Value::Object(o) => {
+                    if let Some(slot) = o.get_mut(key) {
+                        *slot = serde_json::json!(x);
+                        return true;
+                    }
+                    o.values_mut().any(|c| set_first(c, key, x))
+                }
+                serde_json::Value::Array(a) => a.iter_mut().any(|c| set_first(c, key, x)),
+                _ => false,
+            }
+        }
+        assert!(set_first(&mut m, key, bad), "no {key} in the model");
+        let p = tmp.path().join(format!("bad-{key}.json"));
+        std::fs::write(&p, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+        for args in [
+            vec![
+                "predict",
+                "--workload",
+                "beta",
+                "--knob",
+                "core_freq_mhz=550",
+                "--model",
+            ],
+            vec!["plan", "--model"],
+        ] {
+            let out = pp().args(&args).arg(&p).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{args:?} accepted {key} = {bad}");
+            assert!(
+                err.contains(&format!("bad-{key}.json"))
+                    && err.contains(key)
+                    && err.contains("line "),
+                "{args:?} {key}: {err}"
+            );
+        }
+    }
+}
+
+/// predict: knob values that are no frequency.
+#[test]
+fn predict_refuses_knob_values_that_are_no_frequency() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fitted_model(tmp.path());
+    for knob in ["0", "-5", "1e300", "nan", "inf"] {
+        let out = pp()
+            .arg("predict")
+            .arg("--model")
+            .arg(&model)
+            .args([
+                "--workload",
+                "beta",
+                "--knob",
+                &format!("core_freq_mhz=550,{knob}"),
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "predict accepted core_freq_mhz={knob}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(err.contains(&format!("`{knob}`")), "{knob}: {err}");
+    }
+}
+
+/// plan: arguments that are not numbers of their kind.
+#[test]
+fn plan_refuses_arguments_that_are_not_numbers_of_their_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = fitted_model(tmp.path());
+    for (flag, value) in [
+        ("--transition-latency", "-1"),
+        ("--transition-energy", "inf"),
+        ("--min-region", "nan"),
+        ("--power-cap", "nan"),
+        ("--idle-power", "-5"),
+        ("--max-slowdown", "nan"),
+    ] {
+        let plan = tmp.path().join("plan.toml");
+        let out = pp()
+            .arg("plan")
+            .arg("--model")
+            .arg(&model)
+            .arg(format!("{flag}={value}"))
+            .arg("-o")
+            .arg(&plan)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let written = std::fs::read_to_string(&plan).unwrap_or_default();
+        let _ = std::fs::remove_file(&plan);
+        assert!(
+            !out.status.success(),
+            "plan accepted {flag}={value}: {written}"
+        );
+        assert!(
+            err.contains(flag) && err.contains(value),
+            "{flag}={value}: {err}"
+        );
+    }
+}

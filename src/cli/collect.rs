@@ -20,7 +20,8 @@ pub struct CollectArgs {
     /// docs/papi.md).
     #[arg(long, value_enum, default_value_t = crate::collect::CounterBackend::Perf)]
     pub backend: crate::collect::CounterBackend,
-    /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only).
+    /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only). The minimum is
+    /// 1ms, as perf stat -I's: shorter intervals are refused.
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub interval: std::time::Duration,
     /// Who reads the counters for the timeline: `kernel` (leader sampling, perf's
@@ -99,6 +100,11 @@ pub struct CollectArgs {
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::report::Format,
+    /// Replace files named like run outputs (timeline.parquet, regions.parquet,
+    /// region_events/, cubins/, …) in an -o directory that is not a powerperf run (has no
+    /// run.toml); without it such a directory is refused, never emptied.
+    #[arg(long)]
+    pub force: bool,
     /// Do not print the summary after the run.
     #[arg(short, long)]
     pub quiet: bool,
@@ -114,6 +120,7 @@ pub struct CollectArgs {
 /// Bad events, an unwritable run directory, or a failed fork.
 #[cfg(target_os = "linux")]
 pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
+    crate::collect::check_interval(args.interval)?;
     let (host, _) = crate::collect::sysinfo::host_and_kernel();
     let out = PathBuf::from(crate::collect::expand_output(
         &args.output,
@@ -157,6 +164,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         gpu_pc_period: Some(args.gpu_pc_period),
         gpu_pc_serialized: args.gpu_pc_serialized,
         sampler: args.sampler,
+        force: args.force,
     };
     let outcome = crate::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {

@@ -189,10 +189,10 @@ fn print_noise_floor(
     };
     let floors = crate::models::noise::noise_floor(&set.meta, points, &knob, degree);
     if args.format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(&floors)?);
+        outln!("{}", serde_json::to_string_pretty(&floors)?);
         return Ok(0);
     }
-    println!("IN-SAMPLE noise floor (not a held-out error): degree-{degree} polynomial in {knob} fitted per workload to all its points");
+    outln!("IN-SAMPLE noise floor (not a held-out error): degree-{degree} polynomial in {knob} fitted per workload to all its points");
     for f in &floors {
         let worst: Vec<String> = f
             .groups
@@ -200,7 +200,7 @@ fn print_noise_floor(
             .take(3)
             .map(|(g, e)| format!("{g} {e:.2} %"))
             .collect();
-        println!(
+        outln!(
             "  {:<9} MAPE {:.2} %, median {:.2} % over {} points; worst: {}",
             f.target,
             f.mape_pct,
@@ -307,13 +307,13 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
             if !ev.failures.is_empty() {
                 obj.insert("failures".into(), ev.failures.len().into());
             }
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::Value::Object(obj))?
             );
         }
         Format::Table | Format::Csv => {
-            println!(
+            outln!(
                 "{} — model {} — {} held-out points",
                 ev.summary.protocol,
                 ev.kind.name(),
@@ -324,9 +324,9 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
                 .copied()
                 .filter(|t| set.meta.unreliable.iter().any(|u| u.target == *t))
                 .collect();
-            print!("{}", error_table(&ev.summary.targets, &skipped));
+            out!("{}", error_table(&ev.summary.targets, &skipped));
             for u in &set.meta.unreliable {
-                println!(
+                outln!(
                     "  {} not scored for {}: {}",
                     u.target,
                     u.workloads.join(", "),

@@ -419,7 +419,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
                     format!("  {}: {}", serde_json::Value::from(v.name.clone()), val)
                 })
                 .collect();
-            println!("{{\n{}\n}}", items.join(",\n"));
+            outln!("{{\n{}\n}}", items.join(",\n"));
         }
         OutFormat::Table => {
             for n in pre_notes.iter().chain(&notes).chain(&set.notes) {
@@ -431,7 +431,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
                 .max()
                 .unwrap_or(4)
                 .clamp(4, 60);
-            println!("{:<w$}  {:>16}  UNIT / NOTE", "NAME", "VALUE");
+            outln!("{:<w$}  {:>16}  UNIT / NOTE", "NAME", "VALUE");
             for (val, d) in values.iter().zip(&set.definitions) {
                 let shown = val.value.map(fmt_value).unwrap_or_else(|| "-".into());
                 let note = match &val.problem {
@@ -441,7 +441,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
                     Some(p) => p.to_string(),
                     None => d.unit.clone().unwrap_or_default(),
                 };
-                println!("{:<w$}  {:>16}  {}", val.name, shown, note);
+                outln!("{:<w$}  {:>16}  {}", val.name, shown, note);
             }
         }
     }
@@ -534,19 +534,19 @@ fn check(
             .as_deref()
             .map(|g| format!(" [{g}]"))
             .unwrap_or_default();
-        println!("{}{}  ({}:{})", d.name, group, d.pos.file, d.pos.line);
-        println!("  formula: {}", d.source);
-        println!("  rpn:     {}", set.rpn(i));
+        outln!("{}{}  ({}:{})", d.name, group, d.pos.file, d.pos.line);
+        outln!("  formula: {}", d.source);
+        outln!("  rpn:     {}", set.rpn(i));
         if !d.file_constants.is_empty() {
             let cs: Vec<String> = d
                 .file_constants
                 .iter()
                 .map(|c| format!("{c}={}", set.file_constants[c]))
                 .collect();
-            println!("  file constants: {}", cs.join(", "));
+            outln!("  file constants: {}", cs.join(", "));
         }
         if !d.refs.is_empty() {
-            println!("  uses definitions: {}", d.refs.join(", "));
+            outln!("  uses definitions: {}", d.refs.join(", "));
         }
         for name in &d.vars {
             let status = if run.is_some() || r.constants.contains_key(name) {
@@ -571,17 +571,17 @@ fn check(
                 };
                 format!("{alias}{}", probe_machine(name, sysfs_root, &pmus))
             };
-            println!("  needs {name}: {status}");
+            outln!("  needs {name}: {status}");
         }
     }
-    println!(
+    outln!(
         "{} definitions compiled from {} ({})",
         set.definitions.len(),
         set.file,
         set.syntax
     );
     if run.is_some() {
-        println!("{unresolved} needed names have no value in the run");
+        outln!("{unresolved} needed names have no value in the run");
     }
     Ok(0)
 }
@@ -606,7 +606,7 @@ fn lcpi_cmd(
             for n in &notes {
                 eprintln!("note: {n}");
             }
-            print!("{table}");
+            out!("{table}");
         }
         OutFormat::Json => {
             let mut m = serde_json::Map::new();
@@ -622,7 +622,7 @@ fn lcpi_cmd(
             for row in &table.rows {
                 m.insert(row.category.clone(), val(&row.value));
             }
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::Value::Object(m))?
             );
@@ -722,9 +722,9 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
         }),
     }
     match format {
-        OutFormat::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        OutFormat::Json => outln!("{}", serde_json::to_string_pretty(&out)?),
         OutFormat::Table => {
-            println!("List of events (to be used in -e):\n");
+            outln!("List of events (to be used in -e):\n");
             for l in &out {
                 let extra = match (&l.unit, l.scale) {
                     (Some(u), Some(s)) => format!(" ({u}, scale {s:e})"),
@@ -735,11 +735,11 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
                     Some(r) => format!("  <not supported>: {r}"),
                     None => String::new(),
                 };
-                println!("  {:<40} [{}{extra}]{status}", l.name, l.kind);
+                outln!("  {:<40} [{}{extra}]{status}", l.name, l.kind);
             }
-            println!("\nRaw events: rNNNN (hex), PMU/event=0x..,umask=0x../ as perf takes them.");
+            outln!("\nRaw events: rNNNN (hex), PMU/event=0x..,umask=0x../ as perf takes them.");
             #[cfg(feature = "papi")]
-            println!("PAPI native events (--backend papi): `papi_native_avail` lists them (perf::TASK-CLOCK, pmu::EVENT:umask).");
+            outln!("PAPI native events (--backend papi): `papi_native_avail` lists them (perf::TASK-CLOCK, pmu::EVENT:umask).");
         }
     }
     Ok(0)
@@ -868,7 +868,7 @@ fn eval_per(
                     serde_json::Value::Object(m)
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&rows)?);
+            outln!("{}", serde_json::to_string_pretty(&rows)?);
         }
         OutFormat::Table => {
             for note in notes.iter().chain(&set.notes) {
@@ -889,10 +889,10 @@ fn eval_per(
                         .join(", ")
                 );
             }
-            println!("{:>8}  {}", "row", names.join("  "));
+            outln!("{:>8}  {}", "row", names.join("  "));
             for i in 0..n {
                 let vals: Vec<String> = out.iter().map(|c| fmt_value(c[i])).collect();
-                println!("{i:>8}  {}", vals.join("  "));
+                outln!("{i:>8}  {}", vals.join("  "));
             }
         }
     }

@@ -81,11 +81,14 @@ pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     let json = args.format == crate::cli::events::OutFormat::Json;
     // With --format json the human lines go to stderr and stdout carries one JSON object.
+    // Lines for stdout wait until the model file is written: a closed stdout must not cost
+    // the model (issue 18).
+    let stdout_lines = std::cell::RefCell::new(Vec::<String>::new());
     let say = |line: String| {
         if json {
             eprintln!("{line}");
         } else {
-            println!("{line}");
+            stdout_lines.borrow_mut().push(line);
         }
     };
     let set = TrainingSet::read(&args.set)?;
@@ -179,8 +182,11 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     };
     file.write(&args.output)?;
     say(format!("wrote {}", args.output.display()));
+    for line in stdout_lines.take() {
+        outln!("{line}");
+    }
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "model": args.output.display().to_string(),

@@ -3,6 +3,51 @@
 
 use clap::{Parser, Subcommand};
 
+/// A write to stdout that failed: a closed pipe (`| head`), a full disk, /dev/full. `main`
+/// turns it into exit status 1 (quietly for a closed pipe, as other CLIs do) instead of the
+/// panic of `println!`.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write to stdout: {0}")]
+pub struct StdoutError(pub std::io::Error);
+
+/// Write to stdout through its lock; errors propagate (see [`StdoutError`]).
+///
+/// # Errors
+/// The write's error.
+pub fn out_fmt(args: std::fmt::Arguments) -> Result<(), StdoutError> {
+    use std::io::Write;
+    std::io::stdout()
+        .lock()
+        .write_fmt(args)
+        .map_err(StdoutError)
+}
+
+/// Flush stdout (its buffer is otherwise flushed at exit, where an error is lost).
+///
+/// # Errors
+/// The flush's error.
+pub fn out_flush() -> Result<(), StdoutError> {
+    use std::io::Write;
+    std::io::stdout().lock().flush().map_err(StdoutError)
+}
+
+/// `print!` whose error returns from the enclosing function (`?`) instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::out_fmt(format_args!($($arg)*))?
+    };
+}
+
+/// `println!` whose error returns from the enclosing function (`?`) instead of panicking.
+macro_rules! outln {
+    () => {
+        $crate::cli::out_fmt(format_args!("\n"))?
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::out_fmt(format_args!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
 pub mod apply;
 pub mod collect;
 pub mod datasets;
@@ -84,6 +129,12 @@ pub enum Command {
 /// Whatever the subcommand reports; `main` prints the chain.
 pub fn run() -> anyhow::Result<i32> {
     let cli = Cli::parse();
+    let code = dispatch(cli)?;
+    out_flush()?;
+    Ok(code)
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Collect(a) => collect::run(a),
         Command::Report(a) => report::run(a),

@@ -38,7 +38,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "JSON", requires = "evaluate")]
     pub params: Option<String>,
     /// With --evaluate: idle power (W) for the race-to-idle baseline.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = positive_f64)]
     pub idle_power: Option<f64>,
     /// Workloads to plan (repeat the flag); default: every workload the model knows.
     #[arg(long = "workload", value_name = "NAME")]
@@ -61,24 +61,24 @@ pub struct PlanArgs {
     pub slowdown_margin: String,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
     /// slowdown exceeds the bound (0.05: one in twenty).
-    #[arg(long, default_value_t = crate::dvfs::evaluate::DEFAULT_RISK, value_name = "FRACTION")]
+    #[arg(long, default_value_t = crate::dvfs::evaluate::DEFAULT_RISK, value_name = "FRACTION", value_parser = non_negative_f64)]
     pub risk: f64,
     /// Settings whose predicted mean power is above this many watts are not chosen.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = positive_f64)]
     pub power_cap: Option<f64>,
     /// Treat the workloads as consecutive regions of one job (bound on their total time,
     /// switch costs between neighbours) instead of independent workloads.
     #[arg(long)]
     pub job: bool,
     /// Cost of one frequency switch between consecutive regions, seconds.
-    #[arg(long, default_value_t = 0.0, value_name = "S")]
+    #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]
     pub transition_latency: f64,
     /// Cost of one frequency switch between consecutive regions, joules.
-    #[arg(long, default_value_t = 0.0, value_name = "J")]
+    #[arg(long, default_value_t = 0.0, value_name = "J", value_parser = non_negative_f64)]
     pub transition_energy: f64,
     /// Regions shorter than this (seconds, at the maximum setting) fold into their parent;
     /// `inf` gives one static setting for the whole job.
-    #[arg(long, default_value_t = 0.0, value_name = "S")]
+    #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]
     pub min_region: f64,
     /// The device whose clocks the frequency knobs are.
     #[arg(long, value_enum, default_value = "cpu")]
@@ -101,6 +101,22 @@ pub struct PlanArgs {
     pub geopm: bool,
 }
 
+/// A finite number ≥ 0 (a plan argument in seconds, joules or a fraction; issue 18).
+fn non_negative_f64(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a finite number ≥ 0")),
+    }
+}
+
+/// A finite number > 0 (a power in watts).
+fn positive_f64(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a finite number above 0")),
+    }
+}
+
 /// Run `powerperf plan`.
 ///
 /// # Errors
@@ -113,7 +129,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             "5%".into()
         }
     });
-    let max_slowdown = parse_slowdown(&bound_text)?;
+    let max_slowdown = parse_slowdown(&bound_text).context("--max-slowdown")?;
     let auto_margin = args.slowdown_margin.trim() == "auto";
     let risk_by_class = args.slowdown_margin.trim() == "risk-class";
     let risk_guard = args.slowdown_margin.trim() == "risk" || risk_by_class;
@@ -168,8 +184,8 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         };
         let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
         match args.format {
-            Format::Table => print!("{}", crate::dvfs::evaluate::render(&report)),
-            Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            Format::Table => out!("{}", crate::dvfs::evaluate::render(&report)),
+            Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
         }
         return Ok(0);
     }
@@ -198,18 +214,27 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     let mut out = from_model::plan_with_predictor(model.as_ref(), &req)?;
     out.plan.plan.max_slowdown = max_slowdown;
     out.plan.plan.slowdown_margin = margin;
+    // A plan never carries a number that is not one (issue 18: `slowdown = nan` was written).
+    if let Ok(v) = toml::Value::try_from(&out.plan) {
+        if let Some(at) = non_finite(&v, "") {
+            anyhow::bail!(
+                "the plan would hold `{at}` = {}: the model predicts no valid time or energy there (fix: check the model with `powerperf predict`, or fit it again); nothing was written",
+                at_value(&v, &at)
+            );
+        }
+    }
     if let Some(path) = &args.output {
         out.plan.write(path)?;
     }
     match args.format {
         Format::Table => {
-            print!("{}", render_table(&out.plan));
+            out!("{}", render_table(&out.plan));
             for (w, why) in &out.skipped {
-                println!("skipped {w}: {why}");
+                outln!("skipped {w}: {why}");
             }
             if let Some(p) = &args.output {
                 if p.as_os_str() != "-" {
-                    println!("plan written to {}", p.display());
+                    outln!("plan written to {}", p.display());
                 }
             }
         }
@@ -218,20 +243,56 @@ pub fn run(args: PlanArgs) -> Result<i32> {
                 "plan": out.plan,
                 "skipped": out.skipped.iter().map(|(w, why)| serde_json::json!({"workload": w, "reason": why})).collect::<Vec<_>>(),
             });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            outln!("{}", serde_json::to_string_pretty(&v)?);
         }
     }
     if args.geopm {
         for (name, policy) in export::geopm_policies(&out.plan)? {
-            println!("{name}\t{}", serde_json::to_string(&policy)?);
+            outln!("{name}\t{}", serde_json::to_string(&policy)?);
         }
     }
     if args.srun {
         for r in &out.plan.regions {
-            println!("{}\t{}", r.name, export::srun_args(&out.plan, r)?);
+            outln!("{}\t{}", r.name, export::srun_args(&out.plan, r)?);
         }
     }
     Ok(0)
+}
+
+/// The dotted place of the first float in `v` that is NaN or infinite.
+fn non_finite(v: &toml::Value, at: &str) -> Option<String> {
+    let join = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match v {
+        toml::Value::Float(x) if !x.is_finite() => Some(at.to_string()),
+        toml::Value::Table(t) => t.iter().find_map(|(k, c)| non_finite(c, &join(k))),
+        toml::Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| non_finite(c, &format!("{at}[{i}]"))),
+        _ => None,
+    }
+}
+
+/// The value at a place found by [`non_finite`], as text.
+fn at_value(v: &toml::Value, at: &str) -> String {
+    let mut cur = Some(v);
+    for part in at.split('.') {
+        let (key, idx) = match part.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        cur = cur.and_then(|c| c.get(key));
+        if let Some(i) = idx {
+            cur = cur.and_then(|c| c.get(i));
+        }
+    }
+    cur.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
 }
 
 /// The plan as a text table: one row per region with setting, predicted time, slowdown,
@@ -298,4 +359,20 @@ pub fn render_table(plan: &Plan) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_nan_in_a_plan_is_found_with_its_place() {
+        let v: toml::Value = toml::from_str(
+            "[plan]\nmax_slowdown = 0.05\n[[region]]\nname = \"a\"\nslowdown = 0.01\n[[region]]\nname = \"b\"\nslowdown = nan\n",
+        )
+        .unwrap();
+        let at = super::non_finite(&v, "").unwrap();
+        assert_eq!(at, "region[1].slowdown");
+        assert_eq!(super::at_value(&v, &at), "nan");
+        let ok: toml::Value = toml::from_str("[plan]\nmax_slowdown = 0.05\n").unwrap();
+        assert_eq!(super::non_finite(&ok, ""), None);
+    }
 }

@@ -61,6 +61,13 @@ pub(crate) fn parse_knob(spec: &str) -> anyhow::Result<(String, Vec<f64>)> {
                 i + 1
             )
         })?;
+        // Issue 18: 0, -5 and 1e300 MHz predicted NaN, -4099 s and inf.
+        crate::store::import::check_value(
+            crate::store::import::Dimension::of_knob(name),
+            "knob",
+            x,
+        )
+        .map_err(|why| anyhow::anyhow!("--knob `{spec}`: value {} `{v}` {why}", i + 1))?;
         out.push(x);
     }
     Ok((name.to_string(), out))
@@ -167,6 +174,20 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         let p = model
             .predict(&workload, &k)
             .with_context(|| format!("predicting {workload} at {}", knob_key(&k)))?;
+        // A prediction that is no time, power or energy is an error, not a line of output.
+        for (what, v) in [
+            ("time_s", p.time_s),
+            ("power_w", p.power_w),
+            ("energy_j", p.energy_j),
+        ] {
+            if let Some(x) = v.filter(|x| !(x.is_finite() && *x >= 0.0)) {
+                anyhow::bail!(
+                    "model {} predicts {what} = {x} for {workload} at {}: not a valid value (the knob is outside what the model can describe, or the model file is damaged; fix: predict within the training grid, or fit the model again)",
+                    args.model.display(),
+                    knob_key(&k)
+                );
+            }
+        }
         rows.push((k, p));
     }
     let err = model.held_out_error.as_ref();
@@ -177,7 +198,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                 .map(|(k, p)| serde_json::json!({"workload": workload, "knobs": k, "time_s": p.time_s, "power_w": p.power_w, "energy_j": p.energy_j}))
                 .collect();
             let out = serde_json::json!({"model": args.model.display().to_string(), "kind": model.kind(), "held_out_error": err, "predictions": v});
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            outln!("{}", serde_json::to_string_pretty(&out)?);
         }
         Format::Csv | Format::Table => {
             let knob_names: Vec<String> = rows
@@ -189,15 +210,15 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                 let mut header = vec!["workload".to_string()];
                 header.extend(knob_names.iter().cloned());
                 header.extend(["time_s", "power_w", "energy_j"].map(String::from));
-                println!("{}", header.join(","));
+                outln!("{}", header.join(","));
                 for (k, p) in &rows {
                     let mut cells = vec![csv_cell(&workload)];
                     cells.extend(knob_names.iter().map(|n| k[n].to_string()));
                     cells.extend([f(p.time_s, 6), f(p.power_w, 4), f(p.energy_j, 4)]);
-                    println!("{}", cells.join(","));
+                    outln!("{}", cells.join(","));
                 }
             } else {
-                println!(
+                outln!(
                     "model {} ({}), workload {workload}",
                     args.model.display(),
                     model.kind()
@@ -206,7 +227,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                 for n in &knob_names {
                     h += &format!("{n:>16} ");
                 }
-                println!("{h}{:>12} {:>10} {:>12}", "time_s", "power_w", "energy_j");
+                outln!("{h}{:>12} {:>10} {:>12}", "time_s", "power_w", "energy_j");
                 for (k, p) in &rows {
                     let mut l = String::new();
                     for n in &knob_names {
@@ -215,7 +236,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                     let g = |v: Option<f64>, d: usize| {
                         v.map_or("-".to_string(), |v| format!("{v:.d$}"))
                     };
-                    println!(
+                    outln!(
                         "{l}{:>12} {:>10} {:>12}",
                         g(p.time_s, 4),
                         g(p.power_w, 2),
@@ -229,15 +250,15 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                         .map(|(t, x)| format!("{t} {:.2} %", x.mape_pct))
                         .collect();
                     if parts.is_empty() {
-                        println!(
+                        outln!(
                             "held-out error ({}): none measurable (no point could be predicted with itself left out: too few training points)",
                             e.protocol
                         );
                     } else {
-                        println!("held-out error ({}): {}", e.protocol, parts.join(", "));
+                        outln!("held-out error ({}): {}", e.protocol, parts.join(", "));
                     }
                 } else {
-                    println!("held-out error: not measured (model fitted with --no-loo)");
+                    outln!("held-out error: not measured (model fitted with --no-loo)");
                 }
             }
         }

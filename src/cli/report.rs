@@ -75,8 +75,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         // A directory of per-rank shards (collect -o JOB/rank%r under srun/mpirun).
         let r = crate::report::ranks::rank_report(dir)?;
         match args.format {
-            Some(Format::Json) => println!("{}", serde_json::to_string_pretty(&r)?),
-            _ => print!("{}", crate::report::ranks::render_text(&r)),
+            Some(Format::Json) => outln!("{}", serde_json::to_string_pretty(&r)?),
+            _ => out!("{}", crate::report::ranks::render_text(&r)),
         }
         return Ok(0);
     }
@@ -104,10 +104,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         s.pc_samples = crate::report::pc::load(dir, &meta)?;
         let quiet = args.html.is_some() || args.plot.is_some();
         if let Some(f) = args.format.or((!quiet).then_some(Format::Table)) {
-            print!("{}", crate::report::render_summary(&s, f)?);
+            out!("{}", crate::report::render_summary(&s, f)?);
         }
         if args.lcpi {
-            print!(
+            out!(
                 "{}",
                 lcpi_report(dir, args.constants.as_deref(), &s.regions)?
             );
@@ -124,7 +124,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
                 run_plots.extend(model_plots.iter().cloned());
                 let html = crate::report::html::render(&s, &meta, &run_plots, &lcpi)?;
                 if out.as_os_str() == "-" {
-                    print!("{html}");
+                    out!("{html}");
                 } else {
                     std::fs::write(out, html)
                         .with_context(|| format!("cannot write {}", out.display()))?;

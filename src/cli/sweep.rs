@@ -63,6 +63,7 @@ pub struct SweepArgs {
 /// # Errors
 /// See [`crate::dvfs::sweep::sweep`].
 pub fn run(args: SweepArgs) -> Result<i32> {
+    crate::collect::check_interval(args.interval)?;
     let sig = SignalForwarder::install()?;
     // the record and the log are needed only when frequencies are set
     let sets = !args.freq.is_empty() && !args.dry_run;

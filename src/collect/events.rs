@@ -309,6 +309,37 @@ pub fn parse_list(list: Option<&str>) -> Result<Vec<EventSpec>, EventParseError>
         .collect()
 }
 
+/// Keep the first of events listed more than once (by name, the timeline's column name):
+/// returns the names dropped with their counts, for a note (`-e task-clock,task-clock` would
+/// otherwise give the timeline two columns of one name, which cannot be written).
+pub fn dedup_by_name<T>(items: &mut Vec<T>, name: impl Fn(&T) -> &str) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    items.retain(|it| {
+        let n = name(it);
+        match counts.iter_mut().find(|(c, _)| c == n) {
+            Some((_, k)) => {
+                *k += 1;
+                false
+            }
+            None => {
+                counts.push((n.to_string(), 1));
+                true
+            }
+        }
+    });
+    let dups: Vec<String> = counts
+        .into_iter()
+        .filter(|(_, k)| *k > 1)
+        .map(|(n, k)| format!("`{n}` ({k} times)"))
+        .collect();
+    (!dups.is_empty()).then(|| {
+        format!(
+            "events listed more than once are counted once: {}",
+            dups.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,8 @@ fn pipe_cloexec() -> io::Result<[i32; 2]> {
 }
 
 /// Fork a child that will run `argv` with the environment of this process plus `extra_env`.
+/// The child gets SIGKILL when the calling thread exits (PR_SET_PDEATHSIG): call it from a
+/// thread that lives as long as the command (collect calls it from the main thread).
 ///
 /// # Errors
 /// An empty command, an argument with a NUL byte, or a failed `fork`/`pipe`.
@@ -58,6 +60,8 @@ pub fn spawn_paused(argv: &[String], extra_env: &[(String, String)]) -> io::Resu
 
     let go = pipe_cloexec()?;
     let err = pipe_cloexec()?;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: the child only calls async-signal-safe functions (close, read, write,
     // execvpe, _exit) on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
@@ -66,6 +70,21 @@ pub fn spawn_paused(argv: &[String], extra_env: &[(String, String)]) -> io::Resu
     }
     if pid == 0 {
         unsafe {
+            // The command dies with powerperf (issue 18): SIGKILL when the thread that forked
+            // exits. That is the caller's thread, which must live as long as the command
+            // (collect forks from the main thread). A powerperf that died before this call is
+            // caught by the getppid check. Not inherited by the command's own children, and
+            // cleared by the kernel on exec of a set-user-ID program (prctl(2)).
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
             libc::close(go[1]);
             libc::close(err[0]);
             let mut b = 0u8;

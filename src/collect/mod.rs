@@ -91,6 +91,27 @@ pub fn papi_not_built() -> anyhow::Error {
     )
 }
 
+/// The shortest sampling interval (`collect --interval`), as `perf stat -I` allows: 1 ms.
+/// Below it the sampler thread cannot keep its deadlines (one sample costs 30-100 µs of
+/// CPU here, docs/overhead.md), and the timeline grows by a row per interval: at 1 ns a
+/// 49 ms command took 32 s, 4.9 GB and 48 million rows (issue 18). 0 (totals only) stays
+/// allowed.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Refuse a sampling interval below [`MIN_INTERVAL`] (0 is allowed: totals only).
+///
+/// # Errors
+/// The interval, the minimum and the fix.
+pub fn check_interval(interval: Duration) -> anyhow::Result<()> {
+    if !interval.is_zero() && interval < MIN_INTERVAL {
+        anyhow::bail!(
+            "--interval {} is below the minimum of 1ms (as perf stat -I): each sample costs powerperf 30-100 µs of CPU and a timeline row; use --interval 1ms or more, or --interval 0 for totals only",
+            humantime::format_duration(interval)
+        );
+    }
+    Ok(())
+}
+
 /// What `powerperf collect` does, as a plain struct.
 #[derive(Debug, Clone)]
 pub struct CollectConfig {
@@ -133,6 +154,10 @@ pub struct CollectConfig {
     pub cpu_pc_sampling_hz: Option<u64>,
     /// Who reads the counters for the timeline.
     pub sampler: TimelineSampler,
+    /// Replace files named like run outputs (`timeline.parquet`, `region_events/`, …) also
+    /// in a directory that holds no `run.toml` (`collect --force`); without it such a
+    /// directory is refused, never emptied.
+    pub force: bool,
 }
 
 /// What `--pc-sampling` samples.
@@ -243,8 +268,7 @@ mod run_impl {
     };
     use anyhow::{Context, Result};
 
-    /// File holding back [`RESERVE_BYTES`] in the run directory while the run goes on.
-    const RESERVE: &str = ".reserve";
+    /// Space held back in the run directory's file system while the run goes on.
     const RESERVE_BYTES: usize = 64 * 1024;
     /// Ring buffer per sampling leader (group × CPU): a sample of a group of n counters
     /// takes 56 + 16·n bytes, so 128 KiB holds about 1,500 samples of 4 counters, 15 s of
@@ -253,13 +277,10 @@ mod run_impl {
     /// How often the buffers of leader sampling are drained into rows.
     const LEADER_DRAIN: Duration = Duration::from_millis(250);
 
-    /// Removes the reserve file when dropped (at the end, and on every early return).
-    struct Reserve(std::path::PathBuf);
-    impl Drop for Reserve {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
+    /// An unnamed file of [`RESERVE_BYTES`] (`safe_file::anonymous_reserve`): closing it
+    /// (dropping this, at the end and on every early return, or powerperf's death) gives the
+    /// space back, and no file is ever left in the run directory.
+    struct Reserve(#[allow(dead_code)] Option<std::fs::File>);
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -513,15 +534,21 @@ mod run_impl {
     /// A bad event list, an unwritable run directory, a process to attach to that does not
     /// exist, or a failed fork.
     pub fn collect_run(cfg: &CollectConfig) -> Result<Outcome> {
+        super::check_interval(cfg.interval)?;
         if cfg.per_thread && !matches!(cfg.mode, Mode::Attach(_)) {
             anyhow::bail!(
                 "--per-thread needs -p PID (as perf stat --per-thread): a command's counters are inherited by its threads and children and summed by the kernel"
             );
         }
-        let specs = match cfg.backend {
+        let mut specs = match cfg.backend {
             CounterBackend::Perf => events::parse_list(cfg.events.as_deref())?,
             CounterBackend::Papi => vec![],
         };
+        // An event listed twice would be two timeline columns of one name (issue 18).
+        #[allow(unused_mut)] // extended by the PAPI backend
+        let mut dup_notes: Vec<String> = events::dedup_by_name(&mut specs, |s| s.name.as_str())
+            .into_iter()
+            .collect();
         #[cfg(not(feature = "papi"))]
         if cfg.backend == CounterBackend::Papi {
             return Err(super::papi_not_built());
@@ -532,7 +559,9 @@ mod run_impl {
                 if cfg.mode != Mode::Command {
                     anyhow::bail!("--backend papi counts a command started by collect (PAPI attaches one event set to one process); for -p, -a and -C use --backend perf");
                 }
-                super::papi::parse_list(cfg.events.as_deref())?
+                let mut names = super::papi::parse_list(cfg.events.as_deref())?;
+                dup_notes.extend(events::dedup_by_name(&mut names, |n| n.as_str()));
+                names
             }
             CounterBackend::Perf => vec![],
         };
@@ -542,7 +571,21 @@ mod run_impl {
         std::fs::create_dir_all(&cfg.out)
             .with_context(|| format!("cannot create the run directory {}", cfg.out.display()))?;
         // An earlier run in the same directory: its outputs go first (its region events or
-        // GPU recordings would otherwise be read into this run).
+        // GPU recordings would otherwise be read into this run). A directory that is not a
+        // run (no readable run.toml) is never emptied without --force (issue 18).
+        let present: Vec<&str> = crate::store::run::RUN_OUTPUTS
+            .iter()
+            .copied()
+            .filter(|n| cfg.out.join(n).symlink_metadata().is_ok())
+            .collect();
+        if !present.is_empty() && !cfg.force && crate::store::run::RunMeta::read(&cfg.out).is_err()
+        {
+            anyhow::bail!(
+                "{} is not a powerperf run directory (it has no readable run.toml), but it holds {}, which collect would replace; nothing was removed. Fix: choose another -o directory, or pass --force to replace them",
+                cfg.out.display(),
+                present.join(", ")
+            );
+        }
         let mut replaced = Vec::new();
         for name in crate::store::run::RUN_OUTPUTS {
             let p = cfg.out.join(name);
@@ -563,7 +606,7 @@ mod run_impl {
             // The command's own environment wins over powerperf's.
             knobs.threads = t.trim().parse().ok();
         }
-        let mut notes = Vec::new();
+        let mut notes = dup_notes;
         if !replaced.is_empty() {
             notes.push(format!(
                 "{} held an earlier run: its {} were removed first",
@@ -591,7 +634,7 @@ mod run_impl {
                 id: format!("{label}-{start_unix_ns}"),
                 command: cfg.command.clone(),
                 workload: Some(cfg.workload.clone().unwrap_or_else(|| label.clone())),
-                ended: Ending::Unknown,
+                ended: Ending::Running,
                 exit_status: None,
                 signal: None,
                 signal_name: None,
@@ -620,17 +663,21 @@ mod run_impl {
             threads: vec![],
             pc_sampling: None,
         };
-        // A run.toml exists from the start, so even a powerperf killed mid-run leaves a
-        // readable directory that says the ending is unknown.
+        // A run.toml exists from the start (`ended = "running"`), so even a powerperf killed
+        // mid-run leaves a readable directory; `RunMeta::read` rebuilds its totals from the
+        // journal.
         meta.write(&cfg.out)?;
         // Space held back for the final run.toml: removed just before it is written, so a
         // disk the command (or the journal) filled up still gets a run.toml that says so.
-        let reserve = Reserve(cfg.out.join(RESERVE));
-        if let Err(e) = std::fs::write(&reserve.0, vec![0u8; RESERVE_BYTES]) {
-            meta.notes.push(format!(
-                "no space could be held back for the final run.toml ({e}): on a full disk it may keep its first version"
-            ));
-        }
+        let reserve = match crate::store::safe_file::anonymous_reserve(&cfg.out, RESERVE_BYTES) {
+            Ok(f) => Reserve(Some(f)),
+            Err(e) => {
+                meta.notes.push(format!(
+                    "no space could be held back for the final run.toml ({e}): on a full disk it may keep its first version"
+                ));
+                Reserve(None)
+            }
+        };
 
         let mut env = cfg.env.clone();
         env.push(("POWERPERF_RUN_DIR".into(), cfg.out.display().to_string()));
@@ -897,6 +944,40 @@ mod run_impl {
                 None
             }
         };
+        // run.toml again, now with the events whose columns the journal holds (no totals
+        // yet): a powerperf killed from here on leaves a run whose totals `report` rebuilds
+        // from the journal under the events' own names and units.
+        {
+            let mut provisional = meta.clone();
+            provisional.events = counters
+                .iter()
+                .map(|c| EventRecord {
+                    name: c.spec.name.clone(),
+                    backend: Backend::PerfEvent,
+                    status: EventStatus::Counted,
+                    reason: None,
+                    column: Some(c.spec.name.clone()),
+                    total: None,
+                    unit: c.spec.unit.clone(),
+                    scale: Some(c.scale),
+                    running_ratio: None,
+                })
+                .chain(energy.domains.iter().map(|d| EventRecord {
+                    name: format!("energy-{}", d.name),
+                    backend: Backend::Rapl,
+                    status: EventStatus::Counted,
+                    reason: None,
+                    column: Some(d.column.clone()),
+                    total: None,
+                    unit: Some("J".into()),
+                    scale: None,
+                    running_ratio: None,
+                }))
+                .collect();
+            if let Err(e) = provisional.write(&cfg.out) {
+                tracing::debug!("run.toml with the events: {e:#}");
+            }
+        }
         let mut sampler = Sampler {
             counters,
             #[cfg(feature = "papi")]
@@ -1054,7 +1135,10 @@ mod run_impl {
                 meta.run.signal_name = Some(launcher::signal_name(signal));
                 meta.run.core_dumped = core_dumped;
             }
-            (_, Some(Err(e))) => meta.run.error = Some(format!("waitpid failed: {e}")),
+            (_, Some(Err(e))) => {
+                meta.run.ended = Ending::Unknown;
+                meta.run.error = Some(format!("waitpid failed: {e}"));
+            }
             (_, None) => {
                 // Attach or system-wide without a command: the measurement ended normally.
                 meta.run.ended = Ending::Exited;

@@ -74,8 +74,9 @@ impl Timeline {
 /// I/O errors with the path.
 pub fn write_frame(df: &mut DataFrame, path: &Path) -> Result<()> {
     use std::io::Write;
-    let f =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    // A file or link already at the path is replaced, never followed (issue 18).
+    let f = crate::store::safe_file::replace(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
     ParquetWriter::new(&mut w)
         .finish(df)
@@ -112,7 +113,7 @@ impl Journal {
     /// # Errors
     /// The file cannot be created or the header written.
     pub fn create(path: &Path, names: &[String]) -> Result<Self> {
-        let f = std::fs::File::create(path)
+        let f = crate::store::safe_file::replace(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = csv::WriterBuilder::new()
             .buffer_capacity(64 * 1024)

@@ -347,6 +347,8 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             gpu_pc_serialized: false,
             cpu_pc_sampling_hz: None,
             sampler: crate::collect::TimelineSampler::Auto,
+            // The sweep's own run directory (a half-written one is redone).
+            force: true,
         };
         let outcome = crate::collect::collect_run(&ccfg)
             .with_context(|| format!("collecting {}", r.dir.display()))?;

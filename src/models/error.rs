@@ -39,6 +39,16 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
+    /// A model file holds a number no fitted model has (a negative time, a clock of 0).
+    #[error("model file {}, line {line}: `{key}` = {value} {why} (at {at}; fix: fit the model again with `powerperf fit SET -o MODEL.json`)", path.display())]
+    BadNumber {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        at: String,
+        value: f64,
+        why: String,
+    },
     /// A model file is not valid JSON of this version.
     #[error("model file {}: {source} (fix: write it again with `powerperf fit SET -o MODEL.json`)", path.display())]
     Json {

@@ -375,11 +375,107 @@ impl ModelFile {
             path: path.into(),
             source: e,
         })?;
-        serde_json::from_str(&text).map_err(|e| ModelError::Json {
+        let m = serde_json::from_str(&text).map_err(|e| ModelError::Json {
             path: path.into(),
             source: e,
-        })
+        })?;
+        check_numbers(path, &text)?;
+        Ok(m)
     }
+}
+
+/// Check the numbers of a model file's JSON text (issue 18: a negative `t_comp_s` or an
+/// `f_ref_mhz` of 0 was accepted and predicted NaN and negative times): a value of a key
+/// ending in `_mhz` (a clock, alone or in a list) is above 0 and at most 1e6; one ending in
+/// `_s` (a time) is not negative. JSON numbers are always finite. The held-out error
+/// (`held_out_error`), which has signed statistics, is not checked.
+///
+/// # Errors
+/// The first bad number, with its key, line and place in the JSON.
+fn check_numbers(path: &Path, text: &str) -> Result<(), ModelError> {
+    fn walk(
+        v: &serde_json::Value,
+        key: &str,
+        at: &str,
+        bad: &mut Option<(String, String, f64, &'static str)>,
+    ) {
+        if bad.is_some() {
+            return;
+        }
+        match v {
+            serde_json::Value::Object(o) => {
+                for (k, c) in o {
+                    if k != "held_out_error" {
+                        walk(c, k, &format!("{at}.{k}"), bad);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, c) in a.iter().enumerate() {
+                    walk(c, key, &format!("{at}[{i}]"), bad);
+                }
+            }
+            serde_json::Value::Number(n) => {
+                let Some(x) = n.as_f64() else { return };
+                let why = if key.ends_with("_mhz") && !(x > 0.0 && x <= 1e6) {
+                    Some("is not a clock: it must be above 0 and at most 1e6 MHz")
+                } else if key.ends_with("_s") && x < 0.0 {
+                    Some("is a negative time")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    *bad = Some((
+                        key.to_string(),
+                        at.trim_start_matches('.').to_string(),
+                        x,
+                        why,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Ok(());
+    };
+    let mut bad = None;
+    walk(&v, "", "", &mut bad);
+    let Some((key, at, value, why)) = bad else {
+        return Ok(());
+    };
+    // The line: the first `"key": <number equal to value>` in the text, else the key's first.
+    let quoted = format!("\"{key}\"");
+    let mut first = None;
+    let mut exact = None;
+    for (i, _) in text.match_indices(&quoted) {
+        first.get_or_insert(i);
+        let rest = text[i + quoted.len()..].trim_start();
+        let Some(rest) = rest.strip_prefix(':') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let num: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || "+-.eE".contains(*c))
+            .collect();
+        if num.parse::<f64>().ok() == Some(value) {
+            exact = Some(i);
+            break;
+        }
+    }
+    let line = exact
+        .or(first)
+        .map(|i| text[..i].matches('\n').count() + 1)
+        .unwrap_or(0);
+    Err(ModelError::BadNumber {
+        path: path.into(),
+        line,
+        key,
+        at,
+        value,
+        why: why.to_string(),
+    })
 }
 
 impl Predictor for ModelFile {

@@ -195,6 +195,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
             Ending::Signaled => "signaled",
             Ending::NotStarted => "not_started",
             Ending::Unknown => "unknown",
+            Ending::Running => "running",
         }
         .into(),
         exit_status: meta.run.exit_status,

@@ -137,6 +137,53 @@ impl Dimension {
     }
 }
 
+/// Check that `x` (in `dim`'s base unit) is a value a `role` column can hold: finite, and in
+/// a physical range (frequencies above 0 and at most 1 THz; times, powers, energies and counts
+/// not negative and below absurd magnitudes). Timestamps only need to be finite; static
+/// features may be negative. Issue 18: 0, -1000, NaN, inf and 1e308 MHz were imported and
+/// fitted.
+///
+/// # Errors
+/// Why, with the range (for [`ImportError::BadValue`]'s `why`).
+pub fn check_value(dim: Dimension, role: &str, x: f64) -> Result<(), String> {
+    if !x.is_finite() {
+        return Err("is not a finite number".into());
+    }
+    if role.contains("timestamp") {
+        return Ok(());
+    }
+    let (ok, range) = match dim {
+        Dimension::Frequency => (
+            x > 0.0 && x <= 1e6,
+            "a frequency must be above 0 and at most 1e6 MHz (1 THz)",
+        ),
+        Dimension::Time => ((0.0..=1e9).contains(&x), "a time must be from 0 to 1e9 s"),
+        Dimension::Power => ((0.0..=1e9).contains(&x), "a power must be from 0 to 1e9 W"),
+        Dimension::Energy => (
+            (0.0..=1e18).contains(&x),
+            "an energy must be from 0 to 1e18 J",
+        ),
+        Dimension::Count if role == "static feature" => {
+            (x.abs() <= 1e18, "a static feature must be within ±1e18")
+        }
+        Dimension::Count => ((0.0..=1e20).contains(&x), "a count must be from 0 to 1e20"),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("is out of range: {range}"))
+    }
+}
+
+/// A number as a user would have written it (`-1000`, `1e308`, `NaN`, `inf`).
+fn show_number(x: f64) -> String {
+    if x.is_finite() && x != 0.0 && !(1e-4..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// Parse `text` as a quantity of `dim` into the base unit. A unit suffix in the text (e.g.
 /// `2.20GHz`, `450ms`) wins over `default_unit`; a bare number is in `default_unit`.
 ///
@@ -753,23 +800,44 @@ impl Table {
                     .map(|(i, v)| match v {
                         None => Ok(None),
                         Some(s) if s.trim().is_empty() => Ok(None),
-                        Some(s) => parse_quantity(s, dim, unit).map(Some).map_err(|why| {
-                            ImportError::BadValue {
-                                file: self.file.clone(),
-                                line: self.first_line + i,
-                                column: name.to_string(),
-                                value: s.to_string(),
-                                why,
-                            }
-                            .into()
-                        }),
+                        Some(s) => parse_quantity(s, dim, unit)
+                            .and_then(|x| check_value(dim, role, x).map(|_| x))
+                            .map(Some)
+                            .map_err(|why| {
+                                ImportError::BadValue {
+                                    file: self.file.clone(),
+                                    line: self.first_line + i,
+                                    column: name.to_string(),
+                                    value: s.to_string(),
+                                    why,
+                                }
+                                .into()
+                            }),
                     })
                     .collect()
             }
             DataType::Null => Ok(vec![None; col.len()]),
             dt if dt.is_primitive_numeric() || dt.is_bool() => {
                 let c = col.cast(&DataType::Float64)?;
-                Ok(c.f64()?.iter().map(|v| v.map(|x| x * factor)).collect())
+                c.f64()?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| match v {
+                        None => Ok(None),
+                        Some(raw) => check_value(dim, role, raw * factor)
+                            .map(|_| Some(raw * factor))
+                            .map_err(|why| {
+                                ImportError::BadValue {
+                                    file: self.file.clone(),
+                                    line: self.first_line + i,
+                                    column: name.to_string(),
+                                    value: show_number(raw),
+                                    why,
+                                }
+                                .into()
+                            }),
+                    })
+                    .collect()
             }
             dt => Err(anyhow::anyhow!(
                 "{}: column `{name}` ({role}) has type {dt}, not numbers",

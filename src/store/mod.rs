@@ -4,4 +4,5 @@ pub mod bundled;
 pub mod derive;
 pub mod import;
 pub mod run;
+pub mod safe_file;
 pub mod set;

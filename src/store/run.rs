@@ -42,6 +42,10 @@ pub enum Ending {
     NotStarted,
     /// powerperf stopped before the command ended (e.g. powerperf was interrupted).
     Unknown,
+    /// The run is going on: run.toml as written when it started. A run.toml still saying
+    /// so after the run is a powerperf that was killed; [`RunMeta::read`] then rebuilds the
+    /// totals from the journal (docs/run-format.md).
+    Running,
 }
 
 /// `[run]`.
@@ -254,20 +258,106 @@ impl RunMeta {
                 dir.display()
             )
         })?;
-        toml::from_str(&text).with_context(|| format!("{} is not a valid run.toml", path.display()))
+        let mut meta: RunMeta = toml::from_str(&text)
+            .with_context(|| format!("{} is not a valid run.toml", path.display()))?;
+        meta.rebuild_from_journal(dir);
+        Ok(meta)
     }
 
-    /// Write `DIR/run.toml` atomically (write a temporary file, then rename).
+    /// A run.toml that is incomplete (`ended` is `running` or `unknown` and no samples are
+    /// counted: powerperf was killed, or is still running) gets its totals, sample count and
+    /// duration from `timeline.journal.csv`, with a note. Events the journal has a column for
+    /// but run.toml does not list are added (named after the column). Does nothing without a
+    /// journal, or when it cannot be read.
+    pub fn rebuild_from_journal(&mut self, dir: &Path) {
+        if !matches!(self.run.ended, Ending::Running | Ending::Unknown) || self.run.samples > 0 {
+            return;
+        }
+        let path = dir.join(crate::collect::timeline::JOURNAL);
+        if !path.is_file() {
+            return;
+        }
+        let Ok((t, dropped)) = crate::collect::timeline::read_journal(&path) else {
+            return;
+        };
+        for (col, vals) in &t.columns {
+            let present: Vec<f64> = vals.iter().flatten().copied().collect();
+            let total = (!present.is_empty()).then(|| present.iter().sum::<f64>());
+            match self
+                .events
+                .iter_mut()
+                .find(|e| e.column.as_deref() == Some(col.as_str()))
+            {
+                Some(e) => {
+                    if e.total.is_none() && e.status.has_value() {
+                        e.total = total;
+                    }
+                }
+                None => {
+                    let (name, backend, unit) = if let Some(d) = col
+                        .strip_prefix("energy_")
+                        .and_then(|c| c.strip_suffix("_j"))
+                    {
+                        (
+                            format!("energy-{}", d.replace('_', "-")),
+                            Backend::Rapl,
+                            Some("J".to_string()),
+                        )
+                    } else if col.starts_with("gpu") {
+                        (col.clone(), Backend::Nvml, None)
+                    } else {
+                        let unit = matches!(col.as_str(), "task-clock" | "cpu-clock")
+                            .then(|| "ns".to_string());
+                        (col.clone(), Backend::PerfEvent, unit)
+                    };
+                    self.events.push(EventRecord {
+                        name,
+                        backend,
+                        status: if total.is_some() {
+                            EventStatus::Counted
+                        } else {
+                            EventStatus::NotCounted
+                        },
+                        reason: total
+                            .is_none()
+                            .then(|| "no value in timeline.journal.csv".to_string()),
+                        column: Some(col.clone()),
+                        total,
+                        unit,
+                        scale: None,
+                        running_ratio: None,
+                    });
+                }
+            }
+        }
+        self.run.samples = t.t_ns.len() as u64;
+        self.run.duration_ns = t.t_ns.iter().copied().max().unwrap_or(0);
+        self.notes.push(format!(
+            "run.toml is incomplete (ended = \"{}\": powerperf was killed before the run ended, or it is still running): totals, samples and duration were rebuilt from {} ({} rows{}, up to the last flush, every 100 ms)",
+            match self.run.ended {
+                Ending::Running => "running",
+                _ => "unknown",
+            },
+            crate::collect::timeline::JOURNAL,
+            t.t_ns.len(),
+            if dropped > 0 {
+                format!(", {dropped} cut short and dropped")
+            } else {
+                String::new()
+            }
+        ));
+    }
+
+    /// Write `DIR/run.toml` atomically: a new temporary file of an unpredictable name,
+    /// created with O_EXCL|O_NOFOLLOW, then renamed ([`super::safe_file::write_atomic`]), so
+    /// a link planted in the directory is never followed.
     ///
     /// # Errors
     /// I/O errors, with the path.
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(RUN_TOML);
-        let tmp = dir.join(".run.toml.tmp");
         let text = toml::to_string_pretty(self).context("serialising run.toml")?;
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(())
+        super::safe_file::write_atomic(dir, RUN_TOML, text.as_bytes())
+            .with_context(|| format!("cannot write {}", dir.join(RUN_TOML).display()))
     }
 
     /// Duration of the run in seconds.
@@ -309,7 +399,7 @@ impl RunMeta {
             Ending::Exited => self.run.exit_status.unwrap_or(0),
             Ending::Signaled => 128 + self.run.signal.unwrap_or(0),
             Ending::NotStarted => 127,
-            Ending::Unknown => 1,
+            Ending::Unknown | Ending::Running => 1,
         }
     }
 }

@@ -427,16 +427,45 @@ impl TrainingSet {
                 .into()
             })
         };
-        let f64s = |name: &str, role: &'static str| -> Result<Vec<Option<f64>>> {
-            let c = get(name, role)?
-                .cast(&DataType::Float64)
-                .with_context(|| format!("{}: column `{name}` is not numeric", pq.display()))?;
-            Ok(c.f64()?.iter().collect())
-        };
         let n = df.height();
         let workload_col = get("workload", "workload id")?;
         let workload_col = workload_col.cast(&DataType::String)?;
         let workloads: Vec<Option<&str>> = workload_col.str()?.iter().collect();
+        let workloads_for_errors = &workloads;
+        // Every number is checked as import checks it (issue 18: a set written by other
+        // means reached fit with negative times and NaN): knobs and targets in their physical
+        // range, counters and static features finite.
+        use crate::store::import::{check_value, Dimension};
+        let f64s = |name: &str, role: &'static str| -> Result<Vec<Option<f64>>> {
+            let c = get(name, role)?
+                .cast(&DataType::Float64)
+                .with_context(|| format!("{}: column `{name}` is not numeric", pq.display()))?;
+            let vals: Vec<Option<f64>> = c.f64()?.iter().collect();
+            let dim = match (role, name) {
+                ("knob", k) => Some(Dimension::of_knob(k)),
+                (_, "time_s") => Some(Dimension::Time),
+                (_, "power_w") => Some(Dimension::Power),
+                (_, "energy_j") => Some(Dimension::Energy),
+                _ => None,
+            };
+            for (i, v) in vals.iter().enumerate() {
+                let Some(x) = *v else { continue };
+                let r = match dim {
+                    Some(d) => check_value(d, role, x),
+                    None if !x.is_finite() => Err("is not a finite number".to_string()),
+                    None => Ok(()),
+                };
+                if let Err(why) = r {
+                    anyhow::bail!(
+                        "{}: row {} (workload `{}`), column `{name}` ({role}): `{x}` {why} (fix: correct the data and import it again)",
+                        pq.display(),
+                        i + 1,
+                        workloads_for_errors.get(i).copied().flatten().unwrap_or("?")
+                    );
+                }
+            }
+            Ok(vals)
+        };
         let repeats: Vec<Option<i64>> = match df.column("repeat") {
             Ok(c) => c.cast(&DataType::Int64)?.i64()?.iter().collect(),
             Err(_) => vec![None; n],

@@ -119,3 +119,24 @@ pub fn json_stdout(cmd: &mut assert_cmd::Command) -> serde_json::Value {
         )
     })
 }
+
+/// A temporary directory that other users can enter (mode 0755, under /tmp): CI's own
+/// temporary and target directories are under /root (0700), where `nobody` cannot reach.
+pub fn shared_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix("powerperf-test-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+/// A directory in `parent` owned by `nobody` (as a directory another user made for the run,
+/// or left behind), so that `nobody` can plant files and links in it.
+pub fn dir_owned_by_nobody(parent: &std::path::Path, name: &str) -> PathBuf {
+    let d = parent.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    chown_nobody(&d);
+    d
+}
