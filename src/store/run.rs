@@ -254,7 +254,16 @@ impl RunMeta {
                 dir.display()
             )
         })?;
-        toml::from_str(&text).with_context(|| format!("{} is not a valid run.toml", path.display()))
+        Self::from_toml(&text)
+            .with_context(|| format!("{} is not a valid run.toml", path.display()))
+    }
+
+    /// Parse the text of a `run.toml` (what [`RunMeta::read`] does after reading the file).
+    ///
+    /// # Errors
+    /// TOML that is not a run (the toml crate's error, with line and column).
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
     }
 
     /// Write `DIR/run.toml` atomically (write a temporary file, then rename).

@@ -125,6 +125,14 @@ pub struct SetMeta {
 }
 
 impl SetMeta {
+    /// Parse the text of a `set.toml` (what [`TrainingSet::read`] does after reading it).
+    ///
+    /// # Errors
+    /// TOML that is not a set's meta (the toml crate's error, with line and column).
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
     /// Whether `target` is trusted for `workload`.
     pub fn is_reliable(&self, target: &str, workload: &str) -> bool {
         !self
@@ -401,11 +409,25 @@ impl TrainingSet {
                 dir.display()
             )
         })?;
-        let meta: SetMeta = toml::from_str(&text)
+        let meta = SetMeta::from_toml(&text)
             .with_context(|| format!("{} is not a valid set.toml", meta_path.display()))?;
         let pq = dir.join(POINTS);
         let file =
             std::fs::File::open(&pq).with_context(|| format!("cannot open {}", pq.display()))?;
+        Self::from_parquet(meta, file, &pq)
+    }
+
+    /// The set of `meta` (a parsed `set.toml`) and the `points.parquet` read from `file`,
+    /// as [`TrainingSet::read`] builds it. `pq` names the Parquet file in messages.
+    ///
+    /// # Errors
+    /// As [`TrainingSet::read`] for `points.parquet`.
+    pub fn from_parquet<R: polars::io::mmap::MmapBytesReader>(
+        meta: SetMeta,
+        file: R,
+        pq: &Path,
+    ) -> Result<TrainingSet> {
+        let pq = pq.to_path_buf();
         let df = ParquetReader::new(file)
             .finish()
             .with_context(|| format!("{} is not a readable Parquet file", pq.display()))?;
