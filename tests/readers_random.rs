@@ -622,3 +622,55 @@ fn a_binary_events_file_reads_the_same_through_both_forms() {
     let (evs, _) = events::parse_file(Path::new("t.tsv"), &events::to_text(&bin)).unwrap();
     assert_eq!(evs, bin.events);
 }
+
+// ---- Regressions: inputs that made a reader panic ----------------------------------------
+
+/// The linear model seed with `edit` applied to its `model.regression` object; predicting
+/// its training grid must return (an error here), not panic.
+fn damaged_linear_model(edit: impl Fn(&mut serde_json::Value)) -> Vec<String> {
+    use powerperf::models::Predictor;
+    let path = fuzz_dir().join("seeds/model_json/linear.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    edit(&mut v["model"]["regression"]);
+    let m = ModelFile::from_json(&v.to_string()).unwrap();
+    let mut errors = Vec::new();
+    for w in m.workloads() {
+        for k in m.knob_grid(&w) {
+            errors.push(format!("{:#}", m.predict(&w, &k).unwrap_err()));
+        }
+    }
+    assert!(!errors.is_empty());
+    errors
+}
+
+#[test]
+fn a_linear_model_with_fewer_coefficients_than_features_is_an_error_not_a_panic() {
+    // Found by tests/readers_random.rs (model_json::mutated_files): `predict` indexed
+    // `coefficients[i]` out of bounds (src/models/regression.rs).
+    let errors = damaged_linear_model(|m| {
+        m["targets"][0]["coefficients"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+    });
+    assert!(errors
+        .iter()
+        .all(|e| e.contains("target `time_s` has 2 features, 1 coefficients, 2 means and 2 stds")));
+}
+
+#[test]
+fn a_linear_model_with_an_unknown_feature_is_an_error_not_a_panic() {
+    let errors = damaged_linear_model(|m| m["targets"][0]["features"][1] = "v(nope)".into());
+    assert!(errors
+        .iter()
+        .all(|e| e.contains("uses the feature `v(nope)`, not one of its knob and rate terms")));
+}
+
+#[test]
+fn a_linear_model_with_an_inverted_rate_range_is_an_error_not_a_panic() {
+    // f64::clamp panics when min > max or either is NaN.
+    let errors = damaged_linear_model(|m| m["rate_ranges"]["ipc"] = serde_json::json!([3.0, 1.0]));
+    assert!(errors
+        .iter()
+        .all(|e| e.contains("rate range of `ipc` is [3, 1]")));
+}
