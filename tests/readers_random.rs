@@ -159,6 +159,14 @@ fn mutate(input: &[u8], ops: &[Op], others: &[Vec<u8>]) -> Vec<u8> {
     d
 }
 
+/// `n` cases, times `READERS_RANDOM_SCALE` (default 1) for a longer run by hand.
+fn cases(n: u32) -> u32 {
+    n * std::env::var("READERS_RANDOM_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+}
+
 fn check_of(target: &str) -> fn(&[u8]) -> bool {
     readers::TARGETS
         .iter()
@@ -197,7 +205,7 @@ macro_rules! reader_props {
         mod $target {
             use super::*;
             proptest! {
-                #![proptest_config(ProptestConfig { cases: $cases, ..ProptestConfig::default() })]
+                #![proptest_config(ProptestConfig { cases: cases($cases), ..ProptestConfig::default() })]
 
                 #[test]
                 fn arbitrary_bytes(data in vec(any::<u8>(), 0..512)) {
@@ -311,7 +319,7 @@ fn events_file() -> impl Strategy<Value = (u32, Vec<String>, Vec<String>, Vec<Fr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(200), ..ProptestConfig::default() })]
 
     /// Binary events file → `parse_bin` gives the records written; `to_text` (what
     /// `collect` converts it to) → `parse_file` gives them again.
@@ -545,7 +553,7 @@ fn training_set() -> impl Strategy<Value = TrainingSet> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(100), ..ProptestConfig::default() })]
 
     /// `RunMeta::write`'s text → `RunMeta::from_toml`: the same run.
     #[test]
@@ -586,7 +594,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), ..ProptestConfig::default() })]
 
     /// `TrainingSet::write` (set.toml + points.parquet) → `TrainingSet::read`: the same
     /// set, absent values included.
@@ -673,4 +681,21 @@ fn a_linear_model_with_an_inverted_rate_range_is_an_error_not_a_panic() {
     assert!(errors
         .iter()
         .all(|e| e.contains("rate range of `ipc` is [3, 1]")));
+}
+
+#[test]
+fn a_damaged_points_parquet_is_an_error_not_a_panic() {
+    // Found by tests/readers_random.rs (set_parquet::mutated_files): one flipped byte in
+    // the seed's points.parquet made polars' Parquet reader index a slice out of range
+    // (src/store/set.rs, TrainingSet::from_parquet, now catches it).
+    let mut data = seeds("set_parquet")[0].clone();
+    assert_eq!(data.len(), 2550, "the seed this case was found on");
+    data[1678] ^= 40;
+    let meta = SetMeta::from_toml(readers::SET_PARQUET_META).unwrap();
+    let e = TrainingSet::from_parquet(meta, std::io::Cursor::new(data), Path::new("p.parquet"))
+        .unwrap_err();
+    assert!(
+        format!("{e:#}").starts_with("p.parquet is not a readable Parquet file"),
+        "{e:#}"
+    );
 }

@@ -10,5 +10,10 @@ use libfuzzer_sys::fuzz_target;
 mod readers;
 
 fuzz_target!(|data: &[u8]| {
+    // TrainingSet::from_parquet turns a panic of polars' Parquet reader into an error
+    // (catch_unwind); libfuzzer-sys's panic hook would abort first. The default hook lets
+    // it unwind; a panic that escapes still aborts (libfuzzer-sys catches it and aborts).
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| drop(std::panic::take_hook()));
     readers::set_parquet(data);
 });

@@ -428,9 +428,24 @@ impl TrainingSet {
         pq: &Path,
     ) -> Result<TrainingSet> {
         let pq = pq.to_path_buf();
-        let df = ParquetReader::new(file)
-            .finish()
-            .with_context(|| format!("{} is not a readable Parquet file", pq.display()))?;
+        // polars' Parquet reader panics on some damaged files (e.g. a page length past the
+        // end of the file: a slice index out of range; found by tests/readers_random.rs).
+        // The file is input: its panic becomes this error.
+        let df = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ParquetReader::new(file).finish()
+        }))
+        .map_err(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "{} is not a readable Parquet file (the Parquet reader failed: {why})",
+                pq.display()
+            )
+        })?
+        .with_context(|| format!("{} is not a readable Parquet file", pq.display()))?;
         let have = || {
             df.get_column_names()
                 .iter()
