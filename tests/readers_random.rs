@@ -699,3 +699,16 @@ fn a_damaged_points_parquet_is_an_error_not_a_panic() {
         "{e:#}"
     );
 }
+
+#[test]
+fn a_run_toml_with_a_huge_signal_number_is_read_not_a_panic() {
+    // `shell_status` computed 128 + signal, an overflow panic in debug builds for
+    // signal = i32::MAX (src/store/run.rs; `import RUN` prints it for a skipped run).
+    let text = std::str::from_utf8(&seeds("run_toml")[0]).unwrap().replace(
+        "ended = \"exited\"",
+        "ended = \"signaled\"\nsignal = 2147483647",
+    );
+    let meta = RunMeta::from_toml(&text).unwrap();
+    assert_eq!(meta.shell_status(), i32::MAX);
+    assert!(readers::run_toml(text.as_bytes()));
+}

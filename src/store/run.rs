@@ -316,7 +316,9 @@ impl RunMeta {
     pub fn shell_status(&self) -> i32 {
         match self.run.ended {
             Ending::Exited => self.run.exit_status.unwrap_or(0),
-            Ending::Signaled => 128 + self.run.signal.unwrap_or(0),
+            // Saturating: run.toml is input, its signal number any i32 (an overflow panic
+            // in debug builds otherwise).
+            Ending::Signaled => 128i32.saturating_add(self.run.signal.unwrap_or(0)),
             Ending::NotStarted => 127,
             Ending::Unknown => 1,
         }
