@@ -712,3 +712,56 @@ fn a_run_toml_with_a_huge_signal_number_is_read_not_a_panic() {
     assert_eq!(meta.shell_status(), i32::MAX);
     assert!(readers::run_toml(text.as_bytes()));
 }
+
+/// The seed model `name` with `edit` applied to its `model` object; every prediction of
+/// its training grid must be an error (not a panic) containing `want`.
+fn damaged_model_errors(name: &str, edit: impl Fn(&mut serde_json::Value), want: &str) {
+    use powerperf::models::Predictor;
+    let path = fuzz_dir().join("seeds/model_json").join(name);
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    edit(&mut v["model"]);
+    let m = ModelFile::from_json(&v.to_string()).unwrap();
+    let mut n = 0;
+    for w in m.workloads() {
+        for k in m.knob_grid(&w) {
+            if let Err(e) = m.predict(&w, &k) {
+                assert!(format!("{e:#}").contains(want), "{e:#}");
+                n += 1;
+            }
+        }
+    }
+    assert!(n > 0, "no prediction failed");
+}
+
+#[test]
+fn a_scaling_model_with_an_inverted_feature_range_is_an_error_not_a_panic() {
+    // Found by the model_json fuzz target in 91 s (fuzz/README.md): f64::clamp panicked
+    // on min > max in ScalingModel::predict (src/models/scaling.rs).
+    damaged_model_errors(
+        "scaling.json",
+        |m| {
+            let t = &mut m["scaling"]["targets"][0];
+            (t["mins"][0], t["maxs"][0]) = (t["maxs"][0].clone(), t["mins"][0].clone());
+        },
+        "the range of `llc_misses_per_cycle` is [0.0006060606060606061, 0.00013157894736842105]",
+    );
+}
+
+#[test]
+fn a_scaling_model_with_fewer_means_than_features_is_an_error_not_a_panic() {
+    damaged_model_errors(
+        "scaling.json",
+        |m| m["scaling"]["targets"][0]["means"] = serde_json::json!([]),
+        "1 features, 0 means, 1 stds, 1 mins and 1 maxs",
+    );
+}
+
+#[test]
+fn an_analytic_counters_model_with_a_negative_t0_is_an_error_not_a_panic() {
+    // f64::clamp(0, t0) panicked for t0 < 0 (src/models/analytic_counters.rs).
+    damaged_model_errors(
+        "analytic_counters.json",
+        |m| m["analytic_counters"]["groups"][0]["t0_s"] = serde_json::json!(-1.0),
+        "workload `alpha`: t0_s = -1",
+    );
+}
