@@ -228,14 +228,14 @@ macro_rules! reader_props {
     };
 }
 
-reader_props!(run_toml, 200);
-reader_props!(set_toml, 200);
-reader_props!(set_parquet, 60);
-reader_props!(model_json, 150);
-reader_props!(plan_toml, 200);
-reader_props!(import_spec, 200);
-reader_props!(region_events, 300);
-reader_props!(cupti_bin, 200);
+reader_props!(run_toml, 600);
+reader_props!(set_toml, 600);
+reader_props!(set_parquet, 150);
+reader_props!(model_json, 500);
+reader_props!(plan_toml, 600);
+reader_props!(import_spec, 600);
+reader_props!(region_events, 1000);
+reader_props!(cupti_bin, 600);
 
 // ---- Round trips on valid random records -------------------------------------------------
 
@@ -764,4 +764,24 @@ fn an_analytic_counters_model_with_a_negative_t0_is_an_error_not_a_panic() {
         |m| m["analytic_counters"]["groups"][0]["t0_s"] = serde_json::json!(-1.0),
         "workload `alpha`: t0_s = -1",
     );
+}
+
+#[test]
+fn a_cupti_file_with_a_huge_warp_count_is_read_not_a_panic() {
+    // Found by the cupti_bin fuzz target in 25 s and by tests/readers_random.rs: a DEVICE
+    // record whose warps per SM × threads per warp overflows u32 (a panic in debug builds;
+    // rt/src/cupti.rs now saturates). The input is the fuzzer's crash file.
+    let data = std::fs::read(fuzz_dir().join("crashes/cupti_bin-warps-overflow.bin")).unwrap();
+    let f = powerperf_rt::cupti::decode(&data).unwrap();
+    assert!(f.devices.iter().any(|d| d.max_threads_per_sm == u32::MAX));
+}
+
+#[test]
+fn region_events_whose_counter_sums_overflow_give_stats_not_a_panic() {
+    // Found by the region_events fuzz target in 59 s: `stats` summed counter values (u64,
+    // from the file) with +, an overflow panic in debug builds (rt/src/events.rs now
+    // saturates). The input is the fuzzer's crash file.
+    let data =
+        std::fs::read(fuzz_dir().join("crashes/region_events-counter-sum-overflow.bin")).unwrap();
+    assert!(readers::region_events(&data));
 }
