@@ -4,7 +4,7 @@
 # 600) at the lowest priority, one process, on its corpus and seeds; then reduce each
 # corpus with -set_cover_merge=1. Logs go to $LOGS (default /tmp/powerperf-fuzz-logs).
 #
-#   fuzz/long-run.sh [SECONDS] [TARGET...]
+#   fuzz/long-run.sh [SECONDS] [TARGET...]     (SKIP_BUILD=1: run what is built)
 set -eu
 cd "$(dirname "$0")"
 secs=${1:-600}
@@ -20,7 +20,7 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 bins=""
 for t in $targets; do bins="$bins --bin $t"; done
 # shellcheck disable=SC2086
-nice -n 19 cargo +nightly build --release --target x86_64-unknown-linux-gnu $bins
+[ -n "${SKIP_BUILD:-}" ] || nice -n 19 cargo +nightly build --release --target x86_64-unknown-linux-gnu $bins
 bin="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release"
 for t in $targets; do
     mkdir -p "corpus/$t" "artifacts/$t"
