@@ -1270,7 +1270,8 @@ fn decode_activity(
                 cc_minor: u32_at(p, o::CC_MINOR),
                 sm_count: u32_at(p, o::SMS),
                 max_threads_per_block: u32_at(p, o::THREADS_PER_BLOCK),
-                max_threads_per_sm: warps * warp,
+                // Saturating: the file is input (an overflow panic in debug builds).
+                max_threads_per_sm: warps.saturating_mul(warp),
                 max_blocks_per_sm: u32_at(p, o::MAX_BLOCKS_PER_SM),
                 max_warps_per_sm: warps,
                 regs_per_sm: u32_at(p, o::REGS_PER_SM),

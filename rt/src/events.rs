@@ -600,14 +600,16 @@ pub fn stats(intervals: &[Interval]) -> Vec<Stats> {
                 s.counters = vec![0; i.counters.len()];
             }
             if s.counters.len() == i.counters.len() {
+                // Saturating: counter values come from the events files (input; an
+                // overflow panic in debug builds).
                 for (t, v) in s.counters.iter_mut().zip(&i.counters) {
-                    *t += v;
+                    *t = t.saturating_add(*v);
                 }
                 s.counted_calls += 1;
             }
         }
         s.calls += 1;
-        s.incl_ns += d;
+        s.incl_ns = s.incl_ns.saturating_add(d);
         s.min_ns = s.min_ns.min(d);
         s.max_ns = s.max_ns.max(d);
         s.exit_closed += u64::from(i.closed_by_exit);

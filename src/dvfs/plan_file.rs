@@ -150,19 +150,29 @@ impl Plan {
         };
         let text =
             std::fs::read_to_string(path).map_err(|e| err(format!("cannot read the plan: {e}")))?;
-        let plan: Plan = toml::from_str(&text)
-            .map_err(|e| err(format!("not a plan file (see docs/plan-format.md): {e}")))?;
+        Self::from_toml(&text).map_err(err)
+    }
+
+    /// Parse and validate the text of a plan file (what [`Plan::read`] does after reading
+    /// it).
+    ///
+    /// # Errors
+    /// The message [`Plan::read`] puts in its [`DvfsError::PlanFile`]: the TOML error (line,
+    /// column) or the missing or invalid part.
+    pub fn from_toml(text: &str) -> Result<Plan, String> {
+        let plan: Plan = toml::from_str(text)
+            .map_err(|e| format!("not a plan file (see docs/plan-format.md): {e}"))?;
         if plan.regions.is_empty() {
-            return Err(err("the plan has no [[region]] entries".into()));
+            return Err("the plan has no [[region]] entries".into());
         }
         for (i, r) in plan.regions.iter().enumerate() {
             for (k, v) in &r.setting {
                 if !(v.is_finite() && *v > 0.0) {
-                    return Err(err(format!(
+                    return Err(format!(
                         "[[region]] #{} `{}`: setting {k} = {v} is not a positive number",
                         i + 1,
                         r.name
-                    )));
+                    ));
                 }
             }
         }

@@ -267,6 +267,13 @@ impl AnalyticCountersModel {
         let g = find_group(&self.groups, workload, &o, knobs, |g| {
             (g.workload.as_str(), &g.other_knobs)
         })?;
+        // A model file is input: a negative or NaN t0 would make f64::clamp panic.
+        if let Some(t0) = g.t0_s.filter(|t0| t0.is_nan() || *t0 < 0.0) {
+            return Err(ModelError::Inconsistent {
+                model: "analytic_counters".into(),
+                what: format!("workload `{}`: t0_s = {t0}", g.workload),
+            });
+        }
         let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| {
             let tm = (self.alpha * m).clamp(0.0, t0);
             tm + (t0 - tm) * g.f0_mhz / f

@@ -29,6 +29,10 @@ pub enum ModelError {
     /// A model kind this build does not know.
     #[error("unknown model kind `{kind}`; known kinds: analytic, analytic_counters, analytic_mem, linear, spca, threads, threads_bw, scaling, auto")]
     UnknownKind { kind: String },
+    /// A model file whose parts do not fit together (e.g. a target with fewer coefficients
+    /// than features): written by hand or damaged, not by `fit`.
+    #[error("model `{model}` is inconsistent: {what} (fix: write it again with `powerperf fit SET -o MODEL.json`)")]
+    Inconsistent { model: String, what: String },
     /// A numerical fit failed.
     #[error("model `{model}`: fit failed: {what}")]
     Fit { model: String, what: String },

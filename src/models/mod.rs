@@ -375,12 +375,20 @@ impl ModelFile {
             path: path.into(),
             source: e,
         })?;
-        let m = serde_json::from_str(&text).map_err(|e| ModelError::Json {
+        let m = Self::from_json(&text).map_err(|e| ModelError::Json {
             path: path.into(),
             source: e,
         })?;
         check_numbers(path, &text)?;
         Ok(m)
+    }
+
+    /// Parse the text of a model file (what [`ModelFile::read`] does after reading it).
+    ///
+    /// # Errors
+    /// JSON that is not a model this build knows (serde_json's error, with line and column).
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
     }
 }
 

@@ -1173,10 +1173,19 @@ impl RegressionModel {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
+        // A model file is input: its parts are checked here, not trusted (a damaged file
+        // must give an error, not a panic).
+        let inconsistent = |what: String| ModelError::Inconsistent {
+            model: self.method.to_string(),
+            what,
+        };
         let mut b = b.clone();
         for (r, v) in b.rates.iter_mut() {
-            if let Some((lo, hi)) = self.rate_ranges.get(r) {
-                *v = v.clamp(*lo, *hi);
+            if let Some(&(lo, hi)) = self.rate_ranges.get(r) {
+                if lo.is_nan() || hi.is_nan() || lo > hi {
+                    return Err(inconsistent(format!("rate range of `{r}` is [{lo}, {hi}]")));
+                }
+                *v = v.clamp(lo, hi);
             }
         }
         let all = row_features(&self.knobs, &self.rates, &b, knobs)?;
@@ -1186,12 +1195,24 @@ impl RegressionModel {
             if !self.reliable(&t.target, workload) {
                 continue;
             }
+            let n = t.features.len();
+            if t.coefficients.len() != n || t.means.len() != n || t.stds.len() != n {
+                return Err(inconsistent(format!(
+                    "target `{}` has {n} features, {} coefficients, {} means and {} stds",
+                    t.target,
+                    t.coefficients.len(),
+                    t.means.len(),
+                    t.stds.len()
+                )));
+            }
             let mut ratio = t.intercept;
             for (i, f) in t.features.iter().enumerate() {
-                let j = names
-                    .iter()
-                    .position(|n| n == f)
-                    .expect("feature names come from column_names");
+                let j = names.iter().position(|n| n == f).ok_or_else(|| {
+                    inconsistent(format!(
+                        "target `{}` uses the feature `{f}`, not one of its knob and rate terms",
+                        t.target
+                    ))
+                })?;
                 ratio += t.coefficients[i] * (all[j] - t.means[i]) / t.stds[i];
             }
             match t.target.as_str() {

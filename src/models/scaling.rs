@@ -952,13 +952,37 @@ impl ScalingModel {
                             .collect::<Vec<_>>()
                             .join("; "),
                     })?;
-                let mut h = sw.weights[0];
+                // A model file is input: its parts are checked, not trusted (a damaged file
+                // must give an error, not a panic in indexing or f64::clamp).
+                let inconsistent = |what: String| ModelError::Inconsistent {
+                    model: "scaling".into(),
+                    what: format!("target `{}`: {what}", tm.target),
+                };
+                let n = tm.features.len();
+                if tm.means.len() < n || tm.stds.len() < n || tm.mins.len() < n || tm.maxs.len() < n
+                {
+                    return Err(inconsistent(format!(
+                        "{n} features, {} means, {} stds, {} mins and {} maxs",
+                        tm.means.len(),
+                        tm.stds.len(),
+                        tm.mins.len(),
+                        tm.maxs.len()
+                    )));
+                }
+                let Some(&w0) = sw.weights.first() else {
+                    return Err(inconsistent("a setting without weights".into()));
+                };
+                let mut h = w0;
                 for (j, f) in tm.features.iter().enumerate() {
                     let Some(w) = sw.weights.get(j + 1) else {
                         break;
                     };
+                    let (lo, hi) = (tm.mins[j], tm.maxs[j]);
+                    if lo.is_nan() || hi.is_nan() || lo > hi {
+                        return Err(inconsistent(format!("the range of `{f}` is [{lo}, {hi}]")));
+                    }
                     let x = b.features.get(f).copied().unwrap_or(tm.means[j]);
-                    h += w * (x.clamp(tm.mins[j], tm.maxs[j]) - tm.means[j]) / tm.stds[j];
+                    h += w * (x.clamp(lo, hi) - tm.means[j]) / tm.stds[j];
                 }
                 tm.static_part + (tb - tm.static_part) * h
             };

@@ -461,7 +461,17 @@ impl ImportSpec {
     pub fn load(path: &Path) -> Result<ImportSpec> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read import spec {}", path.display()))?;
-        let mut spec: ImportSpec = toml::from_str(&text).map_err(|e| {
+        Self::from_toml(&text, path)
+    }
+
+    /// Parse and check the text of a spec (what [`ImportSpec::load`] does after reading
+    /// it). `path` is the spec's path: it names the spec in messages, and relative data
+    /// file names are resolved from its folder.
+    ///
+    /// # Errors
+    /// As [`ImportSpec::load`], without the I/O errors.
+    pub fn from_toml(text: &str, path: &Path) -> Result<ImportSpec> {
+        let mut spec: ImportSpec = toml::from_str(text).map_err(|e| {
             // Flattened tables make serde report unknown keys at line 1; find the key's line.
             let msg = e.to_string();
             let located = msg

@@ -258,10 +258,19 @@ impl RunMeta {
                 dir.display()
             )
         })?;
-        let mut meta: RunMeta = toml::from_str(&text)
+        let mut meta = Self::from_toml(&text)
             .with_context(|| format!("{} is not a valid run.toml", path.display()))?;
         meta.rebuild_from_journal(dir);
         Ok(meta)
+    }
+
+    /// Parse the text of a `run.toml` (what [`RunMeta::read`] does after reading the file,
+    /// before rebuilding the totals of an unfinished run from its journal).
+    ///
+    /// # Errors
+    /// TOML that is not a run (the toml crate's error, with line and column).
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
     }
 
     /// A run.toml that is incomplete (`ended` is `running` or `unknown` and no samples are
@@ -397,7 +406,9 @@ impl RunMeta {
     pub fn shell_status(&self) -> i32 {
         match self.run.ended {
             Ending::Exited => self.run.exit_status.unwrap_or(0),
-            Ending::Signaled => 128 + self.run.signal.unwrap_or(0),
+            // Saturating: run.toml is input, its signal number any i32 (an overflow panic
+            // in debug builds otherwise).
+            Ending::Signaled => 128i32.saturating_add(self.run.signal.unwrap_or(0)),
             Ending::NotStarted => 127,
             Ending::Unknown | Ending::Running => 1,
         }

@@ -125,6 +125,14 @@ pub struct SetMeta {
 }
 
 impl SetMeta {
+    /// Parse the text of a `set.toml` (what [`TrainingSet::read`] does after reading it).
+    ///
+    /// # Errors
+    /// TOML that is not a set's meta (the toml crate's error, with line and column).
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
     /// Whether `target` is trusted for `workload`.
     pub fn is_reliable(&self, target: &str, workload: &str) -> bool {
         !self
@@ -401,14 +409,43 @@ impl TrainingSet {
                 dir.display()
             )
         })?;
-        let meta: SetMeta = toml::from_str(&text)
+        let meta = SetMeta::from_toml(&text)
             .with_context(|| format!("{} is not a valid set.toml", meta_path.display()))?;
         let pq = dir.join(POINTS);
         let file =
             std::fs::File::open(&pq).with_context(|| format!("cannot open {}", pq.display()))?;
-        let df = ParquetReader::new(file)
-            .finish()
-            .with_context(|| format!("{} is not a readable Parquet file", pq.display()))?;
+        Self::from_parquet(meta, file, &pq)
+    }
+
+    /// The set of `meta` (a parsed `set.toml`) and the `points.parquet` read from `file`,
+    /// as [`TrainingSet::read`] builds it. `pq` names the Parquet file in messages.
+    ///
+    /// # Errors
+    /// As [`TrainingSet::read`] for `points.parquet`.
+    pub fn from_parquet<R: polars::io::mmap::MmapBytesReader>(
+        meta: SetMeta,
+        file: R,
+        pq: &Path,
+    ) -> Result<TrainingSet> {
+        let pq = pq.to_path_buf();
+        // polars' Parquet reader panics on some damaged files (e.g. a page length past the
+        // end of the file: a slice index out of range; found by tests/readers_random.rs).
+        // The file is input: its panic becomes this error.
+        let df = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ParquetReader::new(file).finish()
+        }))
+        .map_err(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "{} is not a readable Parquet file (the Parquet reader failed: {why})",
+                pq.display()
+            )
+        })?
+        .with_context(|| format!("{} is not a readable Parquet file", pq.display()))?;
         let have = || {
             df.get_column_names()
                 .iter()
