@@ -472,11 +472,15 @@ fn training_set() -> impl Strategy<Value = TrainingSet> {
         .prop_flat_map(
             |((knobs, counters, statics), source, description, unreliable_workloads)| {
                 let value = || proptest::option::of(finite());
+                // Knobs and targets within the ranges a set's reader accepts (a frequency
+                // above 0 and at most 1e6 MHz, times, powers and energies not negative):
+                // the set is valid, so it must read back.
+                let in_range = || proptest::option::of(1e-3f64..=1e6);
                 let point = (
                     text(),
                     proptest::option::of(any::<i64>()),
-                    (value(), value(), value()),
-                    vec(value(), knobs.len()..=knobs.len()),
+                    (in_range(), in_range(), in_range()),
+                    vec(in_range(), knobs.len()..=knobs.len()),
                     vec(value(), counters.len()..=counters.len()),
                     vec(value(), statics.len()..=statics.len()),
                 );
