@@ -685,10 +685,11 @@ impl PcAcc {
     fn batch(&mut self, p: &[u8]) -> Result<(), String> {
         let (ctx, dev) = (u32_at(p, 0), u32_at(p, 4));
         let t = self.totals.entry(ctx).or_default();
-        t.0 += u64_at(p, 8);
-        t.1 += u64_at(p, 16);
-        t.2 += u64_at(p, 24);
-        t.3 += u32::from(u32_at(p, 32) != 0);
+        // Totals of hostile frames saturate instead of overflowing.
+        t.0 = t.0.saturating_add(u64_at(p, 8));
+        t.1 = t.1.saturating_add(u64_at(p, 16));
+        t.2 = t.2.saturating_add(u64_at(p, 24));
+        t.3 = t.3.saturating_add(u32::from(u32_at(p, 32) != 0));
         let n = u32_at(p, 36) as usize;
         let mut o = 40;
         for i in 0..n {
@@ -709,10 +710,11 @@ impl PcAcc {
             for j in 0..k {
                 let (idx, samples) = (u32_at(p, o + 8 * j), u32_at(p, o + 8 * j + 4));
                 if samples > 0 {
-                    *self
+                    let e = self
                         .samples
                         .entry((ctx, dev, crc, pc, fid, corr, idx))
-                        .or_default() += u64::from(samples);
+                        .or_default();
+                    *e = e.saturating_add(u64::from(samples));
                 }
             }
             o += 8 * k;
@@ -950,7 +952,8 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
                 );
             }
             tag::PC_SAMPLES => {
-                short(36)?;
+                // The batch header is 40 bytes: its record count is the u32 at 36.
+                short(40)?;
                 pc.batch(p)
                     .map_err(|e| bad(format!("PC_SAMPLES frame at byte {at}: {e}")))?;
             }
@@ -1349,6 +1352,23 @@ mod tests {
             p.extend_from_slice(r);
         }
         p
+    }
+
+    /// A PC_SAMPLES frame shorter than its 40-byte batch header is an error, not a panic
+    /// (found by the cupti_bin fuzz target on 2026-11-26: a 37-byte frame read the record
+    /// count at bytes 36..40).
+    #[test]
+    fn a_pc_samples_frame_shorter_than_its_header_is_an_error() {
+        for len in [36usize, 37, 39] {
+            let mut b = header(2);
+            frame(&mut b, tag::PC_SAMPLES, &[&vec![0u8; len]]);
+            let e = decode(&b).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{len}: {e}");
+        }
+        // 40 bytes, no records: a valid empty batch.
+        let mut b = header(2);
+        frame(&mut b, tag::PC_SAMPLES, &[&[0u8; 40][..]]);
+        assert!(decode(&b).is_ok());
     }
 
     /// PC sampling frames (format 2): batches summed per PC and reason, names and lines
