@@ -834,17 +834,7 @@ fn sigkilled_powerperf_leaves_a_running_run_that_report_rebuilds() {
         !run.join(".reserve").exists(),
         ".reserve was left in the run directory"
     );
-    let out = pp()
-        .args(["report", "--format", "json"])
-        .arg(&run)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::json_stdout(pp().args(["report", "--format", "json"]).arg(&run));
     let tc = v["events"]
         .as_array()
         .unwrap()
