@@ -235,12 +235,7 @@ pub fn open_append(path: &Path, what: &str) -> Result<(File, bool)> {
 /// # Errors
 /// `path` exists (`AlreadyExists` kept as the source), or cannot be created.
 pub fn create_new(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    crate::store::safe_file::create_new_mode(path, 0o600)
 }
 
 /// Write `text` to `path` atomically and exclusively: a temporary file with an unpredictable
@@ -264,7 +259,7 @@ pub fn write_new_atomically(path: &Path, text: &str, what: &str) -> Result<()> {
         let tmp = dir.join(format!(
             ".{name}.{}.{:016x}.tmp",
             std::process::id(),
-            random_u64()
+            crate::store::safe_file::random_u64()
         ));
         let mut f = match create_new(&tmp) {
             Ok(f) => f,
@@ -303,22 +298,6 @@ pub fn write_new_atomically(path: &Path, text: &str, what: &str) -> Result<()> {
         dir.display(),
         last.map(|e| e.to_string()).unwrap_or_default()
     ))
-}
-
-/// 64 unpredictable bits from the kernel (`getrandom(2)`), falling back to the clock.
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: getrandom writes at most 8 bytes into the buffer we own.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n == 8 {
-        u64::from_ne_bytes(b)
-    } else {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-            ^ u64::from(std::process::id()).rotate_left(32)
-    }
 }
 
 /// A process named by pid, start time (clock ticks after boot, `/proc/PID/stat` field 22)

@@ -181,17 +181,10 @@ pub fn extract(prefix: &str, dest: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// Create `path` as a new file, never following a link at it.
+/// Create `path` as a new file, never following a link at it (`safe_file::create_new`).
 fn create_new(path: &Path) -> Result<std::fs::File> {
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NOFOLLOW).mode(0o644);
-    }
-    o.open(path).with_context(|| {
-        if path.exists() || path.symlink_metadata().is_ok() {
+    super::safe_file::create_new(path).with_context(|| {
+        if path.symlink_metadata().is_ok() {
             format!(
                 "{} already exists: extract into an empty directory (nothing was overwritten)",
                 path.display()

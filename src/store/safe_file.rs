@@ -16,10 +16,19 @@ use std::path::Path;
 /// # Errors
 /// The open's error.
 pub fn create_new(path: &Path) -> io::Result<File> {
+    create_new_mode(path, 0o644)
+}
+
+/// [`create_new`] with the permission bits `mode` (less the umask), e.g. 0600 for root's
+/// private state.
+///
+/// # Errors
+/// The open's error.
+pub fn create_new_mode(path: &Path, mode: u32) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o644)
+        .mode(mode)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
 }
@@ -43,17 +52,22 @@ pub fn replace(path: &Path) -> io::Result<File> {
     create_new(path)
 }
 
-/// 16 hex digits from getrandom(2) (the clock and pid where it fails).
-fn random_suffix() -> String {
+/// 64 unpredictable bits from getrandom(2) (the clock and pid where it fails), for the
+/// names of temporary files.
+pub fn random_u64() -> u64 {
     let mut b = [0u8; 8];
     // SAFETY: b has room for the 8 bytes asked for.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    let x = if n == b.len() as isize {
+    if n == b.len() as isize {
         u64::from_ne_bytes(b)
     } else {
         crate::collect::monotonic_ns() ^ (u64::from(std::process::id()) << 32)
-    };
-    format!("{x:016x}")
+    }
+}
+
+/// 16 hex digits of [`random_u64`].
+fn random_suffix() -> String {
+    format!("{:016x}", random_u64())
 }
 
 /// Write `bytes` to `dir/name` atomically: into a new temporary file of an unpredictable
