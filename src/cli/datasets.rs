@@ -41,13 +41,13 @@ pub fn run(cmd: DatasetsCommand) -> Result<i32> {
             let sets = bundled::sets()?;
             if format == super::import::TextOrJson::Json {
                 let o = serde_json::json!({ "sets": sets });
-                println!("{}", serde_json::to_string_pretty(&o)?);
+                outln!("{}", serde_json::to_string_pretty(&o)?);
                 return Ok(0);
             }
             for s in &sets {
-                println!("{}", s.name);
-                println!("  {}", s.description);
-                println!(
+                outln!("{}", s.name);
+                outln!("  {}", s.description);
+                outln!(
                     "  files: {} ({} kB, {} kB compressed in the binary)",
                     s.files
                         .iter()
@@ -57,10 +57,10 @@ pub fn run(cmd: DatasetsCommand) -> Result<i32> {
                     s.bytes.div_ceil(1000),
                     s.compressed_bytes.div_ceil(1000)
                 );
-                println!("  source: {}", s.source);
-                println!("  licence: {}", s.licence);
+                outln!("  source: {}", s.source);
+                outln!("  licence: {}", s.licence);
             }
-            println!(
+            outln!(
                 "\nThese data keep their own licences (datasets/README.md); powerperf's licence does not cover them.\nImport one by name: powerperf import {} -o SET",
                 sets.first().map(|s| s.name.as_str()).unwrap_or("NAME")
             );
@@ -68,7 +68,7 @@ pub fn run(cmd: DatasetsCommand) -> Result<i32> {
         }
         DatasetsCommand::Extract { output } => {
             let written = bundled::extract(bundled::DATASETS, &output)?;
-            println!(
+            outln!(
                 "wrote {} files into {} (specs: {}/<name>.toml; licences and provenance: README.md)",
                 written.len(),
                 output.display(),

@@ -247,34 +247,10 @@ fn this_cpu() -> Option<(String, u32, u32)> {
     cpu_identity(&text)
 }
 
-/// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them.
+/// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them
+/// (through [`crate::collect::sysinfo::parse_cpuinfo`], the one cpuinfo parser).
 pub fn cpu_identity(text: &str) -> Option<(String, u32, u32)> {
-    let field = |k: &str| {
-        text.lines()
-            .find(|l| l.split(':').next().is_some_and(|x| x.trim() == k))
-            .and_then(|l| l.split_once(':'))
-            .map(|x| x.1.trim().to_string())
-    };
-    let num = |s: String| -> Option<u32> {
-        match s.strip_prefix("0x") {
-            Some(h) => u32::from_str_radix(h, 16).ok(),
-            None => s.parse().ok(),
-        }
-    };
-    if let Some(v) = field("vendor_id") {
-        return Some((v, num(field("cpu family")?)?, num(field("model")?)?));
-    }
-    let implementer = num(field("CPU implementer")?)?;
-    let vendor = if implementer == 0x41 {
-        "ARM".to_string()
-    } else {
-        format!("{implementer:#x}")
-    };
-    Some((
-        vendor,
-        num(field("CPU architecture")?)?,
-        num(field("CPU part")?)?,
-    ))
+    crate::collect::sysinfo::parse_cpuinfo(text).constants_key()
 }
 
 /// Build the resolver: run totals or values, constants (explicit or selected by CPU), and

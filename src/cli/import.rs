@@ -307,7 +307,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
             "runs": runs_written,
             "notes": notes,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
     }
     let shown: Vec<String> = files
@@ -320,20 +320,20 @@ pub fn run(args: ImportArgs) -> Result<i32> {
     } else {
         String::new()
     };
-    println!(
+    outln!(
         "imported {} from {}{more}",
         set.meta.source,
         shown.join(", ")
     );
     for l in summary(&set) {
-        println!("  {l}");
+        outln!("  {l}");
     }
     for n in &notes {
-        println!("  note: {n}");
+        outln!("  note: {n}");
     }
-    println!("wrote {} (set.toml, points.parquet)", args.output.display());
+    outln!("wrote {} (set.toml, points.parquet)", args.output.display());
     if let Some(dir) = &args.as_runs {
-        println!(
+        outln!(
             "wrote {} run directories under {} (e.g. `powerperf report {} --lcpi`)",
             runs_written.len(),
             dir.display(),

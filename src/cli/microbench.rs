@@ -78,7 +78,7 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
                 .unwrap_or_else(crate::collect::sysinfo::online_cpus);
             let r = microbench::run_kernel(kernel, threads, scale);
             let s = r.elapsed.as_secs_f64();
-            println!(
+            outln!(
                 "kernel {:?} threads {} time {:.4} s bandwidth {:.2} GB/s flops {:.3} GFLOP/s checksum {:.6e}",
                 r.kernel,
                 r.threads,
@@ -103,8 +103,8 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
             let report =
                 microbench::run_suite(&cfg, &mut |stage| eprintln!("microbench: {stage}"))?;
             match format {
-                Format::Table => print!("{}", report.table()),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+                Format::Table => out!("{}", report.table()),
+                Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
             }
             if let Some(p) = curve {
                 microbench::suite::write_out(&p, &report.curve_csv())?;
