@@ -2,7 +2,7 @@
 //! PerfExpert and plain infix files, compiled to one bytecode and evaluated in f64.
 //!
 //! ```no_run
-//! use powerperf::events_dsl::{load_file, LoadOptions};
+//! use powerperf_events::{load_file, LoadOptions};
 //! let set = load_file("defs.txt".as_ref(), None, &LoadOptions::default())?;
 //! let values = set.evaluate(&|name: &str| match name {
 //!     "PAPI_TOT_INS" => Some(1000.0),
@@ -11,7 +11,7 @@
 //! for v in &values {
 //!     println!("{} = {:?}", v.name, v.value);
 //! }
-//! # Ok::<(), powerperf::events_dsl::DslError>(())
+//! # Ok::<(), powerperf_events::DslError>(())
 //! ```
 //!
 //! Formats and their sources are described in `docs/events.md`. Every error names the file,

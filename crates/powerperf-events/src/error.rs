@@ -39,7 +39,7 @@ pub enum DslError {
         token: String,
         hint: Option<String>,
     },
-    /// Expressions nested deeper than [`MAX_DEPTH`](crate::events_dsl::MAX_DEPTH).
+    /// Expressions nested deeper than [`MAX_DEPTH`](crate::MAX_DEPTH).
     #[error("{pos}: expression nested deeper than {limit} levels at `{token}`: split it into named definitions")]
     TooDeep {
         pos: Pos,
