@@ -26,14 +26,21 @@ pub enum Per {
     Region,
 }
 
+/// `--syntax NAME` (of `events` and `import --derive`): one of [`Syntax::NAMES`], listed in
+/// the help and checked by clap.
+pub(crate) fn syntax_parser() -> impl clap::builder::TypedValueParser<Value = Syntax> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Syntax::NAMES).try_map(|s| s.parse::<Syntax>())
+}
+
 /// The definitions file and how to read it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FileArgs {
     /// Definition file. Without it, the file named by PAPI_USER_EVENTS_FILE is read.
     pub file: Option<PathBuf>,
     /// Format of FILE (default: found from its name and content).
-    #[arg(long, value_parser = ["papi-user", "papi-csv", "perfexpert", "likwid", "perf-json", "infix"])]
-    pub syntax: Option<String>,
+    #[arg(long, value_parser = syntax_parser())]
+    pub syntax: Option<Syntax>,
     /// papi_events.csv: the `CPU,<pmu>` section to use (e.g. skx, icl, amd64_fam17h).
     #[arg(long)]
     pub cpu: Option<String>,
@@ -188,8 +195,8 @@ fn load_defs(f: &FileArgs) -> Result<DefinitionSet> {
             None => bail!("no definition file: name one (`powerperf events eval FILE RUN`) or set PAPI_USER_EVENTS_FILE"),
         },
     };
-    let syntax = match &f.syntax {
-        Some(s) => Some(Syntax::from_name(s).with_context(|| format!("unknown syntax `{s}`"))?),
+    let syntax = match f.syntax {
+        Some(s) => Some(s),
         None if env_default => Some(Syntax::PapiUser),
         None => None,
     };
@@ -360,8 +367,8 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
         if let Some(path) = &f.file {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            let syntax = match &f.syntax {
-                Some(s) => Syntax::from_name(s),
+            let syntax = match f.syntax {
+                Some(s) => Some(s),
                 None => crate::events_dsl::detect(&path.display().to_string(), &text).ok(),
             };
             if syntax == Some(Syntax::PapiCsv) {
