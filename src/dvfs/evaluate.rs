@@ -19,7 +19,7 @@
 //! setting itself).
 
 use super::planner::{self, same_knobs, Candidate, PlannerConfig, RegionInput};
-use crate::models::{fit_kind, FitParams, Knobs, ModelKind};
+use crate::models::{fit_kind, FitParams, Fitted, Knobs, ModelKind};
 use crate::store::set::{Point, TrainingSet};
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -452,12 +452,39 @@ fn judge(
     })
 }
 
-/// Run the evaluation.
+/// One evaluated workload: its measured settings, its maximum setting, and the model's
+/// predictions the planner chose from.
+struct Table {
+    workload: String,
+    /// Every measured setting: (knobs, measured time s, measured energy J).
+    pts: Vec<(Knobs, f64, f64)>,
+    /// The maximum setting and its measured time (s) and energy (J).
+    ref_knobs: Knobs,
+    t_ref: f64,
+    e_ref: f64,
+    /// The model's predictions at every measured setting it could predict.
+    cands: Vec<Candidate>,
+}
+
+/// Whether a slowdown (fraction) is within the bound (always, with no bound).
+fn within_bound(bound: Option<f64>, s: f64) -> bool {
+    bound.is_none_or(|b| s <= b + 1e-12)
+}
+
+/// The mean of `v`; NaN when empty.
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The means whose `train_knob` value is one of the training values.
 ///
 /// # Errors
-/// No training point, a model that cannot be fitted, or no workload left to evaluate.
-pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
-    let means = set.means();
+/// No point has a training value.
+fn training_points(means: &TrainingSet, req: &EvalRequest) -> Result<Vec<Point>> {
     let is_train = |p: &Point| {
         p.knobs
             .get(&req.train_knob)
@@ -479,23 +506,64 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
             have
         );
     }
-    let model = fit_kind(req.kind, &means.meta, &train, &req.params)
-        .context("fitting the model on the training settings")?;
-    let obj = req.config.objective;
-    let bound = req.config.max_slowdown;
-    let margin = match req.guard {
-        Guard::Margin(m) => m,
-        Guard::AutoMargin => auto_margin(&means, &train, req.kind, &req.params)?,
-        Guard::RiskBudget(_) | Guard::RiskByClass(_) => 0.0,
-    };
-    let mut plan_cfg = req.config.clone();
-    plan_cfg.max_slowdown = bound.map(|b| (b - margin).max(0.0));
-    let within = |s: f64| bound.is_none_or(|b| s <= b + 1e-12);
+    Ok(train)
+}
+
+/// The model's (time s, energy J) predictions at every measured setting of `workload`, and
+/// why the last setting it could not predict failed (empty when none failed).
+fn predicted_candidates(
+    model: &Fitted,
+    workload: &str,
+    pts: &[(Knobs, f64, f64)],
+) -> (Vec<Candidate>, String) {
+    let mut cands = Vec::new();
+    let mut why = String::new();
+    for (k, _, _) in pts {
+        match model.predict(workload, k) {
+            Ok(pr) => match (
+                pr.time_s,
+                pr.energy_j
+                    .or_else(|| pr.power_w.zip(pr.time_s).map(|(a, b)| a * b)),
+            ) {
+                (Some(t), Some(e)) if t.is_finite() && e.is_finite() && t >= 0.0 && e >= 0.0 => {
+                    cands.push(Candidate {
+                        knobs: k.clone(),
+                        time_s: t,
+                        energy_j: e,
+                    })
+                }
+                _ => why = "no time/energy prediction".into(),
+            },
+            Err(e) => why = e.to_string(),
+        }
+    }
+    (cands, why)
+}
+
+/// Every workload planned on the model's predictions and judged on its measurements.
+struct Planned {
+    per: Vec<WorkloadResult>,
+    /// The evaluated workloads, in the order of `per`.
+    tables: Vec<Table>,
+    /// Workloads left out, with the reason.
+    skipped: Vec<(String, String)>,
+}
+
+/// Plan every workload with `plan_cfg` (the bound less the margin) among its measured
+/// settings, and judge each choice against `bound` on the measured values.
+///
+/// # Errors
+/// A chosen setting that was not measured.
+fn plan_workloads(
+    means: &TrainingSet,
+    model: &Fitted,
+    plan_cfg: &PlannerConfig,
+    obj: planner::Objective,
+    bound: Option<f64>,
+) -> Result<Planned> {
     let mut per = Vec::new();
-    let mut cand_lists: Vec<(Vec<Candidate>, Knobs)> = Vec::new();
+    let mut tables = Vec::new();
     let mut skipped = Vec::new();
-    // measured table per workload: (knobs, t, e)
-    let mut tables: Vec<(String, Vec<(Knobs, f64, f64)>, (f64, f64))> = Vec::new();
     for w in means.workloads() {
         if !(means.meta.is_reliable("time_s", &w)
             && (means.meta.is_reliable("energy_j", &w) || means.meta.is_reliable("power_w", &w)))
@@ -521,35 +589,13 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
             ));
             continue;
         };
-        let mut cands = Vec::new();
-        let mut why = String::new();
-        for (k, _, _) in &pts {
-            match model.predict(&w, k) {
-                Ok(pr) => match (
-                    pr.time_s,
-                    pr.energy_j
-                        .or_else(|| pr.power_w.zip(pr.time_s).map(|(a, b)| a * b)),
-                ) {
-                    (Some(t), Some(e))
-                        if t.is_finite() && e.is_finite() && t >= 0.0 && e >= 0.0 =>
-                    {
-                        cands.push(Candidate {
-                            knobs: k.clone(),
-                            time_s: t,
-                            energy_j: e,
-                        })
-                    }
-                    _ => why = "no time/energy prediction".into(),
-                },
-                Err(e) => why = e.to_string(),
-            }
-        }
+        let (cands, why) = predicted_candidates(model, &w, &pts);
         let sol = match planner::plan(
             &[RegionInput {
                 name: w.clone(),
                 candidates: cands.clone(),
             }],
-            &plan_cfg,
+            plan_cfg,
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -579,121 +625,306 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
             1.0 - obj.value(sol.energy_j, sol.time_s)
                 / obj.value(sol.reference_energy_j, sol.reference_time_s),
         )?);
-        cand_lists.push((cands, ref_knobs.clone()));
-        tables.push((w, pts, (t_ref, e_ref)));
+        tables.push(Table {
+            workload: w,
+            pts,
+            ref_knobs,
+            t_ref,
+            e_ref,
+            cands,
+        });
     }
+    Ok(Planned {
+        per,
+        tables,
+        skipped,
+    })
+}
+
+/// The error distributions of the risk guard, each sorted ascending: pooled, for
+/// compute-bound groups, and for the others. Per class (`by_class`): a class with fewer
+/// than 1/risk errors cannot resolve the risk's tail, so it falls back to the pooled
+/// distribution.
+///
+/// # Errors
+/// As [`interior_slowdown_errors_by_class`].
+fn risk_error_distributions(
+    means: &TrainingSet,
+    train: &[Point],
+    req: &EvalRequest,
+    risk: f64,
+    by_class: bool,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let labeled =
+        interior_slowdown_errors_by_class(means, train, &req.train_knob, req.kind, &req.params)?;
+    let sorted = |keep: &dyn Fn(bool) -> bool| -> Vec<f64> {
+        let mut v: Vec<f64> = labeled
+            .iter()
+            .filter(|(_, c)| keep(*c))
+            .map(|(e, _)| *e)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let errors = sorted(&|_| true);
+    let min_class = (1.0 / risk).ceil() as usize;
+    let class_errors = |cb: bool| -> Vec<f64> {
+        let v = sorted(&|c| c == cb);
+        if by_class && v.len() >= min_class {
+            v
+        } else {
+            errors.clone()
+        }
+    };
+    let (errors_cb, errors_other) = (class_errors(true), class_errors(false));
+    Ok((errors, errors_cb, errors_other))
+}
+
+/// Per workload, the predicted options within the bound `b` (and the maximum setting):
+/// (knobs, predicted slowdown, predicted gain), both fractions against the predicted
+/// maximum setting.
+///
+/// # Errors
+/// The model gives no prediction at a workload's maximum setting.
+fn predicted_options(
+    tables: &[Table],
+    obj: planner::Objective,
+    b: f64,
+) -> Result<Vec<Vec<(Knobs, f64, f64)>>> {
+    let mut opts: Vec<Vec<(Knobs, f64, f64)>> = Vec::new();
+    for Table {
+        cands, ref_knobs, ..
+    } in tables
+    {
+        let Some(rc) = cands.iter().find(|c| same_knobs(&c.knobs, ref_knobs)) else {
+            anyhow::bail!(
+                "the model gives no prediction at the maximum setting {}",
+                planner::format_knobs(ref_knobs)
+            );
+        };
+        let v_ref = obj.value(rc.energy_j, rc.time_s);
+        opts.push(
+            cands
+                .iter()
+                .map(|c| {
+                    (
+                        c.knobs.clone(),
+                        c.time_s / rc.time_s - 1.0,
+                        1.0 - obj.value(c.energy_j, c.time_s) / v_ref,
+                    )
+                })
+                .filter(|o| o.1 <= b + 1e-12 || same_knobs(&o.0, ref_knobs))
+                .collect(),
+        );
+    }
+    Ok(opts)
+}
+
+/// The risk-budget guard ([`Guard::RiskBudget`], [`Guard::RiskByClass`] with `by_class`):
+/// every workload's choice in `per` is replaced by [`risk_budget_choice`]'s among its
+/// predicted options within the bound `b` and judged again; returns the guard's numbers.
+///
+/// # Errors
+/// No error distribution, no prediction at a maximum setting, or a chosen setting that was
+/// not measured.
+fn apply_risk_guard(
+    means: &TrainingSet,
+    train: &[Point],
+    req: &EvalRequest,
+    tables: &[Table],
+    per: &mut [WorkloadResult],
+    (r, by_class): (f64, bool),
+    b: f64,
+) -> Result<RiskSummary> {
+    let obj = req.config.objective;
+    let (errors, errors_cb, errors_other) =
+        risk_error_distributions(means, train, req, r, by_class)?;
+    let tol = req.params.analytic.calibration_tolerance;
+    let opts = predicted_options(tables, obj, b)?;
+    let mut options: Vec<Vec<(f64, f64)>> = opts
+        .iter()
+        .zip(tables)
+        .map(|(o, t)| {
+            o.iter()
+                .map(|(k, s, g)| {
+                    let cb =
+                        compute_bound(train, &t.workload, k, &req.train_knob, tol).unwrap_or(false);
+                    let errs = if cb { &errors_cb } else { &errors_other };
+                    let p = if same_knobs(k, &t.ref_knobs) {
+                        0.0
+                    } else {
+                        violation_probability(errs, *s, b)
+                    };
+                    (*g, p)
+                })
+                .collect()
+        })
+        .collect();
+    as_share_of_predicted_oracle(&mut options);
+    let (idx, expected) = risk_budget_choice(&options, r);
+    for (i, (c, t)) in idx.iter().zip(tables).enumerate() {
+        let (k, s, g) = opts[i][*c].clone();
+        per[i] = judge(
+            obj,
+            Some(b),
+            &t.workload,
+            &t.pts,
+            (&t.ref_knobs, t.t_ref, t.e_ref),
+            k,
+            s,
+            g,
+        )?;
+    }
+    Ok(RiskSummary {
+        risk: r,
+        expected_violations: expected,
+        errors: errors.len(),
+        error_q50: quantile(&errors, 0.5),
+        error_q95: quantile(&errors, 0.95),
+    })
+}
+
+/// The best single setting for all workloads: among the settings measured for every
+/// workload within the bound, the one with the largest total measured gain (each workload
+/// weighs the same, whatever its length). `None` when no setting qualifies.
+fn best_single_setting(
+    tables: &[Table],
+    per: &[WorkloadResult],
+    obj: planner::Objective,
+    bound: Option<f64>,
+) -> Option<Baseline> {
+    let mut settings: Vec<Knobs> = Vec::new();
+    for t in tables {
+        for (k, _, _) in &t.pts {
+            if !settings.iter().any(|s| same_knobs(s, k)) {
+                settings.push(k.clone());
+            }
+        }
+    }
+    let mut best: Option<(f64, Knobs)> = None;
+    for s in &settings {
+        let mut total = 0.0;
+        let mut ok = true;
+        for t in tables {
+            match t.pts.iter().find(|p| same_knobs(&p.0, s)) {
+                // minus the gain: every workload weighs the same, whatever its length
+                Some(p) if within_bound(bound, p.1 / t.t_ref - 1.0) => {
+                    total -= 1.0 - obj.value(p.2, p.1) / obj.value(t.e_ref, t.t_ref)
+                }
+                _ => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok && best.as_ref().is_none_or(|b| total < b.0) {
+            best = Some((total, s.clone()));
+        }
+    }
+    let (_, s) = best?;
+    let mut gains = Vec::new();
+    let mut fracs = Vec::new();
+    for (t, r) in tables.iter().zip(per) {
+        let p = t
+            .pts
+            .iter()
+            .find(|p| same_knobs(&p.0, &s))
+            .expect("checked above");
+        let g = 1.0 - obj.value(p.2, p.1) / obj.value(t.e_ref, t.t_ref);
+        gains.push(g);
+        if !r.small_oracle_gain {
+            fracs.push(g / r.oracle_gain);
+        }
+    }
+    Some(Baseline {
+        name: "best single setting for all workloads".into(),
+        setting: Some(s),
+        mean_fraction_of_oracle: mean(&fracs),
+        mean_gain: mean(&gains),
+        bound_violations: 0,
+    })
+}
+
+/// Race-to-idle: the maximum setting, then idle at `idle_power_w` (W) for the rest of the
+/// plan's time; with no idle power given, the maximum setting itself (gain 0).
+fn race_to_idle(
+    tables: &[Table],
+    per: &[WorkloadResult],
+    obj: planner::Objective,
+    idle_power_w: Option<f64>,
+) -> Baseline {
+    let mut gains = Vec::new();
+    let mut fracs = Vec::new();
+    for (tb, r) in tables.iter().zip(per) {
+        let (t_ref, e_ref) = (tb.t_ref, tb.e_ref);
+        let t_plan = tb
+            .pts
+            .iter()
+            .find(|p| same_knobs(&p.0, &r.chosen))
+            .map(|p| p.1)
+            .unwrap_or(t_ref);
+        let idle = idle_power_w.unwrap_or(0.0) * (t_plan - t_ref).max(0.0);
+        let t = t_plan.max(t_ref);
+        let g = 1.0 - obj.value(e_ref + idle, t) / obj.value(e_ref, t_ref);
+        let g = if idle_power_w.is_some() { g } else { 0.0 };
+        gains.push(g);
+        if !r.small_oracle_gain {
+            fracs.push(g / r.oracle_gain);
+        }
+    }
+    Baseline {
+        name: match idle_power_w {
+            Some(w) => format!(
+                "race-to-idle (maximum setting, then idle at {w} W for the plan's extra time)"
+            ),
+            None => {
+                "race-to-idle (maximum setting; no idle power given, so idle energy is not counted)"
+                    .into()
+            }
+        },
+        setting: None,
+        mean_fraction_of_oracle: mean(&fracs),
+        mean_gain: mean(&gains),
+        bound_violations: 0,
+    }
+}
+
+/// Run the evaluation.
+///
+/// # Errors
+/// No training point, a model that cannot be fitted, or no workload left to evaluate.
+pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
+    let means = set.means();
+    let train = training_points(&means, req)?;
+    let model = fit_kind(req.kind, &means.meta, &train, &req.params)
+        .context("fitting the model on the training settings")?;
+    let obj = req.config.objective;
+    let bound = req.config.max_slowdown;
+    let margin = match req.guard {
+        Guard::Margin(m) => m,
+        Guard::AutoMargin => auto_margin(&means, &train, req.kind, &req.params)?,
+        Guard::RiskBudget(_) | Guard::RiskByClass(_) => 0.0,
+    };
+    let mut plan_cfg = req.config.clone();
+    plan_cfg.max_slowdown = bound.map(|b| (b - margin).max(0.0));
+    let Planned {
+        mut per,
+        tables,
+        skipped,
+    } = plan_workloads(&means, &model, &plan_cfg, obj, bound)?;
     if per.is_empty() {
         anyhow::bail!("no workload could be evaluated: {:?}", skipped);
     }
-    let mut risk = None;
     let risk_guard = match req.guard {
         Guard::RiskBudget(r) => Some((r, false)),
         Guard::RiskByClass(r) => Some((r, true)),
         _ => None,
     };
-    if let (Some((r, by_class)), Some(b)) = (risk_guard, bound) {
-        let labeled = interior_slowdown_errors_by_class(
-            &means,
-            &train,
-            &req.train_knob,
-            req.kind,
-            &req.params,
-        )?;
-        let sorted = |keep: &dyn Fn(bool) -> bool| -> Vec<f64> {
-            let mut v: Vec<f64> = labeled
-                .iter()
-                .filter(|(_, c)| keep(*c))
-                .map(|(e, _)| *e)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v
-        };
-        let errors = sorted(&|_| true);
-        // Per class: a class with fewer than 1/risk errors cannot resolve the risk's tail,
-        // so it falls back to the pooled distribution.
-        let min_class = (1.0 / r).ceil() as usize;
-        let class_errors = |cb: bool| -> Vec<f64> {
-            let v = sorted(&|c| c == cb);
-            if by_class && v.len() >= min_class {
-                v
-            } else {
-                errors.clone()
-            }
-        };
-        let (errors_cb, errors_other) = (class_errors(true), class_errors(false));
-        let tol = req.params.analytic.calibration_tolerance;
-        // per workload: (knobs, predicted slowdown, predicted gain) within the bound
-        let mut opts: Vec<Vec<(Knobs, f64, f64)>> = Vec::new();
-        for (cands, ref_knobs) in &cand_lists {
-            let Some(rc) = cands.iter().find(|c| same_knobs(&c.knobs, ref_knobs)) else {
-                anyhow::bail!(
-                    "the model gives no prediction at the maximum setting {}",
-                    planner::format_knobs(ref_knobs)
-                );
-            };
-            let v_ref = obj.value(rc.energy_j, rc.time_s);
-            opts.push(
-                cands
-                    .iter()
-                    .map(|c| {
-                        (
-                            c.knobs.clone(),
-                            c.time_s / rc.time_s - 1.0,
-                            1.0 - obj.value(c.energy_j, c.time_s) / v_ref,
-                        )
-                    })
-                    .filter(|o| o.1 <= b + 1e-12 || same_knobs(&o.0, ref_knobs))
-                    .collect(),
-            );
-        }
-        let mut options: Vec<Vec<(f64, f64)>> = opts
-            .iter()
-            .zip(&cand_lists)
-            .zip(&tables)
-            .map(|((o, (_, rk)), (w, _, _))| {
-                o.iter()
-                    .map(|(k, s, g)| {
-                        let cb = compute_bound(&train, w, k, &req.train_knob, tol).unwrap_or(false);
-                        let errs = if cb { &errors_cb } else { &errors_other };
-                        let p = if same_knobs(k, rk) {
-                            0.0
-                        } else {
-                            violation_probability(errs, *s, b)
-                        };
-                        (*g, p)
-                    })
-                    .collect()
-            })
-            .collect();
-        as_share_of_predicted_oracle(&mut options);
-        let (idx, expected) = risk_budget_choice(&options, r);
-        for (i, (t, (w, pts, (t_ref, e_ref)))) in idx.iter().zip(&tables).enumerate() {
-            let (k, s, g) = opts[i][*t].clone();
-            per[i] = judge(
-                obj,
-                bound,
-                w,
-                pts,
-                (&cand_lists[i].1, *t_ref, *e_ref),
-                k,
-                s,
-                g,
-            )?;
-        }
-        risk = Some(RiskSummary {
-            risk: r,
-            expected_violations: expected,
-            errors: errors.len(),
-            error_q50: quantile(&errors, 0.5),
-            error_q95: quantile(&errors, 0.95),
-        });
-    }
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
+    let risk = match (risk_guard, bound) {
+        (Some(guard), Some(b)) => Some(apply_risk_guard(
+            &means, &train, req, &tables, &mut per, guard, b,
+        )?),
+        _ => None,
     };
     let fr: Vec<f64> = per.iter().filter_map(|r| r.fraction_of_oracle).collect();
     let fr0: Vec<f64> = per
@@ -712,89 +943,10 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
         .iter()
         .filter(|r| r.small_oracle_gain && !r.violation)
         .count();
-
-    // best single setting for all workloads
-    let mut baselines = Vec::new();
-    let mut settings: Vec<Knobs> = Vec::new();
-    for (_, pts, _) in &tables {
-        for (k, _, _) in pts {
-            if !settings.iter().any(|s| same_knobs(s, k)) {
-                settings.push(k.clone());
-            }
-        }
-    }
-    let mut best: Option<(f64, Knobs)> = None;
-    for s in &settings {
-        let mut total = 0.0;
-        let mut ok = true;
-        for (_, pts, (t_ref, e_ref)) in tables.iter() {
-            match pts.iter().find(|p| same_knobs(&p.0, s)) {
-                // minus the gain: every workload weighs the same, whatever its length
-                Some(p) if within(p.1 / t_ref - 1.0) => {
-                    total -= 1.0 - obj.value(p.2, p.1) / obj.value(*e_ref, *t_ref)
-                }
-                _ => {
-                    ok = false;
-                    break;
-                }
-            }
-        }
-        if ok && best.as_ref().is_none_or(|b| total < b.0) {
-            best = Some((total, s.clone()));
-        }
-    }
-    if let Some((_, s)) = best {
-        let mut gains = Vec::new();
-        let mut fracs = Vec::new();
-        for ((_, pts, (t_ref, e_ref)), r) in tables.iter().zip(&per) {
-            let p = pts
-                .iter()
-                .find(|p| same_knobs(&p.0, &s))
-                .expect("checked above");
-            let g = 1.0 - obj.value(p.2, p.1) / obj.value(*e_ref, *t_ref);
-            gains.push(g);
-            if !r.small_oracle_gain {
-                fracs.push(g / r.oracle_gain);
-            }
-        }
-        baselines.push(Baseline {
-            name: "best single setting for all workloads".into(),
-            setting: Some(s),
-            mean_fraction_of_oracle: mean(&fracs),
-            mean_gain: mean(&gains),
-            bound_violations: 0,
-        });
-    }
-    // race-to-idle: maximum setting, then idle for the rest of the plan's time
-    {
-        let mut gains = Vec::new();
-        let mut fracs = Vec::new();
-        for ((_, pts, (t_ref, e_ref)), r) in tables.iter().zip(&per) {
-            let t_plan = pts
-                .iter()
-                .find(|p| same_knobs(&p.0, &r.chosen))
-                .map(|p| p.1)
-                .unwrap_or(*t_ref);
-            let idle = req.idle_power_w.unwrap_or(0.0) * (t_plan - t_ref).max(0.0);
-            let t = t_plan.max(*t_ref);
-            let g = 1.0 - obj.value(e_ref + idle, t) / obj.value(*e_ref, *t_ref);
-            let g = if req.idle_power_w.is_some() { g } else { 0.0 };
-            gains.push(g);
-            if !r.small_oracle_gain {
-                fracs.push(g / r.oracle_gain);
-            }
-        }
-        baselines.push(Baseline {
-            name: match req.idle_power_w {
-                Some(w) => format!("race-to-idle (maximum setting, then idle at {w} W for the plan's extra time)"),
-                None => "race-to-idle (maximum setting; no idle power given, so idle energy is not counted)".into(),
-            },
-            setting: None,
-            mean_fraction_of_oracle: mean(&fracs),
-            mean_gain: mean(&gains),
-            bound_violations: 0,
-        });
-    }
+    let mut baselines: Vec<Baseline> = best_single_setting(&tables, &per, obj, bound)
+        .into_iter()
+        .collect();
+    baselines.push(race_to_idle(&tables, &per, obj, req.idle_power_w));
     Ok(EvalReport {
         workloads: per.len(),
         mean_fraction_of_oracle: mean(&fr),
