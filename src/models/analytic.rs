@@ -480,39 +480,25 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// One group of points: a workload at one setting of the other knobs, its points sorted by
+/// clock (MHz).
 struct Group<'a> {
     workload: String,
     other: Knobs,
     pts: Vec<(f64, &'a Point)>,
 }
 
-/// Fit the analytical model on mean points (one per workload and knob values).
-///
-/// # Errors
-/// [`ModelError::MissingKnob`] when the set has no clock knob; [`ModelError::NotEnoughData`]
-/// when no group has two clocks.
-pub fn fit(
-    meta: &SetMeta,
-    points: &[Point],
-    params: &AnalyticParams,
-) -> Result<AnalyticModel, ModelError> {
-    let freq = freq_knob_of(meta, points, params.freq_knob.as_deref()).ok_or_else(|| {
-        ModelError::MissingKnob {
-            knob: FREQ_KNOBS.join(" or "),
-            model: "analytic".into(),
-            fix:
-                "import the set with a clock knob column, or use --model threads for thread counts"
-                    .into(),
-        }
-    })?;
+/// Group the points with a positive clock `freq` by workload and the other knobs, in
+/// first-seen order; each group's points sorted by clock.
+fn group_by_clock<'a>(points: &'a [Point], freq: &str) -> Vec<Group<'a>> {
     // Group by workload and the other knobs, in first-seen order.
     let mut groups: Vec<Group> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     for p in points {
-        let Some(f) = p.knobs.get(&freq).copied().filter(|f| *f > 0.0) else {
+        let Some(f) = p.knobs.get(freq).copied().filter(|f| *f > 0.0) else {
             continue;
         };
-        let other = other_knobs(&p.knobs, &freq);
+        let other = other_knobs(&p.knobs, freq);
         let key = format!("{}\u{1f}{}", p.workload, knob_key(&other));
         let i = *index.entry(key).or_insert_with(|| {
             groups.push(Group {
@@ -527,18 +513,17 @@ pub fn fit(
     for g in &mut groups {
         g.pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let f_ref = groups
-        .iter()
-        .flat_map(|g| g.pts.iter().map(|p| p.0))
-        .fold(0.0, f64::max);
-    if f_ref <= 0.0 {
-        return Err(ModelError::NotEnoughData {
-            model: "analytic".into(),
-            what: format!("no point has a positive `{freq}`"),
-        });
-    }
+    groups
+}
 
-    // Effective clocks from compute-bound groups.
+/// The effective clocks of the higher training clocks from the compute-bound groups (see the
+/// module's **Effective clock**), and the note that says how they were found.
+fn calibrate_clocks(
+    meta: &SetMeta,
+    groups: &[Group],
+    params: &AnalyticParams,
+    f_ref: f64,
+) -> (Vec<EffectiveClock>, String) {
     let time_ok = |g: &Group| meta.is_reliable("time_s", &g.workload);
     let mut ratios: BTreeMap<u64, (f64, Vec<f64>)> = BTreeMap::new();
     let mut effective_clocks = Vec::new();
@@ -595,14 +580,30 @@ pub fn fit(
             "effective clock of each higher training clock = f / median(t(f)·f / (t(f2)·f2)) over compute-bound groups".to_string()
         };
     }
-    let eff = |f: f64| -> f64 {
-        effective_clocks
-            .iter()
-            .find(|e| e.nominal_mhz == f)
-            .map_or(f, |e| e.effective_mhz)
-    };
+    (effective_clocks, calibration_note)
+}
 
-    // Power exponent.
+/// The power model shared by every group (see the module's **Power**): the exponent `k`,
+/// and with `shared_static_power` one `P_static` for all groups.
+struct PowerFit {
+    /// Per group, the (clock MHz, power W) training points (empty when power is unreliable).
+    power_pts: Vec<Vec<(f64, f64)>>,
+    power_exponent: f64,
+    power_exponent_source: String,
+    /// The shared fit ([`fit_power_shared`]): `P_0`, the `c_g`, the weighted SSE.
+    shared: Option<(f64, Vec<Option<f64>>, f64)>,
+    /// How static power is modelled, for the model file.
+    static_power: String,
+}
+
+/// Fit the power exponent (or take it from the parameters) and, when the groups have no
+/// residual degree of freedom and `shared_static_power` is set, one shared `P_static`.
+fn fit_power_model(
+    meta: &SetMeta,
+    groups: &[Group],
+    params: &AnalyticParams,
+    f_ref: f64,
+) -> PowerFit {
     let power_pts: Vec<Vec<(f64, f64)>> = groups
         .iter()
         .map(|g| {
@@ -677,73 +678,151 @@ pub fn fit(
         None => "per group".to_string(),
     };
 
-    let mut out = Vec::new();
-    for (gi, (g, ppts)) in groups.iter().zip(&power_pts).enumerate() {
-        let mut notes = Vec::new();
-        let time = if !time_ok(g) {
-            notes.push("time_s unreliable for this workload (set.toml)".to_string());
-            None
-        } else {
-            let tp: Vec<(f64, f64)> = g
-                .pts
-                .iter()
-                .filter_map(|(f, p)| p.time_s.filter(|t| *t > 0.0).map(|t| (eff(*f), t)))
-                .collect();
-            let c = fit_time(&tp, f_ref, &params.overlap_grid);
-            if c.is_none() {
-                notes.push(format!(
-                    "time_s: {} clock(s) with a time, needs 2",
-                    tp.len()
-                ));
-            }
-            c
-        };
-        let power = if !meta.is_reliable("power_w", &g.workload) {
-            notes.push("power_w unreliable for this workload (set.toml)".to_string());
-            None
-        } else {
-            let c = match &shared {
-                Some((p0, cs, _)) => cs[gi].map(|c| {
-                    let sse: f64 = ppts
-                        .iter()
-                        .map(|(f, y)| {
-                            ((p0 + c * dynamic_term(*f, f_ref, power_exponent, table) - y) / y)
-                                .powi(2)
-                        })
-                        .sum();
-                    PowerCurve {
-                        p_static_w: *p0,
-                        c_w: c,
-                        train_rel_rms: (sse / ppts.len() as f64).sqrt(),
-                    }
-                }),
-                None => {
-                    fit_power(ppts, &|f| dynamic_term(f, f_ref, power_exponent, table)).map(|c| c.0)
+    PowerFit {
+        power_pts,
+        power_exponent,
+        power_exponent_source,
+        shared,
+        static_power,
+    }
+}
+
+/// Fit one group's time curve (on effective clocks, `eff`) and power curve (with the shared
+/// power model `pf`; `gi` is the group's index in it).
+fn fit_group(
+    meta: &SetMeta,
+    params: &AnalyticParams,
+    g: &Group,
+    gi: usize,
+    pf: &PowerFit,
+    f_ref: f64,
+    eff: &dyn Fn(f64) -> f64,
+) -> AnalyticGroup {
+    let (ppts, power_exponent, table) = (
+        &pf.power_pts[gi],
+        pf.power_exponent,
+        params.voltage_table.as_deref().filter(|t| !t.is_empty()),
+    );
+    let time_ok = |g: &Group| meta.is_reliable("time_s", &g.workload);
+    let mut notes = Vec::new();
+    let time = if !time_ok(g) {
+        notes.push("time_s unreliable for this workload (set.toml)".to_string());
+        None
+    } else {
+        let tp: Vec<(f64, f64)> = g
+            .pts
+            .iter()
+            .filter_map(|(f, p)| p.time_s.filter(|t| *t > 0.0).map(|t| (eff(*f), t)))
+            .collect();
+        let c = fit_time(&tp, f_ref, &params.overlap_grid);
+        if c.is_none() {
+            notes.push(format!(
+                "time_s: {} clock(s) with a time, needs 2",
+                tp.len()
+            ));
+        }
+        c
+    };
+    let power = if !meta.is_reliable("power_w", &g.workload) {
+        notes.push("power_w unreliable for this workload (set.toml)".to_string());
+        None
+    } else {
+        let c = match &pf.shared {
+            Some((p0, cs, _)) => cs[gi].map(|c| {
+                let sse: f64 = ppts
+                    .iter()
+                    .map(|(f, y)| {
+                        ((p0 + c * dynamic_term(*f, f_ref, power_exponent, table) - y) / y).powi(2)
+                    })
+                    .sum();
+                PowerCurve {
+                    p_static_w: *p0,
+                    c_w: c,
+                    train_rel_rms: (sse / ppts.len() as f64).sqrt(),
                 }
-            };
-            if c.is_none() {
-                notes.push(format!(
-                    "power_w: {} clock(s) with a power, needs 2",
-                    ppts.len()
-                ));
+            }),
+            None => {
+                fit_power(ppts, &|f| dynamic_term(f, f_ref, power_exponent, table)).map(|c| c.0)
             }
-            c
         };
-        out.push(AnalyticGroup {
-            workload: g.workload.clone(),
-            other_knobs: g.other.clone(),
-            train_freqs_mhz: g.pts.iter().map(|p| p.0).collect(),
-            time,
-            power,
-            notes,
+        if c.is_none() {
+            notes.push(format!(
+                "power_w: {} clock(s) with a power, needs 2",
+                ppts.len()
+            ));
+        }
+        c
+    };
+    AnalyticGroup {
+        workload: g.workload.clone(),
+        other_knobs: g.other.clone(),
+        train_freqs_mhz: g.pts.iter().map(|p| p.0).collect(),
+        time,
+        power,
+        notes,
+    }
+}
+
+/// Fit the analytical model on mean points (one per workload and knob values).
+///
+/// # Errors
+/// [`ModelError::MissingKnob`] when the set has no clock knob; [`ModelError::NotEnoughData`]
+/// when no group has two clocks.
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticParams,
+) -> Result<AnalyticModel, ModelError> {
+    let freq = freq_knob_of(meta, points, params.freq_knob.as_deref()).ok_or_else(|| {
+        ModelError::MissingKnob {
+            knob: FREQ_KNOBS.join(" or "),
+            model: "analytic".into(),
+            fix:
+                "import the set with a clock knob column, or use --model threads for thread counts"
+                    .into(),
+        }
+    })?;
+    let groups = group_by_clock(points, &freq);
+    let f_ref = groups
+        .iter()
+        .flat_map(|g| g.pts.iter().map(|p| p.0))
+        .fold(0.0, f64::max);
+    if f_ref <= 0.0 {
+        return Err(ModelError::NotEnoughData {
+            model: "analytic".into(),
+            what: format!("no point has a positive `{freq}`"),
         });
     }
+
+    // Effective clocks from compute-bound groups.
+    let (effective_clocks, calibration_note) = calibrate_clocks(meta, &groups, params, f_ref);
+    let eff = |f: f64| -> f64 {
+        effective_clocks
+            .iter()
+            .find(|e| e.nominal_mhz == f)
+            .map_or(f, |e| e.effective_mhz)
+    };
+
+    // Power exponent.
+    let pf = fit_power_model(meta, &groups, params, f_ref);
+
+    let out: Vec<AnalyticGroup> = groups
+        .iter()
+        .enumerate()
+        .map(|(gi, g)| fit_group(meta, params, g, gi, &pf, f_ref, &eff))
+        .collect();
     if out.iter().all(|g| g.time.is_none() && g.power.is_none()) {
         return Err(ModelError::NotEnoughData {
             model: "analytic".into(),
             what: format!("no workload has two `{freq}` values with a time or power"),
         });
     }
+    let PowerFit {
+        power_exponent,
+        power_exponent_source,
+        static_power,
+        ..
+    } = pf;
     Ok(AnalyticModel {
         params: params.clone(),
         freq_knob: freq,
