@@ -645,17 +645,9 @@ fn search_static(d: &Data, rows: &[usize], feats: &[usize], p: &ScalingParams, o
     best.1
 }
 
-/// Fit the `scaling` model on mean points (see the module docs).
-///
-/// # Errors
-/// [`ModelError::NotEnoughData`] when no workload has a point at the baseline and at another
-/// setting, or a target cannot be fitted.
-pub fn fit(
-    meta: &SetMeta,
-    points: &[Point],
-    params: &ScalingParams,
-) -> Result<ScalingModel, ModelError> {
-    let baseline = match &params.baseline {
+/// The baseline setting: `params.baseline`, or every knob at its highest value in the set.
+fn baseline_setting(points: &[Point], params: &ScalingParams) -> Knobs {
+    match &params.baseline {
         Some(b) => b.clone(),
         None => {
             let mut b = Knobs::new();
@@ -667,13 +659,17 @@ pub fn fit(
             }
             b
         }
-    };
-    let clock_knob = super::analytic::FREQ_KNOBS
-        .iter()
-        .find(|k| baseline.contains_key(**k))
-        .map(|k| k.to_string());
+    }
+}
+
+/// Every workload measured at the baseline: its finite targets and its features there.
+fn baselines_at(
+    meta: &SetMeta,
+    points: &[Point],
+    baseline: &Knobs,
+) -> BTreeMap<String, ScalingBaseline> {
     let mut baselines = BTreeMap::new();
-    for p in points.iter().filter(|p| same_knobs(&p.knobs, &baseline)) {
+    for p in points.iter().filter(|p| same_knobs(&p.knobs, baseline)) {
         let targets = SCALING_TARGETS
             .iter()
             .filter_map(|t| {
@@ -690,13 +686,15 @@ pub fn fit(
             },
         );
     }
-    if baselines.is_empty() {
-        return Err(ModelError::NotEnoughData {
-            model: MODEL.into(),
-            what: format!("no point at the baseline {}", knob_key(&baseline)),
-        });
-    }
-    // Candidates: features present at every baseline (training and predicted workloads).
+    baselines
+}
+
+/// Candidate features: those present at every baseline (training and predicted workloads),
+/// narrowed to `params.candidates` when given.
+fn candidate_features(
+    baselines: &BTreeMap<String, ScalingBaseline>,
+    params: &ScalingParams,
+) -> Vec<String> {
     let mut cands: Vec<String> = baselines
         .values()
         .next()
@@ -706,188 +704,285 @@ pub fn fit(
     if !params.candidates.is_empty() {
         cands.retain(|c| params.candidates.contains(c));
     }
-    let mut targets = Vec::new();
-    for t in SCALING_TARGETS {
-        // Training workloads: a baseline value and at least one other point, target reliable.
-        let mut settings: Vec<Knobs> = Vec::new();
-        let mut by_w: BTreeMap<&str, Vec<(usize, f64)>> = BTreeMap::new();
-        for p in points {
-            if same_knobs(&p.knobs, &baseline) || !meta.is_reliable(t, &p.workload) {
-                continue;
-            }
-            let Some(v) = p.target(t).filter(|v| v.is_finite()) else {
-                continue;
-            };
-            if !baselines
-                .get(&p.workload)
-                .is_some_and(|b| b.targets.contains_key(t))
-            {
-                continue;
-            }
-            let k = match settings.iter().position(|s| *s == p.knobs) {
-                Some(k) => k,
-                None => {
-                    settings.push(p.knobs.clone());
-                    settings.len() - 1
-                }
-            };
-            by_w.entry(&p.workload).or_default().push((k, v));
-        }
-        if by_w.is_empty() {
+    cands
+}
+
+/// What every target's fit shares.
+struct Shared<'a> {
+    meta: &'a SetMeta,
+    points: &'a [Point],
+    params: &'a ScalingParams,
+    baseline: &'a Knobs,
+    baselines: &'a BTreeMap<String, ScalingBaseline>,
+    /// Candidate feature names.
+    cands: &'a [String],
+    /// The clock knob of the baseline, if any.
+    clock_knob: Option<&'a str>,
+}
+
+/// Target `t`'s training data: the workloads with a baseline value and at least one other
+/// point, the target reliable. Returns the data, the training workloads' names (in the
+/// order of its rows) and the settings' groups (other knobs than the clock); `None` when no
+/// workload qualifies.
+fn target_data(sh: &Shared, t: &str) -> Option<(Data, Vec<String>, Vec<Knobs>)> {
+    let Shared {
+        meta,
+        points,
+        baseline,
+        baselines,
+        cands,
+        clock_knob,
+        ..
+    } = *sh;
+    let mut settings: Vec<Knobs> = Vec::new();
+    let mut by_w: BTreeMap<&str, Vec<(usize, f64)>> = BTreeMap::new();
+    for p in points {
+        if same_knobs(&p.knobs, baseline) || !meta.is_reliable(t, &p.workload) {
             continue;
         }
-        let names: Vec<String> = by_w.keys().map(|w| w.to_string()).collect();
-        let n = names.len();
-        let mut tm = Array2::from_elem((n, settings.len()), f64::NAN);
-        for (i, pts) in by_w.values().enumerate() {
-            for (k, v) in pts {
-                tm[[i, *k]] = *v;
-            }
-        }
-        let mut x = Array2::zeros((n, cands.len()));
-        for (i, w) in names.iter().enumerate() {
-            for (j, c) in cands.iter().enumerate() {
-                x[[i, j]] = baselines[w].features[c];
-            }
-        }
-        let mut group_keys: Vec<Knobs> = Vec::new();
-        let mut group = Vec::new();
-        let mut clock = Vec::new();
-        for s in &settings {
-            let mut other = s.clone();
-            let c = clock_knob
-                .as_ref()
-                .and_then(|k| other.remove(k))
-                .unwrap_or(0.0);
-            clock.push(c);
-            let g = match group_keys.iter().position(|o| *o == other) {
-                Some(g) => g,
-                None => {
-                    group_keys.push(other);
-                    group_keys.len() - 1
-                }
-            };
-            group.push(g);
-        }
-        let mut d = Data {
-            tb: names.iter().map(|w| baselines[w].targets[t]).collect(),
-            x,
-            settings,
-            clock,
-            group,
-            prior: Array2::ones(tm.dim()),
-            t: tm,
+        let Some(v) = p.target(t).filter(|v| v.is_finite()) else {
+            continue;
         };
-        let (outliers, robust_note) = match &params.robust {
-            Some(rp) => {
-                let mut other = baseline.clone();
-                let base_clock = clock_knob
-                    .as_ref()
-                    .and_then(|k| other.remove(k))
-                    .unwrap_or(0.0);
-                let base_group = group_keys.iter().position(|o| *o == other);
-                let (set_aside, note) = robust_prior(&mut d, base_group, base_clock, rp);
-                let set_aside = set_aside
-                    .into_iter()
-                    .map(|(i, what)| format!("{} {what}", names[i]))
-                    .collect();
-                (set_aside, note)
-            }
-            None => (Vec::new(), None),
-        };
-        let rows: Vec<usize> = (0..n).collect();
-        let with_static = t == "power_w";
-        let s0 = search_static(&d, &rows, &[], params, with_static);
-        // Screen: |Spearman ρ| of each candidate with the mean response.
-        let resp: Vec<f64> = (0..n)
-            .map(|i| {
-                let v: Vec<f64> =
-                    d.t.row(i)
-                        .iter()
-                        .filter(|v| v.is_finite())
-                        .map(|v| (v - s0) / (d.tb[i] - s0))
-                        .collect();
-                v.iter().sum::<f64>() / v.len().max(1) as f64
-            })
-            .collect();
-        let mut screened: Vec<(usize, f64)> = (0..cands.len())
-            .filter_map(|j| {
-                let col: Vec<f64> = d.x.column(j).to_vec();
-                spearman(&col, &resp).map(|r| (j, r.abs()))
-            })
-            .filter(|(_, r)| r.is_finite())
-            .collect();
-        screened.sort_by(|a, b| b.1.total_cmp(&a.1));
-        screened.truncate(params.screen_top);
-        let mut feats: Vec<usize> = Vec::new();
-        let mut selection = Vec::new();
-        if n >= 3 {
-            let mut current = inner_cv(&d, &rows, &feats, s0, params);
-            selection.push(SelectionStep {
-                scores: vec![("(none)".into(), current * 100.0)],
-                added: None,
-            });
-            while feats.len() < params.max_features {
-                let scores: Vec<(usize, f64)> = screened
-                    .iter()
-                    .filter(|(j, _)| !feats.contains(j))
-                    .map(|(j, _)| {
-                        let mut f = feats.clone();
-                        f.push(*j);
-                        (*j, inner_cv(&d, &rows, &f, s0, params))
-                    })
-                    .collect();
-                let best = scores
-                    .iter()
-                    .copied()
-                    .filter(|(_, e)| e.is_finite())
-                    .min_by(|a, b| a.1.total_cmp(&b.1));
-                let added = best.filter(|(_, e)| *e < current * (1.0 - params.min_gain));
-                selection.push(SelectionStep {
-                    scores: scores
-                        .iter()
-                        .map(|(j, e)| (cands[*j].clone(), e * 100.0))
-                        .collect(),
-                    added: added.map(|(j, _)| cands[j].clone()),
-                });
-                match added {
-                    Some((j, e)) => {
-                        feats.push(j);
-                        current = e;
-                    }
-                    None => break,
-                }
-            }
+        if !baselines
+            .get(&p.workload)
+            .is_some_and(|b| b.targets.contains_key(t))
+        {
+            continue;
         }
-        let s = search_static(&d, &rows, &feats, params, with_static);
-        let fit = fit_subset(&d, &rows, &feats, s, params).ok_or_else(|| ModelError::Fit {
-            model: MODEL.into(),
-            what: format!("{t}: the weighted least-squares fit failed"),
-        })?;
-        let (e, c) = errors(&d, &fit, s, &rows);
-        targets.push(TargetModel {
-            target: t.to_string(),
-            static_part: s,
-            features: feats.iter().map(|&j| cands[j].clone()).collect(),
-            means: fit.means.clone(),
-            stds: fit.stds.clone(),
-            mins: fit.mins.clone(),
-            maxs: fit.maxs.clone(),
-            settings: d
-                .settings
-                .iter()
-                .enumerate()
-                .map(|(k, kn)| SettingWeights {
-                    knobs: kn.clone(),
-                    weights: fit.w.row(k).to_vec(),
-                })
-                .collect(),
-            training_workloads: names,
-            selection,
-            training_mape_pct: e / c.max(1) as f64 * 100.0,
-            outliers,
-            robust_note,
+        let k = match settings.iter().position(|s| *s == p.knobs) {
+            Some(k) => k,
+            None => {
+                settings.push(p.knobs.clone());
+                settings.len() - 1
+            }
+        };
+        by_w.entry(&p.workload).or_default().push((k, v));
+    }
+    if by_w.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = by_w.keys().map(|w| w.to_string()).collect();
+    let n = names.len();
+    let mut tm = Array2::from_elem((n, settings.len()), f64::NAN);
+    for (i, pts) in by_w.values().enumerate() {
+        for (k, v) in pts {
+            tm[[i, *k]] = *v;
+        }
+    }
+    let mut x = Array2::zeros((n, cands.len()));
+    for (i, w) in names.iter().enumerate() {
+        for (j, c) in cands.iter().enumerate() {
+            x[[i, j]] = baselines[w].features[c];
+        }
+    }
+    let mut group_keys: Vec<Knobs> = Vec::new();
+    let mut group = Vec::new();
+    let mut clock = Vec::new();
+    for s in &settings {
+        let mut other = s.clone();
+        let c = clock_knob.and_then(|k| other.remove(k)).unwrap_or(0.0);
+        clock.push(c);
+        let g = match group_keys.iter().position(|o| *o == other) {
+            Some(g) => g,
+            None => {
+                group_keys.push(other);
+                group_keys.len() - 1
+            }
+        };
+        group.push(g);
+    }
+    let d = Data {
+        tb: names.iter().map(|w| baselines[w].targets[t]).collect(),
+        x,
+        settings,
+        clock,
+        group,
+        prior: Array2::ones(tm.dim()),
+        t: tm,
+    };
+    Some((d, names, group_keys))
+}
+
+/// Screen the candidates: `|Spearman ρ|` of each with the mean response (the measured
+/// values less the static part `s0`, over the baseline's), the `screen_top` strongest first.
+fn screen_candidates(d: &Data, s0: f64, params: &ScalingParams) -> Vec<(usize, f64)> {
+    let n = d.tb.len();
+    let resp: Vec<f64> = (0..n)
+        .map(|i| {
+            let v: Vec<f64> =
+                d.t.row(i)
+                    .iter()
+                    .filter(|v| v.is_finite())
+                    .map(|v| (v - s0) / (d.tb[i] - s0))
+                    .collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        })
+        .collect();
+    let mut screened: Vec<(usize, f64)> = (0..d.x.ncols())
+        .filter_map(|j| {
+            let col: Vec<f64> = d.x.column(j).to_vec();
+            spearman(&col, &resp).map(|r| (j, r.abs()))
+        })
+        .filter(|(_, r)| r.is_finite())
+        .collect();
+    screened.sort_by(|a, b| b.1.total_cmp(&a.1));
+    screened.truncate(params.screen_top);
+    screened
+}
+
+/// Forward selection of features among the screened candidates, by inner cross-validation
+/// error: a feature is added while it lowers the error by at least `min_gain`, up to
+/// `max_features`. Needs three training workloads (none selected otherwise). Returns the
+/// selected features and the steps (errors in %).
+fn select_features(
+    d: &Data,
+    rows: &[usize],
+    screened: &[(usize, f64)],
+    cands: &[String],
+    s0: f64,
+    params: &ScalingParams,
+) -> (Vec<usize>, Vec<SelectionStep>) {
+    let n = rows.len();
+    let mut feats: Vec<usize> = Vec::new();
+    let mut selection = Vec::new();
+    if n >= 3 {
+        let mut current = inner_cv(d, rows, &feats, s0, params);
+        selection.push(SelectionStep {
+            scores: vec![("(none)".into(), current * 100.0)],
+            added: None,
         });
+        while feats.len() < params.max_features {
+            let scores: Vec<(usize, f64)> = screened
+                .iter()
+                .filter(|(j, _)| !feats.contains(j))
+                .map(|(j, _)| {
+                    let mut f = feats.clone();
+                    f.push(*j);
+                    (*j, inner_cv(d, rows, &f, s0, params))
+                })
+                .collect();
+            let best = scores
+                .iter()
+                .copied()
+                .filter(|(_, e)| e.is_finite())
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            let added = best.filter(|(_, e)| *e < current * (1.0 - params.min_gain));
+            selection.push(SelectionStep {
+                scores: scores
+                    .iter()
+                    .map(|(j, e)| (cands[*j].clone(), e * 100.0))
+                    .collect(),
+                added: added.map(|(j, _)| cands[j].clone()),
+            });
+            match added {
+                Some((j, e)) => {
+                    feats.push(j);
+                    current = e;
+                }
+                None => break,
+            }
+        }
+    }
+    (feats, selection)
+}
+
+/// Fit target `t`; `None` when no workload has a baseline value and another point of it.
+///
+/// # Errors
+/// [`ModelError::Fit`] when the weighted least-squares fit fails.
+fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
+    let (params, cands) = (sh.params, sh.cands);
+    let Some((mut d, names, group_keys)) = target_data(sh, t) else {
+        return Ok(None);
+    };
+    let n = names.len();
+    let (outliers, robust_note) = match &params.robust {
+        Some(rp) => {
+            let mut other = sh.baseline.clone();
+            let base_clock = sh.clock_knob.and_then(|k| other.remove(k)).unwrap_or(0.0);
+            let base_group = group_keys.iter().position(|o| *o == other);
+            let (set_aside, note) = robust_prior(&mut d, base_group, base_clock, rp);
+            let set_aside = set_aside
+                .into_iter()
+                .map(|(i, what)| format!("{} {what}", names[i]))
+                .collect();
+            (set_aside, note)
+        }
+        None => (Vec::new(), None),
+    };
+    let rows: Vec<usize> = (0..n).collect();
+    let with_static = t == "power_w";
+    let s0 = search_static(&d, &rows, &[], params, with_static);
+    let screened = screen_candidates(&d, s0, params);
+    let (feats, selection) = select_features(&d, &rows, &screened, cands, s0, params);
+    let s = search_static(&d, &rows, &feats, params, with_static);
+    let fit = fit_subset(&d, &rows, &feats, s, params).ok_or_else(|| ModelError::Fit {
+        model: MODEL.into(),
+        what: format!("{t}: the weighted least-squares fit failed"),
+    })?;
+    let (e, c) = errors(&d, &fit, s, &rows);
+    Ok(Some(TargetModel {
+        target: t.to_string(),
+        static_part: s,
+        features: feats.iter().map(|&j| cands[j].clone()).collect(),
+        means: fit.means.clone(),
+        stds: fit.stds.clone(),
+        mins: fit.mins.clone(),
+        maxs: fit.maxs.clone(),
+        settings: d
+            .settings
+            .iter()
+            .enumerate()
+            .map(|(k, kn)| SettingWeights {
+                knobs: kn.clone(),
+                weights: fit.w.row(k).to_vec(),
+            })
+            .collect(),
+        training_workloads: names,
+        selection,
+        training_mape_pct: e / c.max(1) as f64 * 100.0,
+        outliers,
+        robust_note,
+    }))
+}
+
+/// Fit the `scaling` model on mean points (see the module docs).
+///
+/// # Errors
+/// [`ModelError::NotEnoughData`] when no workload has a point at the baseline and at another
+/// setting, or a target cannot be fitted.
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &ScalingParams,
+) -> Result<ScalingModel, ModelError> {
+    let baseline = baseline_setting(points, params);
+    let clock_knob = super::analytic::FREQ_KNOBS
+        .iter()
+        .find(|k| baseline.contains_key(**k))
+        .map(|k| k.to_string());
+    let baselines = baselines_at(meta, points, &baseline);
+    if baselines.is_empty() {
+        return Err(ModelError::NotEnoughData {
+            model: MODEL.into(),
+            what: format!("no point at the baseline {}", knob_key(&baseline)),
+        });
+    }
+    let cands = candidate_features(&baselines, params);
+    let sh = Shared {
+        meta,
+        points,
+        params,
+        baseline: &baseline,
+        baselines: &baselines,
+        cands: &cands,
+        clock_knob: clock_knob.as_deref(),
+    };
+    let mut targets = Vec::new();
+    for t in SCALING_TARGETS {
+        if let Some(tm) = fit_target(&sh, t)? {
+            targets.push(tm);
+        }
     }
     if targets.is_empty() {
         return Err(ModelError::NotEnoughData {
