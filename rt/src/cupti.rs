@@ -793,46 +793,26 @@ struct Pending {
     name_id: u64,
 }
 
-/// Decode the bytes of a `gpu_activity/<pid>.bin`.
-///
-/// # Errors
-/// As [`read_file`].
-pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
-    if bytes.len() < FILE_MAGIC.len() || bytes[..8] != FILE_MAGIC {
-        return Err(bad("not a powerperf GPU activity file (no PPCUPTI magic)"));
-    }
-    let mut f = CuptiFile {
-        truncated: true,
-        ..CuptiFile::default()
-    };
-    let mut strings: HashMap<u32, String> = HashMap::new();
-    let mut funcs: HashMap<(u32, u32), String> = HashMap::new();
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut raw_api: Vec<[u8; API_RECORD_BYTES]> = Vec::new();
-    let mut act_api: Vec<ApiActivity> = Vec::new();
-    let mut devices: Vec<(DeviceProps, u64)> = Vec::new();
-    let mut driver_devices: Vec<DeviceProps> = Vec::new();
-    let mut pc = PcAcc::default();
-    let mut pos = 8;
-    let mut seen_header = false;
-    let mut trailer = false;
-    while pos < bytes.len() {
-        if bytes.len() - pos < 8 {
-            break; // a frame header cut short
-        }
-        let t = u32_at(bytes, pos);
-        let len = u32_at(bytes, pos + 4) as usize;
-        if bytes.len() - pos - 8 < len {
-            break; // a payload cut short
-        }
-        let p = &bytes[pos + 8..pos + 8 + len];
-        let at = pos;
-        pos += 8 + len;
-        if !seen_header && t != tag::HEADER {
-            return Err(bad(format!(
-                "first frame (at byte {at}) is tag {t}, not a header"
-            )));
-        }
+/// What the frames of a file add up to, string ids not yet resolved.
+#[derive(Default)]
+struct Frames {
+    f: CuptiFile,
+    strings: HashMap<u32, String>,
+    funcs: HashMap<(u32, u32), String>,
+    pending: Vec<Pending>,
+    raw_api: Vec<[u8; API_RECORD_BYTES]>,
+    act_api: Vec<ApiActivity>,
+    devices: Vec<(DeviceProps, u64)>,
+    driver_devices: Vec<DeviceProps>,
+    pc: PcAcc,
+    seen_header: bool,
+    trailer: bool,
+}
+
+impl Frames {
+    /// Add one frame: tag `t`, payload `p`, which began at byte `at` of the file.
+    fn frame(&mut self, t: u32, p: &[u8], at: usize) -> io::Result<()> {
+        let len = p.len();
         let short = |need: usize| -> io::Result<()> {
             if len < need {
                 Err(bad(format!(
@@ -848,23 +828,24 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
                 let v = u32_at(p, 0);
                 if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&v) {
                     return Err(bad(format!(
-                        "format version {v}; this reader knows {MIN_FORMAT_VERSION} to {FORMAT_VERSION}"
-                    )));
+                    "format version {v}; this reader knows {MIN_FORMAT_VERSION} to {FORMAT_VERSION}"
+                )));
                 }
-                f.pid = u32_at(p, 4);
-                f.cupti_version = u32_at(p, 8);
-                f.cuda_driver_version = u32_at(p, 12);
-                f.bindings_cuda_version = u32_at(p, 16);
-                seen_header = true;
+                self.f.pid = u32_at(p, 4);
+                self.f.cupti_version = u32_at(p, 8);
+                self.f.cuda_driver_version = u32_at(p, 12);
+                self.f.bindings_cuda_version = u32_at(p, 16);
+                self.seen_header = true;
             }
             tag::STRING => {
                 short(4)?;
-                strings.insert(u32_at(p, 0), String::from_utf8_lossy(&p[4..]).into_owned());
+                self.strings
+                    .insert(u32_at(p, 0), String::from_utf8_lossy(&p[4..]).into_owned());
             }
             tag::API_FUNC => {
                 short(8)?;
                 let name = String::from_utf8_lossy(&p[8..]).into_owned();
-                funcs.insert((u32_at(p, 0), u32_at(p, 4)), name);
+                self.funcs.insert((u32_at(p, 0), u32_at(p, 4)), name);
             }
             tag::API => {
                 if !len.is_multiple_of(API_RECORD_BYTES) {
@@ -872,29 +853,29 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
                         "API frame at byte {at}: {len} bytes, not a multiple of {API_RECORD_BYTES}"
                     )));
                 }
-                raw_api.extend(
+                self.raw_api.extend(
                     p.chunks_exact(API_RECORD_BYTES)
                         .map(|c| <[u8; API_RECORD_BYTES]>::try_from(c).unwrap()),
                 );
             }
             tag::CLOCK => {
                 short(16)?;
-                f.clock_pairs.push((u64_at(p, 0), u64_at(p, 8)));
+                self.f.clock_pairs.push((u64_at(p, 0), u64_at(p, 8)));
             }
             tag::DROPPED => {
                 short(16)?;
-                f.dropped_records += u64_at(p, 8);
+                self.f.dropped_records += u64_at(p, 8);
             }
-            tag::NOTE => f.notes.push(String::from_utf8_lossy(p).into_owned()),
+            tag::NOTE => self.f.notes.push(String::from_utf8_lossy(p).into_owned()),
             tag::TRAILER => {
                 short(32)?;
-                f.api_records_lost = u64_at(p, 24);
-                trailer = true;
+                self.f.api_records_lost = u64_at(p, 24);
+                self.trailer = true;
             }
             tag::DEVPROPS => {
                 short(4 + 14 * 4 + 8)?;
                 let v = |i: usize| u32_at(p, 4 + 4 * i);
-                driver_devices.push(DeviceProps {
+                self.driver_devices.push(DeviceProps {
                     id: u32_at(p, 0),
                     cc_major: v(0),
                     cc_minor: v(1),
@@ -918,15 +899,21 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
                 short(8)?;
                 let k = u32_at(p, 0);
                 if k == kind::RUNTIME || k == kind::DRIVER {
-                    act_api.push(decode_api_activity(p, f.cupti_version)?);
+                    self.act_api
+                        .push(decode_api_activity(p, self.f.cupti_version)?);
                 } else {
-                    decode_activity(p, f.cupti_version, &mut pending, &mut devices)?;
+                    decode_activity(
+                        p,
+                        self.f.cupti_version,
+                        &mut self.pending,
+                        &mut self.devices,
+                    )?;
                 }
             }
             tag::PC_CONFIG => {
                 short(32)?;
                 let exp = u32_at(p, 12);
-                pc.configs.push(PcConfig {
+                self.pc.configs.push(PcConfig {
                     context_id: u32_at(p, 0),
                     device_id: u32_at(p, 4),
                     mode: if u32_at(p, 8) == 2 {
@@ -946,7 +933,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
             }
             tag::PC_STALL_REASON => {
                 short(8)?;
-                pc.reasons.insert(
+                self.pc.reasons.insert(
                     (u32_at(p, 0), u32_at(p, 4)),
                     String::from_utf8_lossy(&p[8..]).into_owned(),
                 );
@@ -954,12 +941,13 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
             tag::PC_SAMPLES => {
                 // The batch header is 40 bytes: its record count is the u32 at 36.
                 short(40)?;
-                pc.batch(p)
+                self.pc
+                    .batch(p)
                     .map_err(|e| bad(format!("PC_SAMPLES frame at byte {at}: {e}")))?;
             }
             tag::PC_LINE => {
                 short(28)?;
-                pc.lines.insert(
+                self.pc.lines.insert(
                     (u64_at(p, 0), u64_at(p, 8), u32_at(p, 16)),
                     (u32_at(p, 20), u32_at(p, 24)),
                 );
@@ -967,7 +955,7 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
             tag::CUBIN => {
                 short(24)?;
                 let saved = u32_at(p, 20) == 1;
-                f.cubins.push((
+                self.f.cubins.push((
                     u64_at(p, 0),
                     u64_at(p, 8),
                     saved.then(|| String::from_utf8_lossy(&p[24..]).into_owned()),
@@ -975,93 +963,150 @@ pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
             }
             _ => {} // unknown frames of a later minor format are skipped
         }
+        Ok(())
     }
-    if !seen_header {
+
+    /// Resolve the string ids and API function names, and gather the file (`at_end`: the
+    /// last frame ended at the end of the bytes).
+    fn finish(self, at_end: bool) -> CuptiFile {
+        let Frames {
+            mut f,
+            strings,
+            funcs,
+            pending,
+            raw_api,
+            act_api,
+            devices,
+            driver_devices,
+            pc,
+            seen_header: _,
+            trailer,
+        } = self;
+        f.truncated = !trailer || !at_end;
+        let s = |id: u64| -> Option<String> {
+            if id == 0 {
+                None
+            } else {
+                Some(
+                    strings
+                        .get(&(id as u32))
+                        .cloned()
+                        .unwrap_or_else(|| format!("(string {id})")),
+                )
+            }
+        };
+        f.activities = pending
+            .into_iter()
+            .map(|mut p| {
+                p.a.name = s(p.name_id);
+                p.a
+            })
+            .collect();
+        f.devices = devices
+            .into_iter()
+            .map(|(mut d, name)| {
+                d.name = s(name).unwrap_or_default();
+                d
+            })
+            .collect();
+        if f.devices.is_empty() {
+            f.devices = driver_devices;
+        }
+        pc.finish(&mut f, &s);
+        f.devices.sort_by_key(|d| d.id);
+        f.devices.dedup_by_key(|d| d.id);
+        f.api_calls = raw_api
+            .iter()
+            .map(|r| {
+                let (cbid, domain) = (u32_at(r, 24), u32_at(r, 28));
+                let name = funcs
+                    .get(&(domain, cbid))
+                    .map(|n| api_function_name(domain, n))
+                    .unwrap_or_else(|| format!("(cbid {cbid})"));
+                ApiCall {
+                    enter_ns: u64_at(r, 0),
+                    exit_ns: u64_at(r, 8),
+                    correlation_id: u32_at(r, 16),
+                    tid: u32_at(r, 20),
+                    cbid,
+                    domain: if domain == DOMAIN_DRIVER {
+                        "driver"
+                    } else {
+                        "runtime"
+                    },
+                    kernel: s(u64::from(u32_at(r, 32))),
+                    name,
+                }
+            })
+            .collect();
+        // API calls from CUPTI's RUNTIME and DRIVER activity records (`POWERPERF_CUPTI_API=
+        // activity`): the functions the writer selected have an API_FUNC frame; CUPTI records
+        // every call, so the others are dropped here. Times are CUPTI's, mapped like the
+        // activities' onto CLOCK_MONOTONIC.
+        let mapped: Vec<ApiCall> = act_api
+            .into_iter()
+            .filter_map(|a| {
+                let n = funcs.get(&(a.domain, a.cbid))?;
+                Some(ApiCall {
+                    correlation_id: a.correlation_id,
+                    name: api_function_name(a.domain, n),
+                    domain: if a.domain == DOMAIN_DRIVER {
+                        "driver"
+                    } else {
+                        "runtime"
+                    },
+                    cbid: a.cbid,
+                    kernel: None,
+                    tid: a.tid,
+                    enter_ns: f.to_monotonic(a.start),
+                    exit_ns: f.to_monotonic(a.end),
+                })
+            })
+            .collect();
+        f.api_calls.extend(mapped);
+        f
+    }
+}
+
+/// Decode the bytes of a `gpu_activity/<pid>.bin`.
+///
+/// # Errors
+/// As [`read_file`].
+pub fn decode(bytes: &[u8]) -> io::Result<CuptiFile> {
+    if bytes.len() < FILE_MAGIC.len() || bytes[..8] != FILE_MAGIC {
+        return Err(bad("not a powerperf GPU activity file (no PPCUPTI magic)"));
+    }
+    let mut st = Frames {
+        f: CuptiFile {
+            truncated: true,
+            ..CuptiFile::default()
+        },
+        ..Frames::default()
+    };
+    let mut pos = 8;
+    while pos < bytes.len() {
+        if bytes.len() - pos < 8 {
+            break; // a frame header cut short
+        }
+        let t = u32_at(bytes, pos);
+        let len = u32_at(bytes, pos + 4) as usize;
+        if bytes.len() - pos - 8 < len {
+            break; // a payload cut short
+        }
+        let p = &bytes[pos + 8..pos + 8 + len];
+        let at = pos;
+        pos += 8 + len;
+        if !st.seen_header && t != tag::HEADER {
+            return Err(bad(format!(
+                "first frame (at byte {at}) is tag {t}, not a header"
+            )));
+        }
+        st.frame(t, p, at)?;
+    }
+    if !st.seen_header {
         return Err(bad("file ends before its header frame"));
     }
-    f.truncated = !trailer || pos != bytes.len();
-    let s = |id: u64| -> Option<String> {
-        if id == 0 {
-            None
-        } else {
-            Some(
-                strings
-                    .get(&(id as u32))
-                    .cloned()
-                    .unwrap_or_else(|| format!("(string {id})")),
-            )
-        }
-    };
-    f.activities = pending
-        .into_iter()
-        .map(|mut p| {
-            p.a.name = s(p.name_id);
-            p.a
-        })
-        .collect();
-    f.devices = devices
-        .into_iter()
-        .map(|(mut d, name)| {
-            d.name = s(name).unwrap_or_default();
-            d
-        })
-        .collect();
-    if f.devices.is_empty() {
-        f.devices = driver_devices;
-    }
-    pc.finish(&mut f, &s);
-    f.devices.sort_by_key(|d| d.id);
-    f.devices.dedup_by_key(|d| d.id);
-    f.api_calls = raw_api
-        .iter()
-        .map(|r| {
-            let (cbid, domain) = (u32_at(r, 24), u32_at(r, 28));
-            let name = funcs
-                .get(&(domain, cbid))
-                .map(|n| api_function_name(domain, n))
-                .unwrap_or_else(|| format!("(cbid {cbid})"));
-            ApiCall {
-                enter_ns: u64_at(r, 0),
-                exit_ns: u64_at(r, 8),
-                correlation_id: u32_at(r, 16),
-                tid: u32_at(r, 20),
-                cbid,
-                domain: if domain == DOMAIN_DRIVER {
-                    "driver"
-                } else {
-                    "runtime"
-                },
-                kernel: s(u64::from(u32_at(r, 32))),
-                name,
-            }
-        })
-        .collect();
-    // API calls from CUPTI's RUNTIME and DRIVER activity records (`POWERPERF_CUPTI_API=
-    // activity`): the functions the writer selected have an API_FUNC frame; CUPTI records
-    // every call, so the others are dropped here. Times are CUPTI's, mapped like the
-    // activities' onto CLOCK_MONOTONIC.
-    let mapped: Vec<ApiCall> = act_api
-        .into_iter()
-        .filter_map(|a| {
-            let n = funcs.get(&(a.domain, a.cbid))?;
-            Some(ApiCall {
-                correlation_id: a.correlation_id,
-                name: api_function_name(a.domain, n),
-                domain: if a.domain == DOMAIN_DRIVER {
-                    "driver"
-                } else {
-                    "runtime"
-                },
-                cbid: a.cbid,
-                kernel: None,
-                tid: a.tid,
-                enter_ns: f.to_monotonic(a.start),
-                exit_ns: f.to_monotonic(a.end),
-            })
-        })
-        .collect();
-    f.api_calls.extend(mapped);
-    Ok(f)
+    Ok(st.finish(pos == bytes.len()))
 }
 
 /// One `CUpti_ActivityAPI` record, times in CUPTI ns.
