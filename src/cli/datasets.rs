@@ -15,9 +15,10 @@ pub enum DatasetsCommand {
         after_help = "Examples:\n  powerperf datasets list\n  powerperf datasets list --format json\n  powerperf import titanx-micro -o titanx"
     )]
     List {
-        /// Output format: text for people, json for scripts (one object on stdout).
-        #[arg(long, value_enum, default_value = "text")]
-        format: super::import::TextOrJson,
+        /// Output format: table for people (`text` also works), json for scripts (one object
+        /// on stdout).
+        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        format: crate::output::OutputFormat,
     },
     /// Write the bundled specs, data, licence files and README into DIR (created; existing
     /// files are never overwritten).
@@ -38,16 +39,17 @@ pub enum DatasetsCommand {
 pub fn run(cmd: DatasetsCommand) -> Result<i32> {
     match cmd {
         DatasetsCommand::List { format } => {
+            format.check("datasets list", &crate::output::OutputFormat::TABLE_JSON)?;
             let sets = bundled::sets()?;
-            if format == super::import::TextOrJson::Json {
+            if format == crate::output::OutputFormat::Json {
                 let o = serde_json::json!({ "sets": sets });
-                println!("{}", serde_json::to_string_pretty(&o)?);
+                outln!("{}", serde_json::to_string_pretty(&o)?);
                 return Ok(0);
             }
             for s in &sets {
-                println!("{}", s.name);
-                println!("  {}", s.description);
-                println!(
+                outln!("{}", s.name);
+                outln!("  {}", s.description);
+                outln!(
                     "  files: {} ({} kB, {} kB compressed in the binary)",
                     s.files
                         .iter()
@@ -57,10 +59,10 @@ pub fn run(cmd: DatasetsCommand) -> Result<i32> {
                     s.bytes.div_ceil(1000),
                     s.compressed_bytes.div_ceil(1000)
                 );
-                println!("  source: {}", s.source);
-                println!("  licence: {}", s.licence);
+                outln!("  source: {}", s.source);
+                outln!("  licence: {}", s.licence);
             }
-            println!(
+            outln!(
                 "\nThese data keep their own licences (datasets/README.md); powerperf's licence does not cover them.\nImport one by name: powerperf import {} -o SET",
                 sets.first().map(|s| s.name.as_str()).unwrap_or("NAME")
             );
@@ -68,7 +70,7 @@ pub fn run(cmd: DatasetsCommand) -> Result<i32> {
         }
         DatasetsCommand::Extract { output } => {
             let written = bundled::extract(bundled::DATASETS, &output)?;
-            println!(
+            outln!(
                 "wrote {} files into {} (specs: {}/<name>.toml; licences and provenance: README.md)",
                 written.len(),
                 output.display(),
