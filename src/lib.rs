@@ -8,7 +8,7 @@
 pub mod cli;
 pub mod collect;
 pub mod dvfs;
-pub mod events_dsl;
+pub use powerperf_events as events_dsl;
 pub mod models;
 pub mod output;
 pub mod report;

@@ -1,11 +1,8 @@
 //! CLI polish (issue 9, item 4): every subcommand's --help has examples; shell completions
 //! and man pages are generated from the clap definitions.
 
-use assert_cmd::Command;
-
-fn pp() -> Command {
-    Command::cargo_bin("powerperf").unwrap()
-}
+mod common;
+use common::powerperf as pp;
 
 #[test]
 fn every_subcommand_help_has_examples() {
@@ -93,4 +90,29 @@ fn colours_only_on_a_terminal_and_never_with_no_color() {
         }
         _ => println!("skipped: util-linux `script` is not available to make a pseudo-terminal"),
     }
+}
+
+/// `-v`/`-vv` raise the log level, `RUST_LOG` takes precedence, `-q` keeps errors only, and
+/// log lines go to stderr (stdout keeps the command's report), without colour in a pipe.
+#[test]
+fn verbosity_flags_and_rust_log_control_the_log() {
+    let stderr = |args: &[&str], rust_log: Option<&str>| {
+        let mut c = pp();
+        c.args(args).env_remove("RUST_LOG");
+        if let Some(v) = rust_log {
+            c.env("RUST_LOG", v);
+        }
+        let o = c.assert().success().get_output().clone();
+        assert!(String::from_utf8_lossy(&o.stdout).contains("titanx-micro"));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    assert!(!stderr(&["datasets", "list"], None).contains("DEBUG"));
+    let debug = stderr(&["-vv", "datasets", "list"], None);
+    assert!(debug.contains("DEBUG powerperf::cli"), "{debug}");
+    assert!(!debug.contains('\u{1b}'), "no ANSI colour in a pipe: {debug:?}");
+    assert!(stderr(&["datasets", "list"], Some("powerperf=debug")).contains("DEBUG"));
+    assert!(!stderr(&["-q", "datasets", "list"], Some("")).contains("DEBUG"));
+    let bad = stderr(&["datasets", "list"], Some("[["));
+    assert!(bad.contains("RUST_LOG ignored"), "{bad}");
+    pp().args(["-q", "-v", "datasets", "list"]).assert().failure();
 }

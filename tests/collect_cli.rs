@@ -1,27 +1,11 @@
 //! End-to-end tests of `powerperf collect` and `powerperf report` through the real binary.
 
-use assert_cmd::Command;
 use powerperf::store::run::{Ending, EventStatus, RunMeta};
 use std::path::{Path, PathBuf};
 
 mod common;
-
-fn pp() -> Command {
-    Command::cargo_bin("powerperf").unwrap()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-            copy_tree(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
+use common::copy_tree;
+use common::powerperf as pp;
 
 fn has_cpu_pmu() -> bool {
     Path::new("/sys/bus/event_source/devices/cpu").exists()

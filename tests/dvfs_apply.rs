@@ -2,6 +2,7 @@
 //! trees: the original settings must be back after every exit path.
 
 mod common;
+use common::copy_tree;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -12,18 +13,6 @@ fn fixture_src(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/sysfs")
         .join(name)
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    for e in std::fs::read_dir(src).unwrap().flatten() {
-        let to = dst.join(e.file_name());
-        if e.path().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-            copy_tree(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
 }
 
 /// Every file of the tree, relative path -> contents.

@@ -2,8 +2,8 @@
 //! file back; `plan --evaluate` on the shared real datasets.
 
 mod common;
+use common::powerperf as pp;
 
-use assert_cmd::Command;
 use powerperf::dvfs::plan_file::Plan;
 use powerperf::store::set::{Point, SetMeta, TrainingSet};
 use predicates::prelude::*;
@@ -45,10 +45,6 @@ fn exact_set(dir: &Path) {
         }
     }
     TrainingSet { meta, points }.write(dir).unwrap();
-}
-
-fn pp() -> Command {
-    Command::cargo_bin("powerperf").unwrap()
 }
 
 #[test]

@@ -1,20 +1,11 @@
 //! `powerperf sweep` end to end through the real binary on a copy of the cpufreq fixture.
 
+mod common;
+use common::copy_tree;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
-
-fn copy_tree(src: &Path, dst: &Path) {
-    for e in std::fs::read_dir(src).unwrap().flatten() {
-        let to = dst.join(e.file_name());
-        if e.path().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-            copy_tree(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
-}
 
 struct Setup {
     dir: tempfile::TempDir,

@@ -1,29 +1,10 @@
 //! The real definition files of PAPI, Linux perf, LIKWID and PerfExpert (in
 //! `../shared/corpora/`, never copied into the repository) must compile.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::shared_corpora as corpora;
 
 use powerperf::events_dsl::{load_file, load_str, LoadOptions, Syntax};
-
-fn corpora() -> Option<PathBuf> {
-    // `../shared` beside the checkout; a git worktree nested deeper finds it further up.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = root
-        .ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/corpora"))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| root.join("../shared/corpora"));
-    if p.is_dir() {
-        Some(p)
-    } else {
-        println!(
-            "skipped: {} is absent (the shared corpora are not on this machine)",
-            p.display()
-        );
-        None
-    }
-}
 
 #[test]
 fn every_papi_events_csv_line_compiles() {

@@ -73,3 +73,12 @@ fn docs_examples_evaluate_as_shown() {
     }
     assert!(checked >= 6, "found {checked} examples");
 }
+
+/// The `--syntax` list of docs/events.md is `Syntax::NAMES` (the names' one home).
+#[test]
+fn docs_syntax_list_is_syntax_names() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/events.md")).unwrap();
+    let list = format!("`--syntax {}`", Syntax::NAMES.join("|"));
+    assert!(doc.contains(&list), "docs/events.md should name {list}");
+}

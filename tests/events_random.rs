@@ -74,14 +74,7 @@ const PIECES: &[&str] = &[
     ":",
 ];
 
-const SYNTAXES: [Syntax; 6] = [
-    Syntax::PapiUser,
-    Syntax::PapiCsv,
-    Syntax::PerfExpert,
-    Syntax::Likwid,
-    Syntax::PerfJson,
-    Syntax::Infix,
-];
+const SYNTAXES: [Syntax; 6] = Syntax::ALL;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(20_000))]

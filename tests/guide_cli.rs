@@ -17,6 +17,7 @@
 //!   `powerperf` inside a command (after `--`) is the tested binary, found through `PATH`.
 
 mod common;
+use common::copy_tree;
 
 use std::path::{Path, PathBuf};
 
@@ -91,22 +92,6 @@ fn sh_lines(guide: &str) -> Vec<Line> {
         });
     }
     out
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        if let Some(p) = to.parent() {
-            std::fs::create_dir_all(p).unwrap();
-        }
-        std::fs::copy(from, to)
-            .unwrap_or_else(|e| panic!("copy {} -> {}: {e}", from.display(), to.display()));
-    }
 }
 
 /// Why a block with this requirement cannot run here, or None when it can.

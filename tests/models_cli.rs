@@ -1,7 +1,9 @@
 //! End-to-end tests of `powerperf fit`, `predict` and `evaluate` on small sets with a known
 //! answer, written through `TrainingSet::write`.
 
-use assert_cmd::Command;
+mod common;
+use common::powerperf as pp;
+
 use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet};
 use std::path::Path;
 
@@ -48,10 +50,6 @@ fn dvfs_set(dir: &Path) {
         }
     }
     TrainingSet { meta, points }.write(dir).unwrap();
-}
-
-fn pp() -> Command {
-    Command::cargo_bin("powerperf").unwrap()
 }
 
 #[test]

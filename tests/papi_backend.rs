@@ -4,11 +4,8 @@
 //! preset the machine cannot count reported with PAPI's reason, and software events compared
 //! with the perf backend's counts of the same program.
 
-use assert_cmd::Command;
-
-fn pp() -> Command {
-    Command::cargo_bin("powerperf").unwrap()
-}
+mod common;
+use common::powerperf as pp;
 
 #[cfg(not(feature = "papi"))]
 #[test]

@@ -1,7 +1,8 @@
 //! CI's short run of the file-reader fuzz targets (issue 18, "Fuzzing"): the checks of
-//! `fuzz/readers.rs` (what every libFuzzer target of `fuzz/` runs) on (a) arbitrary bytes
-//! and text and (b) random mutations (byte flips, overwrites with boundary values,
-//! truncation, deletion, duplication, splices of another file) of the seed files
+//! `fuzz/readers/` (crate powerperf-readers-check, what every libFuzzer target of `fuzz/`
+//! runs) on (a) arbitrary bytes and text and (b) random mutations (byte flips, overwrites
+//! with boundary values, truncation, deletion, duplication, splices of another file) of the
+//! seed files
 //! (`fuzz/seeds/<target>/`) and of the corpus the long fuzz runs grew (`fuzz/corpus/<target>/`).
 //! A reader must return Ok or an error, never panic. Then round trips on valid random
 //! records: what the writers write, the readers read back equal.
@@ -15,9 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-#[allow(dead_code)]
-#[path = "../fuzz/readers.rs"]
-mod readers;
+use powerperf_readers_check as readers;
 
 use powerperf::dvfs::plan_file::Plan;
 use powerperf::models::ModelFile;

@@ -4,14 +4,12 @@
 //! DOM must hold the tables and the inline SVG plots. Without chromium the test prints
 //! `skipped: chromium not installed (apt-get install chromium)` and checks the HTML text.
 
-use assert_cmd::Command;
+mod common;
+use common::powerperf as pp;
+
 use std::path::{Path, PathBuf};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
-
-fn pp() -> Command {
-    Command::cargo_bin("powerperf").unwrap()
-}
 
 fn collect(run: &Path, prog: &[&str]) {
     pp().args(["collect", "-q", "--nvml", "off", "--interval", "5ms", "-o"])

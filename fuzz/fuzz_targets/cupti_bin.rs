@@ -1,13 +1,11 @@
-//! Fuzz target `cupti_bin` (see ../readers.rs, shared with tests/readers_random.rs):
+//! Fuzz target `cupti_bin` (see ../readers/src/lib.rs, shared with tests/readers_random.rs):
 //! `RUN/gpu_activity/<pid>.bin`: `powerperf_rt::cupti::decode` (what `read_file`, and so
 //! `collect --gpu`, decodes).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-#[allow(dead_code)]
-#[path = "../readers.rs"]
-mod readers;
+use powerperf_readers_check as readers;
 
 fuzz_target!(|data: &[u8]| {
     readers::cupti_bin(data);

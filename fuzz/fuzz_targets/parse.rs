@@ -4,25 +4,12 @@
 
 use libfuzzer_sys::fuzz_target;
 
-// The DSL sources of the main crate, compiled here without the crate's heavy dependencies.
-#[allow(dead_code)]
-#[path = "../../src/store/run.rs"]
-pub mod run;
-mod store {
-    pub use super::run;
-}
-#[allow(dead_code)]
-#[path = "../../src/events_dsl/mod.rs"]
-pub mod events_dsl;
-
-use events_dsl::{load_str, LoadOptions, Syntax};
-
-const SYNTAXES: [Syntax; 6] = [Syntax::PapiUser, Syntax::PapiCsv, Syntax::PerfExpert, Syntax::Likwid, Syntax::PerfJson, Syntax::Infix];
+use powerperf_events::{constants, load_str, LoadOptions, Syntax};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&first, rest)) = data.split_first() else { return };
     let Ok(text) = std::str::from_utf8(rest) else { return };
-    let syntax = if first as usize % 7 == 6 { None } else { Some(SYNTAXES[first as usize % 7]) };
+    let syntax = if first as usize % 7 == 6 { None } else { Some(Syntax::ALL[first as usize % 7]) };
     let cpu = if first & 0x80 != 0 { Some("a".to_string()) } else { None };
     if let Ok(set) = load_str(text, "fuzz.txt", syntax, &LoadOptions { cpu }) {
         let _ = set.evaluate(&|n: &str| Some(n.len() as f64));
@@ -30,6 +17,6 @@ fuzz_target!(|data: &[u8]| {
             let _ = set.rpn(i);
         }
     }
-    let _ = events_dsl::constants::parse_toml(text, "c.toml");
-    let _ = events_dsl::constants::parse_properties(text, "m.properties");
+    let _ = constants::parse_toml(text, "c.toml");
+    let _ = constants::parse_properties(text, "m.properties");
 });

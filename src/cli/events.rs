@@ -20,14 +20,21 @@ pub enum Per {
     Region,
 }
 
+/// `--syntax NAME` (of `events` and `import --derive`): one of [`Syntax::NAMES`], listed in
+/// the help and checked by clap.
+pub(crate) fn syntax_parser() -> impl clap::builder::TypedValueParser<Value = Syntax> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Syntax::NAMES).try_map(|s| s.parse::<Syntax>())
+}
+
 /// The definitions file and how to read it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FileArgs {
     /// Definition file. Without it, the file named by PAPI_USER_EVENTS_FILE is read.
     pub file: Option<PathBuf>,
     /// Format of FILE (default: found from its name and content).
-    #[arg(long, value_parser = ["papi-user", "papi-csv", "perfexpert", "likwid", "perf-json", "infix"])]
-    pub syntax: Option<String>,
+    #[arg(long, value_parser = syntax_parser())]
+    pub syntax: Option<Syntax>,
     /// papi_events.csv: the `CPU,<pmu>` section to use (e.g. skx, icl, amd64_fam17h).
     #[arg(long)]
     pub cpu: Option<String>,
@@ -194,8 +201,8 @@ fn load_defs(f: &FileArgs) -> Result<DefinitionSet> {
             None => bail!("no definition file: name one (`powerperf events eval FILE RUN`) or set PAPI_USER_EVENTS_FILE"),
         },
     };
-    let syntax = match &f.syntax {
-        Some(s) => Some(Syntax::from_name(s).with_context(|| format!("unknown syntax `{s}`"))?),
+    let syntax = match f.syntax {
+        Some(s) => Some(s),
         None if env_default => Some(Syntax::PapiUser),
         None => None,
     };
@@ -253,34 +260,10 @@ fn this_cpu() -> Option<(String, u32, u32)> {
     cpu_identity(&text)
 }
 
-/// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them.
+/// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them
+/// (through [`crate::collect::sysinfo::parse_cpuinfo`], the one cpuinfo parser).
 pub fn cpu_identity(text: &str) -> Option<(String, u32, u32)> {
-    let field = |k: &str| {
-        text.lines()
-            .find(|l| l.split(':').next().is_some_and(|x| x.trim() == k))
-            .and_then(|l| l.split_once(':'))
-            .map(|x| x.1.trim().to_string())
-    };
-    let num = |s: String| -> Option<u32> {
-        match s.strip_prefix("0x") {
-            Some(h) => u32::from_str_radix(h, 16).ok(),
-            None => s.parse().ok(),
-        }
-    };
-    if let Some(v) = field("vendor_id") {
-        return Some((v, num(field("cpu family")?)?, num(field("model")?)?));
-    }
-    let implementer = num(field("CPU implementer")?)?;
-    let vendor = if implementer == 0x41 {
-        "ARM".to_string()
-    } else {
-        format!("{implementer:#x}")
-    };
-    Some((
-        vendor,
-        num(field("CPU architecture")?)?,
-        num(field("CPU part")?)?,
-    ))
+    crate::collect::sysinfo::parse_cpuinfo(text).constants_key()
 }
 
 /// Build the resolver: run totals or values, constants (explicit or selected by CPU), and
@@ -390,8 +373,8 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
         if let Some(path) = &f.file {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            let syntax = match &f.syntax {
-                Some(s) => Syntax::from_name(s),
+            let syntax = match f.syntax {
+                Some(s) => Some(s),
                 None => crate::events_dsl::detect(&path.display().to_string(), &text).ok(),
             };
             if syntax == Some(Syntax::PapiCsv) {

@@ -103,8 +103,11 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         );
     }
     let kind = args.model.resolve(&points, false);
+    tracing::info!(requested = ?args.model, resolved = kind.name(), points = points.len(), "model kind");
+    let t0 = std::time::Instant::now();
     let fitted = fit_kind(kind, &set.meta, &points, &params)
         .with_context(|| format!("fitting `{}` on {}", kind.name(), args.set.display()))?;
+    tracing::debug!(elapsed_s = t0.elapsed().as_secs_f64(), "fitted");
     say(format!(
         "fitted {} on {} ({} workloads, {} points = means over repeats)",
         fitted.kind(),
@@ -128,8 +131,14 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
             ))
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
+        let t0 = std::time::Instant::now();
         let ev = crate::models::eval::cross_validate_progress(
             kind, &set.meta, &points, &params, folds, &pb,
+        );
+        tracing::debug!(
+            elapsed_s = t0.elapsed().as_secs_f64(),
+            what,
+            "held-out error"
         );
         match folds {
             Some(k) => say(format!("{k}-fold cross-validation error (each workload's points dealt round-robin over the folds; each (workload, knobs) mean predicted by a model refitted without its fold):")),

@@ -40,8 +40,8 @@ pub struct ImportArgs {
     #[arg(long, value_name = "FILE")]
     pub derive: Option<PathBuf>,
     /// Format of the --derive file (default: found from its name and content).
-    #[arg(long, requires = "derive", value_parser = ["papi-user", "papi-csv", "perfexpert", "likwid", "perf-json", "infix"])]
-    pub syntax: Option<String>,
+    #[arg(long, requires = "derive", value_parser = super::events::syntax_parser())]
+    pub syntax: Option<crate::events_dsl::Syntax>,
     /// Machine constants for --derive: a machine-constants TOML or a PerfExpert
     /// machine.properties (default: the shipped file for the spec's [machine], if any).
     #[arg(long, requires = "derive", value_name = "FILE")]
@@ -211,15 +211,11 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         }
     };
     if let Some(file) = &args.derive {
-        let syntax = match &args.syntax {
-            Some(s) => Some(
-                crate::events_dsl::Syntax::from_name(s)
-                    .ok_or_else(|| anyhow::anyhow!("unknown syntax `{s}`"))?,
-            ),
-            None => None,
-        };
-        let defs =
-            crate::events_dsl::load_file(file, syntax, &crate::events_dsl::LoadOptions::default())?;
+        let defs = crate::events_dsl::load_file(
+            file,
+            args.syntax,
+            &crate::events_dsl::LoadOptions::default(),
+        )?;
         let constants = match (&args.constants, &machine) {
             (Some(p), _) => {
                 let m = crate::events_dsl::constants::load(p)?;
@@ -303,7 +299,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
             "runs": runs_written,
             "notes": notes,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
     }
     let shown: Vec<String> = files
@@ -316,20 +312,20 @@ pub fn run(args: ImportArgs) -> Result<i32> {
     } else {
         String::new()
     };
-    println!(
+    outln!(
         "imported {} from {}{more}",
         set.meta.source,
         shown.join(", ")
     );
     for l in summary(&set) {
-        println!("  {l}");
+        outln!("  {l}");
     }
     for n in &notes {
-        println!("  note: {n}");
+        outln!("  note: {n}");
     }
-    println!("wrote {} (set.toml, points.parquet)", args.output.display());
+    outln!("wrote {} (set.toml, points.parquet)", args.output.display());
     if let Some(dir) = &args.as_runs {
-        println!(
+        outln!(
             "wrote {} run directories under {} (e.g. `powerperf report {} --lcpi`)",
             runs_written.len(),
             dir.display(),

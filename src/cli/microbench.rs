@@ -73,7 +73,7 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
                 .unwrap_or_else(crate::collect::sysinfo::online_cpus);
             let r = microbench::run_kernel(kernel, threads, scale);
             let s = r.elapsed.as_secs_f64();
-            println!(
+            outln!(
                 "kernel {:?} threads {} time {:.4} s bandwidth {:.2} GB/s flops {:.3} GFLOP/s checksum {:.6e}",
                 r.kernel,
                 r.threads,

@@ -70,6 +70,53 @@ pub mod values;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// More log output on stderr: `-v` info, `-vv` debug, `-vvv` trace (default: warnings).
+    /// `RUST_LOG` (e.g. `RUST_LOG=powerperf::dvfs=debug`), when set, takes precedence.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Less log output: errors only, given before the subcommand (`powerperf -q fit …`;
+    /// `collect -q` has its own meaning, no summary, and also quiets the log). The command's
+    /// own report and notes are unchanged.
+    #[arg(short = 'q', long = "quiet", conflicts_with = "verbose")]
+    pub quiet: bool,
+}
+
+/// The log level that `-v`/`-q` select when `RUST_LOG` is not set.
+#[must_use]
+pub fn log_level(verbose: u8, quiet: bool) -> tracing::Level {
+    use tracing::Level;
+    match (quiet, verbose) {
+        (true, _) => Level::ERROR,
+        (false, 0) => Level::WARN,
+        (false, 1) => Level::INFO,
+        (false, 2) => Level::DEBUG,
+        (false, _) => Level::TRACE,
+    }
+}
+
+/// Start the `tracing` subscriber: log lines go to stderr, filtered by `RUST_LOG` when it is
+/// set (tracing-subscriber's `EnvFilter` syntax), else by [`log_level`]. A `RUST_LOG` that
+/// does not parse is reported once and the flags' level is used.
+fn init_logging(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let level = log_level(verbose, quiet);
+    let (filter, bad) = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
+            Ok(f) => (f, None),
+            Err(e) => (EnvFilter::new(level.as_str()), Some(format!("{v:?}: {e}"))),
+        },
+        _ => (EnvFilter::new(level.as_str()), None),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(true)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .try_init();
+    if let Some(bad) = bad {
+        tracing::warn!("RUST_LOG ignored, it does not parse: {bad}");
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -130,6 +177,9 @@ pub enum Command {
 /// Whatever the subcommand reports; `main` prints the chain.
 pub fn run() -> anyhow::Result<i32> {
     let cli = Cli::parse();
+    let quiet = cli.quiet || matches!(&cli.command, Command::Collect(a) if a.quiet);
+    init_logging(cli.verbose, quiet);
+    tracing::debug!(command = ?std::env::args().collect::<Vec<_>>(), "powerperf {}", env!("CARGO_PKG_VERSION"));
     let code = dispatch(cli)?;
     out_flush()?;
     Ok(code)
@@ -172,6 +222,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn verbosity_flags_select_the_log_level() {
+        use tracing::Level;
+        assert_eq!(super::log_level(0, false), Level::WARN);
+        assert_eq!(super::log_level(1, false), Level::INFO);
+        assert_eq!(super::log_level(2, false), Level::DEBUG);
+        assert_eq!(super::log_level(5, false), Level::TRACE);
+        assert_eq!(super::log_level(0, true), Level::ERROR);
+    }
+
     #[test]
     fn cli_definition_is_consistent() {
         use clap::CommandFactory;

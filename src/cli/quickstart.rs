@@ -54,13 +54,14 @@ pub struct QuickstartArgs {
 /// In `--format json` the human transcript goes to stderr (stdout carries the JSON).
 static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `println!` for the transcript: stdout, or stderr in `--format json`.
+/// A line of the transcript: stdout (a write error returns, as [`outln!`]), or stderr in
+/// `--format json`.
 macro_rules! out {
     ($($t:tt)*) => {
         if JSON.load(std::sync::atomic::Ordering::Relaxed) {
             eprintln!($($t)*)
         } else {
-            println!($($t)*)
+            outln!($($t)*)
         }
     };
 }
@@ -165,7 +166,7 @@ impl Runner {
         Ok(stdout)
     }
 
-    fn step(&self, title: &str) {
+    fn step(&self, title: &str) -> Result<()> {
         let at_s = self.t0.elapsed().as_secs_f64();
         out!("\n== {title}  [{at_s:.1} s]");
         self.steps.borrow_mut().push(Step {
@@ -173,6 +174,7 @@ impl Runner {
             at_s,
             commands: vec![],
         });
+        Ok(())
     }
 }
 
@@ -243,7 +245,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     r.step(&format!(
         "1. collect a microbench workload (kernel `mixed`) at 1..{ncpu} threads, {} repeats each",
         args.repeat
-    ));
+    ))?;
     let scale = format!("{}", args.scale);
     let mut runs = Vec::new();
     for t in 1..=ncpu {
@@ -311,7 +313,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     if writable {
         r.step(
             "1b. sweep the core frequency (min, max) through cpufreq, settings restored afterwards",
-        );
+        )?;
         let fset = p("sets/mixed-freq");
         r.pp(
             &[
@@ -384,9 +386,9 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         Data::Dir(d) => Some(format!("files from {}", d.display())),
     };
     let Some(source) = source else {
-        r.step("2. GPU frequency datasets");
+        r.step("2. GPU frequency datasets")?;
         out!("    skipped (--no-data)");
-        r.step("3. apply the shipped example plan (hand-written) with --dry-run to the cpufreq fixture");
+        r.step("3. apply the shipped example plan (hand-written) with --dry-run to the cpufreq fixture")?;
         let plans = out.join("examples");
         extract_bundled(crate::store::bundled::EXAMPLE_PLANS, &plans)?;
         apply_dry_run(
@@ -398,7 +400,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     };
     r.step(&format!(
         "2. GPU clocks: import, fit, held-out error, predict and plan on the public Titan X and V100 sweeps ({source})"
-    ));
+    ))?;
     let tx = p("sets/titanx");
     r.pp(&["import", "titanx-micro", "-o", &tx], 6)?;
     let txm = p("models/titanx.json");
@@ -508,7 +510,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     )?;
 
     // 3. A CPU plan from the XU3 set, applied in dry-run against the cpufreq fixture.
-    r.step(&format!("3. CPU clocks: the XU3 (Cortex-A15) set ({source}): fit, held-out error, plan, and apply with --dry-run to the cpufreq fixture"));
+    r.step(&format!("3. CPU clocks: the XU3 (Cortex-A15) set ({source}): fit, held-out error, plan, and apply with --dry-run to the cpufreq fixture"))?;
     // The plan is for the XU3's A15 (1000, 1500, 2000 MHz in the set): give the fixture copy
     // those operating points, so apply checks the plan against them.
     let cf = root.join("sys/devices/system/cpu");
@@ -598,7 +600,7 @@ fn finish(r: &Runner, out: &Path, root: &Path, data: Option<&str>, json: bool) -
         "    fixture governor after the dry run: {} (unchanged)",
         gov.trim()
     );
-    r.step("done");
+    r.step("done")?;
     out!("    everything is in {}", out.display());
     if json {
         let o = serde_json::json!({
@@ -607,7 +609,7 @@ fn finish(r: &Runner, out: &Path, root: &Path, data: Option<&str>, json: bool) -
             "seconds": r.t0.elapsed().as_secs_f64(),
             "steps": r.steps.borrow().as_slice(),
         });
-        println!("{}", serde_json::to_string_pretty(&o)?);
+        outln!("{}", serde_json::to_string_pretty(&o)?);
     }
     Ok(0)
 }

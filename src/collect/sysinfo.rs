@@ -13,9 +13,21 @@ pub struct CpuId {
     pub model: Option<u32>,
 }
 
-/// Parse the first processor block of `/proc/cpuinfo` text (x86 `vendor_id`, `cpu family`,
-/// `model`, `model name`; ARM `CPU implementer`, `CPU part`).
+/// Parse the first processor block of `/proc/cpuinfo` text: the one cpuinfo parser.
+///
+/// x86: `vendor_id`, `cpu family`, `model`, `model name`. Arm (the kernel's
+/// `arch/arm64/kernel/cpuinfo.c` fields): the vendor is `ARM` for `CPU implementer` 0x41
+/// (Arm Ltd), else the implementer code in hex (e.g. `0x51`); the family is `CPU
+/// architecture` and the model `CPU part`. These are the (vendor, family, model) keys the
+/// machine-constants files use (`machine-constants/README.md`), so a run collected on Arm
+/// finds its constants as this machine does.
 pub fn parse_cpuinfo(text: &str) -> CpuId {
+    let num = |s: &str| -> Option<u32> {
+        match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => s.parse().ok(),
+        }
+    };
     let mut id = CpuId::default();
     for line in text.lines() {
         if line.trim().is_empty() && !id.model_name.is_empty() {
@@ -29,13 +41,15 @@ pub fn parse_cpuinfo(text: &str) -> CpuId {
             "model name" | "Processor" if id.model_name.is_empty() => id.model_name = v.to_string(),
             "vendor_id" => id.vendor = Some(v.to_string()),
             "CPU implementer" if id.vendor.is_none() => {
-                id.vendor = Some(format!("arm-implementer-{v}"))
+                id.vendor = num(v).map(|i| match i {
+                    0x41 => "ARM".to_string(),
+                    other => format!("{other:#x}"),
+                });
             }
-            "cpu family" => id.family = v.parse().ok(),
-            "model" => id.model = v.parse().ok(),
-            "CPU part" if id.model.is_none() => {
-                id.model = u32::from_str_radix(v.trim_start_matches("0x"), 16).ok()
-            }
+            "cpu family" => id.family = num(v),
+            "CPU architecture" if id.family.is_none() => id.family = num(v),
+            "model" => id.model = num(v),
+            "CPU part" if id.model.is_none() => id.model = num(v),
             _ => {}
         }
     }
@@ -43,6 +57,15 @@ pub fn parse_cpuinfo(text: &str) -> CpuId {
         id.model_name = "unknown".into();
     }
     id
+}
+
+impl CpuId {
+    /// (vendor, family, model), the key of the machine-constants files, when all three are
+    /// known.
+    #[must_use]
+    pub fn constants_key(&self) -> Option<(String, u32, u32)> {
+        Some((self.vendor.clone()?, self.family?, self.model?))
+    }
 }
 
 /// This machine's CPU identity.
@@ -189,8 +212,20 @@ mod tests {
     fn parses_arm_cpuinfo() {
         let t = "processor\t: 0\nBogoMIPS\t: 48.00\nCPU implementer\t: 0x41\nCPU part\t: 0xc0f\n";
         let id = parse_cpuinfo(t);
-        assert_eq!(id.vendor.as_deref(), Some("arm-implementer-0x41"));
+        assert_eq!(id.vendor.as_deref(), Some("ARM"));
         assert_eq!(id.model, Some(0xc0f));
+        // No `CPU architecture` line: the constants key is incomplete.
+        assert_eq!(id.constants_key(), None);
+        let t = "processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 7\nCPU part\t: 0xc0f\n";
+        assert_eq!(
+            parse_cpuinfo(t).constants_key(),
+            Some(("ARM".into(), 7, 0xc0f))
+        );
+        let t = "CPU implementer\t: 0x51\nCPU architecture: 8\nCPU part\t: 0x802\n";
+        assert_eq!(
+            parse_cpuinfo(t).constants_key(),
+            Some(("0x51".into(), 8, 0x802))
+        );
     }
 
     #[test]

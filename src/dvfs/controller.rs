@@ -387,6 +387,7 @@ impl CpufreqController {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&abs)
             .map_err(|e| self.write_error(&abs, e))?;
+        tracing::debug!(file = %abs.display(), value, "cpufreq write");
         // a trailing newline, as `echo VALUE > FILE` writes it; the kernel accepts both
         f.write_all(format!("{value}\n").as_bytes())
             .map_err(|e| self.write_error(&abs, e))

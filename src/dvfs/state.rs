@@ -124,6 +124,12 @@ pub fn private_dir(dir: &Path, create: bool, what: &str) -> Result<PathBuf> {
 /// # Errors
 /// No usable directory (the message names it and the fix).
 pub fn state_dir(explicit: Option<&Path>) -> Result<PathBuf> {
+    let dir = state_dir_unlogged(explicit)?;
+    tracing::debug!(dir = %dir.display(), "state directory");
+    Ok(dir)
+}
+
+fn state_dir_unlogged(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(d) = explicit {
         return private_dir(d, true, "state directory (--state-dir)");
     }
@@ -405,6 +411,7 @@ impl SysfsLock {
             }
             return Err(anyhow::Error::new(e).context(format!("cannot lock {}", path.display())));
         }
+        tracing::debug!(lock = %path.display(), "holding the sysfs lock");
         Ok(SysfsLock { _file: file, path })
     }
 }

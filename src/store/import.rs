@@ -745,8 +745,10 @@ pub fn resolve_data_file(
     for c in candidates {
         let found = expand(&c);
         if !found.is_empty() {
+            tracing::info!(name, at = %c.display(), files = found.len(), "data file found");
             return Ok(found);
         }
+        tracing::debug!(name, at = %c.display(), "no data file here");
         tried.push(c.display().to_string());
     }
     if tried.is_empty() {

@@ -426,6 +426,19 @@ pub struct RunTotals {
     pub duration_s: f64,
 }
 
+/// What the event DSL's LCPI table reads of a run (`lcpi::table_for_totals`).
+impl powerperf_events::lcpi::Totals for RunTotals {
+    fn values(&self) -> &BTreeMap<String, f64> {
+        &self.values
+    }
+    fn missing(&self) -> &BTreeMap<String, String> {
+        &self.missing
+    }
+    fn duration_s(&self) -> f64 {
+        self.duration_s
+    }
+}
+
 /// Read the totals of the run in `dir` (its `run.toml`).
 ///
 /// # Errors

@@ -140,3 +140,43 @@ pub fn dir_owned_by_nobody(parent: &std::path::Path, name: &str) -> PathBuf {
     chown_nobody(&d);
     d
 }
+
+/// Copy `from` (a file, or a directory tree) to `to`, creating parent directories: fixture
+/// sysfs trees and runs are copied before a test changes them.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        }
+    } else {
+        if let Some(p) = to.parent() {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        std::fs::copy(from, to)
+            .unwrap_or_else(|e| panic!("copy {} -> {}: {e}", from.display(), to.display()));
+    }
+}
+
+/// `shared/corpora` (PAPI, LIKWID, PerfExpert and perf definition files; GPL among them,
+/// so never copied into the repository): `../shared` beside the checkout, or further up
+/// for a nested git worktree. `None`, after printing `skipped: …`, when absent.
+pub fn shared_corpora() -> Option<PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let p = root
+        .ancestors()
+        .skip(1)
+        .map(|a| a.join("shared/corpora"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| root.join("../shared/corpora"));
+    if p.is_dir() {
+        Some(p)
+    } else {
+        println!(
+            "skipped: {} is absent (the shared corpora are not on this machine)",
+            p.display()
+        );
+        None
+    }
+}

@@ -39,7 +39,7 @@ pub enum DslError {
         token: String,
         hint: Option<String>,
     },
-    /// Expressions nested deeper than [`MAX_DEPTH`](crate::events_dsl::MAX_DEPTH).
+    /// Expressions nested deeper than [`MAX_DEPTH`](crate::MAX_DEPTH).
     #[error("{pos}: expression nested deeper than {limit} levels at `{token}`: split it into named definitions")]
     TooDeep {
         pos: Pos,
@@ -61,7 +61,7 @@ pub enum DslError {
         first_line: usize,
     },
     /// The format of a file could not be told from its name or content.
-    #[error("cannot tell the format of {file}: {why}; name it with --syntax papi-user|papi-csv|perfexpert|likwid|perf-json|infix")]
+    #[error("cannot tell the format of {file}: {why}; name it with --syntax {}", crate::Syntax::NAMES.join("|"))]
     UnknownSyntax { file: String, why: String },
     /// A `papi_events.csv` has no section for the CPU asked for.
     #[error("{file}: no `CPU,{cpu}` section; sections are: {available}")]

@@ -48,27 +48,27 @@ pub struct MachineConstants {
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "amd-opteron-8358.toml",
-        include_str!("../../machine-constants/amd-opteron-8358.toml"),
+        include_str!("../../../machine-constants/amd-opteron-8358.toml"),
     ),
     (
         "perfexpert-amd-barcelona.toml",
-        include_str!("../../machine-constants/perfexpert-amd-barcelona.toml"),
+        include_str!("../../../machine-constants/perfexpert-amd-barcelona.toml"),
     ),
     (
         "arm-cortex-a15.toml",
-        include_str!("../../machine-constants/arm-cortex-a15.toml"),
+        include_str!("../../../machine-constants/arm-cortex-a15.toml"),
     ),
     (
         "perfexpert-intel-nehalem.toml",
-        include_str!("../../machine-constants/perfexpert-intel-nehalem.toml"),
+        include_str!("../../../machine-constants/perfexpert-intel-nehalem.toml"),
     ),
     (
         "amd-epyc-zen4-genoa.toml",
-        include_str!("../../machine-constants/amd-epyc-zen4-genoa.toml"),
+        include_str!("../../../machine-constants/amd-epyc-zen4-genoa.toml"),
     ),
     (
         "amd-epyc-zen3-milan.toml",
-        include_str!("../../machine-constants/amd-epyc-zen3-milan.toml"),
+        include_str!("../../../machine-constants/amd-epyc-zen3-milan.toml"),
     ),
 ];
 

@@ -3,6 +3,8 @@
 //! there: Σ (event count × latency of that level) / instructions. The definitions live in
 //! `events/lcpi/*.txt` (shipped inside the binary), one file per PMU naming scheme.
 
+use std::collections::BTreeMap;
+
 use super::{load_str, DefinitionSet, LoadOptions, Problem, Syntax};
 
 /// The six categories, as (definition name, label).
@@ -20,11 +22,11 @@ pub const OVERALL: &str = "overall_cpi";
 
 /// The shipped LCPI files: (name, text). Tried in this order.
 pub const FILES: &[(&str, &str)] = &[
-    ("papi", include_str!("../../events/lcpi/papi.txt")),
-    ("intel", include_str!("../../events/lcpi/intel.txt")),
-    ("amd", include_str!("../../events/lcpi/amd.txt")),
-    ("arm", include_str!("../../events/lcpi/arm.txt")),
-    ("armv7", include_str!("../../events/lcpi/armv7.txt")),
+    ("papi", include_str!("../../../events/lcpi/papi.txt")),
+    ("intel", include_str!("../../../events/lcpi/intel.txt")),
+    ("amd", include_str!("../../../events/lcpi/amd.txt")),
+    ("arm", include_str!("../../../events/lcpi/arm.txt")),
+    ("armv7", include_str!("../../../events/lcpi/armv7.txt")),
 ];
 
 /// One row of the table.
@@ -175,18 +177,29 @@ pub fn table(lookup: &dyn Fn(&str) -> Option<f64>) -> Table {
     })
 }
 
+/// What [`table_for_totals`] reads of a run: its event totals. powerperf's
+/// `store::run::RunTotals` implements it (this crate does not know the run format).
+pub trait Totals {
+    /// Value by event name and by timeline column name (counts, or joules for energy).
+    fn values(&self) -> &BTreeMap<String, f64>;
+    /// Events without a value, with the reason.
+    fn missing(&self) -> &BTreeMap<String, String>;
+    /// Wall-clock duration of the run, seconds.
+    fn duration_s(&self) -> f64;
+}
+
 /// The LCPI table of a run's totals (`store::run::load_totals`), with machine constants
 /// (e.g. from [`super::constants::select`] or [`super::constants::load`]); event names reach
 /// the run's columns through the alias table, `duration_time` is the run's duration.
 pub fn table_for_totals(
-    totals: &crate::store::run::RunTotals,
+    totals: &dyn Totals,
     constants: Option<&super::constants::MachineConstants>,
 ) -> Table {
     let r = super::alias::Resolver {
-        values: totals.values.clone(),
+        values: totals.values().clone(),
         constants: constants.map(|m| m.as_map()).unwrap_or_default(),
-        duration_s: Some(totals.duration_s),
-        missing: totals.missing.clone(),
+        duration_s: Some(totals.duration_s()),
+        missing: totals.missing().clone(),
     };
     table(&|n: &str| r.get(n))
 }

@@ -1,5 +1,5 @@
 //! What each file-reader fuzz target checks on one input, shared by the libFuzzer targets
-//! (`fuzz_targets/<name>.rs`, nightly, long runs) and by `tests/readers_random.rs`
+//! (`fuzz/fuzz_targets/<name>.rs`, nightly, long runs) and by `tests/readers_random.rs`
 //! (proptest, stable, CI's short run): every function takes the bytes of one file and
 //! panics only on a bug (a reader that panics, or a written file that does not read back).
 //!

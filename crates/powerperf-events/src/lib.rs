@@ -2,7 +2,7 @@
 //! PerfExpert and plain infix files, compiled to one bytecode and evaluated in f64.
 //!
 //! ```no_run
-//! use powerperf::events_dsl::{load_file, LoadOptions};
+//! use powerperf_events::{load_file, LoadOptions};
 //! let set = load_file("defs.txt".as_ref(), None, &LoadOptions::default())?;
 //! let values = set.evaluate(&|name: &str| match name {
 //!     "PAPI_TOT_INS" => Some(1000.0),
@@ -11,7 +11,7 @@
 //! for v in &values {
 //!     println!("{} = {:?}", v.name, v.value);
 //! }
-//! # Ok::<(), powerperf::events_dsl::DslError>(())
+//! # Ok::<(), powerperf_events::DslError>(())
 //! ```
 //!
 //! Formats and their sources are described in `docs/events.md`. Every error names the file,
@@ -41,7 +41,9 @@ use ast::Expr;
 /// accepts; deeper input is [`DslError::TooDeep`], never a stack overflow.
 pub const MAX_DEPTH: usize = 256;
 
-/// The definition formats.
+/// The definition formats (the `--syntax` names of `events` and `import --derive`). This
+/// enum is the one list of them: [`Syntax::ALL`], [`Syntax::name`], [`Syntax::NAMES`] and
+/// `FromStr` are what the CLI, the error messages and the fuzz target use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Syntax {
     /// PAPI user-defined events: `#define NAME value` and `Name, tok|tok|op|…` (Moore & Ralph 2011).
@@ -59,8 +61,29 @@ pub enum Syntax {
 }
 
 impl Syntax {
+    /// Every format, in the order the help lists them.
+    pub const ALL: [Syntax; 6] = [
+        Syntax::PapiUser,
+        Syntax::PapiCsv,
+        Syntax::PerfExpert,
+        Syntax::Likwid,
+        Syntax::PerfJson,
+        Syntax::Infix,
+    ];
+
+    /// The `--syntax` names, in the order of [`Syntax::ALL`].
+    pub const NAMES: [&'static str; 6] = {
+        let mut names = [""; 6];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Syntax::ALL[i].name();
+            i += 1;
+        }
+        names
+    };
+
     /// The `--syntax` name.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Syntax::PapiUser => "papi-user",
             Syntax::PapiCsv => "papi-csv",
@@ -73,22 +96,34 @@ impl Syntax {
 
     /// Parse a `--syntax` name.
     pub fn from_name(s: &str) -> Option<Syntax> {
-        [
-            Syntax::PapiUser,
-            Syntax::PapiCsv,
-            Syntax::PerfExpert,
-            Syntax::Likwid,
-            Syntax::PerfJson,
-            Syntax::Infix,
-        ]
-        .into_iter()
-        .find(|x| x.name() == s)
+        Syntax::ALL.into_iter().find(|x| x.name() == s)
     }
 }
 
 impl std::fmt::Display for Syntax {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A name that is not one of [`Syntax::NAMES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownSyntaxName(pub String);
+
+impl std::fmt::Display for UnknownSyntaxName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown syntax `{}`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownSyntaxName {}
+
+impl std::str::FromStr for Syntax {
+    type Err = UnknownSyntaxName;
+
+    /// [`Syntax::from_name`].
+    fn from_str(s: &str) -> Result<Syntax, UnknownSyntaxName> {
+        Syntax::from_name(s).ok_or_else(|| UnknownSyntaxName(s.to_string()))
     }
 }
 
