@@ -10,6 +10,7 @@ pub mod collect;
 pub mod dvfs;
 pub use powerperf_events as events_dsl;
 pub mod models;
+pub mod output;
 pub mod report;
 pub mod store;
 pub mod units;

@@ -45,10 +45,10 @@ pub struct QuickstartArgs {
     /// Repeats per thread count.
     #[arg(long, default_value_t = 2)]
     pub repeat: usize,
-    /// Output format: text (the transcript on stdout) or json (the transcript on stderr, and
+    /// Output format: table (the transcript on stdout; `text` also works) or json (the transcript on stderr, and
     /// on stdout one object with every step, command, exit status and output).
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: super::import::TextOrJson,
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
 }
 
 /// In `--format json` the human transcript goes to stderr (stdout carries the JSON).
@@ -195,9 +195,10 @@ fn extract_bundled(prefix: &str, dest: &Path) -> Result<()> {
 
 /// The held-out time MAPE (%) in `powerperf evaluate --format json` output.
 fn time_mape_pct(evaluate_json: &str) -> Option<f64> {
-    let v: serde_json::Value = serde_json::from_str(evaluate_json).ok()?;
-    v["time"]["mape_pct"]
-        .as_f64()
+    crate::output::evaluate::EvaluateOutput::from_json(evaluate_json)
+        .ok()?
+        .time
+        .map(|t| t.mape_pct)
         .filter(|m| m.is_finite() && *m >= 0.0)
 }
 
@@ -574,6 +575,8 @@ fn step_xu3(c: &Ctx, source: &str) -> Result<()> {
 /// # Errors
 /// A step that fails (its output is shown).
 pub fn run(args: QuickstartArgs) -> Result<i32> {
+    args.format
+        .check("quickstart", &crate::output::OutputFormat::TABLE_JSON)?;
     let exe = std::env::current_exe().context("cannot find the powerperf binary")?;
     let data = if args.no_data {
         Data::Skipped
@@ -586,7 +589,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     } else {
         Data::Bundled
     };
-    let json = args.format == super::import::TextOrJson::Json;
+    let json = args.format == crate::output::OutputFormat::Json;
     JSON.store(json, std::sync::atomic::Ordering::Relaxed);
     let r = Runner {
         exe: exe.clone(),

@@ -28,7 +28,7 @@ use draw::{draw_pareto, draw_pvm, draw_stacked, draw_streams, draw_timeline};
 pub const SIZE: (u32, u32) = (960, 420);
 
 /// Image formats a plot can be written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImageFormat {
     Svg,
     Png,
@@ -698,47 +698,46 @@ pub fn predicted_vs_measured_plot(title: String, panels: Vec<ScatterPanel>) -> N
     }
 }
 
-fn knob_label(k: &serde_json::Map<String, serde_json::Value>) -> String {
+fn knob_label(k: &crate::models::Knobs) -> String {
     k.iter()
-        .map(|(n, v)| {
-            format!(
-                "{n}={}",
-                v.as_f64().map(short).unwrap_or_else(|| v.to_string())
-            )
-        })
+        .map(|(n, v)| format!("{n}={}", short(*v)))
         .collect::<Vec<_>>()
         .join(",")
 }
 
 /// Time–energy Pareto plots, one per workload, from `powerperf predict --format json`
-/// (`{"predictions": [{"workload", "knobs": {…}, "time_s", "energy_j", …}]}`), with the
-/// `[[region]]` of the same name in `plan` (a `powerperf plan` TOML) marked as the choice.
+/// ([`PredictOutput`](crate::output::predict::PredictOutput)), with the `[[region]]` of the
+/// same name in `plan` (a `powerperf plan` TOML) marked as the choice.
 ///
 /// # Errors
 /// An unreadable file, JSON without `predictions`, an unreadable plan.
 pub fn pareto_plots(predict_json: &Path, plan: Option<&Path>) -> Result<Vec<NamedPlot>> {
     let text = std::fs::read_to_string(predict_json)
         .with_context(|| format!("cannot read {}", predict_json.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", predict_json.display()))?;
-    let preds = v["predictions"].as_array().with_context(|| {
-        format!(
-            "{}: no `predictions` array (expected the output of `powerperf predict --format json`)",
-            predict_json.display()
-        )
+    let preds = crate::output::predict::PredictOutput::from_json(&text).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                anyhow::anyhow!("{} is not JSON: {e}", predict_json.display())
+            }
+            Category::Data => anyhow::anyhow!(
+                "{}: not the output of `powerperf predict --format json` (an object with a `predictions` array): {e}",
+                predict_json.display()
+            ),
+        }
     })?;
     let plan = plan
         .map(crate::dvfs::plan_file::Plan::read)
         .transpose()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut by: BTreeMap<String, Vec<(String, f64, f64)>> = BTreeMap::new();
-    for p in preds {
-        let (Some(t), Some(e)) = (p["time_s"].as_f64(), p["energy_j"].as_f64()) else {
+    for p in preds.predictions {
+        let (Some(t), Some(e)) = (p.time_s, p.energy_j) else {
             continue;
         };
-        let w = p["workload"].as_str().unwrap_or("").to_string();
-        let label = p["knobs"].as_object().map(knob_label).unwrap_or_default();
-        by.entry(w).or_default().push((label, t, e));
+        by.entry(p.workload)
+            .or_default()
+            .push((knob_label(&p.knobs), t, e));
     }
     if by.is_empty() {
         bail!(
