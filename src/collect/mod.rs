@@ -25,7 +25,8 @@ pub mod perf_event;
 pub mod pmu;
 pub mod rapl;
 pub mod sysinfo;
-pub mod timeline;
+/// The timeline table and its journal: the run format's ([`powerperf_format::timeline`]).
+pub use powerperf_format::timeline;
 
 #[cfg(target_os = "linux")]
 pub use run_impl::collect_run;

@@ -75,7 +75,7 @@ impl Timeline {
 pub fn write_frame(df: &mut DataFrame, path: &Path) -> Result<()> {
     use std::io::Write;
     // A file or link already at the path is replaced, never followed (issue 18).
-    let f = crate::store::safe_file::replace(path)
+    let f = crate::safe_file::replace(path)
         .with_context(|| format!("cannot create {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
     ParquetWriter::new(&mut w)
@@ -113,7 +113,7 @@ impl Journal {
     /// # Errors
     /// The file cannot be created or the header written.
     pub fn create(path: &Path, names: &[String]) -> Result<Self> {
-        let f = crate::store::safe_file::replace(path)
+        let f = crate::safe_file::replace(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = csv::WriterBuilder::new()
             .buffer_capacity(64 * 1024)
@@ -244,7 +244,7 @@ pub fn read_journal(path: &Path) -> Result<(Timeline, usize)> {
 /// # Errors
 /// An unreadable file.
 pub fn read_run(dir: &Path) -> Result<Option<DataFrame>> {
-    let pq = dir.join(crate::store::run::TIMELINE);
+    let pq = dir.join(crate::run::TIMELINE);
     if pq.is_file() {
         return read_parquet(&pq).map(Some);
     }
@@ -368,7 +368,7 @@ mod tests {
         assert_eq!(read_run(dir.path()).unwrap().unwrap().height(), 2);
         let mut one = Timeline::new(&names);
         one.push(5, 5, &[Some(1.0), Some(2.0)]);
-        one.write_parquet(&dir.path().join(crate::store::run::TIMELINE))
+        one.write_parquet(&dir.path().join(crate::run::TIMELINE))
             .unwrap();
         assert_eq!(read_run(dir.path()).unwrap().unwrap().height(), 1);
     }
