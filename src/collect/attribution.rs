@@ -134,6 +134,25 @@ pub fn write_regions(
     origin_ns: u64,
     rank: Option<u32>,
 ) -> Result<Option<(usize, Vec<String>)>> {
+    write_regions_from(run_dir, &|f| f(timeline), origin_ns, rank)
+}
+
+/// A timeline given in chunks of rows, in order: calls its argument with each chunk (at
+/// least once, every chunk with the same columns). [`powerperf_format::timeline::for_each_chunk`]
+/// reads a run's this way, so that its memory stays bounded.
+pub type Chunks<'a> = dyn Fn(&mut dyn FnMut(&Timeline) -> Result<()>) -> Result<()> + 'a;
+
+/// [`write_regions`] over a timeline given in chunks: the shares of each chunk's samples are
+/// added up (the attribution is per sample).
+///
+/// # Errors
+/// As [`write_regions`], and the chunks' errors.
+pub fn write_regions_from(
+    run_dir: &Path,
+    timeline: &Chunks<'_>,
+    origin_ns: u64,
+    rank: Option<u32>,
+) -> Result<Option<(usize, Vec<String>)>> {
     let read = events::read_dir_report(run_dir)
         .with_context(|| format!("reading the region events of {}", run_dir.display()))?;
     if read.events.is_empty() {
@@ -159,7 +178,25 @@ pub fn write_regions(
             a.unterminated
         ));
     }
-    let (names, rows) = attribute(&a.intervals, timeline, origin_ns);
+    let mut acc: Option<(Vec<String>, Vec<RegionRow>)> = None;
+    timeline(&mut |chunk| {
+        let (names, rows) = attribute(&a.intervals, chunk, origin_ns);
+        match &mut acc {
+            None => acc = Some((names, rows)),
+            Some((_, sum)) => {
+                for (s, r) in sum.iter_mut().zip(&rows) {
+                    for (v, x) in s.values.iter_mut().zip(&r.values) {
+                        *v += x;
+                    }
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let (names, rows) = match acc {
+        Some(a) => a,
+        None => attribute(&a.intervals, &Timeline::default(), origin_ns),
+    };
     if !read.counter_names.is_empty() {
         notes.push(format!(
             "regions.parquet: rt_{} are exact counts read by powerperf-rt at every region begin and end (--region-counters), inclusive of nested regions",

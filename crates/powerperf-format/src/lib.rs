@@ -18,6 +18,7 @@
 
 pub mod gpu_activity;
 pub mod gpu_pcsamp;
+pub mod parquet_check;
 pub mod pc_samples;
 pub mod quantity;
 pub mod regions;

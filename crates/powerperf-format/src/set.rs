@@ -424,10 +424,13 @@ impl TrainingSet {
     /// As [`TrainingSet::read`] for `points.parquet`.
     pub fn from_parquet<R: polars::io::mmap::MmapBytesReader>(
         meta: SetMeta,
-        file: R,
+        mut file: R,
         pq: &Path,
     ) -> Result<TrainingSet> {
         let pq = pq.to_path_buf();
+        // Footer and page headers first: a damaged file is an error naming it, not an abort
+        // on a huge allocation (issue 18, fuzz/crashes/set_parquet-alloc-2pow61.parquet).
+        crate::parquet_check::check(&mut file, &pq)?;
         // polars' Parquet reader panics on some damaged files (e.g. a page length past the
         // end of the file: a slice index out of range; found by tests/readers_random.rs).
         // The file is input: its panic becomes this error.
