@@ -4,13 +4,9 @@
 //! directory ([`store::run`]), [`models`] fitted on training sets ([`store::set`]),
 //! predictions at other frequencies and thread counts, and [`dvfs`] plans applied
 //! to a job through a frequency controller. See `docs/` and the README.
+//!
+//! This crate is the command line ([`cli`], the only user of clap) on top of
+//! `powerperf-core`, whose modules it re-exports (docs/architecture.md).
 
 pub mod cli;
-pub mod collect;
-pub mod dvfs;
-pub use powerperf_events as events_dsl;
-pub mod models;
-pub mod output;
-pub mod report;
-pub mod store;
-pub mod units;
+pub use powerperf_core::{collect, dvfs, events_dsl, models, output, report, store, units};

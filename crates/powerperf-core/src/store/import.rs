@@ -588,7 +588,7 @@ pub fn data_search_dirs(spec_dir: Option<&Path>) -> Vec<PathBuf> {
             roots.push(repo.to_path_buf());
         }
     }
-    roots.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    roots.push(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")));
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(d) = std::env::var_os(DATA_DIR_ENV) {
         dirs.push(PathBuf::from(d));

@@ -173,7 +173,8 @@ mod tests {
         // The power-pmu fixture describes a PMU whose perf type (9) is not the running
         // kernel's power PMU unless this machine has one; either way the rapl-wrap fixture's
         // powercap domains are found when perf gives nothing.
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/rapl-wrap");
+        let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .join("tests/fixtures/sysfs/rapl-wrap");
         let e = Energy::open(&root);
         assert_eq!(e.backend_name(), "powercap sysfs");
         assert_eq!(e.domains.len(), 4);

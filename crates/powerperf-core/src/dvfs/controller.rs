@@ -818,7 +818,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .join("tests/fixtures/sysfs")
             .join(name);
         let dir = tempfile::tempdir().unwrap();
@@ -903,7 +903,8 @@ mod tests {
         let root = d.path().join("root");
         std::fs::create_dir(&root).unwrap();
         copy_tree(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/cpufreq-userspace"),
+            &Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+                .join("tests/fixtures/sysfs/cpufreq-userspace"),
             &root,
         );
         let cpu1 = root.join("sys/devices/system/cpu/cpu1/cpufreq");

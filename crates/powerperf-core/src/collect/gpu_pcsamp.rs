@@ -75,7 +75,7 @@ mod tests {
         let sub = dir.path().join("gpu_activity");
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
                 .join("rt/tests/fixtures/cupti/fixture_pcsamp.bin"),
             sub.join("459.bin"),
         )

@@ -144,7 +144,8 @@ mod tests {
 
     #[test]
     fn reads_the_power_pmu_fixture() {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/power-pmu");
+        let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .join("tests/fixtures/sysfs/power-pmu");
         let p = find(&root, "power").unwrap();
         assert_eq!(p.perf_type, 9);
         assert_eq!(p.cpumask, Some(vec![0]));

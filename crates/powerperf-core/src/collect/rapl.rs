@@ -184,7 +184,8 @@ mod tests {
     use super::*;
 
     fn fixture() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/rapl-wrap")
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .join("tests/fixtures/sysfs/rapl-wrap")
     }
 
     #[test]

@@ -906,7 +906,7 @@ mod tests {
     fn unknown_pmu_and_event_are_explained() {
         let specs =
             super::super::events::parse_list(Some("nopmu/foo/,power/energy-nothing/")).unwrap();
-        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .join("tests/fixtures/sysfs/power-pmu");
         let opened = open_all(&specs, &Target::Child(1), &root);
         let reasons: Vec<String> = opened

@@ -1,0 +1,18 @@
+//! powerperf-core: the library of powerperf's four jobs, without the command line.
+//!
+//! [`collect`] training runs (counters, energy, regions) into a run directory (its format:
+//! [`store::run`], owned by the `powerperf-format` crate), [`models`] fitted on training sets
+//! ([`store::set`]), predictions at other frequencies and thread counts, and [`dvfs`] plans
+//! applied to a job through a frequency controller; [`report`] summarises runs, [`output`]
+//! holds the typed outputs of the commands. The `powerperf` crate puts the CLI (clap) on top
+//! and re-exports these modules, so `powerperf::models::…` paths keep working. Layers and
+//! allowed dependencies: docs/architecture.md.
+
+pub mod collect;
+pub mod dvfs;
+pub use powerperf_events as events_dsl;
+pub mod models;
+pub mod output;
+pub mod report;
+pub mod store;
+pub mod units;
