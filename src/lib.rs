@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod collect;
+pub mod daemon;
 pub mod dvfs;
 pub use powerperf_events as events_dsl;
 pub mod models;
