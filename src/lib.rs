@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod dvfs;
 pub use powerperf_events as events_dsl;
 pub mod models;
+pub mod output;
 pub mod report;
 pub mod store;
 pub mod units;

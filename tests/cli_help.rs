@@ -109,10 +109,15 @@ fn verbosity_flags_and_rust_log_control_the_log() {
     assert!(!stderr(&["datasets", "list"], None).contains("DEBUG"));
     let debug = stderr(&["-vv", "datasets", "list"], None);
     assert!(debug.contains("DEBUG powerperf::cli"), "{debug}");
-    assert!(!debug.contains('\u{1b}'), "no ANSI colour in a pipe: {debug:?}");
+    assert!(
+        !debug.contains('\u{1b}'),
+        "no ANSI colour in a pipe: {debug:?}"
+    );
     assert!(stderr(&["datasets", "list"], Some("powerperf=debug")).contains("DEBUG"));
     assert!(!stderr(&["-q", "datasets", "list"], Some("")).contains("DEBUG"));
     let bad = stderr(&["datasets", "list"], Some("[["));
     assert!(bad.contains("RUST_LOG ignored"), "{bad}");
-    pp().args(["-q", "-v", "datasets", "list"]).assert().failure();
+    pp().args(["-q", "-v", "datasets", "list"])
+        .assert()
+        .failure();
 }

@@ -7,8 +7,12 @@ use powerperf_microbench::cache::{data_caches, parse_size, Cache};
 use powerperf_microbench::suite::{curve_sizes, find_steps, level_sizes, CpuId, CurvePoint};
 use powerperf_microbench::{run_suite, MicrobenchError, SuiteConfig};
 
+/// A fixture tree. The crate directory is read when the test runs (`cargo test` sets
+/// CARGO_MANIFEST_DIR): a test binary that cargo reuses from a checkout elsewhere (one target
+/// directory shared by several clones) still finds this checkout's fixtures.
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
         .join("tests/fixtures/sysfs")
         .join(name)
 }

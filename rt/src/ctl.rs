@@ -86,7 +86,7 @@ impl Ctl {
         let mut msg = String::with_capacity(name.len() + 3);
         msg.push(kind as char);
         msg.push(' ');
-        crate::runtime::escape_into(&mut msg, name);
+        escape_into(&mut msg, name);
         msg.push('\n');
         if msg.len() > MAX_LINE {
             if !self.long_said.swap(true, Ordering::SeqCst) {
@@ -128,6 +128,19 @@ impl Ctl {
             Ok(Err(e)) => self.disable(&e),
             // thread-local already destroyed (thread exit): nothing to do
             Err(_) => {}
+        }
+    }
+}
+
+/// Escape a region name for a v1 `R` line or the controller protocol: `\` -> `\\`, tab -> `\t`, LF -> `\n`, CR -> `\r`.
+pub(crate) fn escape_into(out: &mut String, name: &str) {
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
         }
     }
 }

@@ -343,7 +343,7 @@ pub fn to_text(file: &BinFile) -> String {
         let next = ids.len() + 1;
         let id = *ids.entry(e.region.as_str()).or_insert_with(|| {
             let mut name = String::new();
-            crate::runtime::escape_into(&mut name, &e.region);
+            crate::ctl::escape_into(&mut name, &e.region);
             let _ = writeln!(s, "R\t{next}\t{name}");
             next
         });

@@ -450,19 +450,6 @@ fn end_frame(out: &mut Vec<u8>, start: usize) {
     out[start - 4..start].copy_from_slice(&len.to_le_bytes());
 }
 
-/// Escape a region name for a v1 `R` line or the controller protocol: `\` -> `\\`, tab -> `\t`, LF -> `\n`, CR -> `\r`.
-pub(crate) fn escape_into(out: &mut String, name: &str) {
-    for c in name.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c => out.push(c),
-        }
-    }
-}
-
 struct Local {
     buf: Arc<ThreadBuf>,
     /// This thread's counter group, when counters are read at region boundaries.

@@ -52,11 +52,11 @@ pub struct ApplyArgs {
     /// likwid-perfctr.
     #[arg(long, conflicts_with = "restore")]
     pub as_invoking_user: bool,
-    /// Output format: text, or json (one object as the last line of stderr, as `perf stat
+    /// Output format: table (`text` also works), or json (one object as the last line of stderr, as `perf stat
     /// -j` does: stdout belongs to the command) with the plan, the settings, the writes of a
     /// dry run, the environment given to the command and its exit status.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: super::import::TextOrJson,
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
     /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
     /// who may not write cpufreq applies a static CPU setting: the daemon checks its policy,
     /// sets, and restores when this apply ends or dies. Default when powerperf is not root:
@@ -130,6 +130,8 @@ fn select<'a>(plan: &'a Plan, name: Option<&str>, path: &Path) -> Result<&'a Pla
 /// A bad plan, missing cpufreq or privileges (with the fix), a left-over restore record, a
 /// command that cannot start, or a failed restore.
 pub fn run(args: ApplyArgs) -> Result<i32> {
+    args.format
+        .check("apply", &crate::output::OutputFormat::TABLE_JSON)?;
     let mut sum = Summary {
         plan: args.plan.clone(),
         dry_run: args.dry_run,
@@ -137,7 +139,7 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
     };
     let st = run_inner(&args, &mut sum)
         .map_err(|e| crate::daemon::client::hint_without_daemon(e, args.daemon.as_deref()))?;
-    if args.format == super::import::TextOrJson::Json {
+    if args.format == crate::output::OutputFormat::Json {
         sum.exit_status = st;
         eprintln!("{}", serde_json::to_string(&sum)?);
     }

@@ -18,7 +18,7 @@ pub struct CollectArgs {
     /// Library that counts the events: perf (perf_event_open, default) or papi (PAPI's
     /// presets and native events; needs a powerperf built with `--features papi`,
     /// docs/papi.md).
-    #[arg(long, value_enum, default_value_t = crate::collect::CounterBackend::Perf)]
+    #[arg(long, value_parser = crate::cli::values::CounterBackend::parser(), default_value = "perf")]
     pub backend: crate::collect::CounterBackend,
     /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only). The minimum is
     /// 1ms, as perf stat -I's: shorter intervals are refused.
@@ -29,7 +29,7 @@ pub struct CollectArgs {
     /// interval of its CPU time, powerperf drains the buffers 4 times a second), `thread`
     /// (a powerperf thread reads every source every interval), or `auto` (kernel where the
     /// command's only timeline sources are perf_event counters). docs/overhead.md.
-    #[arg(long, value_enum, default_value_t = crate::collect::TimelineSampler::Auto)]
+    #[arg(long, value_parser = crate::cli::values::TimelineSampler::parser(), default_value = "auto")]
     pub sampler: crate::collect::TimelineSampler,
     /// Filesystem root for sysfs reads (a fixture tree in tests).
     #[arg(long, default_value = "/")]
@@ -67,7 +67,7 @@ pub struct CollectArgs {
     /// NVIDIA GPU sampling through NVML (power, energy counter, clocks, utilisation,
     /// temperature, throttle reasons per interval): auto samples where NVML is present,
     /// on also records NVML as not supported where it is missing.
-    #[arg(long, value_enum, default_value_t = crate::collect::NvmlMode::Auto)]
+    #[arg(long, value_parser = crate::cli::values::NvmlMode::parser(), default_value = "auto")]
     pub nvml: crate::collect::NvmlMode,
     /// Do not turn NVTX ranges (nvtxRangePush/Pop, torch.cuda.nvtx.range_push/pop) into
     /// regions (by default collect sets NVTX_INJECTION64_PATH to libpowerperf_rt.so).
@@ -83,7 +83,7 @@ pub struct CollectArgs {
     /// function, source line and region (docs/pc-sampling.md); `gpu` samples GPU PCs with their stall reasons
     /// through CUPTI's PC Sampling API (implies --gpu; gpu_pc_samples.parquet, HPCToolkit's
     /// GINST:STL_* and GSAMP:* metrics in `report`; docs/gpu.md).
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_parser = crate::cli::values::PcTarget::parser(), value_delimiter = ',', value_name = "LIST")]
     pub pc_sampling: Vec<crate::collect::PcTarget>,
     /// GPU PC sampling period: one sample per SM every 2^N cycles (5..=31). The default 12
     /// (4096 cycles) is measured: CUPTI's own default on an H100 (2^11) overflowed its
@@ -103,8 +103,8 @@ pub struct CollectArgs {
     )]
     pub sample_freq: u64,
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: crate::report::Format,
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
     /// Replace files named like run outputs (timeline.parquet, regions.parquet,
     /// region_events/, cubins/, …) in an -o directory that is not a powerperf run (has no
     /// run.toml); without it such a directory is refused, never emptied.
@@ -181,7 +181,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     if !args.quiet {
         let text = crate::report::render(&outcome.meta, args.format)?;
         eprint!("{text}");
-        if args.format == crate::report::Format::Table {
+        if args.format == crate::output::OutputFormat::Table {
             eprintln!("run directory: {}", out.display());
         }
     }

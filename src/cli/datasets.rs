@@ -15,9 +15,10 @@ pub enum DatasetsCommand {
         after_help = "Examples:\n  powerperf datasets list\n  powerperf datasets list --format json\n  powerperf import titanx-micro -o titanx"
     )]
     List {
-        /// Output format: text for people, json for scripts (one object on stdout).
-        #[arg(long, value_enum, default_value = "text")]
-        format: super::import::TextOrJson,
+        /// Output format: table for people (`text` also works), json for scripts (one object
+        /// on stdout).
+        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        format: crate::output::OutputFormat,
     },
     /// Write the bundled specs, data, licence files and README into DIR (created; existing
     /// files are never overwritten).
@@ -38,8 +39,9 @@ pub enum DatasetsCommand {
 pub fn run(cmd: DatasetsCommand) -> Result<i32> {
     match cmd {
         DatasetsCommand::List { format } => {
+            format.check("datasets list", &crate::output::OutputFormat::TABLE_JSON)?;
             let sets = bundled::sets()?;
-            if format == super::import::TextOrJson::Json {
+            if format == crate::output::OutputFormat::Json {
                 let o = serde_json::json!({ "sets": sets });
                 outln!("{}", serde_json::to_string_pretty(&o)?);
                 return Ok(0);

@@ -1,15 +1,18 @@
 //! `powerperf evaluate SET --protocol knob-holdout|workload-holdout [--model KIND]
 //! [--train K=A,B,…] [--baseline K=V,…] [-o points.csv] [--plot DIR|FILE.svg]
-//! [--format table|json]`.
+//! [--format table|json|csv|markdown]`.
 //!
 //! Held-out evaluation under DESIGN.md's rules (see [`crate::models::eval`]). `points`
 //! counts held-out (workload, knob values) means.
 
 use super::fit::{error_table, parse_params};
-use super::predict::{csv_cell, parse_knob, Format};
+use super::predict::parse_knob;
 use crate::models::eval::{knob_holdout, workload_holdout, Evaluation};
 use crate::models::features::mean_points;
 use crate::models::{Knobs, ModelKind};
+use crate::output::evaluate::EvaluateOutput;
+use crate::output::OutputFormat as Format;
+use crate::output::{csv_cell, Table};
 use crate::report::plots::{self, ImageFormat, ScatterPanel};
 use crate::store::set::{SetMeta, TrainingSet, TARGETS};
 use anyhow::Context;
@@ -37,7 +40,7 @@ pub struct EvaluateArgs {
     pub protocol: Protocol,
     /// Model kind (`auto`: analytic for clock knobs in knob holdout, scaling in workload holdout,
     /// threads for thread counts).
-    #[arg(long = "model", value_enum, default_value = "auto")]
+    #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub model: ModelKind,
     /// Knob holdout: training values of one knob, `NAME=A,B,…`; every point with one of them
     /// (at any value of the other knobs) trains, the rest are predicted. Default: the lowest,
@@ -51,8 +54,10 @@ pub struct EvaluateArgs {
     /// Write one row per held-out point: workload, knobs, measured and predicted targets.
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
+    /// Output format: table, json, or csv and markdown (one row per target: target,
+    /// mape_pct, max_pct, n).
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
     /// Model parameters as a JSON object (see `powerperf fit --params`).
     #[arg(long)]
     pub params: Option<String>,
@@ -63,7 +68,7 @@ pub struct EvaluateArgs {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Image format of --plot when it names a directory.
-    #[arg(long, value_enum, default_value = "svg")]
+    #[arg(long, value_parser = crate::cli::values::ImageFormat::parser(), default_value = "svg")]
     pub plot_format: ImageFormat,
     /// Instead of a held-out protocol, print the IN-SAMPLE noise floor: a polynomial of this
     /// degree in the clock knob (`--train`'s knob, else the set's first) fitted per workload
@@ -187,6 +192,8 @@ fn print_noise_floor(
             .cloned()
             .context("the set has no knobs")?,
     };
+    args.format
+        .check("evaluate --noise-floor", &Format::TABLE_JSON)?;
     let floors = crate::models::noise::noise_floor(&set.meta, points, &knob, degree);
     if args.format == Format::Json {
         outln!("{}", serde_json::to_string_pretty(&floors)?);
@@ -288,31 +295,31 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     }
     match args.format {
         Format::Json => {
-            let mut obj = serde_json::Map::new();
-            obj.insert("points".into(), ev.summary.points.into());
-            obj.insert("model".into(), ev.kind.name().into());
-            obj.insert("protocol".into(), ev.summary.protocol.clone().into());
-            for (t, short) in [
-                ("time_s", "time"),
-                ("power_w", "power"),
-                ("energy_j", "energy"),
-            ] {
-                if let Some(e) = ev.summary.targets.get(t) {
-                    obj.insert(
-                        short.into(),
-                        serde_json::json!({"mape_pct": e.mape_pct, "max_pct": e.max_pct, "n": e.n}),
-                    );
-                }
-            }
-            if !ev.failures.is_empty() {
-                obj.insert("failures".into(), ev.failures.len().into());
-            }
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::Value::Object(obj))?
-            );
+            outln!("{}", EvaluateOutput::new(&ev).to_json()?);
         }
-        Format::Table | Format::Csv => {
+        Format::Csv | Format::Markdown => {
+            // One row per target with a measured error.
+            let rows = TARGETS
+                .iter()
+                .filter_map(|t| {
+                    let e = ev.summary.targets.get(*t)?;
+                    Some(vec![
+                        t.to_string(),
+                        e.mape_pct.to_string(),
+                        e.max_pct.to_string(),
+                        e.n.to_string(),
+                    ])
+                })
+                .collect();
+            let table = Table {
+                header: ["target", "mape_pct", "max_pct", "n"]
+                    .map(String::from)
+                    .to_vec(),
+                rows,
+            };
+            out!("{}", table.render(args.format).unwrap_or_default());
+        }
+        Format::Table => {
             outln!(
                 "{} — model {} — {} held-out points",
                 ev.summary.protocol,

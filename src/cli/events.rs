@@ -8,14 +8,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::events_dsl::alias::{candidates, Resolution, Resolver};
 use crate::events_dsl::{constants, lcpi, load_file, DefinitionSet, LoadOptions, Syntax};
+use crate::output::OutputFormat as OutFormat;
 use crate::store::run::RunMeta;
-
-/// Output format of `events eval` and `events lcpi`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutFormat {
-    Table,
-    Json,
-}
 
 /// What `events eval --per` evaluates over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -79,8 +73,8 @@ pub enum EventsCommand {
         run: Option<PathBuf>,
         #[command(flatten)]
         values: ValueArgs,
-        #[arg(long, value_enum, default_value = "table")]
-        format: OutFormat,
+        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        format: crate::output::OutputFormat,
         /// Evaluate over RUN's timeline (one value per sample) or its regions (one per region
         /// and thread) instead of its totals, with the vectorised evaluator.
         #[arg(long, value_enum)]
@@ -119,8 +113,8 @@ pub enum EventsCommand {
         /// Filesystem root for sysfs reads (a fixture tree in tests).
         #[arg(long, default_value = "/")]
         sysfs_root: PathBuf,
-        #[arg(long, value_enum, default_value = "table")]
-        format: OutFormat,
+        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        format: crate::output::OutputFormat,
     },
     /// The LCPI table (PerfExpert's six categories) of a run or of given values.
     #[command(
@@ -134,8 +128,8 @@ pub enum EventsCommand {
         /// Use this LCPI definition file instead of the shipped ones.
         #[arg(long)]
         definitions: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "table")]
-        format: OutFormat,
+        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        format: crate::output::OutputFormat,
     },
 }
 
@@ -145,6 +139,18 @@ pub enum EventsCommand {
 /// A malformed definition line (with file:line:col and the token), unreadable files,
 /// malformed `--values`.
 pub fn run(cmd: EventsCommand) -> Result<i32> {
+    match &cmd {
+        EventsCommand::Eval { format, .. } => {
+            format.check("events eval", &OutFormat::TABLE_JSON)?
+        }
+        EventsCommand::List { format, .. } => {
+            format.check("events list", &OutFormat::TABLE_JSON)?
+        }
+        EventsCommand::Lcpi { format, .. } => {
+            format.check("events lcpi", &OutFormat::TABLE_JSON)?
+        }
+        EventsCommand::Check { .. } => {}
+    }
     match cmd {
         EventsCommand::Eval {
             file,
@@ -404,7 +410,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
                 .collect();
             outln!("{{\n{}\n}}", items.join(",\n"));
         }
-        OutFormat::Table => {
+        OutFormat::Table | OutFormat::Csv | OutFormat::Markdown => {
             for n in pre_notes.iter().chain(&notes).chain(&set.notes) {
                 eprintln!("note: {n}");
             }
@@ -585,7 +591,7 @@ fn lcpi_cmd(
         None => lcpi::table(&lookup),
     };
     match format {
-        OutFormat::Table => {
+        OutFormat::Table | OutFormat::Csv | OutFormat::Markdown => {
             for n in &notes {
                 eprintln!("note: {n}");
             }
@@ -706,7 +712,7 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
     }
     match format {
         OutFormat::Json => outln!("{}", serde_json::to_string_pretty(&out)?),
-        OutFormat::Table => {
+        OutFormat::Table | OutFormat::Csv | OutFormat::Markdown => {
             outln!("List of events (to be used in -e):\n");
             for l in &out {
                 let extra = match (&l.unit, l.scale) {
@@ -853,7 +859,7 @@ fn eval_per(
                 .collect();
             outln!("{}", serde_json::to_string_pretty(&rows)?);
         }
-        OutFormat::Table => {
+        OutFormat::Table | OutFormat::Csv | OutFormat::Markdown => {
             for note in notes.iter().chain(&set.notes) {
                 eprintln!("note: {note}");
             }

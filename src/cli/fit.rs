@@ -24,7 +24,7 @@ pub struct FitArgs {
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Model kind; `auto` picks `threads` for thread-count sets, else `analytic`.
-    #[arg(long = "model", value_enum, default_value = "auto")]
+    #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub model: ModelKind,
     /// Print what was fitted: parameters per workload, and for `spca`/`linear` the counters
     /// kept at each selection step and why.
@@ -40,8 +40,8 @@ pub struct FitArgs {
     pub cv: Option<u32>,
     /// `json`: print one object (model file, kind, points, leave-one-out error) on stdout;
     /// the human lines go to stderr.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: crate::cli::events::OutFormat,
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
     /// Model parameters as a JSON object (`FitParams`), e.g.
     /// `{"regression":{"spca":{"rho_min":0.5}}}`.
     #[arg(long)]
@@ -79,7 +79,9 @@ pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
 
 /// Run `powerperf fit`.
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
-    let json = args.format == crate::cli::events::OutFormat::Json;
+    args.format
+        .check("fit", &crate::output::OutputFormat::TABLE_JSON)?;
+    let json = args.format == crate::output::OutputFormat::Json;
     // With --format json the human lines go to stderr and stdout carries one JSON object.
     // Lines for stdout wait until the model file is written: a closed stdout must not cost
     // the model (issue 18).
@@ -195,17 +197,15 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         outln!("{line}");
     }
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "model": args.output.display().to_string(),
-                "kind": file.kind,
-                "set": file.set_path,
-                "workloads": set.workloads().len(),
-                "points": points.len(),
-                "held_out_error": file.held_out_error,
-            }))?
-        );
+        let out = crate::output::fit::FitOutput {
+            held_out_error: file.held_out_error,
+            kind: file.kind,
+            model: args.output.display().to_string(),
+            points: points.len(),
+            set: file.set_path,
+            workloads: set.workloads().len(),
+        };
+        outln!("{}", out.to_json()?);
     }
     Ok(0)
 }

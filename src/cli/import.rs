@@ -46,16 +46,10 @@ pub struct ImportArgs {
     /// machine.properties (default: the shipped file for the spec's [machine], if any).
     #[arg(long, requires = "derive", value_name = "FILE")]
     pub constants: Option<PathBuf>,
-    /// Output format: text for people, json for scripts (one object on stdout).
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: TextOrJson,
-}
-
-/// `--format` of commands that print a summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TextOrJson {
-    Text,
-    Json,
+    /// Output format: table for people (`text` also works), json for scripts (one object on
+    /// stdout).
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
 }
 
 /// What the inputs are.
@@ -175,6 +169,8 @@ pub fn summary(set: &TrainingSet) -> Vec<String> {
 /// A spec or run that cannot be read (see [`crate::store::import::import`] and
 /// [`from_runs_labelled`]); a set that cannot be written.
 pub fn run(args: ImportArgs) -> Result<i32> {
+    args.format
+        .check("import", &crate::output::OutputFormat::TABLE_JSON)?;
     let mut runs_written = Vec::new();
     let mut source_names = std::collections::BTreeMap::new();
     let mut machine = None;
@@ -289,7 +285,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
             .collect(),
         None => files,
     };
-    if args.format == TextOrJson::Json {
+    if args.format == crate::output::OutputFormat::Json {
         let out = serde_json::json!({
             "set": args.output,
             "source": set.meta.source,

@@ -3,12 +3,7 @@
 
 use std::path::PathBuf;
 
-/// Output format of `microbench run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-}
+use crate::output::OutputFormat as Format;
 
 /// `powerperf microbench` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -45,8 +40,8 @@ pub enum MicrobenchCommand {
         #[arg(long)]
         curve: Option<PathBuf>,
         /// How to print the results.
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        format: crate::output::OutputFormat,
         /// Root of the sysfs tree with devices/system/cpu/cpu0/cache (for tests).
         #[arg(long, default_value = "/sys")]
         sysfs_root: PathBuf,
@@ -97,14 +92,15 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
             sysfs_root,
             no_realtime,
         } => {
+            format.check("microbench run", &Format::TABLE_JSON)?;
             let mut cfg = microbench::SuiteConfig::live(quick);
             cfg.sysfs_root = sysfs_root;
             cfg.realtime = !no_realtime;
             let report =
                 microbench::run_suite(&cfg, &mut |stage| eprintln!("microbench: {stage}"))?;
             match format {
-                Format::Table => out!("{}", report.table()),
                 Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+                Format::Table | Format::Csv | Format::Markdown => out!("{}", report.table()),
             }
             if let Some(p) = curve {
                 microbench::suite::write_out(&p, &report.curve_csv())?;

@@ -61,6 +61,7 @@ pub mod predict;
 pub mod quickstart;
 pub mod report;
 pub mod sweep;
+pub mod values;
 
 /// powerperf: where a program spends time and energy, why, what happens at another
 /// frequency or thread count, and which DVFS schedule saves the most energy.

@@ -7,12 +7,7 @@ use crate::dvfs::{export, from_model, parse_slowdown};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
-/// Output formats of `plan`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-}
+use crate::output::OutputFormat as Format;
 
 /// Arguments of `powerperf plan`.
 #[derive(Debug, clap::Args)]
@@ -31,7 +26,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "KNOB=A,B,C")]
     pub train: Option<String>,
     /// With --evaluate: the model kind to fit.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub kind: crate::models::ModelKind,
     /// With --evaluate: fit parameters, a FitParams JSON object as `powerperf fit --params`
     /// takes (e.g. '{"analytic":{"calibration":"ratio"}}').
@@ -44,7 +39,7 @@ pub struct PlanArgs {
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
     /// What to minimise. With --power-cap and no --objective: time.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = crate::cli::values::Objective::parser())]
     pub objective: Option<Objective>,
     /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or
     /// `none` [default: 5%, or none with --power-cap].
@@ -81,7 +76,7 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]
     pub min_region: f64,
     /// The device whose clocks the frequency knobs are.
-    #[arg(long, value_enum, default_value = "cpu")]
+    #[arg(long, value_parser = crate::cli::values::DeviceKind::parser(), default_value = "cpu")]
     pub device: DeviceKind,
     /// Reference thread count for the slowdown (default: the largest).
     #[arg(long, value_name = "N")]
@@ -90,8 +85,8 @@ pub struct PlanArgs {
     #[arg(short = 'o', long = "output", value_name = "PLAN")]
     pub output: Option<PathBuf>,
     /// How to print the choices.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
     /// Also print `srun` arguments (`--cpu-freq` / `--gpu-freq`) for each workload's setting.
     #[arg(long)]
     pub srun: bool,
@@ -122,6 +117,7 @@ fn positive_f64(s: &str) -> Result<f64, String> {
 /// # Errors
 /// An unreadable model, a bad bound, an unknown workload, or a planner error.
 pub fn run(args: PlanArgs) -> Result<i32> {
+    args.format.check("plan", &Format::TABLE_JSON)?;
     let bound_text = args.max_slowdown.clone().unwrap_or_else(|| {
         if args.power_cap.is_some() {
             "none".into()
@@ -184,7 +180,9 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         };
         let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
         match args.format {
-            Format::Table => out!("{}", crate::dvfs::evaluate::render(&report)),
+            Format::Table | Format::Csv | Format::Markdown => {
+                out!("{}", crate::dvfs::evaluate::render(&report))
+            }
             Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
         }
         return Ok(0);
@@ -227,7 +225,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         out.plan.write(path)?;
     }
     match args.format {
-        Format::Table => {
+        Format::Table | Format::Csv | Format::Markdown => {
             out!("{}", render_table(&out.plan));
             for (w, why) in &out.skipped {
                 outln!("skipped {w}: {why}");
@@ -239,11 +237,18 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             }
         }
         Format::Json => {
-            let v = serde_json::json!({
-                "plan": out.plan,
-                "skipped": out.skipped.iter().map(|(w, why)| serde_json::json!({"workload": w, "reason": why})).collect::<Vec<_>>(),
-            });
-            outln!("{}", serde_json::to_string_pretty(&v)?);
+            let v = crate::output::plan::PlanOutput {
+                plan: out.plan.clone(),
+                skipped: out
+                    .skipped
+                    .iter()
+                    .map(|(w, why)| crate::output::plan::Skipped {
+                        reason: why.clone(),
+                        workload: w.clone(),
+                    })
+                    .collect(),
+            };
+            outln!("{}", v.to_json()?);
         }
     }
     if args.geopm {

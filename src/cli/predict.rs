@@ -11,13 +11,9 @@ use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Output formats of `predict` and `evaluate`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-    Csv,
-}
+use crate::output::predict::{PredictOutput, PredictionRow};
+use crate::output::OutputFormat as Format;
+use crate::output::Table;
 
 /// Arguments of `powerperf predict`.
 #[derive(Debug, clap::Args)]
@@ -39,8 +35,10 @@ pub struct PredictArgs {
     /// `core_freq_mhz=595,861,1164`.
     #[arg(long = "knob", required = true)]
     pub knob: Vec<String>,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
+    /// Output format: table, json (what `report --predictions` reads), or csv and markdown
+    /// (one row per setting).
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
 }
 
 /// Parse `NAME=V1,V2,…`.
@@ -193,30 +191,48 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
     let err = model.held_out_error.as_ref();
     match args.format {
         Format::Json => {
-            let v: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|(k, p)| serde_json::json!({"workload": workload, "knobs": k, "time_s": p.time_s, "power_w": p.power_w, "energy_j": p.energy_j}))
-                .collect();
-            let out = serde_json::json!({"model": args.model.display().to_string(), "kind": model.kind(), "held_out_error": err, "predictions": v});
-            outln!("{}", serde_json::to_string_pretty(&out)?);
+            let out = PredictOutput {
+                held_out_error: err.cloned(),
+                kind: model.kind().to_string(),
+                model: args.model.display().to_string(),
+                predictions: rows
+                    .iter()
+                    .map(|(k, p)| PredictionRow {
+                        energy_j: p.energy_j,
+                        knobs: k.clone(),
+                        power_w: p.power_w,
+                        time_s: p.time_s,
+                        workload: workload.clone(),
+                    })
+                    .collect(),
+            };
+            outln!("{}", out.to_json()?);
         }
-        Format::Csv | Format::Table => {
+        Format::Csv | Format::Markdown | Format::Table => {
             let knob_names: Vec<String> = rows
                 .first()
                 .map(|r| r.0.keys().cloned().collect())
                 .unwrap_or_default();
             let f = |v: Option<f64>, d: usize| v.map_or(String::new(), |v| format!("{v:.d$}"));
-            if args.format == Format::Csv {
+            if args.format != Format::Table {
+                // CSV or Markdown: one flat table (Table::render gives both).
                 let mut header = vec!["workload".to_string()];
                 header.extend(knob_names.iter().cloned());
                 header.extend(["time_s", "power_w", "energy_j"].map(String::from));
-                outln!("{}", header.join(","));
-                for (k, p) in &rows {
-                    let mut cells = vec![csv_cell(&workload)];
-                    cells.extend(knob_names.iter().map(|n| k[n].to_string()));
-                    cells.extend([f(p.time_s, 6), f(p.power_w, 4), f(p.energy_j, 4)]);
-                    outln!("{}", cells.join(","));
-                }
+                let cells = rows
+                    .iter()
+                    .map(|(k, p)| {
+                        let mut cells = vec![workload.clone()];
+                        cells.extend(knob_names.iter().map(|n| k[n].to_string()));
+                        cells.extend([f(p.time_s, 6), f(p.power_w, 4), f(p.energy_j, 4)]);
+                        cells
+                    })
+                    .collect();
+                let table = Table {
+                    header,
+                    rows: cells,
+                };
+                out!("{}", table.render(args.format).unwrap_or_default());
             } else {
                 outln!(
                     "model {} ({}), workload {workload}",
@@ -264,15 +280,6 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
-}
-
-/// Quote a CSV cell when needed (RFC 4180).
-pub(crate) fn csv_cell(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]

@@ -45,10 +45,10 @@ pub struct QuickstartArgs {
     /// Repeats per thread count.
     #[arg(long, default_value_t = 2)]
     pub repeat: usize,
-    /// Output format: text (the transcript on stdout) or json (the transcript on stderr, and
+    /// Output format: table (the transcript on stdout; `text` also works) or json (the transcript on stderr, and
     /// on stdout one object with every step, command, exit status and output).
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: super::import::TextOrJson,
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
 }
 
 /// In `--format json` the human transcript goes to stderr (stdout carries the JSON).
@@ -195,58 +195,67 @@ fn extract_bundled(prefix: &str, dest: &Path) -> Result<()> {
 
 /// The held-out time MAPE (%) in `powerperf evaluate --format json` output.
 fn time_mape_pct(evaluate_json: &str) -> Option<f64> {
-    let v: serde_json::Value = serde_json::from_str(evaluate_json).ok()?;
-    v["time"]["mape_pct"]
-        .as_f64()
+    crate::output::evaluate::EvaluateOutput::from_json(evaluate_json)
+        .ok()?
+        .time
+        .map(|t| t.mape_pct)
         .filter(|m| m.is_finite() && *m >= 0.0)
 }
 
-/// Run `powerperf quickstart`.
-///
-/// # Errors
-/// A step that fails (its output is shown).
-pub fn run(args: QuickstartArgs) -> Result<i32> {
-    let exe = std::env::current_exe().context("cannot find the powerperf binary")?;
-    let data = if args.no_data {
-        Data::Skipped
-    } else if let Some(d) = args
-        .data
-        .clone()
-        .or_else(|| std::env::var_os("POWERPERF_DATA_DIR").map(PathBuf::from))
-    {
-        Data::Dir(d)
-    } else {
-        Data::Bundled
-    };
-    let json = args.format == super::import::TextOrJson::Json;
-    JSON.store(json, std::sync::atomic::Ordering::Relaxed);
-    let r = Runner {
-        exe: exe.clone(),
-        data: match &data {
-            Data::Dir(d) => Some(d.clone()),
-            _ => None,
-        },
-        t0: Instant::now(),
-        steps: Default::default(),
-    };
-    let out = &args.out;
-    if out.exists() {
-        std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
-    }
-    std::fs::create_dir_all(out)?;
-    let p = |name: &str| out.join(name).display().to_string();
-    let exe_s = exe.display().to_string();
+/// What every step needs.
+struct Ctx<'a> {
+    r: &'a Runner,
+    /// The working directory (`--out`).
+    out: &'a Path,
+    /// The powerperf binary, which also runs the collected workloads (`microbench`).
+    exe_s: String,
+    /// The cpufreq fixture copy the dry runs check plans against.
+    root: PathBuf,
+}
 
-    // 1. Training runs on this machine.
+impl Ctx<'_> {
+    /// `OUT/name`, as a command argument.
+    fn p(&self, name: &str) -> String {
+        self.out.join(name).display().to_string()
+    }
+
+    /// `powerperf apply --dry-run` of `plan` on a short `microbench` kernel, against the
+    /// cpufreq fixture copy when `sysfs`.
+    fn apply_dry_run(&self, plan: &str, workload: &str, sysfs: bool) -> Result<String> {
+        let root_s = self.root.display().to_string();
+        let mut a = vec!["apply", "--plan", plan, "--workload", workload, "--dry-run"];
+        if sysfs {
+            a.extend(["--sysfs-root", &root_s]);
+        }
+        a.extend([
+            "--",
+            &self.exe_s,
+            "microbench",
+            "kernel",
+            "fma",
+            "--threads",
+            "1",
+            "--scale",
+            "0.1",
+        ]);
+        self.r.pp(&a, 20)
+    }
+}
+
+/// Step 1: training runs on this machine at 1..=8 threads (at most its CPUs), `repeat`
+/// each at work `scale`; a training set, and where there are two thread counts, a
+/// thread-count model and its predictions.
+fn step_threads(c: &Ctx, repeat: usize, scale: &str) -> Result<()> {
+    let (r, exe_s) = (c.r, c.exe_s.as_str());
+    let p = |name: &str| c.p(name);
     let ncpu = crate::collect::sysinfo::online_cpus().min(8);
     r.step(&format!(
         "1. collect a microbench workload (kernel `mixed`) at 1..{ncpu} threads, {} repeats each",
-        args.repeat
+        repeat
     ))?;
-    let scale = format!("{}", args.scale);
     let mut runs = Vec::new();
     for t in 1..=ncpu {
-        for k in 0..args.repeat {
+        for k in 0..repeat {
             let run = p(&format!("runs/mixed-t{t}-r{k}"));
             let threads = t.to_string();
             let keep = if t == 1 && k == 0 { 30 } else { 0 };
@@ -260,12 +269,12 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
                     "--workload",
                     "mixed",
                     "--",
-                    &exe_s,
+                    exe_s,
                     "microbench",
                     "kernel",
                     "mixed",
                     "--scale",
-                    &scale,
+                    scale,
                 ],
                 keep,
                 &[("OMP_NUM_THREADS", &threads)],
@@ -301,7 +310,14 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         out!("    this machine has one CPU: a thread-count model needs runs at two thread counts; skipped");
     }
 
-    // Frequency runs where this machine's cpufreq can be set (never on a VM without it).
+    Ok(())
+}
+
+/// Step 1b: a core-frequency sweep (min, max) and an analytic model, where this machine's
+/// cpufreq can be set (never on a VM without it).
+fn step_freq_sweep(c: &Ctx, scale: &str) -> Result<()> {
+    let (r, exe_s) = (c.r, c.exe_s.as_str());
+    let p = |name: &str| c.p(name);
     let cpufreq = std::path::Path::new("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq");
     let writable = std::fs::OpenOptions::new()
         .write(true)
@@ -324,12 +340,12 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
                 "--repeat",
                 "1",
                 "--",
-                &exe_s,
+                exe_s,
                 "microbench",
                 "kernel",
                 "mixed",
                 "--scale",
-                &scale,
+                scale,
             ],
             12,
         )?;
@@ -352,49 +368,15 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         );
     }
 
-    // The cpufreq fixture (a machine with cpufreq, as files) and the example plans, from the
-    // bundle: the dry runs below check plans against it.
-    let root = out.join("sysfs-cpufreq-userspace");
-    extract_bundled(crate::store::bundled::CPUFREQ_FIXTURE, &root)?;
-    let root_s = root.display().to_string();
-    let apply_dry_run = |plan: &str, workload: &str, sysfs: bool| {
-        let mut a = vec!["apply", "--plan", plan, "--workload", workload, "--dry-run"];
-        if sysfs {
-            a.extend(["--sysfs-root", &root_s]);
-        }
-        a.extend([
-            "--",
-            &exe_s,
-            "microbench",
-            "kernel",
-            "fma",
-            "--threads",
-            "1",
-            "--scale",
-            "0.1",
-        ]);
-        r.pp(&a, 20)
-    };
+    Ok(())
+}
 
-    // 2. GPU frequency models from public measurements.
-    let source = match &data {
-        Data::Skipped => None,
-        Data::Bundled => Some("bundled in this binary (`powerperf datasets`)".to_string()),
-        Data::Dir(d) => Some(format!("files from {}", d.display())),
-    };
-    let Some(source) = source else {
-        r.step("2. GPU frequency datasets")?;
-        out!("    skipped (--no-data)");
-        r.step("3. apply the shipped example plan (hand-written) with --dry-run to the cpufreq fixture")?;
-        let plans = out.join("examples");
-        extract_bundled(crate::store::bundled::EXAMPLE_PLANS, &plans)?;
-        apply_dry_run(
-            &plans.join("cpu-static.toml").display().to_string(),
-            "fma",
-            true,
-        )?;
-        return finish(&r, out, &root, None, json);
-    };
+/// Step 2: GPU frequency models from the public Titan X and V100 sweeps (`source` says
+/// where their data comes from): import, fit, held-out error, predict, plan, and the GPU
+/// plan applied in a dry run.
+fn step_gpu(c: &Ctx, source: &str) -> Result<()> {
+    let r = c.r;
+    let p = |name: &str| c.p(name);
     r.step(&format!(
         "2. GPU clocks: import, fit, held-out error, predict and plan on the public Titan X and V100 sweeps ({source})"
     ))?;
@@ -476,7 +458,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         14,
     )?;
     out!("    the GPU plan applied in a dry run: the NVML calls a privileged run would make (nothing is changed):");
-    apply_dry_run(&txp, "DP", false)?;
+    c.apply_dry_run(&txp, "DP", false)?;
     let v = p("sets/v100");
     r.pp(&["import", "v100-dcgm-sweep", "-o", &v], 8)?;
     let vm = p("models/v100.json");
@@ -505,12 +487,18 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         ],
         10,
     )?;
+    Ok(())
+}
 
-    // 3. A CPU plan from the XU3 set, applied in dry-run against the cpufreq fixture.
+/// Step 3: a CPU plan from the XU3 set (`source` says where its data comes from), applied
+/// with `--dry-run` against the cpufreq fixture copy, given the XU3's operating points.
+fn step_xu3(c: &Ctx, source: &str) -> Result<()> {
+    let r = c.r;
+    let p = |name: &str| c.p(name);
     r.step(&format!("3. CPU clocks: the XU3 (Cortex-A15) set ({source}): fit, held-out error, plan, and apply with --dry-run to the cpufreq fixture"))?;
     // The plan is for the XU3's A15 (1000, 1500, 2000 MHz in the set): give the fixture copy
     // those operating points, so apply checks the plan against them.
-    let cf = root.join("sys/devices/system/cpu");
+    let cf = c.root.join("sys/devices/system/cpu");
     for cpu in std::fs::read_dir(&cf)?.flatten() {
         let d = cpu.path().join("cpufreq");
         if d.is_dir() {
@@ -578,12 +566,91 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         ],
         12,
     )?;
-    apply_dry_run(&xp, "automotive_bitcount", true)?;
+    c.apply_dry_run(&xp, "automotive_bitcount", true)?;
+    Ok(())
+}
+
+/// Run `powerperf quickstart`.
+///
+/// # Errors
+/// A step that fails (its output is shown).
+pub fn run(args: QuickstartArgs) -> Result<i32> {
+    args.format
+        .check("quickstart", &crate::output::OutputFormat::TABLE_JSON)?;
+    let exe = std::env::current_exe().context("cannot find the powerperf binary")?;
+    let data = if args.no_data {
+        Data::Skipped
+    } else if let Some(d) = args
+        .data
+        .clone()
+        .or_else(|| std::env::var_os("POWERPERF_DATA_DIR").map(PathBuf::from))
+    {
+        Data::Dir(d)
+    } else {
+        Data::Bundled
+    };
+    let json = args.format == crate::output::OutputFormat::Json;
+    JSON.store(json, std::sync::atomic::Ordering::Relaxed);
+    let r = Runner {
+        exe: exe.clone(),
+        data: match &data {
+            Data::Dir(d) => Some(d.clone()),
+            _ => None,
+        },
+        t0: Instant::now(),
+        steps: Default::default(),
+    };
+    let out = &args.out;
+    if out.exists() {
+        std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
+    }
+    std::fs::create_dir_all(out)?;
+    let c = Ctx {
+        r: &r,
+        out,
+        exe_s: exe.display().to_string(),
+        root: out.join("sysfs-cpufreq-userspace"),
+    };
+
+    // 1. Training runs on this machine.
+    let scale = format!("{}", args.scale);
+    step_threads(&c, args.repeat, &scale)?;
+    // Frequency runs where this machine's cpufreq can be set (never on a VM without it).
+    step_freq_sweep(&c, &scale)?;
+
+    // The cpufreq fixture (a machine with cpufreq, as files) and the example plans, from the
+    // bundle: the dry runs below check plans against it.
+    let root = &c.root;
+    extract_bundled(crate::store::bundled::CPUFREQ_FIXTURE, root)?;
+
+    // 2. GPU frequency models from public measurements.
+    let source = match &data {
+        Data::Skipped => None,
+        Data::Bundled => Some("bundled in this binary (`powerperf datasets`)".to_string()),
+        Data::Dir(d) => Some(format!("files from {}", d.display())),
+    };
+    let Some(source) = source else {
+        r.step("2. GPU frequency datasets")?;
+        out!("    skipped (--no-data)");
+        r.step("3. apply the shipped example plan (hand-written) with --dry-run to the cpufreq fixture")?;
+        let plans = out.join("examples");
+        extract_bundled(crate::store::bundled::EXAMPLE_PLANS, &plans)?;
+        c.apply_dry_run(
+            &plans.join("cpu-static.toml").display().to_string(),
+            "fma",
+            true,
+        )?;
+        return finish(&r, out, root, None, json);
+    };
+    step_gpu(&c, &source)?;
+
+    // 3. A CPU plan from the XU3 set, applied in dry-run against the cpufreq fixture.
+    step_xu3(&c, &source)?;
     let shown = match &data {
         Data::Dir(d) => d.display().to_string(),
         _ => "bundled".to_string(),
     };
-    finish(&r, out, &root, Some(&shown), json)
+    finish(&r, out, root, Some(&shown), json)
 }
 
 /// The closing lines: the fixture checked unchanged, where everything is, and the JSON

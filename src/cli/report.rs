@@ -2,8 +2,8 @@
 //! (`--plot DIR`); a self-contained HTML report (`--html FILE`); plots of model outputs
 //! (`--evaluate CSV`, `--predictions JSON [--plan PLAN]`).
 
+use crate::output::OutputFormat as Format;
 use crate::report::plots::{self, ImageFormat, NamedPlot};
-use crate::report::Format;
 use crate::store::run::RunMeta;
 use anyhow::Context;
 use std::path::PathBuf;
@@ -30,7 +30,7 @@ pub struct ReportArgs {
     pub run: Option<PathBuf>,
     /// Output format of the text report (default: table; with --html or --plot it is printed
     /// only when given).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = crate::cli::values::format())]
     pub format: Option<Format>,
     /// Also print the LCPI table (PerfExpert's six categories, upper bounds in cycles per
     /// instruction) of the whole run and of each region; a category whose events the run
@@ -49,7 +49,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Image format of --plot.
-    #[arg(long, value_enum, default_value = "svg")]
+    #[arg(long, value_parser = crate::cli::values::ImageFormat::parser(), default_value = "svg")]
     pub plot_format: ImageFormat,
     /// Plot predicted against measured from the CSV of `powerperf evaluate -o FILE`.
     #[arg(long, value_name = "CSV")]
@@ -73,6 +73,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         .filter(|d| !crate::report::ranks::shards(d).is_empty())
     {
         // A directory of per-rank shards (collect -o JOB/rank%r under srun/mpirun).
+        let format = args.format.unwrap_or_default();
+        format.check(
+            "report (of a directory of per-rank runs)",
+            &[Format::Table, Format::Json],
+        )?;
         let r = crate::report::ranks::rank_report(dir)?;
         match args.format {
             Some(Format::Json) => outln!("{}", serde_json::to_string_pretty(&r)?),

@@ -48,10 +48,10 @@ pub struct SweepArgs {
     /// Timeline sampling interval, as for `powerperf collect`.
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub interval: std::time::Duration,
-    /// Output format of the final summary: text, or json (one object on stderr, as
+    /// Output format of the final summary: table (`text` also works), or json (one object on stderr, as
     /// `perf stat -j` does: stdout belongs to the command).
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: super::import::TextOrJson,
+    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    pub format: crate::output::OutputFormat,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -63,6 +63,8 @@ pub struct SweepArgs {
 /// # Errors
 /// See [`crate::dvfs::sweep::sweep`].
 pub fn run(args: SweepArgs) -> Result<i32> {
+    args.format
+        .check("sweep", &crate::output::OutputFormat::TABLE_JSON)?;
     crate::collect::check_interval(args.interval)?;
     let sig = SignalForwarder::install()?;
     // the record and the log are needed only when frequencies are set
@@ -95,7 +97,7 @@ pub fn run(args: SweepArgs) -> Result<i32> {
     if cfg.dry_run {
         return Ok(0);
     }
-    if args.format == super::import::TextOrJson::Json {
+    if args.format == crate::output::OutputFormat::Json {
         let o = serde_json::json!({
             "set": cfg.out,
             "ran": out.ran,

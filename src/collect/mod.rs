@@ -47,7 +47,7 @@ pub enum Mode {
 }
 
 /// Whether to sample NVIDIA GPUs through NVML.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NvmlMode {
     /// Sample every GPU NVML sees; without NVML, a note in the run.
     #[default]
@@ -59,7 +59,7 @@ pub enum NvmlMode {
 }
 
 /// Who reads the counters for the timeline (`--sampler`, docs/overhead.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimelineSampler {
     /// `kernel` for a command whose only timeline sources are perf_event counters; `thread`
     /// otherwise (RAPL, NVML and PAPI are read by a thread).
@@ -74,11 +74,10 @@ pub enum TimelineSampler {
 }
 
 /// Which library counts the CPU events of `-e`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CounterBackend {
     /// perf_event_open(2) directly, with perf stat's event names (`cycles`, `pmu/event/`).
     #[default]
-    #[value(name = "perf", alias = "perf_event")]
     Perf,
     /// PAPI (feature `papi`): preset (`PAPI_TOT_INS`) and native (`perf::TASK-CLOCK`) names.
     Papi,
@@ -161,7 +160,7 @@ pub struct CollectConfig {
 }
 
 /// What `--pc-sampling` samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PcTarget {
     /// CPU PCs of the command, perf record's way (docs/pc-sampling.md).
     Cpu,

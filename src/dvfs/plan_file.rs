@@ -53,7 +53,7 @@ pub struct PlanHeader {
 }
 
 /// Device kinds a plan sets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceKind {
     /// CPU cores: `core_freq_mhz` through cpufreq.

@@ -34,7 +34,7 @@ use crate::models::Knobs;
 use serde::{Deserialize, Serialize};
 
 /// What the planner minimises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Objective {
     /// Energy, J.

@@ -163,19 +163,12 @@ fn finished(dir: &Path) -> bool {
     dir.join(crate::store::run::RUN_TOML).exists()
 }
 
-/// Run the sweep.
+/// The cpufreq controller and the frequencies (MHz) to sweep: `[None]` (no controller)
+/// when no frequency is asked for.
 ///
 /// # Errors
-/// No cpufreq when frequencies are asked for (the message says what `--dry-run` would do),
-/// a frequency outside the range, missing privileges, a left-over restore record, a
-/// `sweep.toml` for another command, or collection errors.
-pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
-    if cfg.command.is_empty() {
-        anyhow::bail!("no command given: write it after `--`");
-    }
-    if cfg.repeat == 0 {
-        anyhow::bail!("--repeat must be at least 1");
-    }
+/// No cpufreq (the message says what to do instead), or a frequency outside the range.
+fn open_controller(cfg: &SweepConfig) -> Result<(Option<CpufreqController>, Vec<Option<f64>>)> {
     let mut ctl = None;
     let mut freqs: Vec<Option<f64>> = vec![None];
     if !cfg.freqs.is_empty() {
@@ -205,49 +198,49 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             Err(e) => return Err(e.into()),
         }
     }
-    let threads: Vec<Option<u32>> = if cfg.threads.is_empty() {
-        vec![None]
-    } else {
-        cfg.threads.iter().map(|t| Some(*t)).collect()
-    };
-    let runs = plan_runs(&cfg.out, &freqs, &threads, cfg.repeat);
-    let record = SweepRecord {
-        command: cfg.command.clone(),
-        freqs_mhz: freqs.iter().flatten().copied().collect(),
-        threads: cfg.threads.clone(),
-        repeat: cfg.repeat,
-    };
-    if cfg.dry_run {
-        eprintln!(
-            "powerperf sweep: dry-run: {} runs into {}",
-            runs.len(),
-            cfg.out.display()
-        );
-        for r in &runs {
-            let state = if finished(&r.dir) {
-                "finished, would skip"
-            } else {
-                "would run"
-            };
-            eprintln!("  {} ({state})", r.dir.display());
-        }
-        if let Some(c) = &ctl {
-            for f in freqs.iter().flatten() {
-                eprintln!("  at {f} MHz, {} would write:", c.describe());
-                for w in c.plan_set(*f)? {
-                    eprintln!("    {w}");
-                }
+    Ok((ctl, freqs))
+}
+
+/// `--dry-run`: print the runs (and whether each would be skipped) and the writes each
+/// frequency would make.
+///
+/// # Errors
+/// A frequency the controller cannot plan.
+fn print_dry_run(
+    cfg: &SweepConfig,
+    runs: &[PlannedRun],
+    ctl: Option<&CpufreqController>,
+    freqs: &[Option<f64>],
+) -> Result<()> {
+    eprintln!(
+        "powerperf sweep: dry-run: {} runs into {}",
+        runs.len(),
+        cfg.out.display()
+    );
+    for r in runs {
+        let state = if finished(&r.dir) {
+            "finished, would skip"
+        } else {
+            "would run"
+        };
+        eprintln!("  {} ({state})", r.dir.display());
+    }
+    if let Some(c) = ctl {
+        for f in freqs.iter().flatten() {
+            eprintln!("  at {f} MHz, {} would write:", c.describe());
+            for w in c.plan_set(*f)? {
+                eprintln!("    {w}");
             }
         }
-        return Ok(SweepOutcome {
-            ran: 0,
-            skipped: 0,
-            failed: vec![],
-            points: 0,
-            notes: vec![],
-            interrupted: None,
-        });
     }
+    Ok(())
+}
+
+/// Create `OUT/runs` and write `OUT/sweep.toml`, refusing a record of another command.
+///
+/// # Errors
+/// A directory or file that cannot be written, or a record of another command.
+fn write_record(cfg: &SweepConfig, record: &SweepRecord) -> Result<()> {
     std::fs::create_dir_all(cfg.out.join("runs"))
         .with_context(|| format!("cannot create {}", cfg.out.display()))?;
     let rec_path = cfg.out.join("sweep.toml");
@@ -263,8 +256,99 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             );
         }
     }
-    std::fs::write(&rec_path, toml::to_string_pretty(&record)?)
+    std::fs::write(&rec_path, toml::to_string_pretty(record)?)
         .with_context(|| format!("cannot write {}", rec_path.display()))?;
+    Ok(())
+}
+
+/// Collect one run of the sweep into `r.dir` and record its requested setting; returns the
+/// command's shell status.
+///
+/// # Errors
+/// Collection errors, or a run directory whose metadata cannot be read back or written.
+fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
+    let mut env = Vec::new();
+    if let Some(t) = r.threads {
+        env.push(("OMP_NUM_THREADS".to_string(), t.to_string()));
+    }
+    let ccfg = crate::collect::CollectConfig {
+        mode: crate::collect::Mode::Command,
+        events: cfg.events.clone(),
+        backend: crate::collect::CounterBackend::Perf,
+        interval: cfg.interval,
+        sysfs_root: cfg.sysfs_root.clone(),
+        out: r.dir.clone(),
+        command: cfg.command.clone(),
+        workload: cfg.workload.clone(),
+        env,
+        nvml: crate::collect::NvmlMode::Auto,
+        nvtx: true,
+        gpu: false,
+        per_thread: false,
+        pc_sampling: vec![],
+        gpu_pc_period: None,
+        gpu_pc_serialized: false,
+        cpu_pc_sampling_hz: None,
+        sampler: crate::collect::TimelineSampler::Auto,
+        // The sweep's own run directory (a half-written one is redone).
+        force: true,
+    };
+    let outcome = crate::collect::collect_run(&ccfg)
+        .with_context(|| format!("collecting {}", r.dir.display()))?;
+    // record the requested setting (the fixture or a busy governor may report another
+    // current frequency)
+    let mut meta = RunMeta::read(&r.dir)?;
+    if let Some(f) = r.freq_mhz {
+        meta.knobs.core_freq_mhz = Some(f);
+        meta.notes.push(format!(
+            "core_freq_mhz = {f} set by powerperf sweep through the cpufreq controller"
+        ));
+    }
+    if let Some(t) = r.threads {
+        meta.knobs.threads = Some(t);
+    }
+    meta.write(&r.dir)?;
+    Ok(outcome.shell_status)
+}
+
+/// Run the sweep.
+///
+/// # Errors
+/// No cpufreq when frequencies are asked for (the message says what `--dry-run` would do),
+/// a frequency outside the range, missing privileges, a left-over restore record, a
+/// `sweep.toml` for another command, or collection errors.
+pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
+    if cfg.command.is_empty() {
+        anyhow::bail!("no command given: write it after `--`");
+    }
+    if cfg.repeat == 0 {
+        anyhow::bail!("--repeat must be at least 1");
+    }
+    let (mut ctl, freqs) = open_controller(cfg)?;
+    let threads: Vec<Option<u32>> = if cfg.threads.is_empty() {
+        vec![None]
+    } else {
+        cfg.threads.iter().map(|t| Some(*t)).collect()
+    };
+    let runs = plan_runs(&cfg.out, &freqs, &threads, cfg.repeat);
+    let record = SweepRecord {
+        command: cfg.command.clone(),
+        freqs_mhz: freqs.iter().flatten().copied().collect(),
+        threads: cfg.threads.clone(),
+        repeat: cfg.repeat,
+    };
+    if cfg.dry_run {
+        print_dry_run(cfg, &runs, ctl.as_ref(), &freqs)?;
+        return Ok(SweepOutcome {
+            ran: 0,
+            skipped: 0,
+            failed: vec![],
+            points: 0,
+            notes: vec![],
+            interrupted: None,
+        });
+    }
+    write_record(cfg, &record)?;
 
     let mut session = match ctl.as_mut() {
         Some(c) => {
@@ -324,56 +408,16 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
         pb.set_message(label.clone());
-        let mut env = Vec::new();
-        if let Some(t) = r.threads {
-            env.push(("OMP_NUM_THREADS".to_string(), t.to_string()));
-        }
-        let ccfg = crate::collect::CollectConfig {
-            mode: crate::collect::Mode::Command,
-            events: cfg.events.clone(),
-            backend: crate::collect::CounterBackend::Perf,
-            interval: cfg.interval,
-            sysfs_root: cfg.sysfs_root.clone(),
-            out: r.dir.clone(),
-            command: cfg.command.clone(),
-            workload: cfg.workload.clone(),
-            env,
-            nvml: crate::collect::NvmlMode::Auto,
-            nvtx: true,
-            gpu: false,
-            per_thread: false,
-            pc_sampling: vec![],
-            gpu_pc_period: None,
-            gpu_pc_serialized: false,
-            cpu_pc_sampling_hz: None,
-            sampler: crate::collect::TimelineSampler::Auto,
-            // The sweep's own run directory (a half-written one is redone).
-            force: true,
-        };
-        let outcome = crate::collect::collect_run(&ccfg)
-            .with_context(|| format!("collecting {}", r.dir.display()))?;
-        // record the requested setting (the fixture or a busy governor may report another
-        // current frequency)
-        let mut meta = RunMeta::read(&r.dir)?;
-        if let Some(f) = r.freq_mhz {
-            meta.knobs.core_freq_mhz = Some(f);
-            meta.notes.push(format!(
-                "core_freq_mhz = {f} set by powerperf sweep through the cpufreq controller"
-            ));
-        }
-        if let Some(t) = r.threads {
-            meta.knobs.threads = Some(t);
-        }
-        meta.write(&r.dir)?;
-        if outcome.shell_status != 0 {
-            failed.push((r.dir.clone(), outcome.shell_status));
+        let shell_status = collect_one(cfg, r)?;
+        if shell_status != 0 {
+            failed.push((r.dir.clone(), shell_status));
         }
         ran += 1;
         pb.inc(1);
         if pb.is_hidden() {
             eprintln!(
                 "powerperf sweep: {label}: status {} ({}/{todo})",
-                outcome.shell_status, ran
+                shell_status, ran
             );
         }
     }

@@ -78,7 +78,7 @@ pub trait Predictor {
 }
 
 /// The model kinds powerperf fits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelKind {
     /// Analytical DVFS time/power model ([`analytic`]).

@@ -16,14 +16,10 @@ mod table;
 use crate::store::run::{Backend, Ending, EventStatus, RunMeta};
 use serde::Serialize;
 
-/// Output formats of `report` (and of other summaries).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-    Csv,
-    Markdown,
-}
+/// Output formats of `report` (and of other summaries): the one [`OutputFormat`].
+///
+/// [`OutputFormat`]: crate::output::OutputFormat
+pub use crate::output::OutputFormat as Format;
 
 /// One event line of a report.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -480,39 +480,25 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// One group of points: a workload at one setting of the other knobs, its points sorted by
+/// clock (MHz).
 struct Group<'a> {
     workload: String,
     other: Knobs,
     pts: Vec<(f64, &'a Point)>,
 }
 
-/// Fit the analytical model on mean points (one per workload and knob values).
-///
-/// # Errors
-/// [`ModelError::MissingKnob`] when the set has no clock knob; [`ModelError::NotEnoughData`]
-/// when no group has two clocks.
-pub fn fit(
-    meta: &SetMeta,
-    points: &[Point],
-    params: &AnalyticParams,
-) -> Result<AnalyticModel, ModelError> {
-    let freq = freq_knob_of(meta, points, params.freq_knob.as_deref()).ok_or_else(|| {
-        ModelError::MissingKnob {
-            knob: FREQ_KNOBS.join(" or "),
-            model: "analytic".into(),
-            fix:
-                "import the set with a clock knob column, or use --model threads for thread counts"
-                    .into(),
-        }
-    })?;
+/// Group the points with a positive clock `freq` by workload and the other knobs, in
+/// first-seen order; each group's points sorted by clock.
+fn group_by_clock<'a>(points: &'a [Point], freq: &str) -> Vec<Group<'a>> {
     // Group by workload and the other knobs, in first-seen order.
     let mut groups: Vec<Group> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     for p in points {
-        let Some(f) = p.knobs.get(&freq).copied().filter(|f| *f > 0.0) else {
+        let Some(f) = p.knobs.get(freq).copied().filter(|f| *f > 0.0) else {
             continue;
         };
-        let other = other_knobs(&p.knobs, &freq);
+        let other = other_knobs(&p.knobs, freq);
         let key = format!("{}\u{1f}{}", p.workload, knob_key(&other));
         let i = *index.entry(key).or_insert_with(|| {
             groups.push(Group {
@@ -527,18 +513,17 @@ pub fn fit(
     for g in &mut groups {
         g.pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let f_ref = groups
-        .iter()
-        .flat_map(|g| g.pts.iter().map(|p| p.0))
-        .fold(0.0, f64::max);
-    if f_ref <= 0.0 {
-        return Err(ModelError::NotEnoughData {
-            model: "analytic".into(),
-            what: format!("no point has a positive `{freq}`"),
-        });
-    }
+    groups
+}
 
-    // Effective clocks from compute-bound groups.
+/// The effective clocks of the higher training clocks from the compute-bound groups (see the
+/// module's **Effective clock**), and the note that says how they were found.
+fn calibrate_clocks(
+    meta: &SetMeta,
+    groups: &[Group],
+    params: &AnalyticParams,
+    f_ref: f64,
+) -> (Vec<EffectiveClock>, String) {
     let time_ok = |g: &Group| meta.is_reliable("time_s", &g.workload);
     let mut ratios: BTreeMap<u64, (f64, Vec<f64>)> = BTreeMap::new();
     let mut effective_clocks = Vec::new();
@@ -595,14 +580,30 @@ pub fn fit(
             "effective clock of each higher training clock = f / median(t(f)·f / (t(f2)·f2)) over compute-bound groups".to_string()
         };
     }
-    let eff = |f: f64| -> f64 {
-        effective_clocks
-            .iter()
-            .find(|e| e.nominal_mhz == f)
-            .map_or(f, |e| e.effective_mhz)
-    };
+    (effective_clocks, calibration_note)
+}
 
-    // Power exponent.
+/// The power model shared by every group (see the module's **Power**): the exponent `k`,
+/// and with `shared_static_power` one `P_static` for all groups.
+struct PowerFit {
+    /// Per group, the (clock MHz, power W) training points (empty when power is unreliable).
+    power_pts: Vec<Vec<(f64, f64)>>,
+    power_exponent: f64,
+    power_exponent_source: String,
+    /// The shared fit ([`fit_power_shared`]): `P_0`, the `c_g`, the weighted SSE.
+    shared: Option<(f64, Vec<Option<f64>>, f64)>,
+    /// How static power is modelled, for the model file.
+    static_power: String,
+}
+
+/// Fit the power exponent (or take it from the parameters) and, when the groups have no
+/// residual degree of freedom and `shared_static_power` is set, one shared `P_static`.
+fn fit_power_model(
+    meta: &SetMeta,
+    groups: &[Group],
+    params: &AnalyticParams,
+    f_ref: f64,
+) -> PowerFit {
     let power_pts: Vec<Vec<(f64, f64)>> = groups
         .iter()
         .map(|g| {
@@ -677,73 +678,151 @@ pub fn fit(
         None => "per group".to_string(),
     };
 
-    let mut out = Vec::new();
-    for (gi, (g, ppts)) in groups.iter().zip(&power_pts).enumerate() {
-        let mut notes = Vec::new();
-        let time = if !time_ok(g) {
-            notes.push("time_s unreliable for this workload (set.toml)".to_string());
-            None
-        } else {
-            let tp: Vec<(f64, f64)> = g
-                .pts
-                .iter()
-                .filter_map(|(f, p)| p.time_s.filter(|t| *t > 0.0).map(|t| (eff(*f), t)))
-                .collect();
-            let c = fit_time(&tp, f_ref, &params.overlap_grid);
-            if c.is_none() {
-                notes.push(format!(
-                    "time_s: {} clock(s) with a time, needs 2",
-                    tp.len()
-                ));
-            }
-            c
-        };
-        let power = if !meta.is_reliable("power_w", &g.workload) {
-            notes.push("power_w unreliable for this workload (set.toml)".to_string());
-            None
-        } else {
-            let c = match &shared {
-                Some((p0, cs, _)) => cs[gi].map(|c| {
-                    let sse: f64 = ppts
-                        .iter()
-                        .map(|(f, y)| {
-                            ((p0 + c * dynamic_term(*f, f_ref, power_exponent, table) - y) / y)
-                                .powi(2)
-                        })
-                        .sum();
-                    PowerCurve {
-                        p_static_w: *p0,
-                        c_w: c,
-                        train_rel_rms: (sse / ppts.len() as f64).sqrt(),
-                    }
-                }),
-                None => {
-                    fit_power(ppts, &|f| dynamic_term(f, f_ref, power_exponent, table)).map(|c| c.0)
+    PowerFit {
+        power_pts,
+        power_exponent,
+        power_exponent_source,
+        shared,
+        static_power,
+    }
+}
+
+/// Fit one group's time curve (on effective clocks, `eff`) and power curve (with the shared
+/// power model `pf`; `gi` is the group's index in it).
+fn fit_group(
+    meta: &SetMeta,
+    params: &AnalyticParams,
+    g: &Group,
+    gi: usize,
+    pf: &PowerFit,
+    f_ref: f64,
+    eff: &dyn Fn(f64) -> f64,
+) -> AnalyticGroup {
+    let (ppts, power_exponent, table) = (
+        &pf.power_pts[gi],
+        pf.power_exponent,
+        params.voltage_table.as_deref().filter(|t| !t.is_empty()),
+    );
+    let time_ok = |g: &Group| meta.is_reliable("time_s", &g.workload);
+    let mut notes = Vec::new();
+    let time = if !time_ok(g) {
+        notes.push("time_s unreliable for this workload (set.toml)".to_string());
+        None
+    } else {
+        let tp: Vec<(f64, f64)> = g
+            .pts
+            .iter()
+            .filter_map(|(f, p)| p.time_s.filter(|t| *t > 0.0).map(|t| (eff(*f), t)))
+            .collect();
+        let c = fit_time(&tp, f_ref, &params.overlap_grid);
+        if c.is_none() {
+            notes.push(format!(
+                "time_s: {} clock(s) with a time, needs 2",
+                tp.len()
+            ));
+        }
+        c
+    };
+    let power = if !meta.is_reliable("power_w", &g.workload) {
+        notes.push("power_w unreliable for this workload (set.toml)".to_string());
+        None
+    } else {
+        let c = match &pf.shared {
+            Some((p0, cs, _)) => cs[gi].map(|c| {
+                let sse: f64 = ppts
+                    .iter()
+                    .map(|(f, y)| {
+                        ((p0 + c * dynamic_term(*f, f_ref, power_exponent, table) - y) / y).powi(2)
+                    })
+                    .sum();
+                PowerCurve {
+                    p_static_w: *p0,
+                    c_w: c,
+                    train_rel_rms: (sse / ppts.len() as f64).sqrt(),
                 }
-            };
-            if c.is_none() {
-                notes.push(format!(
-                    "power_w: {} clock(s) with a power, needs 2",
-                    ppts.len()
-                ));
+            }),
+            None => {
+                fit_power(ppts, &|f| dynamic_term(f, f_ref, power_exponent, table)).map(|c| c.0)
             }
-            c
         };
-        out.push(AnalyticGroup {
-            workload: g.workload.clone(),
-            other_knobs: g.other.clone(),
-            train_freqs_mhz: g.pts.iter().map(|p| p.0).collect(),
-            time,
-            power,
-            notes,
+        if c.is_none() {
+            notes.push(format!(
+                "power_w: {} clock(s) with a power, needs 2",
+                ppts.len()
+            ));
+        }
+        c
+    };
+    AnalyticGroup {
+        workload: g.workload.clone(),
+        other_knobs: g.other.clone(),
+        train_freqs_mhz: g.pts.iter().map(|p| p.0).collect(),
+        time,
+        power,
+        notes,
+    }
+}
+
+/// Fit the analytical model on mean points (one per workload and knob values).
+///
+/// # Errors
+/// [`ModelError::MissingKnob`] when the set has no clock knob; [`ModelError::NotEnoughData`]
+/// when no group has two clocks.
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticParams,
+) -> Result<AnalyticModel, ModelError> {
+    let freq = freq_knob_of(meta, points, params.freq_knob.as_deref()).ok_or_else(|| {
+        ModelError::MissingKnob {
+            knob: FREQ_KNOBS.join(" or "),
+            model: "analytic".into(),
+            fix:
+                "import the set with a clock knob column, or use --model threads for thread counts"
+                    .into(),
+        }
+    })?;
+    let groups = group_by_clock(points, &freq);
+    let f_ref = groups
+        .iter()
+        .flat_map(|g| g.pts.iter().map(|p| p.0))
+        .fold(0.0, f64::max);
+    if f_ref <= 0.0 {
+        return Err(ModelError::NotEnoughData {
+            model: "analytic".into(),
+            what: format!("no point has a positive `{freq}`"),
         });
     }
+
+    // Effective clocks from compute-bound groups.
+    let (effective_clocks, calibration_note) = calibrate_clocks(meta, &groups, params, f_ref);
+    let eff = |f: f64| -> f64 {
+        effective_clocks
+            .iter()
+            .find(|e| e.nominal_mhz == f)
+            .map_or(f, |e| e.effective_mhz)
+    };
+
+    // Power exponent.
+    let pf = fit_power_model(meta, &groups, params, f_ref);
+
+    let out: Vec<AnalyticGroup> = groups
+        .iter()
+        .enumerate()
+        .map(|(gi, g)| fit_group(meta, params, g, gi, &pf, f_ref, &eff))
+        .collect();
     if out.iter().all(|g| g.time.is_none() && g.power.is_none()) {
         return Err(ModelError::NotEnoughData {
             model: "analytic".into(),
             what: format!("no workload has two `{freq}` values with a time or power"),
         });
     }
+    let PowerFit {
+        power_exponent,
+        power_exponent_source,
+        static_power,
+        ..
+    } = pf;
     Ok(AnalyticModel {
         params: params.clone(),
         freq_knob: freq,
@@ -806,232 +885,4 @@ impl AnalyticModel {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pt(w: &str, f: f64, mem: f64, t: f64, p: f64) -> Point {
-        Point {
-            workload: w.into(),
-            knobs: [
-                ("core_freq_mhz".to_string(), f),
-                ("mem_freq_mhz".to_string(), mem),
-            ]
-            .into_iter()
-            .collect(),
-            time_s: Some(t),
-            power_w: Some(p),
-            energy_j: Some(t * p),
-            ..Point::default()
-        }
-    }
-
-    fn knobs(f: f64, mem: f64) -> Knobs {
-        [
-            ("core_freq_mhz".to_string(), f),
-            ("mem_freq_mhz".to_string(), mem),
-        ]
-        .into_iter()
-        .collect()
-    }
-
-    #[test]
-    fn moore_model_exact_from_two_clocks() {
-        // t = 2 + 3·1000/f, P = 50 + 100·(f/1000)^3 (default k with two clocks).
-        let t = |f: f64| 2.0 + 3.0 * 1000.0 / f;
-        let p = |f: f64| 50.0 + 100.0 * (f / 1000.0).powi(3);
-        let pts = vec![
-            pt("a", 500.0, 1.0, t(500.0), p(500.0)),
-            pt("a", 1000.0, 1.0, t(1000.0), p(1000.0)),
-        ];
-        let m = fit(&SetMeta::default(), &pts, &AnalyticParams::default()).unwrap();
-        assert_eq!(m.groups[0].time.as_ref().unwrap().overlap_p, 1.0);
-        assert_eq!(m.power_exponent, 3.0);
-        for f in [400.0, 750.0, 1200.0] {
-            let pr = m.predict("a", &knobs(f, 1.0)).unwrap();
-            assert!((pr.time_s.unwrap() - t(f)).abs() < 1e-9, "{f}");
-            assert!((pr.power_w.unwrap() - p(f)).abs() < 1e-9);
-            assert!((pr.energy_j.unwrap() - t(f) * p(f)).abs() < 1e-6);
-        }
-    }
-
-    #[test]
-    fn recovers_roofline_and_power_exponent() {
-        // Two workloads × two memory clocks; one roofline-shaped (p large), one additive;
-        // power with k = 4 shared. Five clocks, so k and p are identifiable.
-        let clocks = [600.0, 700.0, 800.0, 900.0, 1000.0];
-        let mut pts = Vec::new();
-        for (w, mem, tc, tm, p) in [
-            ("roof", 1.0, 3.0, 2.5, 32.0),
-            ("roof", 2.0, 3.0, 4.0, 32.0),
-            ("add", 1.0, 1.0, 1.0, 1.0),
-            ("add", 2.0, 1.5, 0.5, 1.0),
-        ] {
-            let c = TimeCurve {
-                t_comp_s: tc,
-                t_mem_s: tm,
-                overlap_p: p,
-                train_rel_rms: 0.0,
-            };
-            for f in clocks {
-                let pw = 40.0 + tc * 10.0 + 60.0 * (f / 1000.0f64).powi(4);
-                pts.push(pt(w, f, mem, c.at(1000.0, f), pw));
-            }
-        }
-        let params = AnalyticParams {
-            calibrate_clock: false,
-            ..AnalyticParams::default()
-        };
-        let m = fit(&SetMeta::default(), &pts, &params).unwrap();
-        assert!(
-            (m.power_exponent - 4.0).abs() < 1e-3,
-            "{}",
-            m.power_exponent
-        );
-        let roof = m.groups.iter().find(|g| g.workload == "roof").unwrap();
-        assert_eq!(roof.time.as_ref().unwrap().overlap_p, 32.0);
-        let add = m.groups.iter().find(|g| g.workload == "add").unwrap();
-        assert_eq!(add.time.as_ref().unwrap().overlap_p, 1.0);
-        for (w, mem, tc, tm, p) in [("roof", 2.0, 3.0, 4.0, 32.0), ("add", 2.0, 1.5, 0.5, 1.0)] {
-            let c = TimeCurve {
-                t_comp_s: tc,
-                t_mem_s: tm,
-                overlap_p: p,
-                train_rel_rms: 0.0,
-            };
-            for f in [650.0, 950.0] {
-                let pr = m.predict(w, &knobs(f, mem)).unwrap();
-                let want = c.at(1000.0, f);
-                assert!((pr.time_s.unwrap() / want - 1.0).abs() < 1e-6, "{w} {f}");
-            }
-        }
-    }
-
-    #[test]
-    fn two_clocks_per_workload_share_static_power_and_fit_k() {
-        // P = 1.5 + c_w·(f/2000)^2.5 with one static power for all workloads.
-        let mut pts = Vec::new();
-        for (i, c) in [2.0, 3.0, 4.5, 1.0].iter().enumerate() {
-            for f in [1000.0, 2000.0] {
-                let p = 1.5 + c * (f / 2000.0f64).powf(2.5);
-                pts.push(pt(&format!("w{i}"), f, 1.0, 1000.0 / f, p));
-            }
-        }
-        let params = AnalyticParams {
-            shared_static_power: true,
-            ..AnalyticParams::default()
-        };
-        let m = fit(&SetMeta::default(), &pts, &params).unwrap();
-        assert!(
-            (m.power_exponent - 2.5).abs() < 1e-6,
-            "{}",
-            m.power_exponent
-        );
-        assert!(m.static_power.starts_with("shared"), "{}", m.static_power);
-        let pr = m.predict("w2", &knobs(1500.0, 1.0)).unwrap();
-        let want = 1.5 + 4.5 * (0.75f64).powf(2.5);
-        assert!((pr.power_w.unwrap() - want).abs() < 1e-6);
-    }
-
-    #[test]
-    fn voltage_table_power_is_exact() {
-        let table = vec![(1000.0, 0.9), (1500.0, 1.0), (2000.0, 1.3)];
-        assert!((voltage_at(&table, 1750.0) - 1.15).abs() < 1e-12);
-        assert!((voltage_at(&table, 500.0) - 0.8).abs() < 1e-12);
-        let p = |f: f64| 0.2 + 1e-3 * voltage_at(&table, f).powi(2) * f;
-        let pts = vec![
-            pt("a", 1000.0, 1.0, 1.0, p(1000.0)),
-            pt("a", 2000.0, 1.0, 0.5, p(2000.0)),
-        ];
-        let params = AnalyticParams {
-            voltage_table: Some(table.clone()),
-            ..AnalyticParams::default()
-        };
-        let m = fit(&SetMeta::default(), &pts, &params).unwrap();
-        let pr = m.predict("a", &knobs(1500.0, 1.0)).unwrap();
-        assert!((pr.power_w.unwrap() - p(1500.0)).abs() < 1e-12);
-    }
-
-    #[test]
-    fn effective_clock_estimated_from_compute_bound_groups() {
-        // The top clock 1200 really runs at 1150 for every workload: t = W/f_eff.
-        let mut pts = Vec::new();
-        for i in 0..6 {
-            let w = format!("w{i}");
-            let work = 1000.0 * (1.0 + i as f64);
-            for f in [600.0, 900.0, 1200.0] {
-                let fe = if f == 1200.0 { 1150.0 } else { f };
-                pts.push(pt(&w, f, 1.0, work / fe, 100.0));
-            }
-        }
-        let m = fit(&SetMeta::default(), &pts, &AnalyticParams::default()).unwrap();
-        assert_eq!(m.effective_clocks.len(), 1);
-        assert!((m.effective_clocks[0].effective_mhz - 1150.0).abs() < 1e-6);
-        let pr = m.predict("w0", &knobs(1000.0, 1.0)).unwrap();
-        assert!((pr.time_s.unwrap() - 1.0).abs() < 1e-9);
-        let pr = m.predict("w0", &knobs(1200.0, 1.0)).unwrap();
-        assert!((pr.time_s.unwrap() - 1000.0 / 1150.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn joint_calibration_separates_non_scaling_time_from_the_clock_deficit() {
-        // t = t0 + W/f_eff with a non-scaling part t0 (0.2–0.4 % of the time at 600 MHz, so
-        // t·f agrees within the 1 % tolerance at 600 and 900: compute-bound) and the top clock
-        // 1200 running at 1150. The ratio estimate reads t0's growth of t·f as a deficit (≈ 1148
-        // MHz); the joint fit recovers 1150, and untested clocks (nominal) are then exact.
-        let mut pts = Vec::new();
-        let truth = |i: usize, f: f64| {
-            let work = 1000.0 * (1.0 + i as f64);
-            let t0 = 0.004 * work / 600.0 * (0.5 + 0.1 * i as f64);
-            let fe = if f == 1200.0 { 1150.0 } else { f };
-            t0 + work / fe
-        };
-        for i in 0..6 {
-            for f in [600.0, 900.0, 1200.0] {
-                pts.push(pt(&format!("w{i}"), f, 1.0, truth(i, f), 100.0));
-            }
-        }
-        let joint = fit(&SetMeta::default(), &pts, &AnalyticParams::default()).unwrap();
-        assert_eq!(joint.effective_clocks.len(), 1);
-        let e = joint.effective_clocks[0].effective_mhz;
-        assert!((e - 1150.0).abs() < 1e-6, "{e}");
-        for i in 0..6 {
-            for f in [700.0, 1000.0, 1100.0] {
-                let pr = joint.predict(&format!("w{i}"), &knobs(f, 1.0)).unwrap();
-                let want = truth(i, f);
-                assert!((pr.time_s.unwrap() / want - 1.0).abs() < 1e-9, "w{i} {f}");
-            }
-        }
-        let ratio = fit(
-            &SetMeta::default(),
-            &pts,
-            &AnalyticParams {
-                calibration: Calibration::Ratio,
-                ..AnalyticParams::default()
-            },
-        )
-        .unwrap();
-        let r = ratio.effective_clocks[0].effective_mhz;
-        assert!(r < 1149.0, "the ratio estimate is biased low by t0: {r}");
-    }
-
-    #[test]
-    fn unreliable_time_is_not_fitted_and_unknown_setting_is_an_error() {
-        let mut meta = SetMeta::default();
-        meta.unreliable.push(crate::store::set::Unreliable {
-            target: "time_s".into(),
-            workloads: vec!["*".into()],
-            reason: "copied series".into(),
-        });
-        let pts = vec![
-            pt("a", 500.0, 1.0, 1.0, 60.0),
-            pt("a", 1000.0, 1.0, 1.0, 100.0),
-        ];
-        let m = fit(&meta, &pts, &AnalyticParams::default()).unwrap();
-        let pr = m.predict("a", &knobs(700.0, 1.0)).unwrap();
-        assert_eq!(pr.time_s, None);
-        assert_eq!(pr.energy_j, None);
-        assert!(pr.power_w.is_some());
-        let err = m.predict("a", &knobs(700.0, 2.0)).unwrap_err().to_string();
-        assert!(err.contains("mem_freq_mhz=1"), "{err}");
-    }
-}
+mod tests;

@@ -21,11 +21,14 @@ use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+mod draw;
+use draw::{draw_pareto, draw_pvm, draw_stacked, draw_streams, draw_timeline};
+
 /// Width and height of every plot, pixels.
 pub const SIZE: (u32, u32) = (960, 420);
 
 /// Image formats a plot can be written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImageFormat {
     Svg,
     Png,
@@ -153,23 +156,6 @@ pub struct NamedPlot {
     pub plot: Plot,
 }
 
-const PALETTE: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
-
-fn color(i: usize) -> RGBColor {
-    PALETTE[i % PALETTE.len()]
-}
-
 /// Register the embedded font once (plotters' ab_glyph font store).
 fn fonts() -> Result<()> {
     static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -188,24 +174,6 @@ fn fonts() -> Result<()> {
     } else {
         bail!("the embedded DejaVu Sans font could not be loaded")
     }
-}
-
-/// (lo, hi) of `v` with 5 % padding; a unit range around a single value; (0, 1) when empty.
-fn padded(v: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for x in v.filter(|x| x.is_finite()) {
-        lo = lo.min(x);
-        hi = hi.max(x);
-    }
-    if !lo.is_finite() {
-        return (0.0, 1.0);
-    }
-    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
-        let d = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
-        return (lo - d, hi + d);
-    }
-    let d = 0.05 * (hi - lo);
-    (lo - d, hi + d)
 }
 
 /// Short number for axis labels and point labels.
@@ -272,192 +240,6 @@ impl Plot {
     }
 }
 
-fn draw_timeline<DB: DrawingBackend>(p: &TimelinePlot, root: &DrawingArea<DB, Shift>) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let (x0, x1) = padded(
-        p.lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|q| q.0))
-            .chain(std::iter::once(0.0))
-            .chain(p.spans.iter().flat_map(|s| [s.start_s, s.end_s])),
-    );
-    let x0 = x0.max(0.0);
-    let (mut y0, mut y1) = padded(p.lines.iter().flat_map(|l| l.points.iter().map(|q| q.1)));
-    if !p.log10_y && y0 > 0.0 && y0 < 0.5 * y1 {
-        y0 = 0.0;
-    }
-    let mut y_labels = 10;
-    if p.log10_y {
-        // Whole decades, one label each.
-        y0 = y0.floor();
-        y1 = y1.ceil().max(y0 + 1.0);
-        y_labels = (y1 - y0) as usize + 1;
-    }
-    let mut chart = ChartBuilder::on(root)
-        .caption(&p.title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, y0..y1)?;
-    let log = p.log10_y;
-    let yfmt = move |v: &f64| {
-        if log {
-            short(10f64.powf(*v))
-        } else {
-            short(*v)
-        }
-    };
-    chart
-        .configure_mesh()
-        .x_desc("time since start (s)")
-        .y_desc(p.y_label.as_str())
-        .y_labels(y_labels)
-        .y_label_formatter(&yfmt)
-        .light_line_style(WHITE.mix(0.0))
-        .draw()?;
-    // Regions: one colour per label, drawn under the lines; one legend entry per label.
-    let mut labels: Vec<&str> = Vec::new();
-    for s in &p.spans {
-        if !labels.contains(&s.label.as_str()) {
-            labels.push(&s.label);
-        }
-    }
-    for (i, label) in labels.iter().enumerate() {
-        let c = color(i + 5);
-        let rects = p
-            .spans
-            .iter()
-            .filter(|s| s.label == *label)
-            .map(|s| Rectangle::new([(s.start_s, y0), (s.end_s, y1)], c.mix(0.18).filled()));
-        chart
-            .draw_series(rects)?
-            .label(format!("region {label}"))
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.mix(0.35).filled())
-            });
-    }
-    for (i, l) in p.lines.iter().enumerate() {
-        let c = color(i);
-        // A non-finite y (a zero on the log axis, a failed read) breaks the line.
-        let segments: Vec<&[(f64, f64)]> = l
-            .points
-            .split(|q| !q.1.is_finite())
-            .filter(|s| !s.is_empty())
-            .collect();
-        for (k, seg) in segments.iter().enumerate() {
-            let s = chart.draw_series(LineSeries::new(seg.iter().copied(), c.stroke_width(2)))?;
-            if k == 0 {
-                s.label(l.name.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
-            }
-            if seg.len() == 1 {
-                chart.draw_series(seg.iter().map(|q| Circle::new(*q, 3, c.filled())))?;
-            }
-        }
-    }
-    if !p.lines.is_empty() || !labels.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 13))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
-    }
-    if p.lines.is_empty() {
-        root.draw(&Text::new(
-            "no samples with these columns",
-            (SIZE.0 as i32 / 2 - 120, SIZE.1 as i32 / 2),
-            ("sans-serif", 16),
-        ))?;
-    }
-    Ok(())
-}
-
-fn draw_streams<DB: DrawingBackend>(p: &GpuStreamsPlot, root: &DrawingArea<DB, Shift>) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let n = p.rows.len().max(1);
-    let t1 = p
-        .bars
-        .iter()
-        .map(|b| b.2)
-        .chain(p.spans.iter().map(|s| s.end_s))
-        .fold(0.0, f64::max);
-    let t1 = if t1 > 0.0 { t1 * 1.02 } else { 1.0 };
-    let mut chart = ChartBuilder::on(root)
-        .caption(&p.title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(120)
-        .build_cartesian_2d(0.0..t1, (0..n).into_segmented())?;
-    let names = p.rows.clone();
-    let yfmt = move |v: &SegmentValue<usize>| match v {
-        SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
-        _ => String::new(),
-    };
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(n)
-        .y_label_formatter(&yfmt)
-        .x_desc("time since the start of the run (s)")
-        .draw()?;
-    for (k, s) in p.spans.iter().enumerate() {
-        let c = color(k).mix(0.08);
-        chart.draw_series(std::iter::once(Rectangle::new(
-            [
-                (s.start_s, SegmentValue::Exact(0)),
-                (s.end_s, SegmentValue::Exact(n)),
-            ],
-            c.filled(),
-        )))?;
-    }
-    let mut legends: Vec<String> = Vec::new();
-    for b in &p.bars {
-        if !legends.contains(&b.3) {
-            legends.push(b.3.clone());
-        }
-    }
-    for (k, name) in legends.iter().enumerate() {
-        let c = color(k);
-        let rects: Vec<_> = p
-            .bars
-            .iter()
-            .filter(|b| &b.3 == name)
-            .map(|b| {
-                // At least a hair wide so that microsecond kernels show.
-                let end = b.2.max(b.1 + t1 * 2e-4);
-                let mut r = Rectangle::new(
-                    [
-                        (b.1, SegmentValue::Exact(b.0)),
-                        (end, SegmentValue::Exact(b.0 + 1)),
-                    ],
-                    c.filled(),
-                );
-                r.set_margin(6, 6, 0, 0);
-                r
-            })
-            .collect();
-        chart
-            .draw_series(rects)?
-            .label(name.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font(("sans-serif", 12))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    Ok(())
-}
-
 /// The GPU kernel timeline per stream of a run collected with `collect --gpu`; `None`
 /// without GPU activities. The six kernels with the most total time get their own colour,
 /// other kernels share one; copies are coloured by direction, memsets together.
@@ -517,136 +299,6 @@ pub fn gpu_streams_plot(dir: &Path, meta: &RunMeta) -> Result<Option<NamedPlot>>
     }))
 }
 
-fn draw_stacked<DB: DrawingBackend>(p: &StackedBars, root: &DrawingArea<DB, Shift>) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let n = p.bars.len().max(1);
-    let top = p
-        .bars
-        .iter()
-        .map(|(_, v)| v.iter().filter(|x| x.is_finite()).sum::<f64>())
-        .fold(0.0, f64::max);
-    let top = if top > 0.0 { top * 1.25 } else { 1.0 };
-    let mut chart = ChartBuilder::on(root)
-        .caption(&p.title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..top)?;
-    let names: Vec<String> = p.bars.iter().map(|b| b.0.clone()).collect();
-    let xfmt = move |v: &SegmentValue<usize>| match v {
-        SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
-        _ => String::new(),
-    };
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n)
-        .x_label_formatter(&xfmt)
-        .y_desc(p.y_label.as_str())
-        .draw()?;
-    let mut base = vec![0.0; p.bars.len()];
-    for (k, cat) in p.categories.iter().enumerate() {
-        let c = color(k);
-        let mut rects = Vec::new();
-        for (i, (_, vals)) in p.bars.iter().enumerate() {
-            let v = vals
-                .get(k)
-                .copied()
-                .filter(|x| x.is_finite())
-                .unwrap_or(0.0);
-            let mut r = Rectangle::new(
-                [
-                    (SegmentValue::Exact(i), base[i]),
-                    (SegmentValue::Exact(i + 1), base[i] + v),
-                ],
-                c.filled(),
-            );
-            r.set_margin(0, 0, 12, 12);
-            rects.push(r);
-            base[i] += v;
-        }
-        chart
-            .draw_series(rects)?
-            .label(cat.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font(("sans-serif", 13))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    Ok(())
-}
-
-fn draw_pvm<DB: DrawingBackend>(
-    p: &PredictedVsMeasured,
-    root: &DrawingArea<DB, Shift>,
-) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let root = root.titled(&p.title, ("sans-serif", 20))?;
-    let cols = p.panels.len().max(1);
-    let areas = root.split_evenly((1, cols));
-    for (panel, area) in p.panels.iter().zip(areas.iter()) {
-        let (lo, hi) = padded(panel.points.iter().flat_map(|q| [q.1, q.2]));
-        let mut chart = ChartBuilder::on(area)
-            .caption(&panel.target, ("sans-serif", 16))
-            .margin(8)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(lo..hi, lo..hi)?;
-        chart
-            .configure_mesh()
-            .x_desc("measured")
-            .y_desc("predicted")
-            .x_labels(5)
-            .y_labels(5)
-            .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| short(*v))
-            .draw()?;
-        chart
-            .draw_series(LineSeries::new(
-                [(lo, lo), (hi, hi)],
-                BLACK.mix(0.5).stroke_width(1),
-            ))?
-            .label("y = x")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.mix(0.5)));
-        let mut groups: Vec<&str> = Vec::new();
-        for q in &panel.points {
-            if !groups.contains(&q.0.as_str()) {
-                groups.push(&q.0);
-            }
-        }
-        for (i, g) in groups.iter().enumerate() {
-            let c = color(i);
-            let s = chart.draw_series(
-                panel
-                    .points
-                    .iter()
-                    .filter(|q| q.0 == *g)
-                    .map(|q| Circle::new((q.1, q.2), 4, c.filled())),
-            )?;
-            if groups.len() <= 10 {
-                s.label(*g)
-                    .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
-            }
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 11))
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
-    }
-    Ok(())
-}
-
 /// Indices of the Pareto-optimal points (minimising both time and energy), by time.
 pub fn pareto_front(points: &[(String, f64, f64)]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..points.len())
@@ -667,76 +319,6 @@ pub fn pareto_front(points: &[(String, f64, f64)]) -> Vec<usize> {
         }
     }
     front
-}
-
-fn draw_pareto<DB: DrawingBackend>(p: &ParetoPlot, root: &DrawingArea<DB, Shift>) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let all = || {
-        p.points
-            .iter()
-            .map(|q| (q.1, q.2))
-            .chain(p.chosen.iter().map(|c| (c.1, c.2)))
-    };
-    let (x0, x1) = padded(all().map(|q| q.0));
-    let (y0, y1) = padded(all().map(|q| q.1));
-    let mut chart = ChartBuilder::on(root)
-        .caption(&p.title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, y0..y1)?;
-    chart
-        .configure_mesh()
-        .x_desc("predicted time (s)")
-        .y_desc("predicted energy (J)")
-        .x_label_formatter(&|v| short(*v))
-        .y_label_formatter(&|v| short(*v))
-        .draw()?;
-    let front = pareto_front(&p.points);
-    let grey = RGBColor(120, 120, 120);
-    chart
-        .draw_series(
-            p.points
-                .iter()
-                .map(|q| Circle::new((q.1, q.2), 4, grey.filled())),
-        )?
-        .label("settings")
-        .legend(move |(x, y)| Circle::new((x + 8, y), 4, grey.filled()));
-    let blue = color(0);
-    chart
-        .draw_series(LineSeries::new(
-            front.iter().map(|&i| (p.points[i].1, p.points[i].2)),
-            blue.stroke_width(2),
-        ))?
-        .label("Pareto front")
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], blue.stroke_width(2)));
-    chart.draw_series(front.iter().map(|&i| {
-        let q = &p.points[i];
-        EmptyElement::at((q.1, q.2))
-            + Circle::new((0, 0), 5, blue.filled())
-            + Text::new(q.0.clone(), (6, -14), ("sans-serif", 11))
-    }))?;
-    if let Some((label, t, e)) = &p.chosen {
-        let red = color(3);
-        chart
-            .draw_series(std::iter::once(
-                EmptyElement::at((*t, *e))
-                    + TriangleMarker::new((0, 0), 9, red.filled())
-                    + Text::new(format!("plan: {label}"), (10, 4), ("sans-serif", 13)),
-            ))?
-            .label("plan's choice")
-            .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 6, red.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font(("sans-serif", 13))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1116,47 +698,46 @@ pub fn predicted_vs_measured_plot(title: String, panels: Vec<ScatterPanel>) -> N
     }
 }
 
-fn knob_label(k: &serde_json::Map<String, serde_json::Value>) -> String {
+fn knob_label(k: &crate::models::Knobs) -> String {
     k.iter()
-        .map(|(n, v)| {
-            format!(
-                "{n}={}",
-                v.as_f64().map(short).unwrap_or_else(|| v.to_string())
-            )
-        })
+        .map(|(n, v)| format!("{n}={}", short(*v)))
         .collect::<Vec<_>>()
         .join(",")
 }
 
 /// Time–energy Pareto plots, one per workload, from `powerperf predict --format json`
-/// (`{"predictions": [{"workload", "knobs": {…}, "time_s", "energy_j", …}]}`), with the
-/// `[[region]]` of the same name in `plan` (a `powerperf plan` TOML) marked as the choice.
+/// ([`PredictOutput`](crate::output::predict::PredictOutput)), with the `[[region]]` of the
+/// same name in `plan` (a `powerperf plan` TOML) marked as the choice.
 ///
 /// # Errors
 /// An unreadable file, JSON without `predictions`, an unreadable plan.
 pub fn pareto_plots(predict_json: &Path, plan: Option<&Path>) -> Result<Vec<NamedPlot>> {
     let text = std::fs::read_to_string(predict_json)
         .with_context(|| format!("cannot read {}", predict_json.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", predict_json.display()))?;
-    let preds = v["predictions"].as_array().with_context(|| {
-        format!(
-            "{}: no `predictions` array (expected the output of `powerperf predict --format json`)",
-            predict_json.display()
-        )
+    let preds = crate::output::predict::PredictOutput::from_json(&text).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                anyhow::anyhow!("{} is not JSON: {e}", predict_json.display())
+            }
+            Category::Data => anyhow::anyhow!(
+                "{}: not the output of `powerperf predict --format json` (an object with a `predictions` array): {e}",
+                predict_json.display()
+            ),
+        }
     })?;
     let plan = plan
         .map(crate::dvfs::plan_file::Plan::read)
         .transpose()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut by: BTreeMap<String, Vec<(String, f64, f64)>> = BTreeMap::new();
-    for p in preds {
-        let (Some(t), Some(e)) = (p["time_s"].as_f64(), p["energy_j"].as_f64()) else {
+    for p in preds.predictions {
+        let (Some(t), Some(e)) = (p.time_s, p.energy_j) else {
             continue;
         };
-        let w = p["workload"].as_str().unwrap_or("").to_string();
-        let label = p["knobs"].as_object().map(knob_label).unwrap_or_default();
-        by.entry(w).or_default().push((label, t, e));
+        by.entry(p.workload)
+            .or_default()
+            .push((knob_label(&p.knobs), t, e));
     }
     if by.is_empty() {
         bail!(
@@ -1225,219 +806,4 @@ pub fn write_all(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn timeline() -> Plot {
-        Plot::Timeline(TimelinePlot {
-            title: "Power <&> over time".into(),
-            y_label: "power (W)".into(),
-            log10_y: false,
-            lines: vec![Line {
-                name: "gpu0_power_w".into(),
-                points: vec![(0.1, 50.0), (0.2, 80.0), (0.3, 75.0)],
-            }],
-            spans: vec![Span {
-                label: "solve".into(),
-                start_s: 0.12,
-                end_s: 0.25,
-            }],
-        })
-    }
-
-    #[test]
-    fn svg_has_text_lines_and_escapes() {
-        let s = timeline().svg().unwrap();
-        assert!(s.starts_with("<svg"), "{}", &s[..80.min(s.len())]);
-        assert!(s.contains("Power &lt;&amp;&gt; over time"));
-        assert!(s.contains("gpu0_power_w"));
-        assert!(s.contains("region solve"));
-        assert!(s.contains("<polyline") || s.contains("<path"));
-    }
-
-    #[test]
-    fn png_renders_text_without_system_fonts() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("t.png");
-        timeline().write(&p, ImageFormat::Png).unwrap();
-        let bytes = std::fs::read(&p).unwrap();
-        assert_eq!(&bytes[1..4], b"PNG");
-        assert!(bytes.len() > 5000, "{}", bytes.len());
-    }
-
-    #[test]
-    fn pareto_front_keeps_non_dominated_points() {
-        let pts: Vec<(String, f64, f64)> = [(1.0, 10.0), (2.0, 8.0), (2.5, 9.0), (3.0, 7.0)]
-            .iter()
-            .map(|&(t, e)| (String::new(), t, e))
-            .collect();
-        assert_eq!(pareto_front(&pts), vec![0, 1, 3]);
-    }
-
-    #[test]
-    fn stacked_and_scatter_and_pareto_draw() {
-        let st = Plot::Stacked(StackedBars {
-            title: "LCPI".into(),
-            y_label: "CPI".into(),
-            categories: vec!["a".into(), "b".into()],
-            bars: vec![
-                ("whole run".into(), vec![0.5, f64::NAN]),
-                ("r".into(), vec![0.2, 0.3]),
-            ],
-        });
-        assert!(st.svg().unwrap().contains("whole run"));
-        let pv = Plot::PredictedVsMeasured(PredictedVsMeasured {
-            title: "pvm".into(),
-            panels: vec![ScatterPanel {
-                target: "time_s".into(),
-                points: vec![("w".into(), 1.0, 1.1), ("w".into(), 2.0, 1.9)],
-            }],
-        });
-        assert!(pv.svg().unwrap().contains("y = x"));
-        let pa = Plot::Pareto(ParetoPlot {
-            title: "p".into(),
-            points: vec![("f=1".into(), 2.0, 5.0), ("f=2".into(), 1.0, 6.0)],
-            chosen: Some(("f=1".into(), 2.0, 5.0)),
-        });
-        assert!(pa.svg().unwrap().contains("plan: f=1"));
-    }
-
-    /// A run with RAPL, GPU and hardware-counter columns (which this development VM lacks)
-    /// and region events: every timeline plot is made, regions shaded.
-    #[test]
-    fn timeline_plots_of_a_run_with_every_source() {
-        let meta = crate::report::tests::sample_meta();
-        let dir = tempfile::tempdir().unwrap();
-        let names: Vec<String> = [
-            "task-clock",
-            "page-faults",
-            "cycles",
-            "instructions",
-            "energy_package_0_j",
-            "gpu0_power_w",
-            "gpu0_sm_clock_mhz",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let mut t = crate::collect::timeline::Timeline::new(&names);
-        for i in 1..=20u64 {
-            let f = i as f64;
-            t.push(
-                i * 10_000_000,
-                10_000_000,
-                &[
-                    Some(9e6),
-                    Some(if i % 3 == 0 { 0.0 } else { 12.0 }),
-                    Some(2.7e7),
-                    Some(4e7 + f),
-                    Some(0.3 + 0.01 * f),
-                    Some(100.0 + f),
-                    Some(1410.0),
-                ],
-            );
-        }
-        t.write_parquet(&dir.path().join(crate::store::run::TIMELINE))
-            .unwrap();
-        let ev = dir.path().join("region_events");
-        std::fs::create_dir_all(&ev).unwrap();
-        std::fs::write(
-            ev.join("7.tsv"),
-            "# powerperf-rt region events v1 pid=7\nR\t1\tsolve\nB\t50000000\t7\t1\nE\t120000000\t7\t1\n",
-        )
-        .unwrap();
-        let plots = timeline_plots(dir.path(), &meta).unwrap();
-        let names: Vec<&str> = plots.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "timeline_power",
-                "timeline_clocks",
-                "timeline_cpus",
-                "timeline_rates"
-            ]
-        );
-        let Plot::Timeline(power) = &plots[0].plot else {
-            panic!("not a timeline")
-        };
-        let pkg = power
-            .lines
-            .iter()
-            .find(|l| l.name.starts_with("package_0"))
-            .unwrap();
-        assert!((pkg.points[0].1 - 31.0).abs() < 1e-9, "{:?}", pkg.points[0]);
-        assert_eq!(power.spans.len(), 1);
-        assert!((power.spans[0].start_s - 0.05).abs() < 1e-12);
-        let Plot::Timeline(clocks) = &plots[1].plot else {
-            panic!("not a timeline")
-        };
-        let cpu = clocks
-            .lines
-            .iter()
-            .find(|l| l.name.starts_with("CPU"))
-            .unwrap();
-        assert!(
-            (cpu.points[0].1 - 3000.0).abs() < 1e-6,
-            "{:?}",
-            cpu.points[0]
-        );
-        let Plot::Timeline(rates) = &plots[3].plot else {
-            panic!("not a timeline")
-        };
-        let pf = rates
-            .lines
-            .iter()
-            .find(|l| l.name == "page-faults")
-            .unwrap();
-        assert!(pf.points[2].1.is_nan(), "a zero breaks the log line");
-        for p in &plots {
-            let svg = p.plot.svg().unwrap();
-            assert!(svg.contains("region solve"), "{}", p.name);
-        }
-        let written = write_all(&plots, &dir.path().join("plots"), ImageFormat::Png).unwrap();
-        assert_eq!(written.len(), 4);
-    }
-
-    #[test]
-    fn lcpi_bars_only_when_something_is_computable() {
-        let table = |v: Result<f64, String>| lcpi::Table {
-            source: "papi".into(),
-            overall_cpi: Ok(1.2),
-            rows: lcpi::CATEGORIES
-                .iter()
-                .map(|(c, l)| lcpi::Row {
-                    category: c.to_string(),
-                    label: l.to_string(),
-                    value: v.clone(),
-                })
-                .collect(),
-        };
-        let none = vec![("whole run".to_string(), table(Err("missing".into())))];
-        assert!(lcpi_plot(&none).is_none());
-        let some = vec![
-            ("whole run".to_string(), table(Ok(0.25))),
-            ("solve".to_string(), table(Err("missing".into()))),
-        ];
-        let p = lcpi_plot(&some).unwrap();
-        let Plot::Stacked(b) = &p.plot else {
-            panic!("not bars")
-        };
-        assert_eq!(b.bars[0].1, vec![0.25; 6]);
-        assert!(b.bars[1].1.iter().all(|v| v.is_nan()));
-        let svg = p.plot.svg().unwrap();
-        assert!(svg.contains("data accesses") && svg.contains("solve"));
-    }
-
-    #[test]
-    fn image_format_from_extension() {
-        assert_eq!(
-            ImageFormat::from_path(Path::new("a.SVG")).unwrap(),
-            ImageFormat::Svg
-        );
-        assert_eq!(
-            ImageFormat::from_path(Path::new("a.png")).unwrap(),
-            ImageFormat::Png
-        );
-        assert!(ImageFormat::from_path(Path::new("a.jpg")).is_err());
-    }
-}
+mod tests;

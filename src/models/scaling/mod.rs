@@ -1,0 +1,741 @@
+//! Counter-informed scaling from a baseline point (`scaling`): a workload's target at a knob
+//! setting predicted from its own measurement at the baseline setting, the shape of the
+//! response borrowed from the training workloads and bent by the workload's counters at the
+//! baseline.
+//!
+//! For a target `T` (power, time) and a workload `i` with baseline value `T_i(b)` and baseline
+//! features `x_i` (counter rates of [`super::features::rates`] and static-feature shares, see
+//! below):
+//!
+//! ```text
+//! T_i(k) = s + (T_i(b) − s) · h(k, x_i),     h(k, x) = w_0(k) + Σ_j w_j(k) · z_j(x)
+//! ```
+//!
+//! - `s` is a static part shared by all workloads (watts for power: the static power of Moore
+//!   2012's `P = P_static + c·V²·f`, whose dynamic part scales with the clock while the static
+//!   part does not). It is chosen by a grid search on the training workloads; time uses `s = 0`
+//!   (a pure ratio `T(k)/T(b)`, Moore's and Lively et al.'s response).
+//! - `z_j = (x_j − μ_j)/σ_j` are the selected features standardised over the training
+//!   workloads and clipped to their training range (a workload unlike every training one is
+//!   not extrapolated linearly).
+//! - `w(k)` are per-setting weights fitted by least squares on the training workloads'
+//!   points. MAPE is the score, so the fit minimises relative error: rows are weighted by
+//!   `1/T_i(k)` (weighted least squares of `(T̂ − T)/T`), and with [`Loss::L1Relative`] by
+//!   iteratively reweighted least squares toward the L1 norm of the relative error (robust
+//!   to the single outlying measurements the V100 set has; Holland & Welsch 1977). With
+//!   [`ScalingParams::smooth_degree`] the weights are a polynomial in the clock knob (per value
+//!   of the other knobs) instead of free per setting.
+//! - Features are chosen on the training workloads only: forward selection, each candidate
+//!   scored by the MAPE of an inner cross-validation over training workloads (leave one
+//!   workload out, or [`ScalingParams::inner_folds`] folds when there are more workloads),
+//!   a feature kept only when it lowers that score by at least
+//!   [`ScalingParams::min_gain`] (relative). Candidates are first screened by the
+//!   |Spearman ρ| of each feature with the training workloads' mean response
+//!   `mean_k (T_i(k) − s)/(T_i(b) − s)`, keeping [`ScalingParams::screen_top`].
+//!
+//! Static features (e.g. PTX instruction counts) enter as shares of the workload's static
+//! total (`static_share:<name>`, the instruction mix), since absolute counts measure kernel
+//! size, not how the kernel responds to a clock.
+//!
+//! Energy is `P·t`. The held-out rules (shared/DESIGN.md): in workload holdout the held-out
+//! workload contributes only its baseline point (its targets and counters there); the
+//! shape, `s` and the features come from the other workloads.
+
+use super::features::{knob_key, rates, spearman};
+use super::{Knobs, ModelError, Prediction};
+use crate::store::set::{Point, SetMeta};
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+mod weights;
+pub use weights::weighted_least_squares;
+use weights::{errors, fit_subset, inner_cv, robust_prior, search_static, Data};
+
+/// Targets the model fits directly (energy is `P·t`).
+pub const SCALING_TARGETS: [&str; 2] = ["power_w", "time_s"];
+
+const MODEL: &str = "scaling";
+
+/// The loss minimised over the training points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Loss {
+    /// Least squares of the relative error `(T̂ − T)/T`.
+    L2Relative,
+    /// Least absolute relative error, by iteratively reweighted least squares.
+    #[default]
+    L1Relative,
+}
+
+/// Parameters of the scaling model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScalingParams {
+    /// The baseline setting; `None`: the maximum of every knob over the points.
+    pub baseline: Option<Knobs>,
+    /// Loss of the weight fit.
+    pub loss: Loss,
+    /// IRLS iterations for [`Loss::L1Relative`].
+    pub irls_iterations: usize,
+    /// `None`: free weights per setting; `Some(d)` (default 3): weights a polynomial of degree
+    /// `d` in the clock knob per value of the other knobs (capped at the number of clock values
+    /// − 1).
+    pub smooth_degree: Option<usize>,
+    /// At most this many features.
+    pub max_features: usize,
+    /// A feature is added when it lowers the inner cross-validated MAPE by at least this
+    /// fraction of the current value.
+    pub min_gain: f64,
+    /// Candidates kept by the Spearman screen before forward selection.
+    pub screen_top: usize,
+    /// Inner cross-validation folds over training workloads (leave-one-out when there are at
+    /// most this many workloads).
+    pub inner_folds: usize,
+    /// Grid points of the static-part search in `[0, 0.95·min T_i(b)]` (power only).
+    pub static_grid: usize,
+    /// Features allowed as candidates (all when empty).
+    pub candidates: Vec<String>,
+    /// Outlier-resistant training (see [`RobustParams`]); `None` switches it off.
+    pub robust: Option<RobustParams>,
+}
+
+/// Outlier-resistant training: each training workload's points are compared with their own
+/// smooth curve, the median `L` of the `window` nearest clocks on each side (the point itself
+/// left out), as the relative residual `r = (T − L)/L`. With `σ = 1.4826·median|r|` over all
+/// training workloads' points (the MAD scale), a training point gets Tukey's bisquare
+/// weight `(1 − (r/(c·σ))²)²` (0 beyond `c·σ`) as a prior on its rows of the weight fit, and a
+/// training workload whose baseline lies beyond `c·σ` is scaled from `L` there instead. Only training workloads' data enter; a held-out workload's baseline is used
+/// as measured. Groups (values of the other knobs) with fewer than `min_clocks` clock values
+/// are left as they are: with few clocks a neighbour median is no smooth curve. At the ends of
+/// a sweep `L` is the median of one side only, biased by about 1.5 clock steps of the curve's
+/// slope, so the check suits dense sweeps (the V100's 7.5 MHz steps: about 0.75 %, against
+/// `c·σ` ≈ 4.7 %).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RobustParams {
+    /// Tukey's bisquare constant `c`, in robust standard deviations (4.685: 95 % efficiency
+    /// under normal errors).
+    pub c: f64,
+    /// Neighbours on each side of a point in its smooth curve.
+    pub window: usize,
+    /// Fewest clock values of a group for the check.
+    pub min_clocks: usize,
+    /// The check runs only where the points scatter about their neighbours' median by at
+    /// least this fraction of the curves' median change from one clock to the next
+    /// (σ ≥ ratio × step). Where the curves change much more per step than they scatter
+    /// (a sparse sweep of precise measurements), the one-sided neighbour median at the
+    /// ends of a sweep is off by several σ and the check would flag the curves' own shape.
+    pub min_noise_to_step: f64,
+}
+
+impl Default for RobustParams {
+    fn default() -> Self {
+        Self {
+            c: 4.685,
+            window: 2,
+            min_clocks: 7,
+            min_noise_to_step: 0.5,
+        }
+    }
+}
+
+impl Default for ScalingParams {
+    fn default() -> Self {
+        Self {
+            baseline: None,
+            loss: Loss::L1Relative,
+            irls_iterations: 10,
+            smooth_degree: Some(3),
+            max_features: 3,
+            min_gain: 0.02,
+            screen_top: 8,
+            inner_folds: 10,
+            static_grid: 20,
+            candidates: Vec::new(),
+            robust: Some(RobustParams::default()),
+        }
+    }
+}
+
+/// Weights of one setting: `w_0` then one per selected feature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingWeights {
+    pub knobs: Knobs,
+    pub weights: Vec<f64>,
+}
+
+/// A forward-selection step: each candidate's inner cross-validated MAPE, percent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectionStep {
+    pub scores: Vec<(String, f64)>,
+    /// The feature added, if any.
+    pub added: Option<String>,
+}
+
+/// The fitted model of one target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetModel {
+    pub target: String,
+    /// Static part `s` (target units; 0 for time).
+    pub static_part: f64,
+    pub features: Vec<String>,
+    /// Training mean, standard deviation, minimum and maximum of each feature.
+    pub means: Vec<f64>,
+    pub stds: Vec<f64>,
+    pub mins: Vec<f64>,
+    pub maxs: Vec<f64>,
+    pub settings: Vec<SettingWeights>,
+    /// Training workloads (with points beyond their baseline).
+    pub training_workloads: Vec<String>,
+    /// Inner cross-validated MAPE (percent) with no feature, then after each addition.
+    pub selection: Vec<SelectionStep>,
+    /// In-sample MAPE of the final fit on the training workloads, percent.
+    pub training_mape_pct: f64,
+    /// Training points robust training set aside (weight 0) and training baselines it
+    /// replaced by their neighbours' median ([`RobustParams`]).
+    #[serde(default)]
+    pub outliers: Vec<String>,
+    /// Why robust training left this target as measured, where it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robust_note: Option<String>,
+}
+
+/// A workload's baseline: its targets and features there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScalingBaseline {
+    pub targets: BTreeMap<String, f64>,
+    pub features: BTreeMap<String, f64>,
+}
+
+/// The fitted `scaling` model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScalingModel {
+    pub params: ScalingParams,
+    pub baseline: Knobs,
+    pub baselines: BTreeMap<String, ScalingBaseline>,
+    pub targets: Vec<TargetModel>,
+    /// Targets marked unreliable, by workload (`*` = all).
+    #[serde(default)]
+    pub unreliable: BTreeMap<String, Vec<String>>,
+}
+
+fn same_knobs(a: &Knobs, b: &Knobs) -> bool {
+    b.iter()
+        .all(|(k, v)| a.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
+}
+
+/// Baseline features of a point: counter rates as [`rates`] gives them, static features as
+/// shares of the static total.
+fn baseline_features(meta: &SetMeta, p: &Point) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = rates(meta, p)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("static:"))
+        .collect();
+    let total: f64 = p.static_features.values().filter(|v| v.is_finite()).sum();
+    if total > 0.0 {
+        for (k, v) in &p.static_features {
+            if v.is_finite() {
+                out.insert(format!("static_share:{k}"), v / total);
+            }
+        }
+    }
+    out
+}
+
+/// The baseline setting: `params.baseline`, or every knob at its highest value in the set.
+fn baseline_setting(points: &[Point], params: &ScalingParams) -> Knobs {
+    match &params.baseline {
+        Some(b) => b.clone(),
+        None => {
+            let mut b = Knobs::new();
+            for p in points {
+                for (k, v) in &p.knobs {
+                    let e = b.entry(k.clone()).or_insert(*v);
+                    *e = e.max(*v);
+                }
+            }
+            b
+        }
+    }
+}
+
+/// Every workload measured at the baseline: its finite targets and its features there.
+fn baselines_at(
+    meta: &SetMeta,
+    points: &[Point],
+    baseline: &Knobs,
+) -> BTreeMap<String, ScalingBaseline> {
+    let mut baselines = BTreeMap::new();
+    for p in points.iter().filter(|p| same_knobs(&p.knobs, baseline)) {
+        let targets = SCALING_TARGETS
+            .iter()
+            .filter_map(|t| {
+                p.target(t)
+                    .filter(|v| v.is_finite())
+                    .map(|v| (t.to_string(), v))
+            })
+            .collect();
+        baselines.insert(
+            p.workload.clone(),
+            ScalingBaseline {
+                targets,
+                features: baseline_features(meta, p),
+            },
+        );
+    }
+    baselines
+}
+
+/// Candidate features: those present at every baseline (training and predicted workloads),
+/// narrowed to `params.candidates` when given.
+fn candidate_features(
+    baselines: &BTreeMap<String, ScalingBaseline>,
+    params: &ScalingParams,
+) -> Vec<String> {
+    let mut cands: Vec<String> = baselines
+        .values()
+        .next()
+        .map(|b| b.features.keys().cloned().collect())
+        .unwrap_or_default();
+    cands.retain(|c| baselines.values().all(|b| b.features.contains_key(c)));
+    if !params.candidates.is_empty() {
+        cands.retain(|c| params.candidates.contains(c));
+    }
+    cands
+}
+
+/// What every target's fit shares.
+struct Shared<'a> {
+    meta: &'a SetMeta,
+    points: &'a [Point],
+    params: &'a ScalingParams,
+    baseline: &'a Knobs,
+    baselines: &'a BTreeMap<String, ScalingBaseline>,
+    /// Candidate feature names.
+    cands: &'a [String],
+    /// The clock knob of the baseline, if any.
+    clock_knob: Option<&'a str>,
+}
+
+/// Target `t`'s training data: the workloads with a baseline value and at least one other
+/// point, the target reliable. Returns the data, the training workloads' names (in the
+/// order of its rows) and the settings' groups (other knobs than the clock); `None` when no
+/// workload qualifies.
+fn target_data(sh: &Shared, t: &str) -> Option<(Data, Vec<String>, Vec<Knobs>)> {
+    let Shared {
+        meta,
+        points,
+        baseline,
+        baselines,
+        cands,
+        clock_knob,
+        ..
+    } = *sh;
+    let mut settings: Vec<Knobs> = Vec::new();
+    let mut by_w: BTreeMap<&str, Vec<(usize, f64)>> = BTreeMap::new();
+    for p in points {
+        if same_knobs(&p.knobs, baseline) || !meta.is_reliable(t, &p.workload) {
+            continue;
+        }
+        let Some(v) = p.target(t).filter(|v| v.is_finite()) else {
+            continue;
+        };
+        if !baselines
+            .get(&p.workload)
+            .is_some_and(|b| b.targets.contains_key(t))
+        {
+            continue;
+        }
+        let k = match settings.iter().position(|s| *s == p.knobs) {
+            Some(k) => k,
+            None => {
+                settings.push(p.knobs.clone());
+                settings.len() - 1
+            }
+        };
+        by_w.entry(&p.workload).or_default().push((k, v));
+    }
+    if by_w.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = by_w.keys().map(|w| w.to_string()).collect();
+    let n = names.len();
+    let mut tm = Array2::from_elem((n, settings.len()), f64::NAN);
+    for (i, pts) in by_w.values().enumerate() {
+        for (k, v) in pts {
+            tm[[i, *k]] = *v;
+        }
+    }
+    let mut x = Array2::zeros((n, cands.len()));
+    for (i, w) in names.iter().enumerate() {
+        for (j, c) in cands.iter().enumerate() {
+            x[[i, j]] = baselines[w].features[c];
+        }
+    }
+    let mut group_keys: Vec<Knobs> = Vec::new();
+    let mut group = Vec::new();
+    let mut clock = Vec::new();
+    for s in &settings {
+        let mut other = s.clone();
+        let c = clock_knob.and_then(|k| other.remove(k)).unwrap_or(0.0);
+        clock.push(c);
+        let g = match group_keys.iter().position(|o| *o == other) {
+            Some(g) => g,
+            None => {
+                group_keys.push(other);
+                group_keys.len() - 1
+            }
+        };
+        group.push(g);
+    }
+    let d = Data {
+        tb: names.iter().map(|w| baselines[w].targets[t]).collect(),
+        x,
+        settings,
+        clock,
+        group,
+        prior: Array2::ones(tm.dim()),
+        t: tm,
+    };
+    Some((d, names, group_keys))
+}
+
+/// Screen the candidates: `|Spearman ρ|` of each with the mean response (the measured
+/// values less the static part `s0`, over the baseline's), the `screen_top` strongest first.
+fn screen_candidates(d: &Data, s0: f64, params: &ScalingParams) -> Vec<(usize, f64)> {
+    let n = d.tb.len();
+    let resp: Vec<f64> = (0..n)
+        .map(|i| {
+            let v: Vec<f64> =
+                d.t.row(i)
+                    .iter()
+                    .filter(|v| v.is_finite())
+                    .map(|v| (v - s0) / (d.tb[i] - s0))
+                    .collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        })
+        .collect();
+    let mut screened: Vec<(usize, f64)> = (0..d.x.ncols())
+        .filter_map(|j| {
+            let col: Vec<f64> = d.x.column(j).to_vec();
+            spearman(&col, &resp).map(|r| (j, r.abs()))
+        })
+        .filter(|(_, r)| r.is_finite())
+        .collect();
+    screened.sort_by(|a, b| b.1.total_cmp(&a.1));
+    screened.truncate(params.screen_top);
+    screened
+}
+
+/// Forward selection of features among the screened candidates, by inner cross-validation
+/// error: a feature is added while it lowers the error by at least `min_gain`, up to
+/// `max_features`. Needs three training workloads (none selected otherwise). Returns the
+/// selected features and the steps (errors in %).
+fn select_features(
+    d: &Data,
+    rows: &[usize],
+    screened: &[(usize, f64)],
+    cands: &[String],
+    s0: f64,
+    params: &ScalingParams,
+) -> (Vec<usize>, Vec<SelectionStep>) {
+    let n = rows.len();
+    let mut feats: Vec<usize> = Vec::new();
+    let mut selection = Vec::new();
+    if n >= 3 {
+        let mut current = inner_cv(d, rows, &feats, s0, params);
+        selection.push(SelectionStep {
+            scores: vec![("(none)".into(), current * 100.0)],
+            added: None,
+        });
+        while feats.len() < params.max_features {
+            let scores: Vec<(usize, f64)> = screened
+                .iter()
+                .filter(|(j, _)| !feats.contains(j))
+                .map(|(j, _)| {
+                    let mut f = feats.clone();
+                    f.push(*j);
+                    (*j, inner_cv(d, rows, &f, s0, params))
+                })
+                .collect();
+            let best = scores
+                .iter()
+                .copied()
+                .filter(|(_, e)| e.is_finite())
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            let added = best.filter(|(_, e)| *e < current * (1.0 - params.min_gain));
+            selection.push(SelectionStep {
+                scores: scores
+                    .iter()
+                    .map(|(j, e)| (cands[*j].clone(), e * 100.0))
+                    .collect(),
+                added: added.map(|(j, _)| cands[j].clone()),
+            });
+            match added {
+                Some((j, e)) => {
+                    feats.push(j);
+                    current = e;
+                }
+                None => break,
+            }
+        }
+    }
+    (feats, selection)
+}
+
+/// Fit target `t`; `None` when no workload has a baseline value and another point of it.
+///
+/// # Errors
+/// [`ModelError::Fit`] when the weighted least-squares fit fails.
+fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
+    let (params, cands) = (sh.params, sh.cands);
+    let Some((mut d, names, group_keys)) = target_data(sh, t) else {
+        return Ok(None);
+    };
+    let n = names.len();
+    let (outliers, robust_note) = match &params.robust {
+        Some(rp) => {
+            let mut other = sh.baseline.clone();
+            let base_clock = sh.clock_knob.and_then(|k| other.remove(k)).unwrap_or(0.0);
+            let base_group = group_keys.iter().position(|o| *o == other);
+            let (set_aside, note) = robust_prior(&mut d, base_group, base_clock, rp);
+            let set_aside = set_aside
+                .into_iter()
+                .map(|(i, what)| format!("{} {what}", names[i]))
+                .collect();
+            (set_aside, note)
+        }
+        None => (Vec::new(), None),
+    };
+    let rows: Vec<usize> = (0..n).collect();
+    let with_static = t == "power_w";
+    let s0 = search_static(&d, &rows, &[], params, with_static);
+    let screened = screen_candidates(&d, s0, params);
+    let (feats, selection) = select_features(&d, &rows, &screened, cands, s0, params);
+    let s = search_static(&d, &rows, &feats, params, with_static);
+    let fit = fit_subset(&d, &rows, &feats, s, params).ok_or_else(|| ModelError::Fit {
+        model: MODEL.into(),
+        what: format!("{t}: the weighted least-squares fit failed"),
+    })?;
+    let (e, c) = errors(&d, &fit, s, &rows);
+    Ok(Some(TargetModel {
+        target: t.to_string(),
+        static_part: s,
+        features: feats.iter().map(|&j| cands[j].clone()).collect(),
+        means: fit.means.clone(),
+        stds: fit.stds.clone(),
+        mins: fit.mins.clone(),
+        maxs: fit.maxs.clone(),
+        settings: d
+            .settings
+            .iter()
+            .enumerate()
+            .map(|(k, kn)| SettingWeights {
+                knobs: kn.clone(),
+                weights: fit.w.row(k).to_vec(),
+            })
+            .collect(),
+        training_workloads: names,
+        selection,
+        training_mape_pct: e / c.max(1) as f64 * 100.0,
+        outliers,
+        robust_note,
+    }))
+}
+
+/// Fit the `scaling` model on mean points (see the module docs).
+///
+/// # Errors
+/// [`ModelError::NotEnoughData`] when no workload has a point at the baseline and at another
+/// setting, or a target cannot be fitted.
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &ScalingParams,
+) -> Result<ScalingModel, ModelError> {
+    let baseline = baseline_setting(points, params);
+    let clock_knob = super::analytic::FREQ_KNOBS
+        .iter()
+        .find(|k| baseline.contains_key(**k))
+        .map(|k| k.to_string());
+    let baselines = baselines_at(meta, points, &baseline);
+    if baselines.is_empty() {
+        return Err(ModelError::NotEnoughData {
+            model: MODEL.into(),
+            what: format!("no point at the baseline {}", knob_key(&baseline)),
+        });
+    }
+    let cands = candidate_features(&baselines, params);
+    let sh = Shared {
+        meta,
+        points,
+        params,
+        baseline: &baseline,
+        baselines: &baselines,
+        cands: &cands,
+        clock_knob: clock_knob.as_deref(),
+    };
+    let mut targets = Vec::new();
+    for t in SCALING_TARGETS {
+        if let Some(tm) = fit_target(&sh, t)? {
+            targets.push(tm);
+        }
+    }
+    if targets.is_empty() {
+        return Err(ModelError::NotEnoughData {
+            model: MODEL.into(),
+            what: format!(
+                "no workload has a point at the baseline {} and at another setting",
+                knob_key(&baseline)
+            ),
+        });
+    }
+    let unreliable = super::features::unreliable_by_target(meta);
+    Ok(ScalingModel {
+        params: params.clone(),
+        baseline,
+        baselines,
+        targets,
+        unreliable,
+    })
+}
+
+impl ScalingModel {
+    fn reliable(&self, target: &str, workload: &str) -> bool {
+        super::features::is_reliable(&self.unreliable, target, workload)
+    }
+
+    /// Predict `workload` at `knobs` from its baseline point.
+    ///
+    /// # Errors
+    /// [`ModelError::UnknownWorkload`] when the workload has no baseline point;
+    /// [`ModelError::UnknownSetting`] for a setting no training workload was measured at.
+    pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
+        let b = self
+            .baselines
+            .get(workload)
+            .ok_or_else(|| ModelError::UnknownWorkload {
+                workload: workload.into(),
+                known: super::name_list(&self.baselines.keys().cloned().collect::<Vec<_>>()),
+            })?;
+        let at_base = same_knobs(knobs, &self.baseline);
+        let mut out = Prediction::default();
+        for tm in &self.targets {
+            if !self.reliable(&tm.target, workload) {
+                continue;
+            }
+            let Some(tb) = b.targets.get(&tm.target).copied() else {
+                continue;
+            };
+            let v = if at_base {
+                tb
+            } else {
+                let sw = tm
+                    .settings
+                    .iter()
+                    .find(|s| same_knobs(knobs, &s.knobs) && s.knobs.len() == knobs.len())
+                    .ok_or_else(|| ModelError::UnknownSetting {
+                        workload: workload.into(),
+                        knobs: knob_key(knobs),
+                        known: tm
+                            .settings
+                            .iter()
+                            .map(|s| knob_key(&s.knobs))
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    })?;
+                // A model file is input: its parts are checked, not trusted (a damaged file
+                // must give an error, not a panic in indexing or f64::clamp).
+                let inconsistent = |what: String| ModelError::Inconsistent {
+                    model: "scaling".into(),
+                    what: format!("target `{}`: {what}", tm.target),
+                };
+                let n = tm.features.len();
+                if tm.means.len() < n || tm.stds.len() < n || tm.mins.len() < n || tm.maxs.len() < n
+                {
+                    return Err(inconsistent(format!(
+                        "{n} features, {} means, {} stds, {} mins and {} maxs",
+                        tm.means.len(),
+                        tm.stds.len(),
+                        tm.mins.len(),
+                        tm.maxs.len()
+                    )));
+                }
+                let Some(&w0) = sw.weights.first() else {
+                    return Err(inconsistent("a setting without weights".into()));
+                };
+                let mut h = w0;
+                for (j, f) in tm.features.iter().enumerate() {
+                    let Some(w) = sw.weights.get(j + 1) else {
+                        break;
+                    };
+                    let (lo, hi) = (tm.mins[j], tm.maxs[j]);
+                    if lo.is_nan() || hi.is_nan() || lo > hi {
+                        return Err(inconsistent(format!("the range of `{f}` is [{lo}, {hi}]")));
+                    }
+                    let x = b.features.get(f).copied().unwrap_or(tm.means[j]);
+                    h += w * (x.clamp(lo, hi) - tm.means[j]) / tm.stds[j];
+                }
+                tm.static_part + (tb - tm.static_part) * h
+            };
+            match tm.target.as_str() {
+                "power_w" => out.power_w = Some(v),
+                "time_s" => out.time_s = Some(v),
+                _ => {}
+            }
+        }
+        if let (Some(p), Some(t)) = (out.power_w, out.time_s) {
+            out.energy_j = Some(p * t);
+        }
+        Ok(out)
+    }
+
+    /// What was fitted and why, for `powerperf fit --explain`.
+    pub fn explain(&self) -> String {
+        let mut s = format!(
+            "scaling model: T(k) = s + (T(b) − s)·(w0(k) + Σ w_j(k)·z_j), baseline {}, loss {:?}, smoothing {:?}\n",
+            knob_key(&self.baseline),
+            self.params.loss,
+            self.params.smooth_degree
+        );
+        for t in &self.targets {
+            s += &format!(
+                "{}: s = {:.3}, features [{}], {} training workloads, training MAPE {:.2} %\n",
+                t.target,
+                t.static_part,
+                t.features.join(", "),
+                t.training_workloads.len(),
+                t.training_mape_pct
+            );
+            if !t.outliers.is_empty() {
+                s += &format!(
+                    "  robust training set aside {} training point(s): {}\n",
+                    t.outliers.len(),
+                    t.outliers.join("; ")
+                );
+            }
+            if let Some(note) = &t.robust_note {
+                s += &format!("  {note}\n");
+            }
+            for (i, st) in t.selection.iter().enumerate() {
+                let sc: Vec<String> = st
+                    .scores
+                    .iter()
+                    .map(|(f, e)| format!("{f} {e:.2} %"))
+                    .collect();
+                s += &format!(
+                    "  step {i}: inner-CV MAPE {}{}\n",
+                    sc.join(", "),
+                    st.added
+                        .as_ref()
+                        .map_or(String::new(), |a| format!(" -> add {a}"))
+                );
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,265 @@
+use super::*;
+use crate::models::eval::workload_holdout;
+use crate::models::{FitParams, ModelKind};
+use crate::store::set::CounterKind;
+
+const S: f64 = 20.0;
+const CLOCKS: [f64; 6] = [500.0, 700.0, 900.0, 1100.0, 1300.0, 1500.0];
+
+/// Known answer: `P_i(f) = S + (P_i(1500) − S)·(a(f) + b(f)·mem_i)`, with a noise counter
+/// `junk` that carries no information, and time `t_i(f) = t_i(1500)·(1500/f)^(1 − mem_i)`.
+fn synthetic() -> (SetMeta, Vec<Point>) {
+    synthetic_at(&CLOCKS)
+}
+
+fn synthetic_at(clocks: &[f64]) -> (SetMeta, Vec<Point>) {
+    let mut meta = SetMeta::default();
+    meta.counters.insert("mem".into(), CounterKind::Rate);
+    meta.counters.insert("junk".into(), CounterKind::Rate);
+    let mut pts = Vec::new();
+    for i in 0..12 {
+        let mem = (i as f64 * 0.37) % 1.0;
+        let junk = ((i * 7) % 5) as f64;
+        // Two workloads at 80 W, so the smallest training baseline is 80 W in every fold
+        // and the static grid (steps of 0.95·80/19 = 4 W) holds S.
+        let pb = 80.0 + 13.0 * (i % 6) as f64;
+        for &f in clocks {
+            let u = f / 1500.0;
+            let a = u.powi(2);
+            let b = 0.5 * (1.0 - u);
+            let p = S + (pb - S) * (a + b * mem);
+            let t = (1.0 + i as f64) * (1500.0 / f).powf(1.0 - mem);
+            pts.push(Point {
+                workload: format!("w{i}"),
+                knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
+                time_s: Some(t),
+                power_w: Some(p),
+                energy_j: Some(p * t),
+                counters: [("mem".to_string(), mem), ("junk".to_string(), junk)]
+                    .into_iter()
+                    .collect(),
+                ..Point::default()
+            });
+        }
+    }
+    (meta, pts)
+}
+
+fn base() -> Knobs {
+    [("core_freq_mhz".to_string(), 1500.0)]
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn recovers_static_part_weights_and_feature() {
+    let (meta, pts) = synthetic();
+    let params = ScalingParams {
+        static_grid: 20,
+        loss: Loss::L2Relative,
+        ..ScalingParams::default()
+    };
+    let m = fit(&meta, &pts, &params).unwrap();
+    let pw = m.targets.iter().find(|t| t.target == "power_w").unwrap();
+    assert_eq!(pw.features, vec!["mem".to_string()]);
+    // The grid holds 0.95·80·g/19 = 4·g W; S = 20 W is on it (g = 5).
+    assert!((pw.static_part - S).abs() < 1e-9, "{}", pw.static_part);
+    assert!(pw.training_mape_pct < 1e-8, "{}", pw.training_mape_pct);
+    // At 500 MHz: h = a + b·mem; weights on the standardised feature reproduce it.
+    let p = m
+        .predict(
+            "w3",
+            &[("core_freq_mhz".to_string(), 500.0)].into_iter().collect(),
+        )
+        .unwrap();
+    let mem = (3.0 * 0.37f64) % 1.0;
+    let want = S + (80.0 + 13.0 * 3.0 - S) * ((1.0f64 / 3.0).powi(2) + 0.5 * (2.0 / 3.0) * mem);
+    assert!((p.power_w.unwrap() - want).abs() < 1e-6 * want);
+}
+
+#[test]
+fn workload_holdout_on_exact_data_is_exact_for_power() {
+    let (meta, pts) = synthetic();
+    let mut params = FitParams::default();
+    params.scaling.loss = Loss::L2Relative;
+    let e = workload_holdout(ModelKind::Scaling, &meta, &pts, &base(), &params);
+    assert!(e.failures.is_empty(), "{:?}", e.failures);
+    assert_eq!(e.summary.points, 12 * 5);
+    // Exact for every workload whose `mem` lies inside the other workloads' range (the
+    // two extremes, w0 and w8, are clipped to it by design).
+    for r in e
+        .results
+        .iter()
+        .filter(|r| r.workload != "w0" && r.workload != "w8")
+    {
+        let (p, m) = (r.predicted.power_w.unwrap(), r.measured.power_w.unwrap());
+        assert!(
+            ((p - m) / m).abs() < 1e-6,
+            "{} {:?}: {p} vs {m}",
+            r.workload,
+            r.knobs
+        );
+    }
+    // Time is not of the model's form (a power law in f), so it is only approximate.
+    assert!(e.summary.targets["time_s"].mape_pct < 5.0);
+}
+
+#[test]
+fn robust_loss_and_smoothing_tolerate_an_outlier() {
+    let (meta, mut pts) = synthetic();
+    // One measurement far below its neighbours (as the V100 set has).
+    let bad = pts
+        .iter_mut()
+        .find(|p| p.workload == "w2" && p.knobs["core_freq_mhz"] == 900.0)
+        .unwrap();
+    bad.power_w = Some(bad.power_w.unwrap() * 0.4);
+    for smooth in [None, Some(2)] {
+        let params = ScalingParams {
+            smooth_degree: smooth,
+            ..ScalingParams::default()
+        };
+        let m = fit(&meta, &pts, &params).unwrap();
+        let p = m
+            .predict(
+                "w5",
+                &[("core_freq_mhz".to_string(), 900.0)].into_iter().collect(),
+            )
+            .unwrap()
+            .power_w
+            .unwrap();
+        let truth = synthetic()
+            .1
+            .into_iter()
+            .find(|p| p.workload == "w5" && p.knobs["core_freq_mhz"] == 900.0)
+            .unwrap()
+            .power_w
+            .unwrap();
+        // a(f) = u² and b(f) are quadratic in f, so degree 2 represents them exactly.
+        assert!(
+            ((p - truth) / truth).abs() < 0.01,
+            "{smooth:?}: {p} vs {truth}"
+        );
+    }
+}
+
+/// Known answer for robust training: on 11 clocks, one training workload's baseline is 30 %
+/// high and another's 900 MHz point 60 % low. Robust training finds exactly those two,
+/// replaces the bad baseline by its neighbours' median and recovers another workload's curve; without it the
+/// bad baseline bends the shape learned from that workload.
+#[test]
+fn robust_training_sets_aside_an_outlying_baseline_and_point() {
+    // A dense sweep (10 MHz steps, as dense sweeps are what the check is for) with a
+    // deterministic ±0.5 % scatter, so that the MAD scale is that of the scatter.
+    let clocks: Vec<f64> = (100..=150).map(|c| c as f64 * 10.0).collect();
+    let (meta, mut clean) = synthetic_at(&clocks);
+    for (n, p) in clean.iter_mut().enumerate() {
+        p.power_w = Some(p.power_w.unwrap() * (1.0 + 0.005 * (n as f64 * 2.3).sin()));
+    }
+    let mut pts = clean.clone();
+    let at = |pts: &mut Vec<Point>, w: &str, f: f64| -> usize {
+        pts.iter()
+            .position(|p| p.workload == w && p.knobs["core_freq_mhz"] == f)
+            .unwrap()
+    };
+    let b = at(&mut pts, "w2", 1500.0);
+    pts[b].power_w = Some(pts[b].power_w.unwrap() * 1.3);
+    let o = at(&mut pts, "w3", 1200.0);
+    pts[o].power_w = Some(pts[o].power_w.unwrap() * 0.4);
+    let knobs: Knobs = [("core_freq_mhz".to_string(), 1100.0)]
+        .into_iter()
+        .collect();
+    let truth = clean[at(&mut clean.clone(), "w5", 1100.0)].power_w.unwrap();
+    let err = |robust: Option<RobustParams>| {
+        let params = ScalingParams {
+            robust,
+            ..ScalingParams::default()
+        };
+        let m = fit(&meta, &pts, &params).unwrap();
+        let p = m.predict("w5", &knobs).unwrap().power_w.unwrap();
+        (m, ((p - truth) / truth).abs())
+    };
+    let (m, e_robust) = err(Some(RobustParams::default()));
+    let pw = m.targets.iter().find(|t| t.target == "power_w").unwrap();
+    let (m0, e_plain) = err(None);
+    assert_eq!(pw.outliers.len(), 2, "{:?}", pw.outliers);
+    assert!(pw.outliers.iter().any(|o| o.starts_with("w2 baseline")));
+    assert!(pw
+        .outliers
+        .iter()
+        .any(|o| o.starts_with("w3 at clock 1200")));
+    assert!(e_robust < 0.01, "robust: {e_robust}");
+    let m = m0;
+    assert!(m.targets.iter().all(|t| t.outliers.is_empty()));
+    assert!(
+        e_plain > 2.0 * e_robust,
+        "plain {e_plain} robust {e_robust}"
+    );
+    // With the default six clocks (fewer than `min_clocks`) nothing is set aside.
+    let (meta6, mut pts6) = synthetic();
+    let b = at(&mut pts6, "w2", 1500.0);
+    pts6[b].power_w = Some(pts6[b].power_w.unwrap() * 1.3);
+    let m = fit(&meta6, &pts6, &ScalingParams::default()).unwrap();
+    assert!(m.targets.iter().all(|t| t.outliers.is_empty()));
+    // A sparse sweep of precise points (16 clocks 40 MHz apart, ±0.1 % scatter, as the
+    // Titan X set): the curves change far more per step than they scatter, so the check
+    // stays off and says why, instead of flagging the ends of every curve.
+    let sparse: Vec<f64> = (0..16).map(|i| 600.0 + 40.0 * i as f64).collect();
+    let (meta_s, mut pts_s) = synthetic_at(&sparse);
+    for (n, p) in pts_s.iter_mut().enumerate() {
+        p.power_w = Some(p.power_w.unwrap() * (1.0 + 0.001 * (n as f64 * 2.3).sin()));
+    }
+    let m = fit(&meta_s, &pts_s, &ScalingParams::default()).unwrap();
+    let pw = m.targets.iter().find(|t| t.target == "power_w").unwrap();
+    assert!(pw.outliers.is_empty(), "{:?}", pw.outliers);
+    assert!(pw
+        .robust_note
+        .as_deref()
+        .is_some_and(|n| n.starts_with("robust training off")));
+    // The dense, noisier sweep above ran the check.
+    let (m, _) = err(Some(RobustParams::default()));
+    assert!(m
+        .targets
+        .iter()
+        .all(|t| t.robust_note.is_none() || t.target != "power_w"));
+}
+
+#[test]
+fn held_out_points_never_reach_training() {
+    let (meta, clean) = synthetic();
+    let mut poisoned = clean.clone();
+    for p in poisoned
+        .iter_mut()
+        .filter(|p| p.workload == "w4" && p.knobs["core_freq_mhz"] != 1500.0)
+    {
+        p.power_w = Some(1e9);
+        p.time_s = Some(-3.0);
+        p.counters.insert("mem".into(), 1e6);
+    }
+    let params = FitParams::default();
+    let a = workload_holdout(ModelKind::Scaling, &meta, &clean, &base(), &params);
+    let b = workload_holdout(ModelKind::Scaling, &meta, &poisoned, &base(), &params);
+    let pick = |e: &crate::models::eval::Evaluation| -> Vec<Prediction> {
+        e.results
+            .iter()
+            .filter(|r| r.workload == "w4")
+            .map(|r| r.predicted)
+            .collect()
+    };
+    assert_eq!(pick(&a).len(), 5);
+    assert_eq!(pick(&a), pick(&b));
+}
+
+#[test]
+fn no_baseline_point_is_an_error() {
+    let (meta, pts) = synthetic();
+    let params = ScalingParams {
+        baseline: Some(
+            [("core_freq_mhz".to_string(), 1234.0)]
+                .into_iter()
+                .collect(),
+        ),
+        ..ScalingParams::default()
+    };
+    let e = fit(&meta, &pts, &params).unwrap_err().to_string();
+    assert!(e.contains("core_freq_mhz=1234"), "{e}");
+}
