@@ -674,3 +674,41 @@ fn daemon_switch_round_trip_and_restore_after_sigkill_table() {
         q(&mut kill, 1.0)
     );
 }
+
+/// Without a daemon, `apply` by a user fails as before (cpufreq not writable, nothing
+/// changed) and its message names the daemon as one more fix.
+#[test]
+fn without_a_daemon_a_users_apply_fails_as_before_naming_the_fix() {
+    let Some(w) = World::new("daemon absent", GRANT) else {
+        return;
+    };
+    if Path::new(powerperf::daemon::DEFAULT_SOCKET).exists() {
+        println!(
+            "skipped: daemon absent: {} exists on this machine",
+            powerperf::daemon::DEFAULT_SOCKET
+        );
+        return;
+    }
+    let state = common::dir_owned_by_nobody(w.dir.path(), "nobody-state");
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let o = as_uid(NOBODY, &w.bin)
+        .arg("apply")
+        .arg("--plan")
+        .arg(w.plan(1600.0))
+        .arg("--sysfs-root")
+        .arg(&w.root)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("cannot write")
+            && err.contains("no powerperfd either")
+            && err.contains("--daemon PATH"),
+        "{err}"
+    );
+    w.assert_original();
+}
