@@ -283,6 +283,81 @@ mod tests {
         assert!(parse(bad, p).unwrap_err().to_string().contains("line 1"));
     }
 
+    fn copy_tree(src: &Path, dst: &Path) {
+        std::fs::create_dir_all(dst).unwrap();
+        for e in std::fs::read_dir(src).unwrap().flatten() {
+            let to = dst.join(e.file_name());
+            if e.path().is_dir() {
+                copy_tree(&e.path(), &to);
+            } else {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+        }
+    }
+
+    /// A journal left by a killed daemon is replayed latest first; one whose saved setting
+    /// fails validation stops the start with nothing written, and is kept.
+    #[test]
+    fn recovery_replays_valid_saves_and_refuses_a_forged_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/sysfs/cpufreq-userspace"),
+            &root,
+        );
+        let state = d.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let ctl = CpufreqController::open(&root).unwrap();
+        let gov = root.join("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
+        let save = |session, path: &str, value: &str| Entry::Save {
+            session,
+            uid: 65534,
+            pid: 1,
+            job: None,
+            control: "cpu.core_freq".into(),
+            snapshot: Snapshot {
+                files: vec![SavedFile {
+                    path: path.into(),
+                    value: value.into(),
+                }],
+            },
+        };
+        let g0 = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
+        // a forged entry: nothing is written, the journal stays
+        let mut j = Journal::create(&state, &root).unwrap();
+        j.append(&save(1, g0, "powersave")).unwrap();
+        j.append(&save(
+            2,
+            "sys/devices/system/cpu/cpu0/cpufreq/../../../../../../etc/x/scaling_governor",
+            "performance",
+        ))
+        .unwrap();
+        drop(j);
+        let e = format!("{:#}", recover(&state, Some(&ctl)).unwrap_err());
+        assert!(
+            e.contains("fails validation") && e.contains("session 2"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&gov).unwrap().trim(), "schedutil");
+        assert!(path_in(&state).exists());
+        std::fs::remove_file(path_in(&state)).unwrap();
+        // valid: session 1 ended, session 3's two saves replayed latest first
+        let mut j = Journal::create(&state, &root).unwrap();
+        j.append(&save(1, g0, "ondemand")).unwrap();
+        j.append(&Entry::End { session: 1 }).unwrap();
+        j.append(&save(3, g0, "powersave")).unwrap();
+        j.append(&save(3, g0, "performance")).unwrap();
+        drop(j);
+        let r = recover(&state, Some(&ctl)).unwrap();
+        assert_eq!(r.sessions, [3]);
+        // the earliest save (the value before the session's first change) is written last
+        assert_eq!(std::fs::read_to_string(&gov).unwrap().trim(), "powersave");
+        assert!(!path_in(&state).exists());
+    }
+
     #[test]
     fn a_journal_planted_as_a_link_is_refused() {
         let d = tempfile::tempdir().unwrap();
