@@ -34,23 +34,11 @@ impl MegaHertz {
 /// # Errors
 /// A message naming the text when it is not a number with a known unit.
 pub fn parse_freq_mhz(text: &str) -> Result<f64, String> {
+    // The one frequency parser (units in any case), shared with `import`.
     let t = text.trim();
-    let lower = t.to_ascii_lowercase();
-    let (num, scale) = if let Some(n) = lower.strip_suffix("ghz") {
-        (n, 1000.0)
-    } else if let Some(n) = lower.strip_suffix("mhz") {
-        (n, 1.0)
-    } else if let Some(n) = lower.strip_suffix("khz") {
-        (n, 1e-3)
-    } else if let Some(n) = lower.strip_suffix("hz") {
-        (n, 1e-6)
-    } else {
-        (lower.as_str(), 1.0)
-    };
-    num.trim()
-        .parse::<f64>()
-        .map(|v| v * scale)
-        .map_err(|_| format!("`{t}` is not a frequency (expected e.g. 2.2GHz, 1200MHz or 1200)"))
+    powerperf_format::quantity::freq_with_unit(t)
+        .or_else(|| t.parse::<f64>().ok())
+        .ok_or_else(|| format!("`{t}` is not a frequency (expected e.g. 2.2GHz, 1200MHz or 1200)"))
 }
 
 #[cfg(test)]
@@ -63,6 +51,8 @@ mod tests {
         assert_eq!(parse_freq_mhz("1200MHz").unwrap(), 1200.0);
         assert_eq!(parse_freq_mhz("1200000kHz").unwrap(), 1200.0);
         assert_eq!(parse_freq_mhz("945").unwrap(), 945.0);
+        assert_eq!(parse_freq_mhz("2.2ghz").unwrap(), 2200.0);
+        assert_eq!(parse_freq_mhz(" 1200 MHZ ").unwrap(), 1200.0);
         assert!(parse_freq_mhz("fast").is_err());
     }
 

@@ -704,6 +704,34 @@ fn a_damaged_points_parquet_is_an_error_not_a_panic() {
 }
 
 #[test]
+fn a_points_parquet_asking_for_2pow61_bytes_is_an_error_not_an_abort() {
+    // Found by the set_parquet fuzz target: a data page header of `workload` says -39
+    // values, and polars' decoder reserved 2^61 bytes for them: the process aborted
+    // (an allocation failure is no panic that catch_unwind could turn into an error).
+    // The footer and page headers are now checked before decoding
+    // (crates/powerperf-format/src/parquet_check.rs). The input is the fuzzer's crash file.
+    let data = std::fs::read(fuzz_dir().join("crashes/set_parquet-alloc-2pow61.parquet")).unwrap();
+    let meta = SetMeta::from_toml(readers::SET_PARQUET_META).unwrap();
+    let e = TrainingSet::from_parquet(
+        meta,
+        std::io::Cursor::new(data.clone()),
+        Path::new("p.parquet"),
+    )
+    .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.starts_with("p.parquet is not a readable Parquet file") && e.contains("-39 values"),
+        "{e}"
+    );
+    assert!(!readers::set_parquet(&data));
+    // The run tables are read through the same check.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("timeline.parquet"), &data).unwrap();
+    let e = powerperf::collect::timeline::read_run(dir.path()).unwrap_err();
+    assert!(format!("{e:#}").contains("-39 values"), "{e:#}");
+}
+
+#[test]
 fn a_run_toml_with_a_huge_signal_number_is_read_not_a_panic() {
     // `shell_status` computed 128 + signal, an overflow panic in debug builds for
     // signal = i32::MAX (src/store/run.rs; `import RUN` prints it for a skipped run).

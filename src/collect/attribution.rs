@@ -18,13 +18,13 @@
 
 use crate::collect::timeline::Timeline;
 use anyhow::{Context, Result};
-use polars::prelude::{Column, DataFrame};
-use powerperf_rt::events::{self, Interval, Stats};
+use powerperf_rt::events::{self, Interval};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// File name of the per-region table inside a run directory.
-pub const REGIONS: &str = "regions.parquet";
+/// The table's file name, row types, writer and reader: the run format's
+/// ([`powerperf_format::regions`]).
+pub use powerperf_format::regions::{read_regions, RegionRecord, RegionRow, REGIONS};
 
 /// The attribution rule, as recorded in run.toml's notes.
 pub const RULE: &str = "regions.parquet: each sample's counter deltas and energy are split among the region instances overlapping it, in proportion to overlap time over max(sample length, total thread time in outermost regions); values are inclusive of nested regions";
@@ -34,15 +34,6 @@ pub fn is_additive(column: &str) -> bool {
     !["_w", "_mhz", "_pct", "_c", "_reasons"]
         .iter()
         .any(|s| column.ends_with(s))
-}
-
-/// One row of `regions.parquet`: a region path on one thread, with its GPTL statistics and
-/// its share of every additive timeline column.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RegionRow {
-    pub stats: Stats,
-    /// Same order as the column names returned with it.
-    pub values: Vec<f64>,
 }
 
 /// Split the timeline's additive columns among `intervals`.
@@ -143,6 +134,25 @@ pub fn write_regions(
     origin_ns: u64,
     rank: Option<u32>,
 ) -> Result<Option<(usize, Vec<String>)>> {
+    write_regions_from(run_dir, &|f| f(timeline), origin_ns, rank)
+}
+
+/// A timeline given in chunks of rows, in order: calls its argument with each chunk (at
+/// least once, every chunk with the same columns). [`powerperf_format::timeline::for_each_chunk`]
+/// reads a run's this way, so that its memory stays bounded.
+pub type Chunks<'a> = dyn Fn(&mut dyn FnMut(&Timeline) -> Result<()>) -> Result<()> + 'a;
+
+/// [`write_regions`] over a timeline given in chunks: the shares of each chunk's samples are
+/// added up (the attribution is per sample).
+///
+/// # Errors
+/// As [`write_regions`], and the chunks' errors.
+pub fn write_regions_from(
+    run_dir: &Path,
+    timeline: &Chunks<'_>,
+    origin_ns: u64,
+    rank: Option<u32>,
+) -> Result<Option<(usize, Vec<String>)>> {
     let read = events::read_dir_report(run_dir)
         .with_context(|| format!("reading the region events of {}", run_dir.display()))?;
     if read.events.is_empty() {
@@ -168,152 +178,39 @@ pub fn write_regions(
             a.unterminated
         ));
     }
-    let (names, rows) = attribute(&a.intervals, timeline, origin_ns);
+    let mut acc: Option<(Vec<String>, Vec<RegionRow>)> = None;
+    timeline(&mut |chunk| {
+        let (names, rows) = attribute(&a.intervals, chunk, origin_ns);
+        match &mut acc {
+            None => acc = Some((names, rows)),
+            Some((_, sum)) => {
+                for (s, r) in sum.iter_mut().zip(&rows) {
+                    for (v, x) in s.values.iter_mut().zip(&r.values) {
+                        *v += x;
+                    }
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let (names, rows) = match acc {
+        Some(a) => a,
+        None => attribute(&a.intervals, &Timeline::default(), origin_ns),
+    };
     if !read.counter_names.is_empty() {
         notes.push(format!(
             "regions.parquet: rt_{} are exact counts read by powerperf-rt at every region begin and end (--region-counters), inclusive of nested regions",
             read.counter_names.join(", rt_")
         ));
     }
-    let mut df = to_frame(&names, &rows, rank, &read.counter_names)?;
-    crate::collect::timeline::write_frame(&mut df, &run_dir.join(REGIONS))?;
+    powerperf_format::regions::write(
+        &run_dir.join(REGIONS),
+        &names,
+        &rows,
+        rank,
+        &read.counter_names,
+    )?;
     Ok(Some((rows.len(), notes)))
-}
-
-fn to_frame(
-    names: &[String],
-    rows: &[RegionRow],
-    rank: Option<u32>,
-    rt_counters: &[String],
-) -> Result<DataFrame> {
-    let n = rows.len();
-    let u32s = |f: &dyn Fn(&Stats) -> u32| rows.iter().map(|r| f(&r.stats)).collect::<Vec<_>>();
-    let u64s = |f: &dyn Fn(&Stats) -> u64| rows.iter().map(|r| f(&r.stats)).collect::<Vec<_>>();
-    let strs = |f: &dyn Fn(&Stats) -> &str| {
-        rows.iter()
-            .map(|r| f(&r.stats).to_string())
-            .collect::<Vec<_>>()
-    };
-    let mut cols = vec![
-        Column::new("rank".into(), vec![rank; n]),
-        Column::new("pid".into(), u32s(&|s| s.pid)),
-        Column::new("tid".into(), u32s(&|s| s.tid)),
-        Column::new("region".into(), strs(&|s| s.region.as_str())),
-        Column::new("path".into(), strs(&|s| s.path.as_str())),
-        Column::new("depth".into(), u32s(&|s| s.depth)),
-        Column::new("calls".into(), u64s(&|s| s.calls)),
-        Column::new("incl_ns".into(), u64s(&|s| s.incl_ns)),
-        Column::new("min_ns".into(), u64s(&|s| s.min_ns)),
-        Column::new("max_ns".into(), u64s(&|s| s.max_ns)),
-        Column::new("exit_closed".into(), u64s(&|s| s.exit_closed)),
-    ];
-    for (k, name) in names.iter().enumerate() {
-        cols.push(Column::new(
-            name.as_str().into(),
-            rows.iter().map(|r| r.values[k]).collect::<Vec<f64>>(),
-        ));
-    }
-    // Exact counts from powerperf-rt (null where no instance of the row had values).
-    for (k, name) in rt_counters.iter().enumerate() {
-        cols.push(Column::new(
-            format!("rt_{name}").into(),
-            rows.iter()
-                .map(|r| {
-                    (r.stats.counted_calls > 0)
-                        .then(|| r.stats.counters.get(k).map(|&v| v as f64))
-                        .flatten()
-                })
-                .collect::<Vec<Option<f64>>>(),
-        ));
-    }
-    DataFrame::new(n, cols).context("building the regions table")
-}
-
-/// One row of `regions.parquet` read back.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct RegionRecord {
-    pub pid: u32,
-    pub tid: u32,
-    pub region: String,
-    pub path: String,
-    pub depth: u32,
-    pub calls: u64,
-    pub incl_ns: u64,
-    pub min_ns: u64,
-    pub max_ns: u64,
-    pub exit_closed: u64,
-    /// Attributed values by column name (counters, `energy_*_j`, `gpu<i>_energy_j`).
-    pub values: std::collections::BTreeMap<String, f64>,
-}
-
-/// Read `RUN/regions.parquet`; `None` when the run has none.
-///
-/// # Errors
-/// An unreadable file or one without the documented columns.
-pub fn read_regions(run_dir: &Path) -> Result<Option<Vec<RegionRecord>>> {
-    let path = run_dir.join(REGIONS);
-    if !path.exists() {
-        return Ok(None);
-    }
-    let df = crate::collect::timeline::read_parquet(&path)?;
-    let ctx = || format!("{}: not a regions table", path.display());
-    use crate::collect::timeline::{column_str, column_u32, column_u64, or_default};
-    let u32c =
-        |n: &str| -> Result<Vec<u32>> { Ok(or_default(column_u32(&df, n).with_context(ctx)?)) };
-    let u64c =
-        |n: &str| -> Result<Vec<u64>> { Ok(or_default(column_u64(&df, n).with_context(ctx)?)) };
-    let strc =
-        |n: &str| -> Result<Vec<String>> { Ok(or_default(column_str(&df, n).with_context(ctx)?)) };
-    let (pid, tid, depth) = (u32c("pid")?, u32c("tid")?, u32c("depth")?);
-    let (region, rpath) = (strc("region")?, strc("path")?);
-    let (calls, incl, min, max, xc) = (
-        u64c("calls")?,
-        u64c("incl_ns")?,
-        u64c("min_ns")?,
-        u64c("max_ns")?,
-        u64c("exit_closed")?,
-    );
-    let fixed = [
-        "rank",
-        "pid",
-        "tid",
-        "region",
-        "path",
-        "depth",
-        "calls",
-        "incl_ns",
-        "min_ns",
-        "max_ns",
-        "exit_closed",
-    ];
-    let mut value_cols = Vec::new();
-    for c in df.columns() {
-        if !fixed.contains(&c.name().as_str()) {
-            let v: Vec<Option<f64>> = c.f64().with_context(ctx)?.iter().collect();
-            value_cols.push((c.name().to_string(), v));
-        }
-    }
-    Ok(Some(
-        (0..df.height())
-            .map(|i| RegionRecord {
-                pid: pid[i],
-                tid: tid[i],
-                region: region[i].clone(),
-                path: rpath[i].clone(),
-                depth: depth[i],
-                calls: calls[i],
-                incl_ns: incl[i],
-                min_ns: min[i],
-                max_ns: max[i],
-                exit_closed: xc[i],
-                // A null (an rt_ counter the row has no value for) is absent, not zero.
-                values: value_cols
-                    .iter()
-                    .filter_map(|(n, v)| Some((n.clone(), v[i]?)))
-                    .collect(),
-            })
-            .collect(),
-    ))
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@ pub mod perf_event;
 pub mod pmu;
 pub mod rapl;
 pub mod sysinfo;
-pub mod timeline;
+/// The timeline table and its journal: the run format's ([`powerperf_format::timeline`]).
+pub use powerperf_format::timeline;
 
 #[cfg(target_os = "linux")]
 pub use run_impl::collect_run;
@@ -256,7 +257,7 @@ mod run_impl {
     use super::leader_sampling::KernelTimeline;
     use super::nvml::GpuSampler;
     use super::perf_event::{self, OpenCounter, Opened, Target};
-    use super::timeline::{Journal, Timeline, JOURNAL};
+    use super::timeline::{Journal, TimelineWriter, JOURNAL};
     use super::{
         events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend,
         Mode, NvmlMode, Outcome, TimelineSampler,
@@ -290,7 +291,8 @@ mod run_impl {
         papi: Option<super::papi::PapiCounters>,
         energy: Energy,
         gpu: GpuSampler,
-        timeline: Timeline,
+        /// Rows stream to disk, at most `timeline::WRITE_BUFFER_ROWS` in memory (issue 18).
+        timeline: TimelineWriter,
         journal: Option<Journal>,
         origin_ns: u64,
         last_ns: u64,
@@ -316,7 +318,7 @@ mod run_impl {
             let mut t = self.last_ns + self.interval_ns;
             while t <= until {
                 let mut vals = k.deltas_at(t, &mut self.counters);
-                vals.resize(self.timeline.columns.len(), None);
+                vals.resize(self.timeline.columns(), None);
                 self.push(t, &vals);
                 t += self.interval_ns;
             }
@@ -977,13 +979,22 @@ mod run_impl {
                 tracing::debug!("run.toml with the events: {e:#}");
             }
         }
+        // The timeline's rows stream to an unnamed file in the run directory; where none can
+        // be made they stay in memory until the end (as the journal, they are then on disk
+        // as well).
+        let timeline = TimelineWriter::create(&cfg.out, &columns).unwrap_or_else(|e| {
+            meta.notes.push(format!(
+                "the timeline's rows are kept in memory until the end of the run: {e:#}"
+            ));
+            TimelineWriter::in_memory(&columns)
+        });
         let mut sampler = Sampler {
             counters,
             #[cfg(feature = "papi")]
             papi,
             energy,
             gpu,
-            timeline: Timeline::new(&columns),
+            timeline,
             journal,
             origin_ns: 0,
             last_ns: 0,
@@ -1099,7 +1110,7 @@ mod run_impl {
 
         meta.run.duration_ns = end - origin;
         meta.run.self_cpu_ns = self_cpu_ns();
-        meta.run.samples = sampler.timeline.t_ns.len() as u64;
+        meta.run.samples = sampler.timeline.rows();
         if let Some(k) = &sampler.kernel {
             if k.lost > 0 || k.unparsed > 0 {
                 meta.notes.push(format!(
@@ -1262,8 +1273,9 @@ mod run_impl {
             None => (0, None),
         };
         let tl_path = cfg.out.join(TIMELINE);
-        match timeline.write_parquet(&tl_path) {
-            Ok(()) => {
+        let samples = timeline.rows();
+        match timeline.finish(&tl_path) {
+            Ok(_) => {
                 // The journal only matters while timeline.parquet does not exist.
                 let _ = std::fs::remove_file(cfg.out.join(JOURNAL));
             }
@@ -1273,7 +1285,7 @@ mod run_impl {
                 meta.run.truncated = true;
                 meta.notes.push(format!(
                     "the timeline could not be written: {e:#}; {journal_rows} of {} samples are kept in {JOURNAL}{}",
-                    timeline.t_ns.len(),
+                    samples,
                     journal_error
                         .as_deref()
                         .map(|j| format!(" (its writes stopped: {j})"))
@@ -1291,24 +1303,38 @@ mod run_impl {
         // Measured SM clock per GPU (NVML) while its kernels ran, for GSAMP:EXP of GPU PC
         // sampling: samples weighted by their overlap with the kernels' intervals
         // (CLOCK_MONOTONIC ns; a sample covers [t_ns - dur_ns, t_ns] after the origin).
+        // The timeline is read back from the run directory one chunk at a time.
         let sm_clock = |dev: u32, kernels: &[(u64, u64)]| -> Option<f64> {
             let name = format!("gpu{dev}_sm_clock_mhz");
-            let (_, v) = timeline.columns.iter().find(|(n, _)| *n == name)?;
-            let (mut w, mut sum) = (0.0, 0.0);
-            for (i, x) in v.iter().enumerate() {
-                let Some(x) = x.filter(|x| *x > 0.0) else {
-                    continue;
-                };
-                let end = origin + timeline.t_ns[i];
-                let start = end.saturating_sub(timeline.dur_ns[i]);
-                let o: u64 = kernels
-                    .iter()
-                    .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
-                    .sum();
-                w += o as f64;
-                sum += o as f64 * x;
+            let (mut w, mut sum, mut found) = (0.0, 0.0, false);
+            let r = super::timeline::for_each_chunk(
+                &cfg.out,
+                Some(std::slice::from_ref(&name)),
+                &mut |t| {
+                    let Some((_, v)) = t.columns.iter().find(|(n, _)| *n == name) else {
+                        return Ok(());
+                    };
+                    found = true;
+                    for (i, x) in v.iter().enumerate() {
+                        let Some(x) = x.filter(|x| *x > 0.0) else {
+                            continue;
+                        };
+                        let end = origin + t.t_ns[i];
+                        let start = end.saturating_sub(t.dur_ns[i]);
+                        let o: u64 = kernels
+                            .iter()
+                            .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
+                            .sum();
+                        w += o as f64;
+                        sum += o as f64 * x;
+                    }
+                    Ok(())
+                },
+            );
+            if let Err(e) = r {
+                tracing::debug!("reading the timeline for the SM clock: {e:#}");
             }
-            (w > 0.0).then(|| sum / w)
+            (found && w > 0.0).then(|| sum / w)
         };
         match super::gpu_activity::collect_run(&cfg.out, origin, &sm_clock) {
             Ok(Some(notes)) => meta.notes.extend(notes),
@@ -1325,7 +1351,10 @@ mod run_impl {
         if let (Some(info), Some(collected)) = (pc_info, pc_collected) {
             meta.pc_sampling = Some(write_pc_samples(&cfg.out, info, &collected, &mut meta));
         }
-        match super::attribution::write_regions(&cfg.out, &timeline, origin, rank) {
+        let chunks = |f: &mut dyn FnMut(&super::timeline::Timeline) -> anyhow::Result<()>| {
+            super::timeline::for_each_chunk(&cfg.out, None, f)
+        };
+        match super::attribution::write_regions_from(&cfg.out, &chunks, origin, rank) {
             Ok(Some((_, notes))) => meta.notes.extend(notes),
             Ok(None) => {}
             Err(e) => {

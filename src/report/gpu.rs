@@ -1,8 +1,8 @@
 //! The GPU activity section of `report` (runs collected with `collect --gpu`): HPCToolkit's
 //! coarse metrics, the kernels by time with their launch characteristics, GPU time and host
-//! idle per region (`crate::collect::gpu_activity`, docs/gpu.md).
+//! idle per region (`powerperf_format::gpu_activity`, docs/gpu.md).
 
-use crate::collect::gpu_activity::{self, Activity, ApiCall, KernelSummary, RegionGpu};
+use powerperf_format::gpu_activity::{self, Activity, ApiCall, KernelSummary, RegionGpu};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -27,7 +27,7 @@ pub struct GpuActivity {
     pub streams: Vec<(u32, u32)>,
     /// GPU PC sampling (`collect --pc-sampling gpu`): HPCToolkit's `GINST:STL_*` and
     /// `GSAMP:*` per kernel and source line.
-    pub pc_sampling: Option<crate::collect::gpu_pcsamp::PcReport>,
+    pub pc_sampling: Option<powerperf_format::gpu_pcsamp::PcReport>,
 }
 
 /// Summarise a run's activities and calls.
@@ -81,9 +81,9 @@ pub fn load(dir: &std::path::Path) -> anyhow::Result<Option<GpuActivity>> {
         return Ok(None);
     };
     let mut g = summarize(&a, &c);
-    if let Some((rows, sums)) = crate::collect::gpu_pcsamp::read(dir)? {
+    if let Some((rows, sums)) = powerperf_format::gpu_pcsamp::read(dir)? {
         let durs = kernel_durations(&a);
-        g.pc_sampling = Some(crate::collect::gpu_pcsamp::report(&rows, &sums, &|n| {
+        g.pc_sampling = Some(powerperf_format::gpu_pcsamp::report(&rows, &sums, &|n| {
             durs.get(n).cloned().unwrap_or_default()
         }));
     }
@@ -95,7 +95,7 @@ const TOP_PC_KERNELS: usize = 10;
 const TOP_PC_LINES: usize = 15;
 
 /// The GPU PC sampling part of the text section.
-fn render_pc(o: &mut String, p: &crate::collect::gpu_pcsamp::PcReport) {
+fn render_pc(o: &mut String, p: &powerperf_format::gpu_pcsamp::PcReport) {
     let g = |k: &str| p.gsamp.get(k).copied();
     let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
     let _ = writeln!(
@@ -118,11 +118,11 @@ fn render_pc(o: &mut String, p: &crate::collect::gpu_pcsamp::PcReport) {
         let _ = write!(o, " {c:>8}");
     }
     let _ = writeln!(o, " {:>8}  dominant", "other");
-    let pct = |k: &crate::collect::gpu_pcsamp::KernelStalls, m: &str| -> f64 {
+    let pct = |k: &powerperf_format::gpu_pcsamp::KernelStalls, m: &str| -> f64 {
         let all = k.ginst.get("GINST").copied().unwrap_or(0).max(1) as f64;
         100.0 * k.ginst.get(m).copied().unwrap_or(0) as f64 / all
     };
-    let mut list: Vec<&crate::collect::gpu_pcsamp::KernelStalls> =
+    let mut list: Vec<&powerperf_format::gpu_pcsamp::KernelStalls> =
         p.kernels.iter().take(TOP_PC_KERNELS).collect();
     list.push(&p.total);
     for k in list {

@@ -6,10 +6,10 @@
 
 use super::plots::NamedPlot;
 use super::{display_value, ending_line, Summary};
-use crate::collect::attribution::RegionRecord;
 use crate::events_dsl::lcpi;
 use crate::store::run::RunMeta;
 use anyhow::Result;
+use powerperf_format::regions::RegionRecord;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

@@ -71,7 +71,7 @@ pub struct Summary {
     pub gpus: Vec<GpuEnergy>,
     /// `regions.parquet`, where the program marked regions (powerperf-rt).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub regions: Vec<crate::collect::attribution::RegionRecord>,
+    pub regions: Vec<powerperf_format::regions::RegionRecord>,
     /// `gpu_activity.parquet` (collect --gpu): CUPTI activities summarised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_activity: Option<gpu::GpuActivity>,

@@ -6,10 +6,10 @@
 //! per-shard sums before the next is read, so a job of thousands of ranks never holds more
 //! than one table.
 
-use crate::collect::attribution::REGIONS;
 use crate::store::run::{RunMeta, RUN_TOML, TIMELINE};
 use anyhow::Result;
 use polars::prelude::*;
+use powerperf_format::regions::REGIONS;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -111,7 +111,7 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
         } else {
             // A shard whose timeline.parquet was never written (a full disk, a killed
             // powerperf): the samples of its journal.
-            match crate::collect::timeline::read_run(s)? {
+            match powerperf_format::timeline::read_run(s)? {
                 Some(df) => df,
                 None => continue,
             }

@@ -2,7 +2,7 @@
 //! SUM row over threads, and an IPM-style banner (wallclock, time, count and %wall per
 //! region). Sources: GPTL's timing.* output (Rosinski); IPM's banner (Fürlinger et al.).
 
-use crate::collect::attribution::RegionRecord;
+use powerperf_format::regions::RegionRecord;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

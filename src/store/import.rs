@@ -62,118 +62,9 @@ pub enum ImportError {
     Spec { spec: PathBuf, why: String },
 }
 
-/// Physical dimension of a column, for unit parsing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dimension {
-    /// Seconds.
-    Time,
-    /// Watts.
-    Power,
-    /// Joules.
-    Energy,
-    /// Megahertz.
-    Frequency,
-    /// Dimensionless (thread counts, event counts).
-    Count,
-}
-
-impl Dimension {
-    /// Accepted unit names and their factor to the base unit (s, W, J, MHz, 1).
-    pub fn units(self) -> &'static [(&'static str, f64)] {
-        match self {
-            Dimension::Time => &[
-                ("s", 1.0),
-                ("ms", 1e-3),
-                ("us", 1e-6),
-                ("ns", 1e-9),
-                ("min", 60.0),
-                ("h", 3600.0),
-            ],
-            Dimension::Power => &[("W", 1.0), ("mW", 1e-3), ("kW", 1e3)],
-            Dimension::Energy => &[
-                ("J", 1.0),
-                ("mJ", 1e-3),
-                ("uJ", 1e-6),
-                ("kJ", 1e3),
-                ("Wh", 3600.0),
-                ("kWh", 3.6e6),
-            ],
-            Dimension::Frequency => &[("MHz", 1.0), ("GHz", 1e3), ("kHz", 1e-3), ("Hz", 1e-6)],
-            Dimension::Count => &[("", 1.0)],
-        }
-    }
-
-    /// Factor of `unit` to the base unit.
-    ///
-    /// # Errors
-    /// A message listing the accepted units.
-    pub fn factor(self, unit: &str) -> Result<f64, String> {
-        self.units()
-            .iter()
-            .find(|(u, _)| *u == unit)
-            .map(|(_, f)| *f)
-            .ok_or_else(|| {
-                let names: Vec<String> =
-                    self.units().iter().map(|(u, _)| format!("`{u}`")).collect();
-                format!(
-                    "unknown unit `{unit}` for a {self:?} column; accepted: {}",
-                    names.join(", ")
-                )
-            })
-    }
-
-    /// Dimension of a knob by its name: `*_mhz` is a frequency, anything else a count.
-    pub fn of_knob(name: &str) -> Dimension {
-        if name.ends_with("_mhz") {
-            Dimension::Frequency
-        } else {
-            Dimension::Count
-        }
-    }
-
-    /// Default unit: the base unit.
-    pub fn base_unit(self) -> &'static str {
-        self.units()[0].0
-    }
-}
-
-/// Check that `x` (in `dim`'s base unit) is a value a `role` column can hold: finite, and in
-/// a physical range (frequencies above 0 and at most 1 THz; times, powers, energies and counts
-/// not negative and below absurd magnitudes). Timestamps only need to be finite; static
-/// features may be negative. Issue 18: 0, -1000, NaN, inf and 1e308 MHz were imported and
-/// fitted.
-///
-/// # Errors
-/// Why, with the range (for [`ImportError::BadValue`]'s `why`).
-pub fn check_value(dim: Dimension, role: &str, x: f64) -> Result<(), String> {
-    if !x.is_finite() {
-        return Err("is not a finite number".into());
-    }
-    if role.contains("timestamp") {
-        return Ok(());
-    }
-    let (ok, range) = match dim {
-        Dimension::Frequency => (
-            x > 0.0 && x <= 1e6,
-            "a frequency must be above 0 and at most 1e6 MHz (1 THz)",
-        ),
-        Dimension::Time => ((0.0..=1e9).contains(&x), "a time must be from 0 to 1e9 s"),
-        Dimension::Power => ((0.0..=1e9).contains(&x), "a power must be from 0 to 1e9 W"),
-        Dimension::Energy => (
-            (0.0..=1e18).contains(&x),
-            "an energy must be from 0 to 1e18 J",
-        ),
-        Dimension::Count if role == "static feature" => {
-            (x.abs() <= 1e18, "a static feature must be within ±1e18")
-        }
-        Dimension::Count => ((0.0..=1e20).contains(&x), "a count must be from 0 to 1e20"),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("is out of range: {range}"))
-    }
-}
+/// Dimensions and range checks of a set's columns: the set format's
+/// ([`powerperf_format::quantity`]; `set.rs` checks a `points.parquet` it reads with them).
+pub use powerperf_format::quantity::{check_value, Dimension};
 
 /// A number as a user would have written it (`-1000`, `1e308`, `NaN`, `inf`).
 fn show_number(x: f64) -> String {
@@ -191,12 +82,21 @@ fn show_number(x: f64) -> String {
 /// A message saying why (not a number, unknown suffix).
 pub fn parse_quantity(text: &str, dim: Dimension, default_unit: &str) -> Result<f64, String> {
     let t = text.trim();
-    let mut units: Vec<&(&str, f64)> = dim.units().iter().filter(|(u, _)| !u.is_empty()).collect();
-    units.sort_by_key(|(u, _)| std::cmp::Reverse(u.len()));
-    for (u, f) in units {
-        if let Some(num) = t.strip_suffix(u) {
-            if let Ok(v) = num.trim().parse::<f64>() {
-                return Ok(v * f);
+    if dim == Dimension::Frequency {
+        // The one frequency parser (any case: `2.2GHz`, `2.2ghz`), shared with the CLI's
+        // `units::parse_freq_mhz`.
+        if let Some(v) = powerperf_format::quantity::freq_with_unit(t) {
+            return Ok(v);
+        }
+    } else {
+        let mut units: Vec<&(&str, f64)> =
+            dim.units().iter().filter(|(u, _)| !u.is_empty()).collect();
+        units.sort_by_key(|(u, _)| std::cmp::Reverse(u.len()));
+        for (u, f) in units {
+            if let Some(num) = t.strip_suffix(u) {
+                if let Ok(v) = num.trim().parse::<f64>() {
+                    return Ok(v * f);
+                }
             }
         }
     }
@@ -1608,7 +1508,7 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
         let mut names: Vec<String> = g.counters.iter().map(|(c, _)| c.clone()).collect();
         names.push("power_w".into());
         names.push("energy_j".into());
-        let mut tl = crate::collect::timeline::Timeline::new(&names);
+        let mut tl = powerperf_format::timeline::Timeline::new(&names);
         for i in 0..g.t_ns.len() {
             let mut row: Vec<Option<f64>> = g.counters.iter().map(|(_, v)| v[i]).collect();
             row.push(Some(g.power_w[i]));

@@ -12,12 +12,12 @@
 //! Text is laid out with DejaVu Sans compiled into the binary (the `dejavu` crate), so neither
 //! fontconfig nor system fonts are needed, for SVG as for PNG.
 
-use crate::collect::attribution::RegionRecord;
 use crate::events_dsl::{alias::Resolver, constants, lcpi};
 use crate::store::run::{Backend, RunMeta};
 use anyhow::{bail, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use powerperf_format::regions::RegionRecord;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -244,8 +244,8 @@ impl Plot {
 /// without GPU activities. The six kernels with the most total time get their own colour,
 /// other kernels share one; copies are coloured by direction, memsets together.
 pub fn gpu_streams_plot(dir: &Path, meta: &RunMeta) -> Result<Option<NamedPlot>> {
-    use crate::collect::gpu_activity::Kind;
-    let Some((acts, _)) = crate::collect::gpu_activity::read(dir)? else {
+    use powerperf_format::gpu_activity::Kind;
+    let Some((acts, _)) = powerperf_format::gpu_activity::read(dir)? else {
         return Ok(None);
     };
     let mut rows: Vec<(u32, u32)> = acts
@@ -258,7 +258,7 @@ pub fn gpu_streams_plot(dir: &Path, meta: &RunMeta) -> Result<Option<NamedPlot>>
     if rows.is_empty() {
         return Ok(None);
     }
-    let top: Vec<String> = crate::collect::gpu_activity::kernels(&acts)
+    let top: Vec<String> = powerperf_format::gpu_activity::kernels(&acts)
         .into_iter()
         .take(6)
         .map(|k| k.name)
@@ -371,7 +371,7 @@ pub fn region_spans(dir: &Path, origin_ns: u64, max: usize) -> Vec<Span> {
 
 /// A u64 column of the timeline, nulls as 0.
 fn u64_col(df: &polars::prelude::DataFrame, name: &str) -> Result<Vec<u64>> {
-    use crate::collect::timeline::{column_u64, or_default};
+    use powerperf_format::timeline::{column_u64, or_default};
     Ok(or_default(column_u64(df, name).context("in the timeline")?))
 }
 
@@ -382,7 +382,7 @@ fn u64_col(df: &polars::prelude::DataFrame, name: &str) -> Result<Vec<u64>> {
 /// # Errors
 /// An unreadable timeline.
 pub fn timeline_plots(dir: &Path, meta: &RunMeta) -> Result<Vec<NamedPlot>> {
-    let Some(df) = crate::collect::timeline::read_run(dir)? else {
+    let Some(df) = powerperf_format::timeline::read_run(dir)? else {
         return Ok(Vec::new());
     };
     let t = u64_col(&df, "t_ns")?;
@@ -392,7 +392,7 @@ pub fn timeline_plots(dir: &Path, meta: &RunMeta) -> Result<Vec<NamedPlot>> {
         .iter()
         .map(|c| c.name().as_str().to_string())
         .collect();
-    let col = |n: &str| crate::collect::timeline::column_f64(&df, n).ok();
+    let col = |n: &str| powerperf_format::timeline::column_f64(&df, n).ok();
     let ts: Vec<f64> = t.iter().map(|&v| v as f64 * 1e-9).collect();
     let per_s = |vals: &[Option<f64>], f: &dyn Fn(f64, f64) -> Option<f64>| -> Vec<(f64, f64)> {
         vals.iter()

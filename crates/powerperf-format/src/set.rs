@@ -424,10 +424,13 @@ impl TrainingSet {
     /// As [`TrainingSet::read`] for `points.parquet`.
     pub fn from_parquet<R: polars::io::mmap::MmapBytesReader>(
         meta: SetMeta,
-        file: R,
+        mut file: R,
         pq: &Path,
     ) -> Result<TrainingSet> {
         let pq = pq.to_path_buf();
+        // Footer and page headers first: a damaged file is an error naming it, not an abort
+        // on a huge allocation (issue 18, fuzz/crashes/set_parquet-alloc-2pow61.parquet).
+        crate::parquet_check::check(&mut file, &pq)?;
         // polars' Parquet reader panics on some damaged files (e.g. a page length past the
         // end of the file: a slice index out of range; found by tests/readers_random.rs).
         // The file is input: its panic becomes this error.
@@ -472,7 +475,7 @@ impl TrainingSet {
         // Every number is checked as import checks it (issue 18: a set written by other
         // means reached fit with negative times and NaN): knobs and targets in their physical
         // range, counters and static features finite.
-        use crate::store::import::{check_value, Dimension};
+        use crate::quantity::{check_value, Dimension};
         let f64s = |name: &str, role: &'static str| -> Result<Vec<Option<f64>>> {
             let c = get(name, role)?
                 .cast(&DataType::Float64)
@@ -572,7 +575,7 @@ pub fn counter_column_name(event: &str) -> String {
 }
 
 /// Make a training set from run directories written by `powerperf collect` (each holds a
-/// `run.toml`, read with [`crate::store::run::RunMeta::read`]). Same as
+/// `run.toml`, read with [`crate::run::RunMeta::read`]). Same as
 /// [`from_runs_labelled`] without a label; the notes are dropped.
 ///
 /// # Errors
@@ -608,7 +611,7 @@ pub fn from_runs_labelled(
     dirs: &[PathBuf],
     workload: Option<&str>,
 ) -> Result<(TrainingSet, Vec<String>)> {
-    use crate::store::run::{Backend, Ending, RunMeta};
+    use crate::run::{Backend, Ending, RunMeta};
     let mut notes = Vec::new();
     let mut points: Vec<Point> = Vec::new();
     let mut counters: BTreeMap<String, CounterKind> = BTreeMap::new();
@@ -663,11 +666,16 @@ pub fn from_runs_labelled(
                         || e.column.as_deref().is_some_and(|c| c.contains("package"));
                     if is_package {
                         let unit = e.unit.as_deref().unwrap_or("J");
-                        let factor = crate::store::import::Dimension::Energy
-                            .factor(unit)
-                            .map_err(|why| {
-                                anyhow::anyhow!("{}: RAPL event {}: {why}", dir.display(), e.name)
-                            })?;
+                        let factor =
+                            crate::quantity::Dimension::Energy
+                                .factor(unit)
+                                .map_err(|why| {
+                                    anyhow::anyhow!(
+                                        "{}: RAPL event {}: {why}",
+                                        dir.display(),
+                                        e.name
+                                    )
+                                })?;
                         *energy.get_or_insert(0.0) += total * factor;
                     }
                 }
@@ -892,7 +900,7 @@ unit = "J"
             ins = 1000 * threads
         );
         std::fs::write(dir.join("run.toml"), text).unwrap();
-        crate::store::run::RunMeta::read(dir).expect("fixture is a valid run.toml");
+        crate::run::RunMeta::read(dir).expect("fixture is a valid run.toml");
     }
 
     #[test]

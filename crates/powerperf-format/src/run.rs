@@ -18,17 +18,21 @@ pub const TIMELINE: &str = "timeline.parquet";
 /// record` replaces perf.data).
 pub const RUN_OUTPUTS: [&str; 11] = [
     TIMELINE,
-    "timeline.journal.csv",
-    "regions.parquet",
-    "region_events",
-    "gpu_activity",
-    "gpu_activity.parquet",
-    "gpu_api.parquet",
-    "gpu_pc_samples.parquet",
-    "gpu_pc_sampling.parquet",
-    "cubins",
-    "pc_samples.parquet",
+    crate::timeline::JOURNAL,
+    crate::regions::REGIONS,
+    crate::regions::REGION_EVENTS,
+    crate::gpu_activity::RECORDINGS,
+    crate::gpu_activity::ACTIVITY_FILE,
+    crate::gpu_activity::API_FILE,
+    crate::gpu_pcsamp::SAMPLES_FILE,
+    crate::gpu_pcsamp::SUMMARY_FILE,
+    CUBINS,
+    crate::pc_samples::PC_SAMPLES,
 ];
+
+/// Folder of the GPU modules' cubins (`<crc>.cubin`, `collect --pc-sampling gpu`) inside a
+/// run directory.
+pub const CUBINS: &str = "cubins";
 
 /// How the measured command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,11 +286,11 @@ impl RunMeta {
         if !matches!(self.run.ended, Ending::Running | Ending::Unknown) || self.run.samples > 0 {
             return;
         }
-        let path = dir.join(crate::collect::timeline::JOURNAL);
+        let path = dir.join(crate::timeline::JOURNAL);
         if !path.is_file() {
             return;
         }
-        let Ok((t, dropped)) = crate::collect::timeline::read_journal(&path) else {
+        let Ok((t, dropped)) = crate::timeline::read_journal(&path) else {
             return;
         };
         for (col, vals) in &t.columns {
@@ -347,7 +351,7 @@ impl RunMeta {
                 Ending::Running => "running",
                 _ => "unknown",
             },
-            crate::collect::timeline::JOURNAL,
+            crate::timeline::JOURNAL,
             t.t_ns.len(),
             if dropped > 0 {
                 format!(", {dropped} cut short and dropped")
@@ -358,14 +362,14 @@ impl RunMeta {
     }
 
     /// Write `DIR/run.toml` atomically: a new temporary file of an unpredictable name,
-    /// created with O_EXCL|O_NOFOLLOW, then renamed ([`super::safe_file::write_atomic`]), so
+    /// created with O_EXCL|O_NOFOLLOW, then renamed ([`crate::safe_file::write_atomic`]), so
     /// a link planted in the directory is never followed.
     ///
     /// # Errors
     /// I/O errors, with the path.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = toml::to_string_pretty(self).context("serialising run.toml")?;
-        super::safe_file::write_atomic(dir, RUN_TOML, text.as_bytes())
+        crate::safe_file::write_atomic(dir, RUN_TOML, text.as_bytes())
             .with_context(|| format!("cannot write {}", dir.join(RUN_TOML).display()))
     }
 

@@ -61,8 +61,20 @@ pub fn random_u64() -> u64 {
     if n == b.len() as isize {
         u64::from_ne_bytes(b)
     } else {
-        crate::collect::monotonic_ns() ^ (u64::from(std::process::id()) << 32)
+        monotonic_ns() ^ (u64::from(std::process::id()) << 32)
     }
+}
+
+/// CLOCK_MONOTONIC in ns (as `powerperf::collect::monotonic_ns`), for [`random_u64`]'s
+/// fallback.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// 16 hex digits of [`random_u64`].
@@ -105,24 +117,41 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
 /// # Errors
 /// No file could be created, or the bytes not written (a full disk).
 pub fn anonymous_reserve(dir: &Path, len: usize) -> io::Result<File> {
-    let mut f = match OpenOptions::new()
+    let mut f = anonymous(dir)?;
+    f.write_all(&vec![0u8; len])?;
+    f.sync_data()?;
+    Ok(f)
+}
+
+/// A new empty file in `dir` that has no name, open for reading and writing (`O_TMPFILE`,
+/// else created `O_CREAT|O_EXCL|O_NOFOLLOW` under a random name and unlinked at once): its
+/// space is given back when it is closed, also when the process is killed, and it leaves
+/// nothing behind.
+///
+/// # Errors
+/// No file could be created.
+pub fn anonymous(dir: &Path) -> io::Result<File> {
+    match OpenOptions::new()
         .read(true)
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
         .open(dir)
     {
-        Ok(f) => f,
+        Ok(f) => Ok(f),
         Err(_) => {
             let p = dir.join(format!(".reserve.{}", random_suffix()));
-            let f = create_new(&p)?;
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&p)?;
             std::fs::remove_file(&p)?;
-            f
+            Ok(f)
         }
-    };
-    f.write_all(&vec![0u8; len])?;
-    f.sync_data()?;
-    Ok(f)
+    }
 }
 
 #[cfg(test)]

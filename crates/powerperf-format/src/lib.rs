@@ -1,0 +1,28 @@
+//! powerperf's file formats, in one place: every file of a run directory (`powerperf
+//! collect -o RUN`) and of a training set (`powerperf import -o SET`): the file names, the
+//! schemas (column names), the readers and the writers. `collect` writes through this crate;
+//! `report`, `store`, `models` and `dvfs` read through it. docs/run-format.md and
+//! docs/set-format.md describe the files.
+//!
+//! - [`run`]: `RUN/run.toml` ([`run::RunMeta`]) and the list of a run's outputs;
+//! - [`timeline`]: `RUN/timeline.parquet` and its crash journal `RUN/timeline.journal.csv`,
+//!   and the column helpers every Parquet reader here uses;
+//! - [`regions`]: `RUN/regions.parquet` (the region-event files `RUN/region_events/` are
+//!   powerperf-rt's format);
+//! - [`gpu_activity`], [`gpu_pcsamp`]: the CUPTI tables of `collect --gpu` and
+//!   `--pc-sampling gpu`;
+//! - [`pc_samples`]: `RUN/pc_samples.parquet` (`--pc-sampling cpu`);
+//! - [`set`]: `SET/set.toml` and `SET/points.parquet` ([`set::TrainingSet`]);
+//! - [`quantity`]: the dimensions, units and value ranges of a set's columns;
+//! - [`safe_file`]: how every file here is created (no link followed).
+
+pub mod gpu_activity;
+pub mod gpu_pcsamp;
+pub mod parquet_check;
+pub mod pc_samples;
+pub mod quantity;
+pub mod regions;
+pub mod run;
+pub mod safe_file;
+pub mod set;
+pub mod timeline;
