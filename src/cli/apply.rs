@@ -57,6 +57,12 @@ pub struct ApplyArgs {
     /// dry run, the environment given to the command and its exit status.
     #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
     pub format: crate::output::OutputFormat,
+    /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
+    /// who may not write cpufreq applies a static CPU setting: the daemon checks its policy,
+    /// sets, and restores when this apply ends or dies. Default when powerperf is not root:
+    /// $POWERPERF_DAEMON, else /run/powerperf/powerperfd.sock when it exists.
+    #[arg(long, value_name = "PATH", conflicts_with = "restore")]
+    pub daemon: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -131,7 +137,8 @@ pub fn run(args: ApplyArgs) -> Result<i32> {
         dry_run: args.dry_run,
         ..Default::default()
     };
-    let st = run_inner(&args, &mut sum)?;
+    let st = run_inner(&args, &mut sum)
+        .map_err(|e| crate::dvfs::apply::daemon::hint_without_daemon(e, args.daemon.as_deref()))?;
     if args.format == crate::output::OutputFormat::Json {
         sum.exit_status = st;
         eprintln!("{}", serde_json::to_string(&sum)?);
@@ -296,6 +303,21 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     sum.env = env.clone();
     sum.notes = notes.clone();
 
+    // a user who may not write cpufreq: through powerperfd (docs/cluster.md)
+    if let (Some(f), false) = (core_mhz, args.dry_run) {
+        if let Some(sock) = crate::daemon::client::for_apply(args.daemon.as_deref()) {
+            let (st, what) = crate::dvfs::apply::daemon::apply_static(
+                &sock,
+                f,
+                &args.command,
+                &env,
+                run_as.as_ref(),
+            )?;
+            sum.controller = Some(what);
+            return Ok(st);
+        }
+    }
+
     let sig = SignalForwarder::install()?;
     let generic = |f: f64| {
         format!(
@@ -416,6 +438,14 @@ fn run_regions(
     run_as: Option<RunAs>,
     sum: &mut Summary,
 ) -> Result<i32> {
+    if !args.dry_run {
+        if let Some(sock) = crate::daemon::client::for_apply(args.daemon.as_deref()) {
+            anyhow::bail!(
+                "switching at region boundaries through powerperfd ({}) is not implemented in this version: apply one region's setting with --workload NAME, or run the job plan as root (`sudo powerperf apply --as-invoking-user ...`)",
+                sock.display()
+            );
+        }
+    }
     let mut env = Vec::new();
     let threads: Vec<f64> = plan
         .regions

@@ -34,6 +34,11 @@ pub struct CollectArgs {
     /// Filesystem root for sysfs reads (a fixture tree in tests).
     #[arg(long, default_value = "/")]
     pub sysfs_root: PathBuf,
+    /// The socket of powerperfd, the node service (docs/cluster.md), that reads RAPL for a
+    /// user when energy_uj is root-only (default: $POWERPERF_DAEMON, else
+    /// /run/powerperf/powerperfd.sock when it exists). Used only when direct reads are denied.
+    #[arg(long, value_name = "PATH")]
+    pub daemon: Option<PathBuf>,
     /// Run directory to write; `%r` becomes the MPI rank and `%h` the host name, so each
     /// rank under srun/mpirun writes its own shard.
     #[arg(short = 'o', long = "output")]
@@ -121,6 +126,9 @@ pub struct CollectArgs {
 #[cfg(target_os = "linux")]
 pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     crate::collect::check_interval(args.interval)?;
+    if let Some(d) = &args.daemon {
+        crate::daemon::client::set_explicit_socket(d.clone());
+    }
     let (host, _) = crate::collect::sysinfo::host_and_kernel();
     let out = PathBuf::from(crate::collect::expand_output(
         &args.output,

@@ -9,6 +9,7 @@
 //! allowed dependencies: docs/architecture.md.
 
 pub mod collect;
+pub mod daemon;
 pub mod dvfs;
 pub use powerperf_events as events_dsl;
 pub mod models;

@@ -63,3 +63,16 @@ mod tests {
         assert!((Joules::from_micro(1_500_000.0).0 - 1.5).abs() < 1e-12);
     }
 }
+
+/// The energy used between two readings of a wrapping µJ counter (RAPL `energy_uj`).
+///
+/// When `now < before` the counter wrapped once: `now + max_range - before`
+/// (powercap `max_energy_range_uj`, the range of `energy_uj`).
+#[must_use]
+pub fn delta_uj(before: u64, now: u64, max_range: u64) -> u64 {
+    if now >= before {
+        now - before
+    } else {
+        now.saturating_add(max_range.saturating_sub(before))
+    }
+}

@@ -22,6 +22,8 @@ pub struct Domain {
 enum Reader {
     Perf(Vec<OpenCounter>),
     Powercap(RaplReader),
+    /// RAPL read by powerperfd (`energy_uj` is root-only here), docs/cluster.md.
+    Daemon(crate::daemon::client::DaemonEnergy),
     None,
 }
 
@@ -126,6 +128,11 @@ impl Energy {
             })
             .collect::<Vec<_>>();
         let n = domains.len();
+        if n == 0 && d.unreadable.iter().any(|u| u.permission_denied) {
+            if let Some(e) = Self::through_daemon(&mut notes) {
+                return e;
+            }
+        }
         let reader = if n > 0 {
             Reader::Powercap(RaplReader::new(d.domains))
         } else {
@@ -140,11 +147,48 @@ impl Energy {
         }
     }
 
+    /// RAPL through powerperfd, when one is configured (`collect --daemon PATH`,
+    /// `$POWERPERF_DAEMON`, or the default socket) and direct reads are denied. `None` (with
+    /// a note saying why) when there is no daemon or it refuses.
+    fn through_daemon(notes: &mut Vec<String>) -> Option<Self> {
+        let sock = crate::daemon::client::socket_path(None)?;
+        match crate::daemon::client::DaemonEnergy::open(&sock) {
+            Ok(de) => {
+                let domains: Vec<Domain> = de
+                    .domains
+                    .iter()
+                    .map(|x| Domain {
+                        name: x.name.clone(),
+                        column: x.column.clone(),
+                        source: format!("powerperfd at {} ({})", sock.display(), x.name),
+                    })
+                    .collect();
+                notes.push(format!(
+                    "RAPL energy read through powerperfd at {}: direct reads of energy_uj are denied to this user (root-only since Linux 5.10)",
+                    sock.display()
+                ));
+                let n = domains.len();
+                Some(Energy {
+                    domains,
+                    reader: Reader::Daemon(de),
+                    totals_j: vec![0.0; n],
+                    unreadable: vec![],
+                    notes: std::mem::take(notes),
+                })
+            }
+            Err(e) => {
+                notes.push(format!("RAPL through powerperfd: {e:#}"));
+                None
+            }
+        }
+    }
+
     /// Energy per domain since the previous call, J (`None` where a read failed).
     pub fn sample(&mut self) -> Vec<Option<f64>> {
         let v: Vec<Option<f64>> = match &mut self.reader {
             Reader::Perf(cs) => cs.iter_mut().map(|c| c.sample()).collect(),
             Reader::Powercap(r) => r.sample(),
+            Reader::Daemon(r) => r.sample(),
             Reader::None => vec![],
         };
         for (t, x) in self.totals_j.iter_mut().zip(&v) {
@@ -158,6 +202,7 @@ impl Energy {
         match self.reader {
             Reader::Perf(_) => "perf power PMU",
             Reader::Powercap(_) => "powercap sysfs",
+            Reader::Daemon(_) => "powerperfd node service",
             Reader::None => "none",
         }
     }

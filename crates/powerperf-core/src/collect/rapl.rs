@@ -121,17 +121,8 @@ pub fn discover(root: &Path) -> Discovery {
     out
 }
 
-/// Energy consumed between two readings of a counter that wraps at `max_range`, µJ.
-///
-/// When `now < before` the counter wrapped once: `now + max_range - before`
-/// (powercap `max_energy_range_uj`, the range of `energy_uj`).
-pub fn delta_uj(before: u64, now: u64, max_range: u64) -> u64 {
-    if now >= before {
-        now - before
-    } else {
-        now.saturating_add(max_range.saturating_sub(before))
-    }
-}
+/// Energy between two readings of a wrapping counter ([`crate::units::delta_uj`]).
+pub use crate::units::delta_uj;
 
 /// Reads a set of domains and accumulates energy with wrap-around.
 #[derive(Debug)]

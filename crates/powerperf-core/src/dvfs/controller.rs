@@ -298,6 +298,45 @@ impl CpufreqController {
         &self.root
     }
 
+    /// The same controller restricted to `cpus` (powerperfd sets and restores per CPU, so
+    /// that two sessions may hold different CPUs). Every number must be a CPU this
+    /// controller found; the list must not be empty.
+    ///
+    /// # Errors
+    /// [`ControllerError::Sysfs`] naming the unknown CPU and the ones there are.
+    pub fn only_cpus(&self, cpus: &[u32]) -> Result<Self, ControllerError> {
+        if cpus.is_empty() {
+            return Err(ControllerError::Sysfs {
+                path: self.root.join("sys/devices/system/cpu"),
+                message: "no CPU named".into(),
+            });
+        }
+        let mut keep = Vec::new();
+        for n in cpus {
+            match self.cpus.iter().find(|c| c.0 == *n) {
+                Some(c) if !keep.contains(c) => keep.push(c.clone()),
+                Some(_) => {}
+                None => {
+                    return Err(ControllerError::Sysfs {
+                        path: self
+                            .root
+                            .join(format!("sys/devices/system/cpu/cpu{n}/cpufreq")),
+                        message: format!(
+                            "CPU {n} has no cpufreq directory here; the CPUs are {:?}",
+                            self.cpus()
+                        ),
+                    })
+                }
+            }
+        }
+        keep.sort();
+        Ok(CpufreqController {
+            root: self.root.clone(),
+            cpus: keep,
+            method: self.method,
+        })
+    }
+
     /// Check saved settings (a restore record) before anything is written: every path must
     /// be `sys/devices/system/cpu/cpuN/cpufreq/FILE` of a CPU this controller found (so
     /// inside the canonical root, no `..`), FILE one of [`CONTROL_FILES`], and every value
@@ -965,6 +1004,28 @@ mod tests {
             let e = c.validate(&snap).unwrap_err().to_string();
             assert!(e.contains(named), "{e}");
         }
+    }
+
+    /// A controller restricted to some CPUs sets and snapshots only those.
+    #[test]
+    fn only_cpus_sets_only_the_named_cpus() {
+        let (_d, root) = fixture("cpufreq-userspace");
+        let c = CpufreqController::open(&root).unwrap();
+        let mut one = c.only_cpus(&[1]).unwrap();
+        assert_eq!(one.cpus(), vec![1]);
+        let snap = one.snapshot().unwrap();
+        assert!(
+            snap.files.iter().all(|f| f.path.contains("cpu1/")),
+            "{snap:?}"
+        );
+        one.set(1600.0).unwrap();
+        assert_eq!(read(&root, 1, "scaling_setspeed"), "1600000");
+        assert_eq!(read(&root, 0, "scaling_governor"), "schedutil");
+        one.restore(&snap).unwrap();
+        assert_eq!(read(&root, 1, "scaling_governor"), "schedutil");
+        let e = c.only_cpus(&[7]).unwrap_err().to_string();
+        assert!(e.contains("CPU 7") && e.contains("[0, 1]"), "{e}");
+        assert!(c.only_cpus(&[]).is_err());
     }
 
     #[test]

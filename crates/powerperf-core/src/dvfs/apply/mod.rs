@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
+pub mod daemon;
 mod session;
 pub use session::{
     default_log_path, default_restore_path, monotonic_ns, replay_restore, RestoreRecord, Session,

@@ -1,0 +1,231 @@
+//! The client side of `powerperfd`: a connection (one session), the socket lookup
+//! (`--daemon PATH`, else `$POWERPERF_DAEMON`, else [`DEFAULT_SOCKET`] when it exists), and
+//! RAPL energy read by the daemon for `collect`. `apply` of a static setting through the
+//! daemon is `dvfs::apply::daemon` (the daemon module sits below `collect` and `dvfs`,
+//! docs/architecture.md).
+
+use super::{
+    read_line_bounded, EnergyReading, Request, Response, DEFAULT_SOCKET, ENV_DAEMON, MAX_LINE,
+};
+use anyhow::{Context, Result};
+use std::io::{BufReader, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The socket given on the command line (`collect --daemon PATH`), for code that has no
+/// other way to receive it (the energy sources of `collect`).
+static EXPLICIT: OnceLock<PathBuf> = OnceLock::new();
+
+/// Record the socket named by `--daemon PATH` (first call wins).
+pub fn set_explicit_socket(path: PathBuf) {
+    let _ = EXPLICIT.set(path);
+}
+
+/// The daemon's socket: `explicit` (`--daemon`), else the one recorded by
+/// [`set_explicit_socket`], else `$POWERPERF_DAEMON`, else [`DEFAULT_SOCKET`] when something
+/// is there. `None`: no daemon is configured on this node.
+pub fn socket_path(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = EXPLICIT.get() {
+        return Some(p.clone());
+    }
+    if let Some(p) = std::env::var_os(ENV_DAEMON).filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let d = Path::new(DEFAULT_SOCKET);
+    std::fs::symlink_metadata(d)
+        .is_ok()
+        .then(|| d.to_path_buf())
+}
+
+/// The daemon `powerperf apply` goes through: `--daemon` when given; else, when powerperf
+/// is not root, `$POWERPERF_DAEMON` or the default socket when something is there. `None`:
+/// apply writes cpufreq itself, as before.
+pub fn for_apply(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    if is_root() {
+        return None;
+    }
+    socket_path(None)
+}
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// One connection to the daemon: one session. Dropping it (or the process ending) makes
+/// the daemon restore what the session changed.
+#[derive(Debug)]
+pub struct Client {
+    path: PathBuf,
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    /// The session number the daemon gave.
+    pub session: Option<u64>,
+}
+
+impl Client {
+    /// Connect and say hello.
+    ///
+    /// # Errors
+    /// No daemon at `path` (the message names the fixes), or a refusal.
+    pub fn connect(path: &Path) -> Result<Self> {
+        let s = UnixStream::connect(path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach powerperfd at {}: {e}. Start the node service (`systemctl start powerperfd`, docs/cluster.md), or name its socket with --daemon PATH or ${ENV_DAEMON}",
+                path.display()
+            )
+        })?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+        s.set_write_timeout(Some(std::time::Duration::from_secs(60)))?;
+        let reader = BufReader::new(s.try_clone()?);
+        let mut c = Client {
+            path: path.to_path_buf(),
+            writer: s,
+            reader,
+            session: None,
+        };
+        let r = c.request(&Request::Hello {
+            version: Some(super::PROTOCOL_VERSION),
+            on_behalf_of: None,
+        })?;
+        c.session = r.session;
+        Ok(c)
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Send a request and read its response (refusals are `Ok` with `ok = false`).
+    ///
+    /// # Errors
+    /// The connection broke, or the answer is not a response.
+    pub fn call(&mut self, req: &Request) -> Result<Response> {
+        let mut line = serde_json::to_vec(req)?;
+        line.push(b'\n');
+        self.writer
+            .write_all(&line)
+            .with_context(|| format!("powerperfd at {} went away", self.path.display()))?;
+        let mut buf = Vec::new();
+        let got = read_line_bounded(&mut self.reader, &mut buf, MAX_LINE)
+            .with_context(|| format!("no answer from powerperfd at {}", self.path.display()))?;
+        if !got {
+            anyhow::bail!(
+                "powerperfd at {} closed the connection (its log says why: `journalctl -u powerperfd`)",
+                self.path.display()
+            );
+        }
+        serde_json::from_slice(&buf).with_context(|| {
+            format!(
+                "powerperfd at {} answered something that is not a response",
+                self.path.display()
+            )
+        })
+    }
+
+    /// [`call`](Self::call), with a refusal turned into an error carrying the daemon's
+    /// reason.
+    ///
+    /// # Errors
+    /// As `call`, and the daemon's refusal.
+    pub fn request(&mut self, req: &Request) -> Result<Response> {
+        let r = self.call(req)?;
+        if !r.ok {
+            anyhow::bail!(
+                "powerperfd refused: {}",
+                r.error.as_deref().unwrap_or("(no reason given)")
+            );
+        }
+        Ok(r)
+    }
+
+    /// Pin the core frequency of `cpus` (all when `None`).
+    ///
+    /// # Errors
+    /// The daemon's refusal (policy, range, another session holding a CPU).
+    pub fn set_core_freq(&mut self, mhz: f64, cpus: Option<Vec<u32>>) -> Result<Response> {
+        self.request(&Request::SetCoreFreq { mhz, cpus })
+    }
+
+    /// Put back everything this session changed.
+    ///
+    /// # Errors
+    /// The connection broke or the restore failed.
+    pub fn restore(&mut self) -> Result<Response> {
+        self.request(&Request::Restore)
+    }
+
+    /// The raw RAPL counters.
+    ///
+    /// # Errors
+    /// The connection broke, or the daemon refused (policy, no RAPL).
+    pub fn read_energy(&mut self) -> Result<Vec<EnergyReading>> {
+        Ok(self.request(&Request::ReadEnergy)?.energy)
+    }
+}
+
+/// RAPL energy read by the daemon, for `collect` when `energy_uj` is root-only: keeps the
+/// last counter of each domain and accumulates with the wrap at `max_energy_range_uj`.
+#[derive(Debug)]
+pub struct DaemonEnergy {
+    client: Client,
+    /// The domains, in the daemon's order.
+    pub domains: Vec<EnergyReading>,
+    last: Vec<Option<u64>>,
+}
+
+impl DaemonEnergy {
+    /// Connect and take the first reading.
+    ///
+    /// # Errors
+    /// No daemon, a refusal, or no domains.
+    pub fn open(socket: &Path) -> Result<Self> {
+        let mut client = Client::connect(socket)?;
+        let domains = client.read_energy()?;
+        if domains.is_empty() {
+            anyhow::bail!("powerperfd at {} has no RAPL domains", socket.display());
+        }
+        let last = domains.iter().map(|d| d.energy_uj).collect();
+        Ok(DaemonEnergy {
+            client,
+            domains,
+            last,
+        })
+    }
+
+    /// The socket.
+    pub fn path(&self) -> &Path {
+        self.client.path()
+    }
+
+    /// Energy per domain since the previous call, J (`None` where a read failed).
+    pub fn sample(&mut self) -> Vec<Option<f64>> {
+        let now = match self.client.read_energy() {
+            Ok(v) if v.len() == self.domains.len() => v,
+            _ => return vec![None; self.domains.len()],
+        };
+        let mut out = Vec::with_capacity(now.len());
+        for (i, (d, r)) in self.domains.iter().zip(&now).enumerate() {
+            let delta = match (self.last[i], r.energy_uj) {
+                (Some(b), Some(n)) if r.name == d.name => {
+                    Some(crate::units::delta_uj(b, n, d.max_energy_range_uj) as f64 * 1e-6)
+                }
+                _ => None,
+            };
+            if r.energy_uj.is_some() {
+                self.last[i] = r.energy_uj;
+            }
+            out.push(delta);
+        }
+        out
+    }
+}

@@ -1,0 +1,192 @@
+//! The protocol of `powerperfd`, the privileged node service (crates/powerperfd,
+//! docs/cluster.md), and its client: `powerperf apply` and `powerperf collect` run by a user
+//! who may not write cpufreq or read `energy_uj` go through it.
+//!
+//! Transport: a Unix stream socket (default [`DEFAULT_SOCKET`]); each message is one line of
+//! JSON (newline-delimited), at most [`MAX_LINE`] bytes with its newline, in both directions.
+//! The client sends a [`Request`], the daemon answers with one [`Response`]. The daemon
+//! identifies the client by `SO_PEERCRED` (uid, gid, pid), never by anything it sends; only
+//! uid 0 may send [`OnBehalf`] (a Slurm SPANK plugin acting for a job's user).
+//!
+//! Every change belongs to the connection (the session) that made it: the daemon puts it back
+//! when the client sends [`Request::Restore`], closes the connection or its process ends.
+
+pub mod client;
+
+use serde::{Deserialize, Serialize};
+
+/// The daemon's socket when neither `--daemon` nor [`ENV_DAEMON`] names one.
+pub const DEFAULT_SOCKET: &str = "/run/powerperf/powerperfd.sock";
+/// Environment variable naming the daemon's socket (as `--daemon PATH`).
+pub const ENV_DAEMON: &str = "POWERPERF_DAEMON";
+/// The longest protocol line, newline included (bytes), in both directions.
+pub const MAX_LINE: usize = 64 * 1024;
+/// Protocol version sent in [`Request::Hello`] and answered by the daemon.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// "On behalf of uid N, job J": sent by a uid-0 client (a Slurm SPANK plugin); the daemon
+/// then applies uid N's policy to the session. From any other uid it is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnBehalf {
+    pub uid: u32,
+    /// The job id (at most 128 printable characters).
+    #[serde(default)]
+    pub job: Option<String>,
+}
+
+/// A request: one JSON object per line, `{"op": "...", ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Optional first request: the protocol version, and `on_behalf_of` (uid 0 only).
+    Hello {
+        #[serde(default)]
+        version: Option<u32>,
+        #[serde(default)]
+        on_behalf_of: Option<OnBehalf>,
+    },
+    /// The raw RAPL counters (`energy_uj`) of every domain (read signal `energy`).
+    ReadEnergy,
+    /// Pin the CPU core frequency (write control `cpu.core_freq`) of `cpus` (default: every
+    /// CPU), MHz, through the same controller `powerperf apply` uses as root.
+    SetCoreFreq {
+        mhz: f64,
+        #[serde(default)]
+        cpus: Option<Vec<u32>>,
+    },
+    /// Put back everything this session changed, in reverse order.
+    Restore,
+    /// What this session holds, who the daemon thinks the client is.
+    Status,
+}
+
+/// One RAPL domain's counter as read by the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnergyReading {
+    /// `package-0`, `dram-0`, `psys` (as `collect::rapl` names them).
+    pub name: String,
+    /// Timeline column, `energy_package_0_j`.
+    pub column: String,
+    /// The counter, µJ (`None`: the read failed this time).
+    pub energy_uj: Option<u64>,
+    /// Where it wraps, µJ.
+    pub max_energy_range_uj: u64,
+}
+
+/// The daemon's answer to one request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    /// Why the request was refused or failed (with the fix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// This session's number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub energy: Vec<EnergyReading>,
+    /// File writes done (`path: old -> new`), for set and restore.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<String>,
+    /// Free text: the controller, the identity, what the session holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub info: Vec<String>,
+}
+
+impl Response {
+    /// A success without data.
+    pub fn ok() -> Self {
+        Response {
+            ok: true,
+            ..Default::default()
+        }
+    }
+    /// A refusal or failure.
+    pub fn refused(why: impl Into<String>) -> Self {
+        Response {
+            ok: false,
+            error: Some(why.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Read one line of at most `max` bytes (newline included) into `buf` (cleared first),
+/// holding at most `max + 1` bytes. `Ok(false)` at the end of the stream.
+///
+/// # Errors
+/// I/O errors, and `InvalidData` for a line longer than `max`.
+pub fn read_line_bounded(
+    r: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<bool> {
+    use std::io::BufRead as _;
+    buf.clear();
+    let n = std::io::Read::take(&mut *r, max as u64 + 1).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(false);
+    }
+    if buf.last() != Some(&b'\n') {
+        if buf.len() > max {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a line longer than {max} bytes"),
+            ));
+        }
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the stream ended inside a line",
+        ));
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_unknown_fields_are_refused() {
+        let r: Request = serde_json::from_str(r#"{"op":"set_core_freq","mhz":1600}"#).unwrap();
+        assert_eq!(
+            r,
+            Request::SetCoreFreq {
+                mhz: 1600.0,
+                cpus: None
+            }
+        );
+        let h: Request =
+            serde_json::from_str(r#"{"op":"hello","on_behalf_of":{"uid":1000,"job":"42"}}"#)
+                .unwrap();
+        assert!(matches!(
+            h,
+            Request::Hello {
+                on_behalf_of: Some(OnBehalf { uid: 1000, .. }),
+                ..
+            }
+        ));
+        assert!(
+            serde_json::from_str::<Request>(r#"{"op":"set_core_freq","mhz":1,"x":1}"#).is_err()
+        );
+        assert!(serde_json::from_str::<Request>(r#"{"op":"rm_rf"}"#).is_err());
+        let text = serde_json::to_string(&Request::ReadEnergy).unwrap();
+        assert_eq!(text, r#"{"op":"read_energy"}"#);
+    }
+
+    #[test]
+    fn lines_are_read_with_a_bound() {
+        let mut buf = Vec::new();
+        let mut ok = std::io::BufReader::new(&b"{}\nrest"[..]);
+        assert!(read_line_bounded(&mut ok, &mut buf, 8).unwrap());
+        assert_eq!(buf, b"{}\n");
+        let long = vec![b'x'; 100];
+        let mut r = std::io::BufReader::new(&long[..]);
+        let e = read_line_bounded(&mut r, &mut buf, 8).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(buf.len() <= 9);
+        let mut empty = std::io::BufReader::new(&b""[..]);
+        assert!(!read_line_bounded(&mut empty, &mut buf, 8).unwrap());
+    }
+}

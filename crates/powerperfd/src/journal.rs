@@ -1,0 +1,376 @@
+//! The daemon's journal: the only restore record for its clients. Before a session's first
+//! change of a CPU, the values it will change are appended (one JSON line, `save`); when the
+//! session's settings are put back, `end` is appended. After a crash the next start replays,
+//! in reverse order, every `save` without its `end` before it accepts a client.
+//!
+//! The file, `powerperfd-journal.jsonl` in the state directory (root's, 0700), is created
+//! `O_CREAT|O_EXCL|O_NOFOLLOW` mode 0600 and read back only through `O_NOFOLLOW` as root's
+//! own regular file with one link, at most [`MAX_JOURNAL_BYTES`]; every saved setting is
+//! validated against the sysfs tree (`CpufreqController::validate`) before anything is
+//! written. A journal of another boot is set aside: frequencies do not survive a reboot.
+
+use anyhow::{Context, Result};
+use powerperf::dvfs::controller::{CpufreqController, FrequencyController, Snapshot};
+use powerperf::dvfs::state;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// File name of the journal in the state directory.
+pub const JOURNAL_NAME: &str = "powerperfd-journal.jsonl";
+/// The largest journal read back (a save is a few hundred bytes per CPU).
+pub const MAX_JOURNAL_BYTES: u64 = 16 << 20;
+
+/// One journal line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Entry {
+    /// The first line: which daemon, boot and sysfs root.
+    Header {
+        pid: u32,
+        boot_id: Option<String>,
+        sysfs_root: PathBuf,
+    },
+    /// The values a session is about to change (its control, the CPUs), before it changes
+    /// them.
+    Save {
+        session: u64,
+        uid: u32,
+        pid: i32,
+        #[serde(default)]
+        job: Option<String>,
+        control: String,
+        snapshot: Snapshot,
+    },
+    /// The session's settings were put back.
+    End { session: u64 },
+}
+
+/// The open journal.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+/// What a recovery did.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Sessions whose settings were put back.
+    pub sessions: Vec<u64>,
+    /// The writes done (`path: old -> new`).
+    pub writes: Vec<String>,
+    /// Why nothing was restored, when so (another boot, no journal).
+    pub note: Option<String>,
+}
+
+/// The journal's path in `state_dir`.
+pub fn path_in(state_dir: &Path) -> PathBuf {
+    state_dir.join(JOURNAL_NAME)
+}
+
+/// Parse a journal's text: the entries, or the first bad line.
+///
+/// # Errors
+/// A line that is not an entry (its number and the parser's reason).
+pub fn parse(text: &str, path: &Path) -> Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        // a line cut by a crash in the middle of a write can only be the last one
+        match serde_json::from_str::<Entry>(line) {
+            Ok(e) => out.push(e),
+            Err(e) if i + 1 == text.lines().count() && !text.ends_with('\n') => {
+                tracing::warn!(journal = %path.display(), line = i + 1, error = %e, "ignoring a last line cut short");
+            }
+            Err(e) => anyhow::bail!(
+                "{} line {}: not a journal entry: {e}",
+                path.display(),
+                i + 1
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// The saves to undo, latest first: every `save` whose session has no `end` after it.
+pub fn pending(entries: &[Entry]) -> Vec<(u64, Snapshot)> {
+    let mut out = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if let Entry::Save {
+            session, snapshot, ..
+        } = e
+        {
+            let ended = entries[i + 1..]
+                .iter()
+                .any(|x| matches!(x, Entry::End { session: s } if s == session));
+            if !ended {
+                out.push((*session, snapshot.clone()));
+            }
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// Replay the journal left in `state_dir` (if any) through `ctl`, then remove it. A journal
+/// of another boot is removed without writing.
+///
+/// # Errors
+/// The journal cannot be read safely (a link, another owner, too large), a line or a saved
+/// setting fails validation (nothing is written then, and the journal is kept), or a
+/// write fails (the journal is kept).
+pub fn recover(state_dir: &Path, ctl: Option<&CpufreqController>) -> Result<Recovery> {
+    use std::io::Read as _;
+    let path = path_in(state_dir);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(Recovery {
+            note: Some("no journal: nothing to restore".into()),
+            ..Default::default()
+        });
+    }
+    let f = state::open_own_read(&path, "powerperfd journal")?;
+    let mut text = String::new();
+    f.take(MAX_JOURNAL_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read the journal {}", path.display()))?;
+    if text.len() as u64 > MAX_JOURNAL_BYTES {
+        anyhow::bail!(
+            "the journal {} is larger than {MAX_JOURNAL_BYTES} bytes; inspect it, put back what it saved by hand, and move it away",
+            path.display()
+        );
+    }
+    let entries = parse(&text, &path)?;
+    let boot = state::boot_id();
+    if let Some(Entry::Header { boot_id, .. }) = entries.first() {
+        if boot_id.is_some() && boot.is_some() && *boot_id != boot {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+            return Ok(Recovery {
+                note: Some(format!(
+                    "the journal {} is of another boot ({}): CPU frequencies were reset by the reboot; removed",
+                    path.display(),
+                    boot_id.as_deref().unwrap_or("?")
+                )),
+                ..Default::default()
+            });
+        }
+    }
+    let todo = pending(&entries);
+    let mut rec = Recovery::default();
+    if !todo.is_empty() {
+        let ctl = ctl.with_context(|| {
+            format!(
+                "the journal {} has settings to put back but there is no cpufreq under the sysfs root; start powerperfd with the --sysfs-root it used, or move the journal away",
+                path.display()
+            )
+        })?;
+        // everything is validated before the first write
+        for (s, snap) in &todo {
+            ctl.validate(snap).with_context(|| {
+                format!(
+                    "the journal {} (session {s}) fails validation; nothing was written. Inspect it, put the settings back by hand, and move it away",
+                    path.display()
+                )
+            })?;
+        }
+        let mut c = ctl.clone();
+        for (s, snap) in &todo {
+            let w = c.restore(snap).with_context(|| {
+                format!(
+                    "restoring session {s} from the journal {} failed; it is kept",
+                    path.display()
+                )
+            })?;
+            rec.writes.extend(w.iter().map(|x| x.to_string()));
+            if !rec.sessions.contains(s) {
+                rec.sessions.push(*s);
+            }
+        }
+    }
+    std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+    Ok(rec)
+}
+
+impl Journal {
+    /// Create a new journal in `state_dir` (none may be there: [`recover`] first).
+    ///
+    /// # Errors
+    /// Something is at the path, or it cannot be created.
+    pub fn create(state_dir: &Path, sysfs_root: &Path) -> Result<Self> {
+        let path = path_in(state_dir);
+        let file = state::create_new(&path).with_context(|| {
+            format!(
+                "cannot create the journal {} (O_EXCL|O_NOFOLLOW): remove what is at that path",
+                path.display()
+            )
+        })?;
+        let mut j = Journal { file, path };
+        j.append(&Entry::Header {
+            pid: std::process::id(),
+            boot_id: state::boot_id(),
+            sysfs_root: sysfs_root.to_path_buf(),
+        })?;
+        Ok(j)
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Append one entry (one `write(2)` of one line).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn append(&mut self, e: &Entry) -> Result<()> {
+        let mut line = serde_json::to_vec(e)?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .with_context(|| format!("cannot append to the journal {}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use powerperf::dvfs::controller::SavedFile;
+
+    fn snap(v: &str) -> Snapshot {
+        Snapshot {
+            files: vec![SavedFile {
+                path: "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor".into(),
+                value: v.into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn pending_saves_are_the_unended_ones_latest_first() {
+        let save = |session, v: &str| Entry::Save {
+            session,
+            uid: 1,
+            pid: 2,
+            job: None,
+            control: "cpu.core_freq".into(),
+            snapshot: snap(v),
+        };
+        let e = vec![
+            save(1, "a"),
+            save(2, "b"),
+            Entry::End { session: 1 },
+            save(3, "c"),
+            save(2, "d"),
+        ];
+        let p = pending(&e);
+        let got: Vec<(u64, &str)> = p
+            .iter()
+            .map(|(s, x)| (*s, x.files[0].value.as_str()))
+            .collect();
+        assert_eq!(got, [(2, "d"), (3, "c"), (2, "b")]);
+    }
+
+    #[test]
+    fn bad_lines_are_refused_and_a_cut_last_line_is_ignored() {
+        let p = Path::new("j");
+        let ok = "{\"kind\":\"end\",\"session\":1}\n{\"kind\":\"end\",\"ses";
+        assert_eq!(parse(ok, p).unwrap().len(), 1);
+        let bad = "{\"kind\":\"rm\",\"path\":\"/etc\"}\n{\"kind\":\"end\",\"session\":1}\n";
+        assert!(parse(bad, p).unwrap_err().to_string().contains("line 1"));
+    }
+
+    fn copy_tree(src: &Path, dst: &Path) {
+        std::fs::create_dir_all(dst).unwrap();
+        for e in std::fs::read_dir(src).unwrap().flatten() {
+            let to = dst.join(e.file_name());
+            if e.path().is_dir() {
+                copy_tree(&e.path(), &to);
+            } else {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+        }
+    }
+
+    /// A journal left by a killed daemon is replayed latest first; one whose saved setting
+    /// fails validation stops the start with nothing written, and is kept.
+    #[test]
+    fn recovery_replays_valid_saves_and_refuses_a_forged_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/sysfs/cpufreq-userspace"),
+            &root,
+        );
+        let state = d.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let ctl = CpufreqController::open(&root).unwrap();
+        let gov = root.join("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
+        let save = |session, path: &str, value: &str| Entry::Save {
+            session,
+            uid: 65534,
+            pid: 1,
+            job: None,
+            control: "cpu.core_freq".into(),
+            snapshot: Snapshot {
+                files: vec![SavedFile {
+                    path: path.into(),
+                    value: value.into(),
+                }],
+            },
+        };
+        let g0 = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
+        // a forged entry: nothing is written, the journal stays
+        let mut j = Journal::create(&state, &root).unwrap();
+        j.append(&save(1, g0, "powersave")).unwrap();
+        j.append(&save(
+            2,
+            "sys/devices/system/cpu/cpu0/cpufreq/../../../../../../etc/x/scaling_governor",
+            "performance",
+        ))
+        .unwrap();
+        drop(j);
+        let e = format!("{:#}", recover(&state, Some(&ctl)).unwrap_err());
+        assert!(
+            e.contains("fails validation") && e.contains("session 2"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&gov).unwrap().trim(), "schedutil");
+        assert!(path_in(&state).exists());
+        std::fs::remove_file(path_in(&state)).unwrap();
+        // valid: session 1 ended, session 3's two saves replayed latest first
+        let mut j = Journal::create(&state, &root).unwrap();
+        j.append(&save(1, g0, "ondemand")).unwrap();
+        j.append(&Entry::End { session: 1 }).unwrap();
+        j.append(&save(3, g0, "powersave")).unwrap();
+        j.append(&save(3, g0, "performance")).unwrap();
+        drop(j);
+        let r = recover(&state, Some(&ctl)).unwrap();
+        assert_eq!(r.sessions, [3]);
+        // the earliest save (the value before the session's first change) is written last
+        assert_eq!(std::fs::read_to_string(&gov).unwrap().trim(), "powersave");
+        assert!(!path_in(&state).exists());
+    }
+
+    #[test]
+    fn a_journal_planted_as_a_link_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("elsewhere");
+        std::fs::write(&target, "{\"kind\":\"end\",\"session\":1}\n").unwrap();
+        std::os::unix::fs::symlink(&target, path_in(d.path())).unwrap();
+        let e = recover(d.path(), None).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        // and create never follows it either
+        assert!(Journal::create(d.path(), Path::new("/")).is_err());
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "{\"kind\":\"end\",\"session\":1}\n"
+        );
+    }
+}

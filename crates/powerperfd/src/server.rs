@@ -1,0 +1,792 @@
+//! The daemon: the socket, one thread per connection (a session), the policy check of every
+//! request, per-CPU ownership of settings, the journal, and the restore of a session's
+//! settings in reverse order when it ends (request, disconnect, end of the client process,
+//! daemon shutdown).
+
+use crate::journal::{self, Entry, Journal};
+use crate::policy::Config;
+use crate::users::Identity;
+use anyhow::{Context, Result};
+use powerperf::collect::rapl::{self, RaplDomain};
+use powerperf::daemon::{EnergyReading, OnBehalf, Request, Response};
+use powerperf::dvfs::controller::{CpufreqController, FrequencyController, Snapshot};
+use powerperf::dvfs::state::{self, ProcessId};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read as _, Write as _};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Where the daemon listens and keeps state.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub sysfs_root: PathBuf,
+    pub config: Config,
+}
+
+/// A CPU held by a session.
+#[derive(Debug, Clone)]
+struct Hold {
+    session: u64,
+    uid: u32,
+    pid: i32,
+    mhz: f64,
+}
+
+/// One client connection.
+#[derive(Debug)]
+struct Session {
+    /// Who the peer is (SO_PEERCRED).
+    peer_uid: u32,
+    peer_pid: i32,
+    /// Whose policy applies (the peer, or the uid a root client acts for).
+    who: Identity,
+    job: Option<String>,
+    /// What the session changed, in order: the CPUs and their values before.
+    saves: Vec<(Vec<u32>, Snapshot)>,
+    /// Whether a request other than hello came.
+    started: bool,
+}
+
+struct Inner {
+    journal: Journal,
+    next_session: u64,
+    held: BTreeMap<u32, Hold>,
+    sessions: BTreeMap<u64, Session>,
+    conns_total: usize,
+    conns_per_uid: HashMap<u32, usize>,
+}
+
+/// The daemon's state shared by the connection threads.
+pub struct Daemon {
+    opts: Options,
+    ctl: Option<CpufreqController>,
+    /// Why there is no controller.
+    no_ctl: Option<String>,
+    rapl: Vec<RaplDomain>,
+    no_rapl: Option<String>,
+    inner: Mutex<Inner>,
+    /// Held for the daemon's life: no `powerperf apply` as root races it on this tree.
+    _lock: state::SysfsLock,
+}
+
+/// The peer's pid, uid and gid (SO_PEERCRED).
+///
+/// # Errors
+/// getsockopt fails.
+pub fn peer_cred(s: &UnixStream) -> std::io::Result<libc::ucred> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred)
+}
+
+/// Create the socket's directory (0755, when missing) and bind the socket (0666). The
+/// directory must be a real directory of this user that nobody else can write; a stale
+/// socket at the path is replaced, anything else there is refused.
+///
+/// # Errors
+/// As above, naming the path and the fix.
+pub fn bind_socket(path: &Path) -> Result<UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .context("the socket path has no directory: give an absolute path")?;
+    if !path.is_absolute() {
+        anyhow::bail!("the socket {} is not an absolute path", path.display());
+    }
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(dir)
+            .with_context(|| format!("cannot create the socket directory {}", dir.display()))?,
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("cannot inspect {}", dir.display())))
+        }
+        Ok(_) => {}
+    }
+    let m = std::fs::symlink_metadata(dir)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+        anyhow::bail!(
+            "refusing the socket directory {}: it must be a real directory owned by uid {me} that nobody else can write (it is {}owned by uid {} with mode {:04o}); remove it and let powerperfd create it, or use another --socket",
+            dir.display(),
+            if m.file_type().is_symlink() { "a symbolic link " } else { "" },
+            m.uid(),
+            m.mode() & 0o7777
+        );
+    }
+    if let Ok(old) = std::fs::symlink_metadata(path) {
+        if old.file_type().is_socket() {
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+        } else {
+            anyhow::bail!(
+                "refusing to replace {}: it is not a socket; remove it or use another --socket",
+                path.display()
+            );
+        }
+    }
+    let l = UnixListener::bind(path).with_context(|| format!("cannot bind {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("cannot chmod 0666 {}", path.display()))?;
+    Ok(l)
+}
+
+impl Daemon {
+    /// Start: check the state directory, lock the sysfs tree, open the controller, replay
+    /// the journal left by a previous run (before any client), create a new journal.
+    ///
+    /// # Errors
+    /// A state directory that is not private, a sysfs tree locked by another process, a
+    /// journal that fails validation or cannot be replayed.
+    pub fn start(opts: Options) -> Result<Arc<Self>> {
+        let state_dir = state::private_dir(&opts.state_dir, true, "state directory (--state-dir)")?;
+        let lock = state::SysfsLock::acquire(&opts.sysfs_root)?;
+        let (ctl, no_ctl) = match CpufreqController::open(&opts.sysfs_root) {
+            Ok(c) => {
+                tracing::info!(controller = %c.describe(), "cpufreq");
+                (Some(c), None)
+            }
+            Err(e) => {
+                tracing::warn!(reason = %e, "no CPU frequency control: writes of cpu.core_freq are refused");
+                (None, Some(e.to_string()))
+            }
+        };
+        let rec = journal::recover(&state_dir, ctl.as_ref())?;
+        if let Some(n) = &rec.note {
+            tracing::info!(note = %n, "journal");
+        }
+        if !rec.sessions.is_empty() {
+            tracing::warn!(sessions = ?rec.sessions, writes = ?rec.writes, "restored the settings of sessions left by a previous run from the journal");
+        }
+        let sysfs_root = opts.sysfs_root.canonicalize().with_context(|| {
+            format!(
+                "cannot resolve the sysfs root {}",
+                opts.sysfs_root.display()
+            )
+        })?;
+        let journal = Journal::create(&state_dir, &sysfs_root)?;
+        let d = rapl::discover(&opts.sysfs_root);
+        let no_rapl = if d.domains.is_empty() {
+            Some(
+                d.absent_reason
+                    .clone()
+                    .or_else(|| d.unreadable.first().map(|u| u.reason.clone()))
+                    .unwrap_or_else(|| "no RAPL domains".into()),
+            )
+        } else {
+            None
+        };
+        Ok(Arc::new(Daemon {
+            ctl,
+            no_ctl,
+            rapl: d.domains,
+            no_rapl,
+            inner: Mutex::new(Inner {
+                journal,
+                next_session: 1,
+                held: BTreeMap::new(),
+                sessions: BTreeMap::new(),
+                conns_total: 0,
+                conns_per_uid: HashMap::new(),
+            }),
+            opts: Options { state_dir, ..opts },
+            _lock: lock,
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // a panicking thread must not stop the restores of the others
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Accept clients on `listener` until the process ends.
+    pub fn serve(self: &Arc<Self>, listener: UnixListener) {
+        for s in listener.incoming() {
+            let s = match s {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let d = Arc::clone(self);
+            if let Err(e) = std::thread::Builder::new()
+                .name("powerperfd-conn".into())
+                .spawn(move || d.connection(s))
+            {
+                tracing::error!(error = %e, "cannot start a connection thread");
+            }
+        }
+    }
+
+    /// Restore every session (shutdown).
+    pub fn restore_all(&self) {
+        let mut g = self.lock();
+        let ids: Vec<u64> = g.sessions.keys().rev().copied().collect();
+        for id in ids {
+            match self.restore_session(&mut g, id) {
+                Ok(w) if !w.is_empty() => {
+                    tracing::info!(session = id, writes = ?w, "restored at shutdown")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(session = id, error = %format!("{e:#}"), "restore at shutdown failed; the journal keeps it")
+                }
+            }
+        }
+    }
+
+    fn refuse(&self, s: &Session, session: u64, why: String) -> Response {
+        tracing::warn!(
+            uid = s.peer_uid,
+            pid = s.peer_pid,
+            as_uid = s.who.uid,
+            job = s.job.as_deref().unwrap_or(""),
+            session,
+            reason = %why,
+            "refused"
+        );
+        Response::refused(why)
+    }
+
+    fn connection(&self, mut s: UnixStream) {
+        let cred = match peer_cred(&s) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "refused a connection: no peer credentials");
+                return;
+            }
+        };
+        let limits = self.opts.config.limits.clone();
+        let id = {
+            let mut g = self.lock();
+            let per = g.conns_per_uid.get(&cred.uid).copied().unwrap_or(0);
+            let why = if g.conns_total >= limits.max_connections {
+                Some(format!(
+                    "too many connections ({} open, the limit is {})",
+                    g.conns_total, limits.max_connections
+                ))
+            } else if per >= limits.max_connections_per_uid {
+                Some(format!(
+                    "too many connections of uid {} ({per} open, the limit is {})",
+                    cred.uid, limits.max_connections_per_uid
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                drop(g);
+                tracing::warn!(uid = cred.uid, pid = cred.pid, reason = %why, "refused");
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = write_response(&mut s, &Response::refused(why));
+                return;
+            }
+            g.conns_total += 1;
+            *g.conns_per_uid.entry(cred.uid).or_insert(0) += 1;
+            let id = g.next_session;
+            g.next_session += 1;
+            g.sessions.insert(
+                id,
+                Session {
+                    peer_uid: cred.uid,
+                    peer_pid: cred.pid,
+                    who: Identity::of_uid(cred.uid, Some(cred.gid)),
+                    job: None,
+                    saves: Vec::new(),
+                    started: false,
+                },
+            );
+            id
+        };
+        tracing::debug!(session = id, uid = cred.uid, pid = cred.pid, "connected");
+        let why_closed = self.session_loop(&mut s, id, cred.pid, &limits);
+        let mut g = self.lock();
+        match self.restore_session(&mut g, id) {
+            Ok(w) if !w.is_empty() => {
+                tracing::info!(session = id, uid = cred.uid, pid = cred.pid, why = %why_closed, writes = ?w, "session ended: its settings restored")
+            }
+            Ok(_) => tracing::debug!(session = id, why = %why_closed, "session ended"),
+            Err(e) => {
+                tracing::error!(session = id, uid = cred.uid, pid = cred.pid, error = %format!("{e:#}"), "session ended but its restore failed; the journal keeps it for the next start")
+            }
+        }
+        g.sessions.remove(&id);
+        g.conns_total = g.conns_total.saturating_sub(1);
+        if let Some(n) = g.conns_per_uid.get_mut(&cred.uid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                g.conns_per_uid.remove(&cred.uid);
+            }
+        }
+    }
+
+    /// Read requests until the client goes; returns why it ended.
+    fn session_loop(
+        &self,
+        s: &mut UnixStream,
+        id: u64,
+        peer_pid: i32,
+        limits: &crate::policy::Limits,
+    ) -> String {
+        let tick = Duration::from_millis(200);
+        let _ = s.set_read_timeout(Some(tick));
+        let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+        let peer = u32::try_from(peer_pid).ok().map(|pid| ProcessId {
+            pid,
+            start_ticks: state::process_start_ticks(pid),
+            boot_id: state::boot_id(),
+        });
+        let max = limits.max_request_bytes;
+        let mut pending: Vec<u8> = Vec::new();
+        let mut line_started: Option<Instant> = None;
+        let mut last_activity = Instant::now();
+        let rate = f64::from(limits.requests_per_second);
+        let mut tokens = rate;
+        let mut refill = Instant::now();
+        let mut over_rate = 0u32;
+        let mut chunk = [0u8; 4096];
+        loop {
+            // complete lines first
+            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=nl).collect();
+                line_started = (!pending.is_empty()).then(Instant::now);
+                last_activity = Instant::now();
+                let now = Instant::now();
+                tokens = (tokens + now.duration_since(refill).as_secs_f64() * rate).min(rate);
+                refill = now;
+                let resp = if tokens < 1.0 {
+                    over_rate += 1;
+                    let g = self.lock();
+                    let r = match g.sessions.get(&id) {
+                        Some(sess) => self.refuse(
+                            sess,
+                            id,
+                            format!(
+                                "rate limit: more than {} requests per second on this connection",
+                                limits.requests_per_second
+                            ),
+                        ),
+                        None => Response::refused("rate limit"),
+                    };
+                    drop(g);
+                    if over_rate > 100 {
+                        return "closed: over the rate limit".into();
+                    }
+                    r
+                } else {
+                    tokens -= 1.0;
+                    over_rate = 0;
+                    self.handle(id, &line[..line.len() - 1])
+                };
+                if write_response(s, &resp).is_err() {
+                    return "the client stopped reading".into();
+                }
+            }
+            if pending.len() >= max {
+                let g = self.lock();
+                if let Some(sess) = g.sessions.get(&id) {
+                    let r = self.refuse(
+                        sess,
+                        id,
+                        format!("a request longer than {max} bytes; the connection is closed"),
+                    );
+                    drop(g);
+                    let _ = write_response(s, &r);
+                }
+                return "closed: request too long".into();
+            }
+            match s.read(&mut chunk[..(max + 1 - pending.len()).min(4096)]) {
+                Ok(0) => return "the client closed the connection".into(),
+                Ok(n) => {
+                    if pending.is_empty() {
+                        line_started = Some(Instant::now());
+                    }
+                    pending.extend_from_slice(&chunk[..n]);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if let Some(t) = line_started {
+                        if !pending.is_empty()
+                            && t.elapsed().as_secs_f64() > limits.request_timeout_s
+                        {
+                            let g = self.lock();
+                            if let Some(sess) = g.sessions.get(&id) {
+                                let r = self.refuse(sess, id, format!("a request line took longer than {} s to arrive; the connection is closed", limits.request_timeout_s));
+                                drop(g);
+                                let _ = write_response(s, &r);
+                            }
+                            return "closed: request timeout".into();
+                        }
+                    }
+                    if let Some(p) = &peer {
+                        if !p.is_alive() {
+                            return format!("the client process {} ended", p.pid);
+                        }
+                    }
+                    let holds = self
+                        .lock()
+                        .sessions
+                        .get(&id)
+                        .is_some_and(|x| !x.saves.is_empty());
+                    if !holds && last_activity.elapsed().as_secs_f64() > limits.idle_timeout_s {
+                        return format!("closed: idle for {} s", limits.idle_timeout_s);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return format!("read error: {e}"),
+            }
+        }
+    }
+
+    /// Answer one request line.
+    fn handle(&self, id: u64, line: &[u8]) -> Response {
+        let mut g = self.lock();
+        let req: Request = match serde_json::from_slice(line) {
+            Ok(r) => r,
+            Err(e) => {
+                let Some(sess) = g.sessions.get(&id) else {
+                    return Response::refused("no session");
+                };
+                return self.refuse(sess, id, format!("not a request: {e}"));
+            }
+        };
+        let r = match req {
+            Request::Hello {
+                version,
+                on_behalf_of,
+            } => self.hello(&mut g, id, version, on_behalf_of),
+            Request::ReadEnergy => self.read_energy(&mut g, id),
+            Request::SetCoreFreq { mhz, cpus } => self.set_core_freq(&mut g, id, mhz, cpus),
+            Request::Restore => match self.restore_session(&mut g, id) {
+                Ok(w) => Response {
+                    ok: true,
+                    session: Some(id),
+                    writes: w,
+                    ..Default::default()
+                },
+                Err(e) => Response::refused(format!(
+                    "{e:#}; the journal keeps the saved values for the next start of powerperfd"
+                )),
+            },
+            Request::Status => self.status(&g, id),
+        };
+        if let Some(sess) = g.sessions.get_mut(&id) {
+            sess.started = true;
+        }
+        r
+    }
+
+    fn hello(
+        &self,
+        g: &mut Inner,
+        id: u64,
+        version: Option<u32>,
+        on_behalf: Option<OnBehalf>,
+    ) -> Response {
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        if let Some(v) = version {
+            if v != powerperf::daemon::PROTOCOL_VERSION {
+                return self.refuse(sess, id, format!("protocol version {v} is not this daemon's ({}); use the powerperf of the same version", powerperf::daemon::PROTOCOL_VERSION));
+            }
+        }
+        let Some(ob) = on_behalf else {
+            return Response {
+                ok: true,
+                session: Some(id),
+                info: vec![format!("identity {}", sess.who.describe())],
+                ..Default::default()
+            };
+        };
+        if sess.peer_uid != 0 {
+            return self.refuse(
+                sess,
+                id,
+                format!(
+                    "only uid 0 may act on behalf of another user; this client is uid {}",
+                    sess.peer_uid
+                ),
+            );
+        }
+        if sess.started || !sess.saves.is_empty() {
+            return self.refuse(
+                sess,
+                id,
+                "on_behalf_of must come in the first request of a session".into(),
+            );
+        }
+        if let Some(j) = &ob.job {
+            if j.is_empty() || j.len() > 128 || !j.chars().all(|c| c.is_ascii_graphic()) {
+                return self.refuse(
+                    sess,
+                    id,
+                    "the job id must be 1 to 128 printable ASCII characters without spaces".into(),
+                );
+            }
+        }
+        let who = Identity::of_uid(ob.uid, None);
+        let info = vec![format!(
+            "identity {} on behalf of uid 0{}",
+            who.describe(),
+            ob.job
+                .as_deref()
+                .map(|j| format!(", job {j}"))
+                .unwrap_or_default()
+        )];
+        tracing::info!(
+            session = id,
+            uid = 0,
+            as_uid = ob.uid,
+            job = ob.job.as_deref().unwrap_or(""),
+            "acting on behalf of a user"
+        );
+        if let Some(sess) = g.sessions.get_mut(&id) {
+            sess.who = who;
+            sess.job = ob.job;
+        }
+        Response {
+            ok: true,
+            session: Some(id),
+            info,
+            ..Default::default()
+        }
+    }
+
+    fn read_energy(&self, g: &mut Inner, id: u64) -> Response {
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        if let Err(why) = self.opts.config.may_read(&sess.who, "energy") {
+            return self.refuse(sess, id, why);
+        }
+        if let Some(why) = &self.no_rapl {
+            return self.refuse(sess, id, format!("no RAPL energy on this node: {why}"));
+        }
+        let energy = self
+            .rapl
+            .iter()
+            .map(|d| EnergyReading {
+                name: d.name.clone(),
+                column: d.column.clone(),
+                energy_uj: read_counter(&d.energy_path),
+                max_energy_range_uj: d.max_energy_range_uj,
+            })
+            .collect();
+        Response {
+            ok: true,
+            session: Some(id),
+            energy,
+            ..Default::default()
+        }
+    }
+
+    fn set_core_freq(&self, g: &mut Inner, id: u64, mhz: f64, cpus: Option<Vec<u32>>) -> Response {
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        if !(mhz.is_finite() && mhz > 0.0 && mhz <= 1e6) {
+            return self.refuse(
+                sess,
+                id,
+                format!("{mhz} is not a frequency in MHz (0, 1e6]"),
+            );
+        }
+        let Some(ctl) = &self.ctl else {
+            return self.refuse(
+                sess,
+                id,
+                format!(
+                    "no CPU frequency control on this node: {}",
+                    self.no_ctl.as_deref().unwrap_or("?")
+                ),
+            );
+        };
+        let mut cpus = cpus.unwrap_or_else(|| ctl.cpus());
+        if cpus.len() > 65536 {
+            return self.refuse(sess, id, "more than 65536 CPUs named".into());
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        if let Err(why) = self
+            .opts
+            .config
+            .may_write(&sess.who, "cpu.core_freq", Some(mhz), &cpus)
+        {
+            return self.refuse(sess, id, why);
+        }
+        let sub = match ctl.only_cpus(&cpus) {
+            Ok(c) => c,
+            Err(e) => return self.refuse(sess, id, e.to_string()),
+        };
+        for c in &cpus {
+            if let Some(h) = g.held.get(c) {
+                if h.session != id {
+                    let why = format!(
+                        "CPU {c} is held by session {} of uid {} (pid {}) at {} MHz: two sessions may not set one CPU, so this request is refused (nothing was changed); wait until that session ends, or ask for other CPUs",
+                        h.session, h.uid, h.pid, h.mhz
+                    );
+                    return self.refuse(sess, id, why);
+                }
+            }
+        }
+        if let Err(e) = sub.plan_set(mhz) {
+            return self.refuse(sess, id, e.to_string());
+        }
+        // save what the first change of each CPU will overwrite, in the journal first
+        let new: Vec<u32> = cpus
+            .iter()
+            .copied()
+            .filter(|c| !g.held.contains_key(c))
+            .collect();
+        let (uid, pid, job) = (sess.who.uid, sess.peer_pid, sess.job.clone());
+        if !new.is_empty() {
+            let snap = match ctl.only_cpus(&new).and_then(|c| c.snapshot()) {
+                Ok(s) => s,
+                Err(e) => {
+                    return Response::refused(format!("cannot read the current settings: {e}"))
+                }
+            };
+            if let Err(e) = g.journal.append(&Entry::Save {
+                session: id,
+                uid,
+                pid,
+                job,
+                control: "cpu.core_freq".into(),
+                snapshot: snap.clone(),
+            }) {
+                tracing::error!(error = %format!("{e:#}"), "journal");
+                return Response::refused(format!("nothing was changed: {e:#}"));
+            }
+            if let Some(sess) = g.sessions.get_mut(&id) {
+                sess.saves.push((new.clone(), snap));
+            }
+        }
+        for c in &cpus {
+            g.held.insert(
+                *c,
+                Hold {
+                    session: id,
+                    uid,
+                    pid,
+                    mhz,
+                },
+            );
+        }
+        let mut sub = sub;
+        match sub.set(mhz) {
+            Ok(w) => {
+                tracing::info!(session = id, uid, pid, mhz, cpus = ?cpus, "core frequency set");
+                Response {
+                    ok: true,
+                    session: Some(id),
+                    writes: w.iter().map(|x| x.to_string()).collect(),
+                    ..Default::default()
+                }
+            }
+            Err(e) => {
+                tracing::error!(session = id, uid, pid, error = %e, "a cpufreq write failed; the session restores what it changed when it ends");
+                Response::refused(format!(
+                    "{e}; what this session changed is restored when it ends"
+                ))
+            }
+        }
+    }
+
+    /// Put back what session `id` changed, latest first; journal `end`; release its CPUs.
+    fn restore_session(&self, g: &mut Inner, id: u64) -> Result<Vec<String>> {
+        let saves = match g.sessions.get_mut(&id) {
+            Some(s) => std::mem::take(&mut s.saves),
+            None => return Ok(vec![]),
+        };
+        if saves.is_empty() {
+            return Ok(vec![]);
+        }
+        let ctl = self.ctl.as_ref().context("no controller")?;
+        let mut writes = Vec::new();
+        let mut first_err = None;
+        for (cpus, snap) in saves.iter().rev() {
+            let r = ctl.only_cpus(cpus).and_then(|mut c| c.restore(snap));
+            match r {
+                Ok(w) => writes.extend(w.iter().map(|x| x.to_string())),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        g.held.retain(|_, h| h.session != id);
+        if let Some(e) = first_err {
+            return Err(anyhow::Error::new(e).context(format!("restoring session {id}")));
+        }
+        g.journal.append(&Entry::End { session: id })?;
+        Ok(writes)
+    }
+
+    fn status(&self, g: &Inner, id: u64) -> Response {
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        let mut info = vec![format!("identity {}", sess.who.describe())];
+        if let Some(j) = &sess.job {
+            info.push(format!("job {j}"));
+        }
+        for (c, h) in &g.held {
+            if h.session == id {
+                info.push(format!("holds CPU {c} at {} MHz", h.mhz));
+            }
+        }
+        info.push(match &self.ctl {
+            Some(c) => c.describe(),
+            None => format!("no cpufreq: {}", self.no_ctl.as_deref().unwrap_or("?")),
+        });
+        Response {
+            ok: true,
+            session: Some(id),
+            info,
+            ..Default::default()
+        }
+    }
+}
+
+/// Read a counter file (at most 64 bytes) as a number.
+fn read_counter(p: &Path) -> Option<u64> {
+    let mut f = std::fs::File::open(p).ok()?;
+    let mut b = [0u8; 64];
+    let n = f.read(&mut b).ok()?;
+    std::str::from_utf8(&b[..n]).ok()?.trim().parse().ok()
+}
+
+fn write_response(s: &mut UnixStream, r: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    s.write_all(&line)
+}
