@@ -49,7 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::cupti::{self as fmt, kind, layout, tag};
 
-#[path = "cupti_pcsamp.rs"]
+#[path = "../cupti_pcsamp.rs"]
 mod pcsamp;
 use crate::runtime::{now_ns, ENV_RUN_DIR};
 pub use pcsamp::{ENV_PC_MODE, ENV_PC_PERIOD, ENV_PC_SAMPLING, PC_BUFFER_PCS};
