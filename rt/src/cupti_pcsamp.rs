@@ -27,9 +27,17 @@
 //! the same GPU is not sampled (`NOTE`). CUPTI allocates the function names of the PC records
 //! and this module keeps them (one string per PC per batch; a few MB in long runs).
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
 use cudarc::cupti::sys;
-use std::collections::HashSet;
+
+use super::library::sym;
+use super::output::{lock, push_frame, Inj};
+use super::CUPTI_SUCCESS;
+use crate::cupti::tag;
 
 /// Environment variable: `1` turns PC sampling on (set by `powerperf collect --pc-sampling gpu`).
 pub const ENV_PC_SAMPLING: &str = "POWERPERF_CUPTI_PC_SAMPLING";
