@@ -27,9 +27,17 @@
 //! the same GPU is not sampled (`NOTE`). CUPTI allocates the function names of the PC records
 //! and this module keeps them (one string per PC per batch; a few MB in long runs).
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
 use cudarc::cupti::sys;
-use std::collections::HashSet;
+
+use super::library::sym;
+use super::output::{lock, push_frame, Inj};
+use super::CUPTI_SUCCESS;
+use crate::cupti::tag;
 
 /// Environment variable: `1` turns PC sampling on (set by `powerperf collect --pc-sampling gpu`).
 pub const ENV_PC_SAMPLING: &str = "POWERPERF_CUPTI_PC_SAMPLING";
@@ -201,25 +209,11 @@ fn attr(
 /// `CONTEXT_CREATED`: enable and configure PC sampling on `ctx`.
 pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
     let Some(p) = PCS.get() else { return };
+    let Some((context_id, device_id)) = claim_device(inj, p, ctx) else {
+        return;
+    };
     let f = pc(inj);
     let c = &inj.cupti;
-    let (mut context_id, mut device_id) = (0u32, 0u32);
-    // SAFETY: `ctx` is the context CUPTI passed; out-parameters are writable.
-    unsafe {
-        (f.context_id)(ctx, &mut context_id);
-        (f.device_id)(ctx, &mut device_id);
-    }
-    {
-        let mut d = lock(&p.devices);
-        if d.contains(&device_id) {
-            inj.note(&format!(
-                "PC sampling: context {context_id} on device {device_id} is not sampled \
-                 (CUPTI samples one context per GPU at a time)"
-            ));
-            return;
-        }
-        d.push(device_id);
-    }
     let mut en = sys::CUpti_PCSamplingEnableParams {
         size: std::mem::size_of::<sys::CUpti_PCSamplingEnableParams>(),
         pPriv: std::ptr::null_mut(),
@@ -235,6 +229,71 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
         ));
         return;
     }
+    let Some((names, mut index)) = stall_reasons(inj, ctx) else {
+        return;
+    };
+    let n = index.len();
+    let (stalls, pcs, mut data) = sample_buffers(n);
+    if !configure(inj, p, ctx, &mut index, &mut data) {
+        return;
+    }
+    let (period_exp, scratch, hw) = config_in_effect(inj, p, ctx);
+    let mut frames = Vec::new();
+    let cfg: Vec<u8> = [context_id, device_id, p.mode, period_exp]
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .chain(scratch.to_ne_bytes())
+        .chain(hw.to_ne_bytes())
+        .collect();
+    push_frame(&mut frames, tag::PC_CONFIG, &[&cfg]);
+    for (i, nm) in names.iter().enumerate() {
+        // SAFETY: CUPTI wrote NUL-terminated names into the 128-byte buffers.
+        let s = unsafe { CStr::from_ptr(nm.as_ptr()) }.to_bytes();
+        push_frame(
+            &mut frames,
+            tag::PC_STALL_REASON,
+            &[&context_id.to_ne_bytes(), &index[i].to_ne_bytes(), s],
+        );
+    }
+    inj.write(&frames);
+    lock(&p.contexts).push(PcCtx {
+        ctx,
+        context_id,
+        device_id,
+        data,
+        _pcs: pcs,
+        _stalls: stalls,
+        enabled: true,
+    });
+}
+
+/// The (context id, device id) of `ctx`, its device now taken; `None` (with a note) if
+/// another context samples that device already.
+fn claim_device(inj: &Inj, p: &Pcs, ctx: CuCtx) -> Option<(u32, u32)> {
+    let f = pc(inj);
+    let (mut context_id, mut device_id) = (0u32, 0u32);
+    // SAFETY: `ctx` is the context CUPTI passed; out-parameters are writable.
+    unsafe {
+        (f.context_id)(ctx, &mut context_id);
+        (f.device_id)(ctx, &mut device_id);
+    }
+    let mut d = lock(&p.devices);
+    if d.contains(&device_id) {
+        inj.note(&format!(
+            "PC sampling: context {context_id} on device {device_id} is not sampled \
+             (CUPTI samples one context per GPU at a time)"
+        ));
+        return None;
+    }
+    d.push(device_id);
+    Some((context_id, device_id))
+}
+
+/// The stall reasons of `ctx`: their names (NUL-terminated, 128 bytes each) and CUPTI's
+/// index of each; `None` (with a note) if CUPTI gives none.
+fn stall_reasons(inj: &Inj, ctx: CuCtx) -> Option<(Vec<Vec<c_char>>, Vec<u32>)> {
+    let f = pc(inj);
+    let c = &inj.cupti;
     let mut n: usize = 0;
     let mut np = sys::CUpti_PCSamplingGetNumStallReasonsParams {
         size: std::mem::size_of::<sys::CUpti_PCSamplingGetNumStallReasonsParams>(),
@@ -249,7 +308,7 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
             "cuptiPCSamplingGetNumStallReasons: {}; no PC samples",
             c.error(r)
         ));
-        return;
+        return None;
     }
     let mut names: Vec<Vec<c_char>> = (0..n)
         .map(|_| vec![0 as c_char; sys::CUPTI_STALL_REASON_STRING_SIZE as usize])
@@ -271,9 +330,20 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
             "cuptiPCSamplingGetStallReasons: {}; no PC samples",
             c.error(r)
         ));
-        return;
+        return None;
     }
-    // The data buffer: PC_BUFFER_PCS records, each with room for all n stall reasons.
+    Some((names, index))
+}
+
+/// The data buffer CUPTI writes samples into: `PC_BUFFER_PCS` records, each with room for
+/// all `n` stall reasons.
+fn sample_buffers(
+    n: usize,
+) -> (
+    Vec<Vec<sys::CUpti_PCSamplingStallReason>>,
+    Vec<sys::CUpti_PCSamplingPCData>,
+    Box<sys::CUpti_PCSamplingData>,
+) {
     let mut stalls: Vec<Vec<sys::CUpti_PCSamplingStallReason>> = (0..PC_BUFFER_PCS)
         .map(|_| {
             vec![
@@ -300,6 +370,21 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
     data.size = std::mem::size_of::<sys::CUpti_PCSamplingData>();
     data.collectNumPcs = PC_BUFFER_PCS;
     data.pPcData = pcs.as_mut_ptr();
+    (stalls, pcs, data)
+}
+
+/// Configure sampling on `ctx`: stall reasons (`index`), collection mode, the data buffer
+/// `data` and the period if one was asked for. `false` (with a note) if CUPTI refuses.
+fn configure(
+    inj: &Inj,
+    p: &Pcs,
+    ctx: CuCtx,
+    index: &mut [u32],
+    data: &mut sys::CUpti_PCSamplingData,
+) -> bool {
+    let f = pc(inj);
+    let c = &inj.cupti;
+    let n = index.len();
     use sys::CUpti_PCSamplingConfigurationAttributeType as T;
     let mut attrs = vec![
         attr(
@@ -323,7 +408,7 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
             T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER,
             |a| {
                 a.attributeData.samplingDataBufferData.samplingDataBuffer =
-                    (&mut *data) as *mut sys::CUpti_PCSamplingData as *mut c_void;
+                    data as *mut sys::CUpti_PCSamplingData as *mut c_void;
             },
         ),
     ];
@@ -354,8 +439,17 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
             c.error(r),
             bad.join(", ")
         ));
-        return;
+        return false;
     }
+    true
+}
+
+/// The sampling period (exponent), scratch and hardware buffer sizes in effect on `ctx`
+/// (with a note, the period asked for and zeros if CUPTI does not say).
+fn config_in_effect(inj: &Inj, p: &Pcs, ctx: CuCtx) -> (u32, u64, u64) {
+    let f = pc(inj);
+    let c = &inj.cupti;
+    use sys::CUpti_PCSamplingConfigurationAttributeType as T;
     // The period and buffer sizes in effect.
     let mut back = vec![
         attr(
@@ -380,7 +474,7 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
     };
     // SAFETY: valid params.
     let r = unsafe { (f.get_config)(&mut gp) };
-    let (period_exp, scratch, hw) = if r == CUPTI_SUCCESS {
+    if r == CUPTI_SUCCESS {
         // SAFETY: CUPTI filled the union member of each attribute type asked for.
         unsafe {
             (
@@ -401,34 +495,7 @@ pub(super) fn context_created(inj: &Inj, ctx: CuCtx) {
             c.error(r)
         ));
         (p.period.unwrap_or(0), 0, 0)
-    };
-    let mut frames = Vec::new();
-    let cfg: Vec<u8> = [context_id, device_id, p.mode, period_exp]
-        .iter()
-        .flat_map(|v| v.to_ne_bytes())
-        .chain(scratch.to_ne_bytes())
-        .chain(hw.to_ne_bytes())
-        .collect();
-    push_frame(&mut frames, tag::PC_CONFIG, &[&cfg]);
-    for (i, nm) in names.iter().enumerate() {
-        // SAFETY: CUPTI wrote NUL-terminated names into the 128-byte buffers.
-        let s = unsafe { CStr::from_ptr(nm.as_ptr()) }.to_bytes();
-        push_frame(
-            &mut frames,
-            tag::PC_STALL_REASON,
-            &[&context_id.to_ne_bytes(), &index[i].to_ne_bytes(), s],
-        );
     }
-    inj.write(&frames);
-    lock(&p.contexts).push(PcCtx {
-        ctx,
-        context_id,
-        device_id,
-        data,
-        _pcs: pcs,
-        _stalls: stalls,
-        enabled: true,
-    });
 }
 
 /// Turn the records in `c.data` (`totalNumPcs` of them) into a `PC_SAMPLES` frame (with the

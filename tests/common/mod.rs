@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+pub mod apply;
+
 /// uid and gid of the unprivileged user the attack tests act as (`nobody` on Debian/Ubuntu).
 pub const NOBODY: u32 = 65534;
 

@@ -211,30 +211,7 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
         let kind = fields[0].1.as_str();
         match kind {
             "CPU" | "cuda" => {
-                let name = fields.get(1).map(|f| f.1.clone()).unwrap_or_default();
-                if name.is_empty() {
-                    return Err(DslError::syntax(
-                        pos(file, ln, fields[0].0),
-                        "a CPU line needs a name after",
-                        kind,
-                        None,
-                    ));
-                }
-                if !last_was_cpu {
-                    sections.push(Section {
-                        names: Vec::new(),
-                        notes: Vec::new(),
-                        defs: Vec::new(),
-                        seen: HashMap::new(),
-                    });
-                }
-                if let Some(s) = sections.last_mut() {
-                    s.names.push(if kind == "cuda" {
-                        format!("cuda:{name}")
-                    } else {
-                        name
-                    })
-                }
+                cpu_line(&mut sections, last_was_cpu, &fields, file, ln)?;
                 last_was_cpu = true;
                 continue;
             }
@@ -257,161 +234,8 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
                 Some("start the section with `CPU,<pmu name>`"),
             ));
         };
-        let field = |k: usize, what: &str| -> Result<(usize, String), DslError> {
-            fields
-                .get(k)
-                .cloned()
-                .filter(|f| !f.1.is_empty())
-                .ok_or_else(|| {
-                    let c = fields
-                        .last()
-                        .map(|f| f.0 + f.1.chars().count())
-                        .unwrap_or(1);
-                    DslError::syntax(
-                        pos(file, ln, c),
-                        format!("missing {what} after"),
-                        fields.last().map(|f| f.1.clone()).unwrap_or_default(),
-                        None,
-                    )
-                })
-        };
-        let (ncol, name) = field(1, "the preset name")?;
-        let (dcol, dtype) = field(2, "the derived type (NOT_DERIVED, DERIVED_ADD, …)")?;
-        let is_desc = |s: &str| matches!(s, "NOTE" | "LDESC" | "SDESC");
-        let mut k = 3;
-        let mut formula: Option<(usize, String)> = None;
-        if dtype == "DERIVED_POSTFIX" || dtype == "DERIVED_INFIX" {
-            formula = Some(field(3, "the formula")?);
-            k = 4;
-        }
-        let mut natives: Vec<(usize, String)> = Vec::new();
-        let mut description = None;
-        while k < fields.len() {
-            if is_desc(&fields[k].1) {
-                description = fields
-                    .get(k + 1)
-                    .map(|f| f.1.trim_matches(|c| c == '"' || c == '\'').to_string());
-                break;
-            }
-            if !fields[k].1.is_empty() {
-                natives.push(fields[k].clone());
-            }
-            k += 1;
-        }
-        if natives.is_empty() {
-            let c = fields
-                .last()
-                .map(|f| f.0 + f.1.chars().count())
-                .unwrap_or(1);
-            return Err(DslError::syntax(
-                pos(file, ln, c),
-                "missing native events after",
-                dtype.clone(),
-                None,
-            ));
-        }
-        if natives.len() > super::MAX_DEPTH {
-            let (c, n) = natives[super::MAX_DEPTH].clone();
-            return Err(DslError::TooDeep {
-                pos: pos(file, ln, c),
-                token: n,
-                limit: super::MAX_DEPTH,
-            });
-        }
-        let var = |i: usize| Expr::Var {
-            name: natives[i].1.clone(),
-            pos: pos(file, ln, natives[i].0),
-        };
-        let fold = |op: BinOp, from: usize| -> Expr {
-            let mut e = var(from);
-            for i in from + 1..natives.len() {
-                e = Expr::Binary(op, Box::new(e), Box::new(var(i)));
-            }
-            e
-        };
-        let hz = || Expr::Var {
-            name: CPU_MAX_HZ.to_string(),
-            pos: pos(file, ln, dcol),
-        };
-        let need = |n: usize| -> Result<(), DslError> {
-            if natives.len() < n {
-                return Err(DslError::syntax(
-                    pos(file, ln, dcol),
-                    format!("needs at least {n} native events:"),
-                    dtype.clone(),
-                    None,
-                ));
-            }
-            Ok(())
-        };
-        let (expr, source) = match dtype.as_str() {
-            "NOT_DERIVED" => (var(0), natives[0].1.clone()),
-            "DERIVED_ADD" => (fold(BinOp::Add, 0), natives.iter().map(|n| n.1.as_str()).collect::<Vec<_>>().join(" + ")),
-            "DERIVED_SUB" => (fold(BinOp::Sub, 0), natives.iter().map(|n| n.1.as_str()).collect::<Vec<_>>().join(" - ")),
-            // units_per_second(N1, N0): N1 · cpu_max_hz / N0 (N0 counts cycles).
-            "DERIVED_PS" => {
-                need(2)?;
-                let e = Expr::Binary(BinOp::Div, Box::new(Expr::Binary(BinOp::Mul, Box::new(var(1)), Box::new(hz()))), Box::new(var(0)));
-                (e, format!("{} * {CPU_MAX_HZ} / {}", natives[1].1, natives[0].1))
-            }
-            "DERIVED_ADD_PS" => {
-                need(2)?;
-                let e = Expr::Binary(BinOp::Div, Box::new(Expr::Binary(BinOp::Mul, Box::new(fold(BinOp::Add, 1)), Box::new(hz()))), Box::new(var(0)));
-                (e, format!("({}) * {CPU_MAX_HZ} / {}", natives[1..].iter().map(|n| n.1.as_str()).collect::<Vec<_>>().join(" + "), natives[0].1))
-            }
-            // PAPI returns the first term's count for compound (tagged) events.
-            "DERIVED_CMPD" => (var(0), natives[0].1.clone()),
-            "DERIVED_POSTFIX" => {
-                let (fcol, f) = formula.clone().unwrap_or_default();
-                let locate = infix::at_line(file, ln, fcol);
-                let natives = &natives;
-                let e = rpn::parse(&f, &locate, true, &|tok, p| native_ref(tok, p, natives))?;
-                (e, f)
-            }
-            "DERIVED_INFIX" => {
-                let (fcol, f) = formula.clone().unwrap_or_default();
-                let locate = infix::at_line(file, ln, fcol);
-                let f2 = f.replace('#', "cpu_max_hz_");
-                let mut e = infix::parse(&f2, Dialect::Plain, &locate)?;
-                let mut bad: Option<String> = None;
-                let mut names = Vec::new();
-                e.names(&mut names);
-                for n in &names {
-                    if n.starts_with('N') && n[1..].parse::<usize>().is_ok_and(|i| i >= natives.len()) {
-                        bad = Some(n.clone());
-                    }
-                }
-                if let Some(b) = bad {
-                    return Err(DslError::syntax(pos(file, ln, fcol), "refers to a native event that is not listed:", b, None));
-                }
-                let nat: Vec<String> = natives.iter().map(|n| n.1.clone()).collect();
-                e.rename(&|n: &str| {
-                    if n == "cpu_max_hz_" {
-                        return Some(CPU_MAX_HZ.to_string());
-                    }
-                    n.strip_prefix('N').and_then(|i| i.parse::<usize>().ok()).and_then(|i| nat.get(i).cloned())
-                });
-                (e, f)
-            }
-            other => {
-                return Err(DslError::syntax(
-                    pos(file, ln, dcol),
-                    "unknown derived type",
-                    other,
-                    Some("NOT_DERIVED, DERIVED_ADD, DERIVED_SUB, DERIVED_PS, DERIVED_ADD_PS, DERIVED_CMPD, DERIVED_POSTFIX or DERIVED_INFIX"),
-                ))
-            }
-        };
         let group = section.names.first().cloned();
-        let d = RawDef {
-            name,
-            group,
-            pos: pos(file, ln, ncol),
-            source,
-            expr,
-            description,
-            unit: None,
-        };
+        let d = preset_line(&fields, file, ln, group)?;
         push_def(
             &mut section.defs,
             &mut section.seen,
@@ -420,6 +244,249 @@ pub(crate) fn papi_csv(text: &str, file: &str, opts: &LoadOptions) -> Result<Par
             &mut section.notes,
         )?;
     }
+    select_sections(sections, file, opts)
+}
+
+/// A `CPU,<name>` (or `cuda,<name>`) line: a name of the current section, or the first of a
+/// new one after presets.
+fn cpu_line(
+    sections: &mut Vec<Section>,
+    last_was_cpu: bool,
+    fields: &[(usize, String)],
+    file: &str,
+    ln: usize,
+) -> Result<(), DslError> {
+    let kind = fields[0].1.as_str();
+    let name = fields.get(1).map(|f| f.1.clone()).unwrap_or_default();
+    if name.is_empty() {
+        return Err(DslError::syntax(
+            pos(file, ln, fields[0].0),
+            "a CPU line needs a name after",
+            kind,
+            None,
+        ));
+    }
+    if !last_was_cpu {
+        sections.push(Section {
+            names: Vec::new(),
+            notes: Vec::new(),
+            defs: Vec::new(),
+            seen: HashMap::new(),
+        });
+    }
+    if let Some(s) = sections.last_mut() {
+        s.names.push(if kind == "cuda" {
+            format!("cuda:{name}")
+        } else {
+            name
+        })
+    }
+    Ok(())
+}
+
+/// A `PRESET` or `EVENT` line: the preset's definition, in `group` (its section's first
+/// name).
+fn preset_line(
+    fields: &[(usize, String)],
+    file: &str,
+    ln: usize,
+    group: Option<String>,
+) -> Result<RawDef, DslError> {
+    let field = |k: usize, what: &str| -> Result<(usize, String), DslError> {
+        fields
+            .get(k)
+            .cloned()
+            .filter(|f| !f.1.is_empty())
+            .ok_or_else(|| {
+                let c = fields
+                    .last()
+                    .map(|f| f.0 + f.1.chars().count())
+                    .unwrap_or(1);
+                DslError::syntax(
+                    pos(file, ln, c),
+                    format!("missing {what} after"),
+                    fields.last().map(|f| f.1.clone()).unwrap_or_default(),
+                    None,
+                )
+            })
+    };
+    let (ncol, name) = field(1, "the preset name")?;
+    let (dcol, dtype) = field(2, "the derived type (NOT_DERIVED, DERIVED_ADD, …)")?;
+    let is_desc = |s: &str| matches!(s, "NOTE" | "LDESC" | "SDESC");
+    let mut k = 3;
+    let mut formula: Option<(usize, String)> = None;
+    if dtype == "DERIVED_POSTFIX" || dtype == "DERIVED_INFIX" {
+        formula = Some(field(3, "the formula")?);
+        k = 4;
+    }
+    let mut natives: Vec<(usize, String)> = Vec::new();
+    let mut description = None;
+    while k < fields.len() {
+        if is_desc(&fields[k].1) {
+            description = fields
+                .get(k + 1)
+                .map(|f| f.1.trim_matches(|c| c == '"' || c == '\'').to_string());
+            break;
+        }
+        if !fields[k].1.is_empty() {
+            natives.push(fields[k].clone());
+        }
+        k += 1;
+    }
+    if natives.is_empty() {
+        let c = fields
+            .last()
+            .map(|f| f.0 + f.1.chars().count())
+            .unwrap_or(1);
+        return Err(DslError::syntax(
+            pos(file, ln, c),
+            "missing native events after",
+            dtype.clone(),
+            None,
+        ));
+    }
+    if natives.len() > super::MAX_DEPTH {
+        let (c, n) = natives[super::MAX_DEPTH].clone();
+        return Err(DslError::TooDeep {
+            pos: pos(file, ln, c),
+            token: n,
+            limit: super::MAX_DEPTH,
+        });
+    }
+    let (expr, source) = derived(file, ln, dcol, &dtype, formula, &natives)?;
+    Ok(RawDef {
+        name,
+        group,
+        pos: pos(file, ln, ncol),
+        source,
+        expr,
+        description,
+        unit: None,
+    })
+}
+
+/// The expression (and its source text) of derived type `dtype` over `natives`, with the
+/// formula of `DERIVED_POSTFIX` and `DERIVED_INFIX`; `dcol`: the type's column.
+fn derived(
+    file: &str,
+    ln: usize,
+    dcol: usize,
+    dtype: &str,
+    formula: Option<(usize, String)>,
+    natives: &[(usize, String)],
+) -> Result<(Expr, String), DslError> {
+    let var = |i: usize| Expr::Var {
+        name: natives[i].1.clone(),
+        pos: pos(file, ln, natives[i].0),
+    };
+    let fold = |op: BinOp, from: usize| -> Expr {
+        let mut e = var(from);
+        for i in from + 1..natives.len() {
+            e = Expr::Binary(op, Box::new(e), Box::new(var(i)));
+        }
+        e
+    };
+    let hz = || Expr::Var {
+        name: CPU_MAX_HZ.to_string(),
+        pos: pos(file, ln, dcol),
+    };
+    let need = |n: usize| -> Result<(), DslError> {
+        if natives.len() < n {
+            return Err(DslError::syntax(
+                pos(file, ln, dcol),
+                format!("needs at least {n} native events:"),
+                dtype,
+                None,
+            ));
+        }
+        Ok(())
+    };
+    let (expr, source) = match dtype {
+        "NOT_DERIVED" => (var(0), natives[0].1.clone()),
+        "DERIVED_ADD" => (fold(BinOp::Add, 0), natives.iter().map(|n| n.1.as_str()).collect::<Vec<_>>().join(" + ")),
+        "DERIVED_SUB" => (fold(BinOp::Sub, 0), natives.iter().map(|n| n.1.as_str()).collect::<Vec<_>>().join(" - ")),
+        // units_per_second(N1, N0): N1 · cpu_max_hz / N0 (N0 counts cycles).
+        "DERIVED_PS" => {
+            need(2)?;
+            let e = Expr::Binary(BinOp::Div, Box::new(Expr::Binary(BinOp::Mul, Box::new(var(1)), Box::new(hz()))), Box::new(var(0)));
+            (e, format!("{} * {CPU_MAX_HZ} / {}", natives[1].1, natives[0].1))
+        }
+        "DERIVED_ADD_PS" => {
+            need(2)?;
+            let e = Expr::Binary(BinOp::Div, Box::new(Expr::Binary(BinOp::Mul, Box::new(fold(BinOp::Add, 1)), Box::new(hz()))), Box::new(var(0)));
+            (e, format!("({}) * {CPU_MAX_HZ} / {}", natives[1..].iter().map(|n| n.1.as_str()).collect::<Vec<_>>().join(" + "), natives[0].1))
+        }
+        // PAPI returns the first term's count for compound (tagged) events.
+        "DERIVED_CMPD" => (var(0), natives[0].1.clone()),
+        "DERIVED_POSTFIX" => {
+            let (fcol, f) = formula.unwrap_or_default();
+            let locate = infix::at_line(file, ln, fcol);
+            let e = rpn::parse(&f, &locate, true, &|tok, p| native_ref(tok, p, natives))?;
+            (e, f)
+        }
+        "DERIVED_INFIX" => {
+            let (fcol, f) = formula.unwrap_or_default();
+            (infix_formula(file, ln, fcol, &f, natives)?, f)
+        }
+        other => {
+            return Err(DslError::syntax(
+                pos(file, ln, dcol),
+                "unknown derived type",
+                other,
+                Some("NOT_DERIVED, DERIVED_ADD, DERIVED_SUB, DERIVED_PS, DERIVED_ADD_PS, DERIVED_CMPD, DERIVED_POSTFIX or DERIVED_INFIX"),
+            ))
+        }
+    };
+    Ok((expr, source))
+}
+
+/// A `DERIVED_INFIX` formula (at column `fcol`): `N<i>` names the i-th native event, `#`
+/// the CPU's maximum frequency.
+fn infix_formula(
+    file: &str,
+    ln: usize,
+    fcol: usize,
+    f: &str,
+    natives: &[(usize, String)],
+) -> Result<Expr, DslError> {
+    let locate = infix::at_line(file, ln, fcol);
+    let f2 = f.replace('#', "cpu_max_hz_");
+    let mut e = infix::parse(&f2, Dialect::Plain, &locate)?;
+    let mut bad: Option<String> = None;
+    let mut names = Vec::new();
+    e.names(&mut names);
+    for n in &names {
+        if n.starts_with('N') && n[1..].parse::<usize>().is_ok_and(|i| i >= natives.len()) {
+            bad = Some(n.clone());
+        }
+    }
+    if let Some(b) = bad {
+        return Err(DslError::syntax(
+            pos(file, ln, fcol),
+            "refers to a native event that is not listed:",
+            b,
+            None,
+        ));
+    }
+    let nat: Vec<String> = natives.iter().map(|n| n.1.clone()).collect();
+    e.rename(&|n: &str| {
+        if n == "cpu_max_hz_" {
+            return Some(CPU_MAX_HZ.to_string());
+        }
+        n.strip_prefix('N')
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| nat.get(i).cloned())
+    });
+    Ok(e)
+}
+
+/// The definitions of the section named `opts.cpu` (an error if there is none), or with
+/// no CPU given those of every section, each name prefixed with its section's first name.
+fn select_sections(
+    sections: Vec<Section>,
+    file: &str,
+    opts: &LoadOptions,
+) -> Result<Parsed, DslError> {
     let mut p = Parsed::default();
     let mut available: Vec<String> = Vec::new();
     for s in &sections {
