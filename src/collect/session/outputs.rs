@@ -48,7 +48,7 @@ pub(super) fn run_outputs(pc: Option<(OpenedInfo, Collected)>) -> Vec<Box<dyn Ru
 pub(super) fn write_all(outs: &mut [Box<dyn RunOutput>], ctx: &FinishCtx, meta: &mut RunMeta) {
     for o in outs.iter_mut() {
         match o.write(ctx, &mut meta.notes) {
-            Ok(()) => tracing::debug!(output = o.name(), "collect: output written"),
+            Ok(()) => tracing::debug!(output = o.name(), "collect: output done"),
             Err(e) => {
                 meta.run.truncated = true;
                 meta.notes
