@@ -2,7 +2,7 @@
 //! [--train K=A,B,…] [--baseline K=V,…] [-o points.csv] [--plot DIR|FILE.svg]
 //! [--format table|json|csv|markdown]`.
 //!
-//! Held-out evaluation under DESIGN.md's rules (see [`crate::models::eval`]). `points`
+//! Held-out evaluation under docs/architecture.md's rules (see [`crate::models::eval`]). `points`
 //! counts held-out (workload, knob values) means.
 
 use super::fit::{error_table, parse_params};

@@ -1,6 +1,6 @@
 //! GPU PC sampling (`collect --pc-sampling gpu`): the samples the CUDA injection took with
 //! CUPTI's PC Sampling API (`rt/src/cupti_pcsamp.rs`), as `gpu_pc_samples.parquet` (the
-//! columns of DESIGN.md's `pc_samples.parquet`) and `gpu_pc_sampling.parquet` (one row per
+//! columns of docs/architecture.md's `pc_samples.parquet`) and `gpu_pc_sampling.parquet` (one row per
 //! sampled context: period, totals, dropped samples, SMs, clock), and HPCToolkit's metrics
 //! over them.
 //!
@@ -51,7 +51,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// File of the GPU PC samples in a run directory (DESIGN.md's `pc_samples.parquet` columns).
+/// File of the GPU PC samples in a run directory (docs/architecture.md's `pc_samples.parquet` columns).
 pub const SAMPLES_FILE: &str = "gpu_pc_samples.parquet";
 /// File of the per-context sampling summary in a run directory.
 pub const SUMMARY_FILE: &str = "gpu_pc_sampling.parquet";

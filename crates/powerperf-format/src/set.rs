@@ -182,7 +182,7 @@ impl TrainingSet {
     }
 
     /// The reference setting of `workload`: the maximum value of every knob over its points
-    /// (DESIGN.md, "Slowdown is always measured against the maximum setting of every knob").
+    /// (docs/architecture.md, "Slowdown is always measured against the maximum setting of every knob").
     pub fn reference_knobs(&self, workload: &str) -> BTreeMap<String, f64> {
         let mut out: BTreeMap<String, f64> = BTreeMap::new();
         for p in self.points.iter().filter(|p| p.workload == workload) {
@@ -219,7 +219,7 @@ impl TrainingSet {
     /// Targets and counters are arithmetic means over the repeats that have a value (a target
     /// no repeat measured stays `None`; a counter no repeat has stays absent). Static features
     /// are taken from the first repeat (they do not vary between runs). `repeat` becomes `None`.
-    /// Groups keep the order in which they are first seen. This is DESIGN.md's definition of
+    /// Groups keep the order in which they are first seen. This is docs/architecture.md's definition of
     /// a point for held-out evaluation ("A point is the mean over repeats of one (workload,
     /// knob values)").
     pub fn means(&self) -> TrainingSet {

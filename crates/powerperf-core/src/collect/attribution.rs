@@ -10,7 +10,7 @@
 //! > Σ over threads of the overlap of their outermost regions with the sample)
 //!
 //! so a sample in which one thread spends half its time in a region gives that region half
-//! of the sample, and a sample shared by four busy threads gives each a quarter (DESIGN.md,
+//! of the sample, and a sample shared by four busy threads gives each a quarter (docs/architecture.md,
 //! "Energy of concurrent regions": in proportion to the threads' time in regions; the
 //! per-thread CPU time within a sample is not measured, so every thread in a region counts
 //! as busy). Values are inclusive: a nested region's share is also its parent's. Gauges

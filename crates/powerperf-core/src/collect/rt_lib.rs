@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// The region library handed to programs as `POWERPERF_RT_LIB`: that variable when set,
-/// else `libpowerperf_rt.so` next to the powerperf binary (DESIGN.md, powerperf-rt).
+/// else `libpowerperf_rt.so` next to the powerperf binary (docs/architecture.md, powerperf-rt).
 pub fn rt_library() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("POWERPERF_RT_LIB") {
         return Some(PathBuf::from(p));

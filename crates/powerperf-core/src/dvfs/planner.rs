@@ -1,6 +1,6 @@
 //! The planner: choose one knob setting per region so that the job's energy, EDP or ED²P
 //! is smallest (or its time, under a power cap) while the total time stays within a
-//! slowdown bound of the reference (the maximum setting of every knob, DESIGN.md).
+//! slowdown bound of the reference (the maximum setting of every knob, docs/architecture.md).
 //!
 //! # The problem
 //! Regions `r = 1..R` run one after another; region `r` has candidate settings `c` with

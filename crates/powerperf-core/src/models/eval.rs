@@ -1,6 +1,6 @@
 //! Held-out evaluation: leave-one-out, knob holdout, workload holdout; MAPE per target.
 //!
-//! The rules are shared/DESIGN.md's "Held-out evaluation": a point is the mean over repeats of
+//! The rules are docs/architecture.md's "Held-out evaluation": a point is the mean over repeats of
 //! one (workload, knob values); a held-out point's own measurements (targets and counters) are
 //! never inputs. Each protocol builds the training points first, fits on them alone, and only
 //! then looks at the held-out points' knob values to predict them.

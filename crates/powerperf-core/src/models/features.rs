@@ -89,7 +89,7 @@ pub fn find_group<'a, G>(
 /// with derivable targets filled in ([`complete_targets`]): `energy_j = power_w × time_s` and
 /// `power_w = energy_j / time_s` where one of them is missing.
 ///
-/// DESIGN.md ("Held-out evaluation"): a point is the mean over repeats of one (workload, knob
+/// docs/architecture.md ("Held-out evaluation"): a point is the mean over repeats of one (workload, knob
 /// values).
 pub fn mean_points(set: &TrainingSet) -> Vec<Point> {
     let mut points = set.means().points;

@@ -25,7 +25,7 @@
 //!
 //! Power and energy: `P(n) = P_0 + n·P_core` and `E = P·t`, as in [`super::threads`].
 //!
-//! Held-out rules (DESIGN.md): only counters and times of the training points are read; the
+//! Held-out rules (docs/architecture.md): only counters and times of the training points are read; the
 //! held-out point's knobs are the only input of [`ThreadsBwModel::predict`].
 
 use super::features::{find_group, knob_key};

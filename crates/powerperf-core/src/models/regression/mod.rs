@@ -16,7 +16,7 @@
 //! with no variance, or collinear with earlier columns (Gram–Schmidt residual below `1e-9` of
 //! its norm), is dropped and the model file says so. Energy is predicted as `P·t`.
 //!
-//! `spca` selects the columns by the six steps of shared/DESIGN.md ("Supervised PCA"), every
+//! `spca` selects the columns by the six steps of docs/architecture.md ("Supervised PCA"), every
 //! threshold a field of [`SpcaParams`], and records each step in [`SpcaStep`]s.
 
 use super::features::{knob_key, rates};
@@ -35,7 +35,7 @@ use spca::{moments, prepare_columns, standardised};
 /// Targets the regressions fit directly (energy is `P·t`).
 pub const REGRESSION_TARGETS: [&str; 2] = ["time_s", "power_w"];
 
-/// Thresholds of supervised PCA (shared/DESIGN.md steps 2, 4, 5, 6).
+/// Thresholds of supervised PCA (docs/architecture.md steps 2, 4, 5, 6).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SpcaParams {

@@ -1,6 +1,6 @@
 //! The data-matrix side of `spca` (see the parent module): column moments and
 //! standardisation, the Gram matrix and its sketch, Spearman ranks of many columns, and the
-//! six selection steps of shared/DESIGN.md ("Supervised PCA"), split over the available cores.
+//! six selection steps of docs/architecture.md ("Supervised PCA"), split over the available cores.
 
 use super::{ols, FeatureNote, SpcaParams, SpcaStep, TargetFit};
 use crate::models::ModelError;
@@ -522,7 +522,7 @@ impl SpcaFit {
     }
 }
 
-/// Supervised PCA (shared/DESIGN.md, "Supervised PCA") on a data matrix: the same steps as
+/// Supervised PCA (docs/architecture.md, "Supervised PCA") on a data matrix: the same steps as
 /// `fit(.., spca = true)` runs per target, which calls this.
 ///
 /// - `x`: shape `(n_samples, n_features)`, any memory layout (row-major is the fast one to

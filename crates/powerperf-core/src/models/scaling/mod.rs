@@ -37,7 +37,7 @@
 //! total (`static_share:<name>`, the instruction mix), since absolute counts measure kernel
 //! size, not how the kernel responds to a clock.
 //!
-//! Energy is `P·t`. The held-out rules (shared/DESIGN.md): in workload holdout the held-out
+//! Energy is `P·t`. The held-out rules (docs/architecture.md): in workload holdout the held-out
 //! workload contributes only its baseline point (its targets and counters there); the
 //! shape, `s` and the features come from the other workloads.
 
