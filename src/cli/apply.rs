@@ -186,31 +186,88 @@ fn command_user(args: &ApplyArgs) -> Result<Option<RunAs>> {
     Ok(None)
 }
 
+/// `apply --restore`: put back what the restore record of an earlier apply saved.
+fn run_restore(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
+    let restore_file = restore_path(args)?;
+    let root = (args.sysfs_root != Path::new("/")).then_some(args.sysfs_root.as_path());
+    match apply::replay_restore(&restore_file, root)? {
+        None => {
+            eprintln!(
+                "powerperf: nothing to restore: no record at {}",
+                restore_file.display()
+            );
+            Ok(0)
+        }
+        Some(w) => {
+            eprintln!(
+                "powerperf: restored {} setting(s) from {}",
+                w.len(),
+                restore_file.display()
+            );
+            for x in &w {
+                eprintln!("  {x}");
+            }
+            sum.restored = w.iter().map(|x| x.to_string()).collect();
+            Ok(0)
+        }
+    }
+}
+
+/// A plan's GPU clocks: read what NVML reports, check the setting against the supported
+/// clocks, and print the NVML calls a privileged run would make (this build calls none).
+fn gpu_reads_and_calls(
+    args: &ApplyArgs,
+    gpu: (Option<f64>, Option<f64>),
+    sum: &mut Summary,
+) -> Result<()> {
+    // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
+    // against the supported clocks before the command runs.
+    match crate::dvfs::nvml_clocks::probe(0) {
+        Ok(p) => {
+            eprintln!("powerperf: NVML reads on GPU 0:");
+            for l in p.lines() {
+                eprintln!("  {l}");
+            }
+            sum.gpu_reads = p.lines();
+            let calls = crate::dvfs::nvml_clocks::check_plan(&p, gpu.0, gpu.1)
+                .context("the plan's GPU setting was refused before the command ran")?;
+            eprintln!(
+                "powerperf: GPU clocks are never changed by this build{}; a privileged run would call:",
+                if args.dry_run { " (dry run)" } else { "" }
+            );
+            for l in &calls.set {
+                eprintln!("  {l}");
+            }
+            for l in &calls.reset {
+                eprintln!("  at exit: {l}");
+            }
+            for n in &calls.notes {
+                eprintln!("powerperf: {n}");
+            }
+            sum.gpu_calls = calls
+                .set
+                .iter()
+                .cloned()
+                .chain(calls.reset.iter().map(|l| format!("at exit: {l}")))
+                .collect();
+        }
+        Err(why) => {
+            eprintln!("powerperf: {why}");
+            eprintln!(
+                "powerperf: GPU clocks are never changed by this build; unchecked, a privileged run would call:"
+            );
+            for l in (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1) {
+                eprintln!("  {l}");
+            }
+            sum.gpu_calls = (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1);
+        }
+    }
+    Ok(())
+}
+
 fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     if args.restore {
-        let restore_file = restore_path(args)?;
-        let root = (args.sysfs_root != Path::new("/")).then_some(args.sysfs_root.as_path());
-        return match apply::replay_restore(&restore_file, root)? {
-            None => {
-                eprintln!(
-                    "powerperf: nothing to restore: no record at {}",
-                    restore_file.display()
-                );
-                Ok(0)
-            }
-            Some(w) => {
-                eprintln!(
-                    "powerperf: restored {} setting(s) from {}",
-                    w.len(),
-                    restore_file.display()
-                );
-                for x in &w {
-                    eprintln!("  {x}");
-                }
-                sum.restored = w.iter().map(|x| x.to_string()).collect();
-                Ok(0)
-            }
-        };
+        return run_restore(args, sum);
     }
     let plan_path = args.plan.clone().context("--plan PLAN is required")?;
     let plan = Plan::read(&plan_path)?;
@@ -254,48 +311,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         eprintln!("powerperf: {n}");
     }
     if gpu.0.is_some() || gpu.1.is_some() {
-        // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
-        // against the supported clocks before the command runs.
-        match crate::dvfs::nvml_clocks::probe(0) {
-            Ok(p) => {
-                eprintln!("powerperf: NVML reads on GPU 0:");
-                for l in p.lines() {
-                    eprintln!("  {l}");
-                }
-                sum.gpu_reads = p.lines();
-                let calls = crate::dvfs::nvml_clocks::check_plan(&p, gpu.0, gpu.1)
-                    .context("the plan's GPU setting was refused before the command ran")?;
-                eprintln!(
-                    "powerperf: GPU clocks are never changed by this build{}; a privileged run would call:",
-                    if args.dry_run { " (dry run)" } else { "" }
-                );
-                for l in &calls.set {
-                    eprintln!("  {l}");
-                }
-                for l in &calls.reset {
-                    eprintln!("  at exit: {l}");
-                }
-                for n in &calls.notes {
-                    eprintln!("powerperf: {n}");
-                }
-                sum.gpu_calls = calls
-                    .set
-                    .iter()
-                    .cloned()
-                    .chain(calls.reset.iter().map(|l| format!("at exit: {l}")))
-                    .collect();
-            }
-            Err(why) => {
-                eprintln!("powerperf: {why}");
-                eprintln!(
-                    "powerperf: GPU clocks are never changed by this build; unchecked, a privileged run would call:"
-                );
-                for l in (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1) {
-                    eprintln!("  {l}");
-                }
-                sum.gpu_calls = (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1);
-            }
-        }
+        gpu_reads_and_calls(args, gpu, sum)?;
     }
     for (k, v) in &env {
         eprintln!("powerperf: {k}={v} for the command");
