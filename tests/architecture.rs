@@ -160,7 +160,7 @@ fn core_modules_import_only_downwards() {
                 "collect",
             ][..],
         ),
-        ("output", &["models", "dvfs"][..]),
+        ("output", &["models", "dvfs", "store"][..]),
         (
             "report",
             &["store", "units", "events_dsl", "models", "dvfs", "output"][..],

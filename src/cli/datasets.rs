@@ -42,8 +42,8 @@ pub fn run(cmd: DatasetsCommand) -> Result<i32> {
             format.check("datasets list", &crate::output::OutputFormat::TABLE_JSON)?;
             let sets = bundled::sets()?;
             if format == crate::output::OutputFormat::Json {
-                let o = serde_json::json!({ "sets": sets });
-                outln!("{}", serde_json::to_string_pretty(&o)?);
+                let o = crate::output::commands::DatasetsOutput { sets };
+                outln!("{}", crate::output::json_sorted(&o)?);
                 return Ok(0);
             }
             for s in &sets {

@@ -286,20 +286,20 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         None => files,
     };
     if args.format == crate::output::OutputFormat::Json {
-        let out = serde_json::json!({
-            "set": args.output,
-            "source": set.meta.source,
-            "files": files,
-            "points": set.points.len(),
-            "workloads": set.workloads(),
-            "knobs": set.meta.knobs,
-            "targets": set.meta.targets,
-            "counters": set.meta.counters.keys().collect::<Vec<_>>(),
-            "static_features": set.meta.static_features,
-            "runs": runs_written,
-            "notes": notes,
-        });
-        outln!("{}", serde_json::to_string_pretty(&out)?);
+        let out = crate::output::commands::ImportOutput {
+            set: args.output.clone(),
+            source: set.meta.source.clone(),
+            files: files.clone(),
+            points: set.points.len(),
+            workloads: set.workloads().into_iter().map(|w| w.to_string()).collect(),
+            knobs: set.meta.knobs.clone(),
+            targets: set.meta.targets.clone(),
+            counters: set.meta.counters.keys().cloned().collect(),
+            static_features: set.meta.static_features.clone(),
+            runs: runs_written.clone(),
+            notes: notes.clone(),
+        };
+        outln!("{}", crate::output::json_sorted(&out)?);
         return Ok(0);
     }
     let shown: Vec<String> = files

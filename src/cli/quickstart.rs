@@ -66,24 +66,8 @@ macro_rules! out {
     };
 }
 
-/// One step of the transcript, for `--format json`.
-#[derive(Debug, Default, serde::Serialize)]
-struct Step {
-    title: String,
-    /// Seconds since the start when the step began.
-    at_s: f64,
-    commands: Vec<Ran>,
-}
-
-/// One `powerperf` command run by quickstart.
-#[derive(Debug, serde::Serialize)]
-struct Ran {
-    args: Vec<String>,
-    env: Vec<(String, String)>,
-    exit_status: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
+/// One step of the transcript and one command run, for `--format json`.
+use crate::output::commands::{QuickstartCommand as Ran, QuickstartStep as Step};
 
 struct Runner {
     exe: PathBuf,
@@ -667,13 +651,13 @@ fn finish(r: &Runner, out: &Path, root: &Path, data: Option<&str>, json: bool) -
     r.step("done")?;
     out!("    everything is in {}", out.display());
     if json {
-        let o = serde_json::json!({
-            "out": out,
-            "data": data,
-            "seconds": r.t0.elapsed().as_secs_f64(),
-            "steps": r.steps.borrow().as_slice(),
-        });
-        outln!("{}", serde_json::to_string_pretty(&o)?);
+        let o = crate::output::commands::QuickstartOutput {
+            out: out.to_path_buf(),
+            data: data.map(str::to_string),
+            seconds: r.t0.elapsed().as_secs_f64(),
+            steps: r.steps.borrow().clone(),
+        };
+        outln!("{}", crate::output::json_sorted(&o)?);
     }
     Ok(0)
 }

@@ -98,17 +98,25 @@ pub fn run(args: SweepArgs) -> Result<i32> {
         return Ok(0);
     }
     if args.format == crate::output::OutputFormat::Json {
-        let o = serde_json::json!({
-            "set": cfg.out,
-            "ran": out.ran,
-            "skipped": out.skipped,
-            "points": out.points,
-            "failed": out.failed.iter().map(|(d, st)| serde_json::json!({"run": d, "status": st})).collect::<Vec<_>>(),
-            "notes": out.notes,
-            "interrupted": out.interrupted.is_some(),
-            "exit_status": out.interrupted.unwrap_or(0),
-        });
-        eprintln!("{}", serde_json::to_string(&o)?);
+        let o = crate::output::commands::SweepOutput {
+            set: cfg.out.clone(),
+            ran: out.ran,
+            skipped: out.skipped,
+            points: out.points,
+            failed: out
+                .failed
+                .iter()
+                .map(|(d, st)| crate::output::commands::SweepFailure {
+                    run: d.clone(),
+                    status: *st,
+                })
+                .collect(),
+            notes: out.notes.clone(),
+            interrupted: out.interrupted.is_some(),
+            exit_status: out.interrupted.unwrap_or(0),
+        };
+        // One line, keys in alphabetical order (as when it was a serde_json::Value).
+        eprintln!("{}", serde_json::to_string(&serde_json::to_value(&o)?)?);
         return Ok(out.interrupted.unwrap_or(0));
     }
     eprintln!(

@@ -8,6 +8,7 @@
 //! name `export` is kept for trace export. This module is library code: it does not depend
 //! on clap or on [`crate::cli`], which parses `--format` into an [`OutputFormat`].
 
+pub mod commands;
 pub mod evaluate;
 pub mod fit;
 pub mod plan;
