@@ -130,6 +130,17 @@ fn import_fit_predict_plan_and_evaluate_on_the_xu3_set() {
         "xu3.toml",
     ];
     insta::assert_snapshot!("xu3_plan", run(p, &plan));
+    // One OutputFormat on every command (issue 19): fit's held-out error and plan's
+    // choices as flat tables.
+    insta::assert_snapshot!(
+        "xu3_fit_csv",
+        run(p, &["fit", "xu3.set", "-o", "xu3c.json", "--format", "csv"])
+    );
+    let mut a = plan.to_vec();
+    let last = a.len() - 1;
+    a[last] = "xu3m.toml";
+    a.extend(["--format", "markdown"]);
+    insta::assert_snapshot!("xu3_plan_markdown", run(p, &a));
     insta::assert_snapshot!("xu3_plan_file", read(p, "xu3.toml"));
     let evaluate = [
         "evaluate",

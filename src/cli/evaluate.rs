@@ -10,9 +10,9 @@ use super::predict::parse_knob;
 use crate::models::eval::{knob_holdout, workload_holdout, Evaluation};
 use crate::models::features::mean_points;
 use crate::models::{Knobs, ModelKind};
+use crate::output::csv_cell;
 use crate::output::evaluate::EvaluateOutput;
 use crate::output::OutputFormat as Format;
-use crate::output::{csv_cell, Table};
 use crate::report::plots::{self, ImageFormat, ScatterPanel};
 use crate::store::set::{SetMeta, TrainingSet, TARGETS};
 use anyhow::Context;
@@ -299,24 +299,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
         }
         Format::Csv | Format::Markdown => {
             // One row per target with a measured error.
-            let rows = TARGETS
-                .iter()
-                .filter_map(|t| {
-                    let e = ev.summary.targets.get(*t)?;
-                    Some(vec![
-                        t.to_string(),
-                        e.mape_pct.to_string(),
-                        e.max_pct.to_string(),
-                        e.n.to_string(),
-                    ])
-                })
-                .collect();
-            let table = Table {
-                header: ["target", "mape_pct", "max_pct", "n"]
-                    .map(String::from)
-                    .to_vec(),
-                rows,
-            };
+            let table = crate::output::evaluate::error_table(&ev.summary.targets);
             out!("{}", table.render(args.format).unwrap_or_default());
         }
         Format::Table => {

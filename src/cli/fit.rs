@@ -79,9 +79,8 @@ pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
 
 /// Run `powerperf fit`.
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
-    args.format
-        .check("fit", &crate::output::OutputFormat::TABLE_JSON)?;
-    let json = args.format == crate::output::OutputFormat::Json;
+    // csv and markdown: the held-out error table on stdout, the human lines on stderr.
+    let json = args.format != crate::output::OutputFormat::Table;
     // With --format json the human lines go to stderr and stdout carries one JSON object.
     // Lines for stdout wait until the model file is written: a closed stdout must not cost
     // the model (issue 18).
@@ -196,7 +195,18 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     for line in stdout_lines.take() {
         outln!("{line}");
     }
-    if json {
+    if matches!(
+        args.format,
+        crate::output::OutputFormat::Csv | crate::output::OutputFormat::Markdown
+    ) {
+        let targets = file
+            .held_out_error
+            .as_ref()
+            .map(|h| h.targets.clone())
+            .unwrap_or_default();
+        let table = crate::output::evaluate::error_table(&targets);
+        out!("{}", table.render(args.format).unwrap_or_default());
+    } else if json {
         let out = crate::output::fit::FitOutput {
             held_out_error: file.held_out_error,
             kind: file.kind,

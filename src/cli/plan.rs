@@ -117,7 +117,9 @@ fn positive_f64(s: &str) -> Result<f64, String> {
 /// # Errors
 /// An unreadable model, a bad bound, an unknown workload, or a planner error.
 pub fn run(args: PlanArgs) -> Result<i32> {
-    args.format.check("plan", &Format::TABLE_JSON)?;
+    if args.evaluate.is_some() {
+        args.format.check("plan --evaluate", &Format::TABLE_JSON)?;
+    }
     let bound_text = args.max_slowdown.clone().unwrap_or_else(|| {
         if args.power_cap.is_some() {
             "none".into()
@@ -225,7 +227,14 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         out.plan.write(path)?;
     }
     match args.format {
-        Format::Table | Format::Csv | Format::Markdown => {
+        Format::Csv | Format::Markdown => {
+            let table = crate::output::plan::plan_table(&out.plan);
+            out!("{}", table.render(args.format).unwrap_or_default());
+            for (w, why) in &out.skipped {
+                eprintln!("skipped {w}: {why}");
+            }
+        }
+        Format::Table => {
             out!("{}", render_table(&out.plan));
             for (w, why) in &out.skipped {
                 outln!("skipped {w}: {why}");

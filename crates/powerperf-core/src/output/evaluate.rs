@@ -58,3 +58,28 @@ impl EvaluateOutput {
         super::json_sorted(self)
     }
 }
+
+/// The held-out error as a flat table (`--format csv|markdown` of `evaluate` and `fit`): one
+/// row per target with a measured error, in the order `time_s`, `power_w`, `energy_j`.
+pub fn error_table(
+    targets: &std::collections::BTreeMap<String, crate::models::eval::TargetError>,
+) -> super::Table {
+    let rows = crate::store::set::TARGETS
+        .iter()
+        .filter_map(|t| {
+            let e = targets.get(*t)?;
+            Some(vec![
+                t.to_string(),
+                e.mape_pct.to_string(),
+                e.max_pct.to_string(),
+                e.n.to_string(),
+            ])
+        })
+        .collect();
+    super::Table {
+        header: ["target", "mape_pct", "max_pct", "n"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    }
+}

@@ -142,14 +142,19 @@ pub struct CsvExporter;
 pub struct MarkdownExporter;
 
 impl Exporter for CsvExporter {
+    /// Through the `csv` crate's writer (quotes only where needed, `\n` line ends).
     fn export(&self, t: &Table) -> String {
-        let mut o = String::new();
+        let mut w = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .flexible(true)
+            .from_writer(Vec::new());
         for line in std::iter::once(&t.header).chain(&t.rows) {
-            let cells: Vec<String> = line.iter().map(|c| csv_cell(c)).collect();
-            o += &cells.join(",");
-            o.push('\n');
+            // Writing to a Vec cannot fail; a record that could not be written is left out.
+            let _ = w.write_record(line);
         }
-        o
+        w.into_inner()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 }
 

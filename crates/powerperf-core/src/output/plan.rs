@@ -30,3 +30,38 @@ impl PlanOutput {
         super::json_sorted(self)
     }
 }
+
+/// The plan's regions as a flat table (`plan --format csv|markdown`): one row per workload
+/// or region with its setting (`knob=value` pairs), predicted time (s), slowdown and energy
+/// saving (fractions), energy (J) and power (W).
+pub fn plan_table(plan: &Plan) -> super::Table {
+    let rows = plan
+        .regions
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                crate::dvfs::planner::format_knobs(&r.setting),
+                r.time_s.to_string(),
+                r.slowdown.to_string(),
+                r.energy_j.to_string(),
+                r.energy_saving.to_string(),
+                r.power_w.to_string(),
+            ]
+        })
+        .collect();
+    super::Table {
+        header: [
+            "workload",
+            "setting",
+            "time_s",
+            "slowdown",
+            "energy_j",
+            "energy_saving",
+            "power_w",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
+}
