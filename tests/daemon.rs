@@ -712,3 +712,76 @@ fn without_a_daemon_a_users_apply_fails_as_before_naming_the_fix() {
     );
     w.assert_original();
 }
+
+#[test]
+fn cpu_governor_writes_granted_refused_and_restored_after_sigkill() {
+    // nobody may set governors; 65533 only core frequencies
+    let config = format!(
+        "{GRANT}\n[[grant]]\nname = \"governors\"\nusers = [\"nobody\"]\nwrite = [\"cpu.governor\"]\n"
+    );
+    let Some(mut w) = World::new("daemon cpu.governor", &config) else {
+        return;
+    };
+    w.start();
+    // ungranted: refused naming the grant, nothing written
+    let o = w.request(
+        OTHER,
+        &[r#"{"op":"set_governor","governor":"performance"}"#],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success()
+            && out.contains(r#""ok":false"#)
+            && out.contains("uid 65533 may not set `cpu.governor`")
+            && out.contains("grant `governors`"),
+        "{out}"
+    );
+    w.assert_original();
+    // granted, but a governor the CPU does not list (or not a name at all): refused
+    for bad in ["turbo", "../../x", ""] {
+        let req = format!(r#"{{"op":"set_governor","governor":"{bad}"}}"#);
+        let o = w.request(NOBODY, &[&req]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains(r#""ok":false"#)
+                && (out.contains("scaling_available_governors")
+                    || out.contains("not a governor name")),
+            "{bad}: {out}"
+        );
+    }
+    w.assert_original();
+    // granted: set on CPU 1 only, held while the session lives
+    let mut c = as_uid(NOBODY, &w.daemon_bin);
+    c.arg("request")
+        .arg("--socket")
+        .arg(&w.socket)
+        .arg("--hold")
+        .arg(r#"{"op":"set_governor","governor":"performance","cpus":[1]}"#)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut c = c.spawn().unwrap();
+    w.wait_for("the governor", || {
+        w.read(1, "scaling_governor") == "performance"
+    });
+    assert_eq!(w.read(0, "scaling_governor"), "schedutil");
+    // another session may not change the held CPU
+    let o = w.request(OTHER, &[r#"{"op":"set_core_freq","mhz":1600,"cpus":[1]}"#]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("CPU 1 is held by session") && out.contains("governor performance"),
+        "{out}"
+    );
+    assert_eq!(w.read(1, "scaling_governor"), "performance");
+    // SIGKILL the client: the daemon puts the governor back
+    // SAFETY: kill(2) on a child of this test.
+    unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+    w.wait_for("the restore after SIGKILL", || {
+        w.read(1, "scaling_governor") == "schedutil"
+    });
+    kill_group(&mut c);
+    w.assert_original();
+    let journal = std::fs::read_to_string(w.state.join("powerperfd-journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""control":"cpu.governor""#), "{journal}");
+}
