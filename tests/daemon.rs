@@ -712,3 +712,237 @@ fn without_a_daemon_a_users_apply_fails_as_before_naming_the_fix() {
     );
     w.assert_original();
 }
+
+#[test]
+fn cpu_governor_writes_granted_refused_and_restored_after_sigkill() {
+    // nobody may set governors; 65533 only core frequencies
+    let config = format!(
+        "{GRANT}\n[[grant]]\nname = \"governors\"\nusers = [\"nobody\"]\nwrite = [\"cpu.governor\"]\n"
+    );
+    let Some(mut w) = World::new("daemon cpu.governor", &config) else {
+        return;
+    };
+    w.start();
+    // ungranted: refused naming the grant, nothing written
+    let o = w.request(
+        OTHER,
+        &[r#"{"op":"set_governor","governor":"performance"}"#],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success()
+            && out.contains(r#""ok":false"#)
+            && out.contains("uid 65533 may not set `cpu.governor`")
+            && out.contains("grant `governors`"),
+        "{out}"
+    );
+    w.assert_original();
+    // granted, but a governor the CPU does not list (or not a name at all): refused
+    for bad in ["turbo", "../../x", ""] {
+        let req = format!(r#"{{"op":"set_governor","governor":"{bad}"}}"#);
+        let o = w.request(NOBODY, &[&req]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains(r#""ok":false"#)
+                && (out.contains("scaling_available_governors")
+                    || out.contains("not a governor name")),
+            "{bad}: {out}"
+        );
+    }
+    w.assert_original();
+    // granted: set on CPU 1 only, held while the session lives
+    let mut c = as_uid(NOBODY, &w.daemon_bin);
+    c.arg("request")
+        .arg("--socket")
+        .arg(&w.socket)
+        .arg("--hold")
+        .arg(r#"{"op":"set_governor","governor":"performance","cpus":[1]}"#)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut c = c.spawn().unwrap();
+    w.wait_for("the governor", || {
+        w.read(1, "scaling_governor") == "performance"
+    });
+    assert_eq!(w.read(0, "scaling_governor"), "schedutil");
+    // another session may not change the held CPU
+    let o = w.request(OTHER, &[r#"{"op":"set_core_freq","mhz":1600,"cpus":[1]}"#]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("CPU 1 is held by session") && out.contains("governor performance"),
+        "{out}"
+    );
+    assert_eq!(w.read(1, "scaling_governor"), "performance");
+    // SIGKILL the client: the daemon puts the governor back
+    // SAFETY: kill(2) on a child of this test.
+    unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+    w.wait_for("the restore after SIGKILL", || {
+        w.read(1, "scaling_governor") == "schedutil"
+    });
+    kill_group(&mut c);
+    w.assert_original();
+    let journal = std::fs::read_to_string(w.state.join("powerperfd-journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""control":"cpu.governor""#), "{journal}");
+}
+
+#[test]
+fn region_switches_of_a_users_job_plan_go_through_the_daemon_session_in_order_and_are_restored() {
+    let test = "daemon region switches";
+    let gcc_ok = Command::new("gcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !gcc_ok {
+        println!("skipped: {test}: gcc is not installed");
+        return;
+    }
+    let lib = match std::env::var_os("POWERPERF_RT_LIB") {
+        Some(p) => Some(PathBuf::from(p)).filter(|p| p.exists()),
+        None => common::rt_lib_dir().map(|d| d.join("libpowerperf_rt.so")),
+    };
+    let Some(lib) = lib else {
+        println!("skipped: {test}: libpowerperf_rt.so is not built (run `cargo build -p powerperf-rt`, or set POWERPERF_RT_LIB)");
+        return;
+    };
+    // the job plan's default (2400) and both regions (1200, 2000) inside the grant
+    let config = GRANT.replace("[1200, 2000]", "[1200, 2400]");
+    let Some(mut w) = World::new(test, &config) else {
+        return;
+    };
+    w.start();
+    // the user's own state directory (switch log, controller socket), 0700
+    let user_state = common::dir_owned_by_nobody(w.dir.path(), "user-state");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&user_state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let out_dir = common::dir_owned_by_nobody(w.dir.path(), "out");
+    // the runtime library where the user can load it
+    let libdir = w.dir.path().join("lib");
+    std::fs::create_dir(&libdir).unwrap();
+    std::fs::copy(&lib, libdir.join("libpowerperf_rt.so")).unwrap();
+    let plan = common::apply::job_plan(w.dir.path());
+    let src = w.dir.path().join("prog.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include "powerperf.h"
+static void show(FILE *out, const char *path, const char *where) {
+    char buf[64] = {0};
+    FILE *f = fopen(path, "r");
+    if (f) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
+    fprintf(out, "%s %s", where, buf);
+}
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    FILE *out = fopen(argv[2], "w");
+    if (!out) return 2;
+    show(out, argv[1], "start");
+    pp_region_begin("load");
+    show(out, argv[1], "load");
+    pp_region_begin("unplanned");
+    show(out, argv[1], "unplanned");
+    pp_region_end("unplanned");
+    pp_region_end("load");
+    show(out, argv[1], "between");
+    pp_region_begin("compute");
+    show(out, argv[1], "compute");
+    pp_region_end("compute");
+    fclose(out);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = w.dir.path().join("prog");
+    let st = Command::new("gcc")
+        .arg("-I")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&libdir)
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-lpowerperf_rt")
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed");
+    let seen = out_dir.join("seen");
+    let setspeed = w.file(0, "scaling_setspeed");
+    let o = as_uid(NOBODY, &w.bin)
+        .arg("apply")
+        .arg("--daemon")
+        .arg(&w.socket)
+        .arg("--state-dir")
+        .arg(&user_state)
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--")
+        .arg(&exe)
+        .arg(&setspeed)
+        .arg(&seen)
+        .env_remove("POWERPERF_RUN_DIR")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}\ndaemon log:\n{}", w.log_text());
+    assert!(
+        err.contains("switching at region boundaries") && err.contains("through powerperfd"),
+        "{err}"
+    );
+    // each region's setting was in place before its code ran: written by the daemon
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "start 2400000\nload 1200000\nunplanned 1200000\nbetween 2400000\ncompute 2000000\n"
+    );
+    w.assert_original();
+    // the user's switch log: the regions in order, the daemon's writes, the restore last
+    let log = std::fs::read_to_string(user_state.join("powerperf-switches.log")).unwrap();
+    let regions: Vec<String> = log
+        .lines()
+        .filter(|l| l.contains("\tregion\t"))
+        .map(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            format!("{} {}->{}", c[3], c[4], c[5])
+        })
+        .collect();
+    assert_eq!(
+        regions,
+        [
+            "B load 2400->1200",
+            "E load 1200->2400",
+            "B compute 2400->2000",
+            "E compute 2000->2400"
+        ],
+        "{log}"
+    );
+    let setspeeds: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\tset\t") && l.contains("cpu0/cpufreq/scaling_setspeed"))
+        .map(|l| l.split('\t').nth(5).unwrap())
+        .collect();
+    assert_eq!(
+        setspeeds,
+        ["2400000", "1200000", "2400000", "2000000", "2400000"],
+        "{log}"
+    );
+    let t: Vec<u64> = log
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "{log}");
+    assert!(log.lines().last().unwrap().contains("\trestore\t"), "{log}");
+    // one daemon session made them all: the default and four switches
+    let dlog = w.log_text();
+    let sessions: Vec<&str> = dlog
+        .lines()
+        .filter(|l| l.contains(r#"control="cpu.core_freq""#))
+        .filter_map(|l| l.split_whitespace().find(|x| x.starts_with("session=")))
+        .collect();
+    assert_eq!(sessions.len(), 5, "{dlog}");
+    assert!(sessions.iter().all(|x| *x == sessions[0]), "{dlog}");
+    assert!(!user_state.join("powerperf-restore.toml").exists());
+}

@@ -58,8 +58,8 @@ pub struct ApplyArgs {
     #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
-    /// who may not write cpufreq applies a static CPU setting: the daemon checks its policy,
-    /// sets, and restores when this apply ends or dies. Default when powerperf is not root:
+    /// who may not write cpufreq applies a static CPU setting or a job plan's region switches:
+    /// the daemon checks its policy, sets, and restores when this apply ends or dies. Default when powerperf is not root:
     /// $POWERPERF_DAEMON, else /run/powerperf/powerperfd.sock when it exists.
     #[arg(long, value_name = "PATH", conflicts_with = "restore")]
     pub daemon: Option<PathBuf>,
@@ -454,14 +454,12 @@ fn run_regions(
     run_as: Option<RunAs>,
     sum: &mut Summary,
 ) -> Result<i32> {
-    if !args.dry_run {
-        if let Some(sock) = crate::daemon::client::for_apply(args.daemon.as_deref()) {
-            anyhow::bail!(
-                "switching at region boundaries through powerperfd ({}) is not implemented in this version: apply one region's setting with --workload NAME, or run the job plan as root (`sudo powerperf apply --as-invoking-user ...`)",
-                sock.display()
-            );
-        }
-    }
+    // a user who may not write cpufreq: the switches go through powerperfd (docs/cluster.md)
+    let daemon = if args.dry_run {
+        None
+    } else {
+        crate::daemon::client::for_apply(args.daemon.as_deref())
+    };
     let mut env = Vec::new();
     let threads: Vec<f64> = plan
         .regions
@@ -491,13 +489,19 @@ fn run_regions(
             eprintln!("powerperf: dry-run: {e}");
             None
         }
+        // the daemon has its own sysfs tree: this process need not see one
+        Err(_) if daemon.is_some() => None,
         Err(e) => return Err(e.into()),
     };
     let default_mhz = plan
         .device_of("core_freq_mhz")
         .and_then(|d| d.default.get("core_freq_mhz").copied())
         .or_else(|| ctl.as_ref().and_then(|c| c.range().ok()).map(|r| r.max_mhz))
-        .context("the plan has no default core_freq_mhz and the CPU range is unknown")?;
+        .context(if daemon.is_some() {
+            "the plan has no default core_freq_mhz and the CPU range is unknown here: give the plan's [[device]] a default core_freq_mhz (the setting outside every region) to switch through powerperfd"
+        } else {
+            "the plan has no default core_freq_mhz and the CPU range is unknown"
+        })?;
     let settings = RegionSettings {
         regions: list.iter().cloned().collect(),
         default_mhz,
@@ -537,6 +541,24 @@ fn run_regions(
             "no command given: write it after `--`, e.g. `powerperf apply --plan {} -- ./app`",
             plan_path.display()
         );
+    }
+    if let Some(sock) = daemon {
+        let req = ApplyRequest {
+            core_freq_mhz: Some(default_mhz),
+            env,
+            command: args.command.clone(),
+            // no restore record on the client side: the daemon's journal is the only one
+            restore_file: PathBuf::new(),
+            log_file: log_path(args)?,
+            sysfs_root: args.sysfs_root.clone(),
+            run_as,
+        };
+        sum.log = Some(req.log_file.clone());
+        sum.env = req.env.clone();
+        let (st, what) = crate::dvfs::apply::daemon::apply_regions(&sock, &req, &settings, &sig)?;
+        sum.controller = Some(what);
+        eprintln!("powerperf: switches logged in {}", req.log_file.display());
+        return Ok(st);
     }
     let mut ctl = ctl.context("no cpufreq controller")?;
     let req = ApplyRequest {

@@ -33,7 +33,32 @@ struct Hold {
     session: u64,
     uid: u32,
     pid: i32,
-    mhz: f64,
+    /// The session's last setting of it (`1600 MHz`, `governor performance`).
+    setting: String,
+}
+
+/// A per-CPU setting a session asks for.
+#[derive(Debug, Clone)]
+enum Setting {
+    /// `cpu.core_freq`, MHz.
+    CoreFreq(f64),
+    /// `cpu.governor`.
+    Governor(String),
+}
+
+impl Setting {
+    fn control(&self) -> &'static str {
+        match self {
+            Setting::CoreFreq(_) => "cpu.core_freq",
+            Setting::Governor(_) => "cpu.governor",
+        }
+    }
+    fn describe(&self) -> String {
+        match self {
+            Setting::CoreFreq(m) => format!("{m} MHz"),
+            Setting::Governor(g) => format!("governor {g}"),
+        }
+    }
 }
 
 /// One client connection.
@@ -485,7 +510,12 @@ impl Daemon {
                 on_behalf_of,
             } => self.hello(&mut g, id, version, on_behalf_of),
             Request::ReadEnergy => self.read_energy(&mut g, id),
-            Request::SetCoreFreq { mhz, cpus } => self.set_core_freq(&mut g, id, mhz, cpus),
+            Request::SetCoreFreq { mhz, cpus } => {
+                self.set_cpus(&mut g, id, Setting::CoreFreq(mhz), cpus)
+            }
+            Request::SetGovernor { governor, cpus } => {
+                self.set_cpus(&mut g, id, Setting::Governor(governor), cpus)
+            }
             Request::Restore => match self.restore_session(&mut g, id) {
                 Ok(w) => Response {
                     ok: true,
@@ -610,17 +640,53 @@ impl Daemon {
         }
     }
 
-    fn set_core_freq(&self, g: &mut Inner, id: u64, mhz: f64, cpus: Option<Vec<u32>>) -> Response {
+    /// Set `setting` on `cpus` (all when `None`) for session `id`: the value checked, the
+    /// policy, the CPUs known and not held by another session, the controller's own check
+    /// (the CPU's frequency list or `scaling_available_governors`), then the values it will
+    /// overwrite saved in the journal before the first change of each CPU, then the writes.
+    fn set_cpus(
+        &self,
+        g: &mut Inner,
+        id: u64,
+        setting: Setting,
+        cpus: Option<Vec<u32>>,
+    ) -> Response {
         let Some(sess) = g.sessions.get(&id) else {
             return Response::refused("no session");
         };
-        if !(mhz.is_finite() && mhz > 0.0 && mhz <= 1e6) {
-            return self.refuse(
-                sess,
-                id,
-                format!("{mhz} is not a frequency in MHz (0, 1e6]"),
-            );
-        }
+        let control = setting.control();
+        let value = match &setting {
+            Setting::CoreFreq(mhz) => {
+                let mhz = *mhz;
+                if !(mhz.is_finite() && mhz > 0.0 && mhz <= 1e6) {
+                    return self.refuse(
+                        sess,
+                        id,
+                        format!("{mhz} is not a frequency in MHz (0, 1e6]"),
+                    );
+                }
+                Some(mhz)
+            }
+            Setting::Governor(gov) => {
+                // a kernel governor name is at most 15 characters (CPUFREQ_NAME_LEN)
+                if gov.is_empty()
+                    || gov.len() > 32
+                    || !gov
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                {
+                    return self.refuse(
+                        sess,
+                        id,
+                        format!(
+                            "`{}` is not a governor name (1 to 32 letters, digits, `_` or `-`); ask for one of the CPU's scaling_available_governors",
+                            gov.escape_debug().to_string().chars().take(64).collect::<String>()
+                        ),
+                    );
+                }
+                None
+            }
+        };
         let Some(ctl) = &self.ctl else {
             return self.refuse(
                 sess,
@@ -637,11 +703,7 @@ impl Daemon {
         }
         cpus.sort_unstable();
         cpus.dedup();
-        if let Err(why) = self
-            .opts
-            .config
-            .may_write(&sess.who, "cpu.core_freq", Some(mhz), &cpus)
-        {
+        if let Err(why) = self.opts.config.may_write(&sess.who, control, value, &cpus) {
             return self.refuse(sess, id, why);
         }
         let sub = match ctl.only_cpus(&cpus) {
@@ -652,14 +714,18 @@ impl Daemon {
             if let Some(h) = g.held.get(c) {
                 if h.session != id {
                     let why = format!(
-                        "CPU {c} is held by session {} of uid {} (pid {}) at {} MHz: two sessions may not set one CPU, so this request is refused (nothing was changed); wait until that session ends, or ask for other CPUs",
-                        h.session, h.uid, h.pid, h.mhz
+                        "CPU {c} is held by session {} of uid {} (pid {}) at {}: two sessions may not set one CPU, so this request is refused (nothing was changed); wait until that session ends, or ask for other CPUs",
+                        h.session, h.uid, h.pid, h.setting
                     );
                     return self.refuse(sess, id, why);
                 }
             }
         }
-        if let Err(e) = sub.plan_set(mhz) {
+        let planned = match &setting {
+            Setting::CoreFreq(mhz) => sub.plan_set(*mhz),
+            Setting::Governor(gov) => sub.plan_governor(gov),
+        };
+        if let Err(e) = planned {
             return self.refuse(sess, id, e.to_string());
         }
         // save what the first change of each CPU will overwrite, in the journal first
@@ -670,7 +736,7 @@ impl Daemon {
             .collect();
         let (uid, pid, job) = (sess.who.uid, sess.peer_pid, sess.job.clone());
         if !new.is_empty() {
-            let snap = match ctl.only_cpus(&new).and_then(|c| c.snapshot()) {
+            let snap = match ctl.only_cpus(&new).and_then(|c| c.snapshot_with_governor()) {
                 Ok(s) => s,
                 Err(e) => {
                     return Response::refused(format!("cannot read the current settings: {e}"))
@@ -681,7 +747,7 @@ impl Daemon {
                 uid,
                 pid,
                 job,
-                control: "cpu.core_freq".into(),
+                control: control.into(),
                 snapshot: snap.clone(),
             }) {
                 tracing::error!(error = %format!("{e:#}"), "journal");
@@ -691,6 +757,7 @@ impl Daemon {
                 sess.saves.push((new.clone(), snap));
             }
         }
+        let what = setting.describe();
         for c in &cpus {
             g.held.insert(
                 *c,
@@ -698,14 +765,18 @@ impl Daemon {
                     session: id,
                     uid,
                     pid,
-                    mhz,
+                    setting: what.clone(),
                 },
             );
         }
         let mut sub = sub;
-        match sub.set(mhz) {
+        let done = match &setting {
+            Setting::CoreFreq(mhz) => sub.set(*mhz),
+            Setting::Governor(gov) => sub.set_governor(gov),
+        };
+        match done {
             Ok(w) => {
-                tracing::info!(session = id, uid, pid, mhz, cpus = ?cpus, "core frequency set");
+                tracing::info!(session = id, uid, pid, control, value = %what, cpus = ?cpus, "set");
                 Response {
                     ok: true,
                     session: Some(id),
@@ -761,7 +832,7 @@ impl Daemon {
         }
         for (c, h) in &g.held {
             if h.session == id {
-                info.push(format!("holds CPU {c} at {} MHz", h.mhz));
+                info.push(format!("holds CPU {c} at {}", h.setting));
             }
         }
         info.push(match &self.ctl {

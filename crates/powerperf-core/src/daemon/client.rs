@@ -156,6 +156,18 @@ impl Client {
         self.request(&Request::SetCoreFreq { mhz, cpus })
     }
 
+    /// Set the cpufreq governor of `cpus` (all when `None`).
+    ///
+    /// # Errors
+    /// The daemon's refusal (policy, a governor the CPU does not list, another session
+    /// holding a CPU).
+    pub fn set_governor(&mut self, governor: &str, cpus: Option<Vec<u32>>) -> Result<Response> {
+        self.request(&Request::SetGovernor {
+            governor: governor.to_string(),
+            cpus,
+        })
+    }
+
     /// Put back everything this session changed.
     ///
     /// # Errors

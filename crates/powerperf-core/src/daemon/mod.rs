@@ -55,6 +55,13 @@ pub enum Request {
         #[serde(default)]
         cpus: Option<Vec<u32>>,
     },
+    /// Set the cpufreq governor (write control `cpu.governor`) of `cpus` (default: every
+    /// CPU) to one of the CPUs' `scaling_available_governors`.
+    SetGovernor {
+        governor: String,
+        #[serde(default)]
+        cpus: Option<Vec<u32>>,
+    },
     /// Put back everything this session changed, in reverse order.
     Restore,
     /// What this session holds, who the daemon thinks the client is.
@@ -171,6 +178,17 @@ mod tests {
             serde_json::from_str::<Request>(r#"{"op":"set_core_freq","mhz":1,"x":1}"#).is_err()
         );
         assert!(serde_json::from_str::<Request>(r#"{"op":"rm_rf"}"#).is_err());
+        let g: Request =
+            serde_json::from_str(r#"{"op":"set_governor","governor":"performance","cpus":[1]}"#)
+                .unwrap();
+        assert_eq!(
+            g,
+            Request::SetGovernor {
+                governor: "performance".into(),
+                cpus: Some(vec![1])
+            }
+        );
+        assert!(serde_json::from_str::<Request>(r#"{"op":"set_governor"}"#).is_err());
         let text = serde_json::to_string(&Request::ReadEnergy).unwrap();
         assert_eq!(text, r#"{"op":"read_energy"}"#);
     }

@@ -79,3 +79,88 @@ pub fn apply_static(
         )),
     }
 }
+
+/// Region switches through a powerperfd session: each switch is a `set_core_freq` on the
+/// open [`Client`], logged (with the daemon's writes) in the user's switch log; the restore
+/// is the daemon's.
+struct DaemonSwitcher {
+    client: Client,
+    log: super::SwitchLog,
+}
+
+impl DaemonSwitcher {
+    /// Log the daemon's writes (`path: old -> new`) as the switch log's columns.
+    fn log_writes(&mut self, action: &str, writes: &[String]) {
+        for w in writes {
+            let (path, rest) = w.split_once(": ").unwrap_or((w.as_str(), ""));
+            let (old, new) = rest.split_once(" -> ").unwrap_or(("", rest));
+            self.log.note(action, path, old, new);
+        }
+    }
+}
+
+impl super::Switcher for DaemonSwitcher {
+    fn set(&mut self, mhz: f64) -> Result<()> {
+        let r = self.client.set_core_freq(mhz, None)?;
+        self.log_writes("set", &r.writes);
+        Ok(())
+    }
+    fn note(&mut self, action: &str, what: &str, old: &str, new: &str) {
+        self.log.note(action, what, old, new);
+    }
+    fn restore(&mut self) -> Result<()> {
+        let r = self.client.restore().context(
+            "the restore through powerperfd failed; the daemon restores a session's settings when it ends or restarts (its journal), see `journalctl -u powerperfd`",
+        )?;
+        self.log_writes("restore", &r.writes);
+        eprintln!(
+            "powerperf: original settings restored by powerperfd ({} write(s))",
+            r.writes.len()
+        );
+        Ok(())
+    }
+}
+
+/// `powerperf apply` of a job plan with region-triggered switching through the daemon: one
+/// session; the plan's default is set before the command starts (a refusal stops here,
+/// the command does not run), each region switch the command's powerperf-rt reports is a
+/// `set_core_freq` in that session (a refused one is logged as `refuse` and the region
+/// runs at the enclosing setting, as for root), and the daemon restores at the end, or
+/// when this process dies. Switches are logged in `req.log_file` (the user's). Returns the
+/// command's shell status and the controller line for the summary.
+///
+/// # Errors
+/// No daemon, the default refused, a socket or log that cannot be created, a command that
+/// cannot start, a failed restore.
+pub fn apply_regions(
+    socket: &Path,
+    req: &super::ApplyRequest,
+    plan: &super::RegionSettings,
+    sig: &super::SignalForwarder,
+) -> Result<(i32, String)> {
+    if req.command.is_empty() {
+        anyhow::bail!(
+            "no command given: write it after `--`, e.g. `powerperf apply --plan PLAN -- ./app`"
+        );
+    }
+    let log = super::SwitchLog::open(&req.log_file)?;
+    let sock = super::control_socket(req)?;
+    let client = Client::connect(socket)?;
+    let what = format!(
+        "powerperfd at {} (session {})",
+        socket.display(),
+        client
+            .session
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "?".into())
+    );
+    let mut sw = DaemonSwitcher { client, log };
+    super::Switcher::set(&mut sw, plan.default_mhz)
+        .context("the plan's default setting was not applied; the command did not run")?;
+    eprintln!(
+        "powerperf: default {} MHz set through {what}; region switches go through it",
+        plan.default_mhz
+    );
+    let st = super::switch_at_regions(&mut sw, sock, req, plan, sig)?;
+    Ok((st, what))
+}

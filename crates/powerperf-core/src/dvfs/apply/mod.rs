@@ -600,7 +600,6 @@ pub fn apply_regions(
     plan: &RegionSettings,
     sig: &SignalForwarder,
 ) -> Result<i32> {
-    use std::sync::mpsc;
     let writes = ctl.plan_set(plan.default_mhz)?;
     ctl.check_access(&writes)?;
     let range = ctl.range()?;
@@ -612,6 +611,53 @@ pub fn apply_regions(
             );
         }
     }
+    let sock = control_socket(req)?;
+    let mut session = Session::begin(
+        ctl,
+        &req.restore_file,
+        &req.log_file,
+        &req.sysfs_root,
+        &req.command,
+    )?;
+    session.set(plan.default_mhz)?;
+    switch_at_regions(&mut session, sock, req, plan, sig)
+}
+
+/// Where region switches go: the root [`Session`] (cpufreq written by this process) or a
+/// powerperfd session ([`daemon::apply_regions`]).
+pub trait Switcher {
+    /// Switch the core frequency to `mhz`.
+    ///
+    /// # Errors
+    /// The switch was refused or failed (the command goes on at the current setting).
+    fn set(&mut self, mhz: f64) -> Result<()>;
+    /// Log a line that is not a write (`region`, `refuse`, `deny`).
+    fn note(&mut self, action: &str, what: &str, old: &str, new: &str);
+    /// Put back the original settings.
+    ///
+    /// # Errors
+    /// The restore failed.
+    fn restore(&mut self) -> Result<()>;
+}
+
+impl Switcher for Session<'_> {
+    fn set(&mut self, mhz: f64) -> Result<()> {
+        Session::set(self, mhz)
+    }
+    fn note(&mut self, action: &str, what: &str, old: &str, new: &str) {
+        Session::note(self, action, what, old, new);
+    }
+    fn restore(&mut self) -> Result<()> {
+        Session::restore(self)
+    }
+}
+
+/// The controller socket for a region-switching run: in /tmp when the command runs as
+/// another user (handed to it), else next to the switch log.
+///
+/// # Errors
+/// The socket or its directory cannot be created or handed over.
+pub fn control_socket(req: &ApplyRequest) -> Result<ControlSocket> {
     let base = if req.run_as.is_some() {
         // The command's user must reach the socket, and the state directory (root's
         // /var/lib/powerperf, 0700) is closed to it. /tmp is sticky and root-owned: the
@@ -625,24 +671,33 @@ pub fn apply_regions(
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/tmp"))
     };
-    let mut sock = ControlSocket::create(&base)?;
+    let sock = ControlSocket::create(&base)?;
     if let Some(u) = &req.run_as {
         sock.give_to(u.uid, u.gid)?;
     }
+    Ok(sock)
+}
+
+/// With the plan's default already set through `session`: run the command with the
+/// controller socket `sock`, switch at region boundaries as its powerperf-rt reports them,
+/// restore. Returns the command's shell status.
+///
+/// # Errors
+/// A command that cannot start, a failed restore.
+pub fn switch_at_regions(
+    session: &mut dyn Switcher,
+    mut sock: ControlSocket,
+    req: &ApplyRequest,
+    plan: &RegionSettings,
+    sig: &SignalForwarder,
+) -> Result<i32> {
+    use std::sync::mpsc;
     let listener = sock.listener.take().context("socket already in use")?;
     // to wake the acceptor at the end: shutdown(2) on the listening socket makes accept
     // return (connecting to the path would trust a directory the command may own)
     let waker = listener
         .try_clone()
         .context("cannot duplicate the controller socket")?;
-    let mut session = Session::begin(
-        ctl,
-        &req.restore_file,
-        &req.log_file,
-        &req.sysfs_root,
-        &req.command,
-    )?;
-    session.set(plan.default_mhz)?;
     let mut current = plan.default_mhz;
     let caught = sig.caught();
     if caught != 0 {

@@ -49,6 +49,13 @@ pub enum ControllerError {
         value: String,
         reason: String,
     },
+    /// A governor that is not in a CPU's `scaling_available_governors`.
+    #[error("`{governor}` is not a governor of this CPU: {path} lists {available}; ask for one of those")]
+    BadGovernor {
+        governor: String,
+        path: PathBuf,
+        available: String,
+    },
     /// A cpufreq directory that resolves outside the sysfs root.
     #[error(
         "{path} resolves to {resolved}, outside the sysfs root {root}; refusing to write there"
@@ -408,6 +415,74 @@ impl CpufreqController {
             }
         }
         Ok(())
+    }
+
+    /// The values a change of governor or of the core frequency may overwrite: what
+    /// [`FrequencyController::snapshot`] saves, plus `scaling_governor` for the clamp method
+    /// (powerperfd saves this before a session's first change of a CPU, whichever control).
+    ///
+    /// # Errors
+    /// Unreadable files.
+    pub fn snapshot_with_governor(&self) -> Result<Snapshot, ControllerError> {
+        let mut snap = self.snapshot()?;
+        if self.method == CpufreqMethod::Clamp {
+            for (_, dir) in &self.cpus {
+                let (rel, abs) = self.file(dir, "scaling_governor");
+                if abs.exists() {
+                    snap.files.push(SavedFile {
+                        path: rel,
+                        value: read_trim(&abs)?,
+                    });
+                }
+            }
+        }
+        Ok(snap)
+    }
+
+    /// The writes that setting the governor `governor` on every CPU takes, after checking
+    /// that each CPU's `scaling_available_governors` lists it (so a value never reaches a
+    /// file unchecked). Changes nothing; a CPU already on it needs no write.
+    ///
+    /// # Errors
+    /// [`ControllerError::BadGovernor`], unreadable files.
+    pub fn plan_governor(&self, governor: &str) -> Result<Vec<Write>, ControllerError> {
+        let mut out = Vec::new();
+        for (_, dir) in &self.cpus {
+            let (_, avail) = self.file(dir, "scaling_available_governors");
+            let list = read_trim(&avail)?;
+            if governor.is_empty() || !list.split_whitespace().any(|g| g == governor) {
+                return Err(ControllerError::BadGovernor {
+                    governor: governor.chars().take(64).collect(),
+                    path: avail,
+                    available: list,
+                });
+            }
+            let (rel, abs) = self.file(dir, "scaling_governor");
+            let cur = read_trim(&abs)?;
+            if cur != governor {
+                out.push(Write {
+                    path: rel,
+                    old: Some(cur),
+                    new: governor.to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Set the governor of every CPU (checked as [`plan_governor`](Self::plan_governor));
+    /// returns the writes done.
+    ///
+    /// # Errors
+    /// As `plan_governor`, and write errors.
+    pub fn set_governor(&mut self, governor: &str) -> Result<Vec<Write>, ControllerError> {
+        let writes = self.plan_governor(governor)?;
+        let mut done = Vec::new();
+        for w in writes {
+            self.write_file(&w.path, &w.new)?;
+            done.push(w);
+        }
+        Ok(done)
     }
 
     fn file(&self, dir: &str, name: &str) -> (String, PathBuf) {

@@ -198,3 +198,33 @@ fn fake_and_nvml() {
         "nvmlDeviceSetGpuLockedClocks(device 0, minGpuClockMHz 861, maxGpuClockMHz 861)"
     );
 }
+
+#[test]
+fn governors_are_checked_against_the_cpus_list_set_and_restored() {
+    let (_d, root) = fixture("cpufreq-intel-pstate");
+    let c = CpufreqController::open(&root).unwrap();
+    // the clamp method's snapshot has no governor; the one powerperfd saves has
+    let snap = c.snapshot_with_governor().unwrap();
+    assert!(snap
+        .files
+        .iter()
+        .any(|f| f.path.ends_with("cpu1/cpufreq/scaling_governor") && f.value == "powersave"));
+    c.validate(&snap).unwrap();
+    for bad in ["userspace", "", "performance\nx", "../scaling_setspeed"] {
+        let e = c.plan_governor(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("is not a governor of this CPU") && e.contains("performance powersave"),
+            "{bad}: {e}"
+        );
+    }
+    // already on it: nothing to write
+    assert!(c.plan_governor("powersave").unwrap().is_empty());
+    let mut one = c.only_cpus(&[1]).unwrap();
+    let w = one.set_governor("performance").unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(read(&root, 1, "scaling_governor"), "performance");
+    assert_eq!(read(&root, 0, "scaling_governor"), "powersave");
+    let mut all = c.clone();
+    all.restore(&snap).unwrap();
+    assert_eq!(read(&root, 1, "scaling_governor"), "powersave");
+}
