@@ -98,33 +98,7 @@ pub struct Daemon {
     _lock: state::SysfsLock,
 }
 
-/// The peer's pid, uid and gid (SO_PEERCRED).
-///
-/// # Errors
-/// getsockopt fails.
-pub fn peer_cred(s: &UnixStream) -> std::io::Result<libc::ucred> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(cred)
-}
+pub use powerperf::daemon::peer_cred;
 
 /// Create the socket's directory (0755, when missing) and bind the socket (0666). The
 /// directory must be a real directory of this user that nobody else can write; a stale

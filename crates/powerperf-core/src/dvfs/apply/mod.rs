@@ -387,27 +387,7 @@ impl Drop for ControlSocket {
 /// # Errors
 /// getsockopt fails.
 pub fn peer_credentials(s: &std::os::unix::net::UnixStream) -> std::io::Result<(i32, u32)> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((cred.pid, cred.uid))
+    crate::daemon::peer_cred(s).map(|c| (c.pid, c.uid))
 }
 
 /// The parent pid of `pid` from `/proc/<pid>/stat` (the field after the `(comm)`).
