@@ -78,11 +78,9 @@ fn crates_depend_only_on_the_layers_below() {
                 "{manifest} depends on {n}, which docs/architecture.md does not allow"
             );
         }
-        // The command lines on top (powerperf, powerperfd) parse arguments; no library does.
-        let binary_on_top = manifest.starts_with("crates/powerperfd/");
         assert!(
-            binary_on_top || !d.iter().any(|n| n.starts_with("clap")),
-            "{manifest}: clap belongs to the command-line crates only"
+            !d.iter().any(|n| n.starts_with("clap")),
+            "{manifest}: clap belongs to the CLI crate only"
         );
     }
     let events = deps("crates/powerperf-events/Cargo.toml");

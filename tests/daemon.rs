@@ -22,15 +22,10 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// `powerperfd`, built next to `powerperf` by `cargo test --workspace` (or `cargo build`).
+/// `powerperfd`, a binary of this package (src/bin/powerperfd.rs): cargo builds it for these
+/// tests, next to `powerperf`.
 fn powerperfd_src() -> PathBuf {
-    let p = assert_cmd::cargo::cargo_bin("powerperf").with_file_name("powerperfd");
-    assert!(
-        p.is_file(),
-        "{} is missing: build it with `cargo build -p powerperfd` (`cargo test --workspace` builds it)",
-        p.display()
-    );
-    p
+    PathBuf::from(env!("CARGO_BIN_EXE_powerperfd"))
 }
 
 fn as_uid(uid: u32, prog: impl AsRef<std::ffi::OsStr>) -> Command {
