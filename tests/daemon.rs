@@ -818,52 +818,7 @@ fn region_switches_of_a_users_job_plan_go_through_the_daemon_session_in_order_an
     std::fs::create_dir(&libdir).unwrap();
     std::fs::copy(&lib, libdir.join("libpowerperf_rt.so")).unwrap();
     let plan = common::apply::job_plan(w.dir.path());
-    let src = w.dir.path().join("prog.c");
-    std::fs::write(
-        &src,
-        r#"#include <stdio.h>
-#include "powerperf.h"
-static void show(FILE *out, const char *path, const char *where) {
-    char buf[64] = {0};
-    FILE *f = fopen(path, "r");
-    if (f) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
-    fprintf(out, "%s %s", where, buf);
-}
-int main(int argc, char **argv) {
-    if (argc < 3) return 2;
-    FILE *out = fopen(argv[2], "w");
-    if (!out) return 2;
-    show(out, argv[1], "start");
-    pp_region_begin("load");
-    show(out, argv[1], "load");
-    pp_region_begin("unplanned");
-    show(out, argv[1], "unplanned");
-    pp_region_end("unplanned");
-    pp_region_end("load");
-    show(out, argv[1], "between");
-    pp_region_begin("compute");
-    show(out, argv[1], "compute");
-    pp_region_end("compute");
-    fclose(out);
-    return 0;
-}
-"#,
-    )
-    .unwrap();
-    let exe = w.dir.path().join("prog");
-    let st = Command::new("gcc")
-        .arg("-I")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/include"))
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(&libdir)
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
-        .arg("-lpowerperf_rt")
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc failed");
+    let exe = common::apply::region_program(w.dir.path(), &libdir);
     let seen = out_dir.join("seen");
     let setspeed = w.file(0, "scaling_setspeed");
     let o = as_uid(NOBODY, &w.bin)

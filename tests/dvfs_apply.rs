@@ -6,7 +6,7 @@ use common::apply::{job_plan, setup, start_sleeping};
 
 use assert_cmd::Command;
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[test]
 fn child_exit_0_sees_the_setting_and_everything_is_restored() {
@@ -372,53 +372,7 @@ fn region_switches_from_a_c_program_are_logged_in_order_and_restored() {
     let setspeed = s
         .root
         .join("sys/devices/system/cpu/cpu0/cpufreq/scaling_setspeed");
-    let src = s.dir.path().join("prog.c");
-    std::fs::write(
-        &src,
-        r#"#include <stdio.h>
-#include "powerperf.h"
-static void show(FILE *out, const char *path, const char *where) {
-    char buf[64] = {0};
-    FILE *f = fopen(path, "r");
-    if (f) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
-    fprintf(out, "%s %s", where, buf);
-}
-int main(int argc, char **argv) {
-    if (argc < 3) return 2;
-    FILE *out = fopen(argv[2], "w");
-    if (!out) return 2;
-    show(out, argv[1], "start");
-    pp_region_begin("load");
-    show(out, argv[1], "load");
-    pp_region_begin("unplanned");
-    show(out, argv[1], "unplanned");
-    pp_region_end("unplanned");
-    pp_region_end("load");
-    show(out, argv[1], "between");
-    pp_region_begin("compute");
-    show(out, argv[1], "compute");
-    pp_region_end("compute");
-    fclose(out);
-    return 0;
-}
-"#,
-    )
-    .unwrap();
-    let exe = s.dir.path().join("prog");
-    let libdir = lib.parent().unwrap();
-    let st = std::process::Command::new("gcc")
-        .arg("-I")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/include"))
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(libdir)
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
-        .arg("-lpowerperf_rt")
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc failed");
+    let exe = common::apply::region_program(s.dir.path(), lib.parent().unwrap());
     let seen = s.dir.path().join("seen");
     let mut args = s.args();
     args[2] = plan.display().to_string();

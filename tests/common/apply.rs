@@ -190,3 +190,57 @@ pub fn job_plan(dir: &Path) -> PathBuf {
     .unwrap();
     plan
 }
+
+/// A C program linked with powerperf-rt (`libpowerperf_rt.so` in `libdir`, found through
+/// its rpath), built in `dir` with gcc: it enters the regions `load` (with `unplanned` nested)
+/// and `compute`, and writes the file `argv[1]` (e.g. scaling_setspeed) as seen at the start,
+/// in each region and between them into `argv[2]`.
+pub fn region_program(dir: &Path, libdir: &Path) -> PathBuf {
+    let src = dir.join("prog.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include "powerperf.h"
+static void show(FILE *out, const char *path, const char *where) {
+    char buf[64] = {0};
+    FILE *f = fopen(path, "r");
+    if (f) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
+    fprintf(out, "%s %s", where, buf);
+}
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    FILE *out = fopen(argv[2], "w");
+    if (!out) return 2;
+    show(out, argv[1], "start");
+    pp_region_begin("load");
+    show(out, argv[1], "load");
+    pp_region_begin("unplanned");
+    show(out, argv[1], "unplanned");
+    pp_region_end("unplanned");
+    pp_region_end("load");
+    show(out, argv[1], "between");
+    pp_region_begin("compute");
+    show(out, argv[1], "compute");
+    pp_region_end("compute");
+    fclose(out);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("prog");
+    let st = std::process::Command::new("gcc")
+        .arg("-I")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("rt/include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(libdir)
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-lpowerperf_rt")
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed");
+    exe
+}
