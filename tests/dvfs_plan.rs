@@ -314,3 +314,30 @@ fn risk_guard_on_titanx_keeps_violations_within_one_in_twenty() {
     println!("titanx-micro, 5 % bound, risk guard 0.05: mean fraction of oracle {frac:.4}, violations {viol}");
     assert!(viol as f64 <= 140.0 / 20.0, "{viol}");
 }
+
+/// The risk guard on a set with two training clocks cannot measure interpolation errors: the
+/// error names the missing value and gives a complete fix, a flag with its value (issue 20:
+/// the message ended "give --slowdown-margin" with no value).
+#[test]
+fn risk_guard_without_interior_clocks_names_a_complete_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("xu3");
+    pp().args(["import", "xu3-cbench", "-o"])
+        .arg(&set)
+        .assert()
+        .success();
+    pp().args(["plan", "--evaluate"])
+        .arg(&set)
+        .args([
+            "--train",
+            "core_freq_mhz=1000,2000",
+            "--slowdown-margin",
+            "risk",
+        ])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("strictly between the lowest and the highest (1000 and 2000)")
+                .and(predicate::str::contains("e.g. --slowdown-margin 1%")),
+        );
+}

@@ -96,7 +96,7 @@ pub fn interior_slowdown_errors_by_class(
         .collect();
     if interior.is_empty() {
         anyhow::bail!(
-            "the risk guard needs a training value of {knob} strictly between the lowest and the highest ({lo} and {hi}) to measure interpolation errors; train on three or more values, or give --slowdown-margin"
+            "the risk guard needs a training value of {knob} strictly between the lowest and the highest ({lo} and {hi}) to measure interpolation errors; train on three or more values, or give a fixed margin, e.g. --slowdown-margin 1% (taken off the bound; 0 for the raw plan)"
         );
     }
     let kind = kind.resolve(train, false);
@@ -150,7 +150,7 @@ pub fn interior_slowdown_errors_by_class(
             .collect()
     });
     if errs.is_empty() {
-        anyhow::bail!("no interior training point could be predicted by leave-one-out; give --slowdown-margin");
+        anyhow::bail!("no interior training point could be predicted by leave-one-out; give a fixed margin, e.g. --slowdown-margin 1% (taken off the bound; 0 for the raw plan)");
     }
     Ok(errs)
 }
@@ -252,5 +252,5 @@ pub fn auto_margin(
         .targets
         .get("time_s")
         .map(|e| e.mape_pct / 100.0)
-        .context("the leave-one-out time error on the training points could not be measured; give --slowdown-margin")
+        .context("the leave-one-out time error on the training points could not be measured; give a fixed margin, e.g. --slowdown-margin 1% (taken off the bound; 0 for the raw plan)")
 }
