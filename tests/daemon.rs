@@ -850,14 +850,7 @@ fn region_switches_of_a_users_job_plan_go_through_the_daemon_session_in_order_an
     w.assert_original();
     // the user's switch log: the regions in order, the daemon's writes, the restore last
     let log = std::fs::read_to_string(user_state.join("powerperf-switches.log")).unwrap();
-    let regions: Vec<String> = log
-        .lines()
-        .filter(|l| l.contains("\tregion\t"))
-        .map(|l| {
-            let c: Vec<&str> = l.split('\t').collect();
-            format!("{} {}->{}", c[3], c[4], c[5])
-        })
-        .collect();
+    let regions = common::apply::region_switches(&log);
     assert_eq!(
         regions,
         [

@@ -393,14 +393,7 @@ fn region_switches_from_a_c_program_are_logged_in_order_and_restored() {
     );
     s.assert_restored();
     let log = std::fs::read_to_string(&s.log).unwrap();
-    let regions: Vec<String> = log
-        .lines()
-        .filter(|l| l.contains("\tregion\t"))
-        .map(|l| {
-            let c: Vec<&str> = l.split('\t').collect();
-            format!("{} {}->{}", c[3], c[4], c[5])
-        })
-        .collect();
+    let regions = common::apply::region_switches(&log);
     assert_eq!(
         regions,
         [

@@ -256,8 +256,7 @@ fn values_file(p: &Path) -> Result<BTreeMap<String, f64>> {
 /// CPU identity from `/proc/cpuinfo`: (vendor_id, cpu family, model) on x86; on Arm
 /// ("ARM" for implementer 0x41, CPU architecture, CPU part).
 fn this_cpu() -> Option<(String, u32, u32)> {
-    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    cpu_identity(&text)
+    crate::collect::sysinfo::cpu_id().constants_key()
 }
 
 /// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them

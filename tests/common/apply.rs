@@ -244,3 +244,15 @@ int main(int argc, char **argv) {
     assert!(st.success(), "gcc failed");
     exe
 }
+
+/// The region lines of a switch log, as `KIND REGION FROM->TO` (e.g. `B load 2400->1200`),
+/// in order.
+pub fn region_switches(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("\tregion\t"))
+        .map(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            format!("{} {}->{}", c[3], c[4], c[5])
+        })
+        .collect()
+}
