@@ -16,6 +16,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub mod uncore;
+pub use uncore::{UncoreDomain, UNCORE_DIR, UNCORE_FILES};
+
 /// Errors of the controllers.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -56,6 +59,9 @@ pub enum ControllerError {
         path: PathBuf,
         available: String,
     },
+    /// No Intel uncore frequency control under the root.
+    #[error("no uncore frequency control on this machine: {path} {reason}. The intel_uncore_frequency driver provides it on Intel Xeon processors (Broadwell-EP and newer; `modprobe intel-uncore-frequency`, or `intel-uncore-frequency-tpmi` on Granite Rapids and newer); other CPUs, and most virtual machines, have no uncore frequency interface")]
+    NoUncore { path: PathBuf, reason: String },
     /// A cpufreq directory that resolves outside the sysfs root.
     #[error(
         "{path} resolves to {resolved}, outside the sysfs root {root}; refusing to write there"
@@ -358,6 +364,10 @@ impl CpufreqController {
                 value: f.value.clone(),
                 reason,
             };
+            if f.path.starts_with(&format!("{UNCORE_DIR}/")) {
+                self.validate_uncore(f)?;
+                continue;
+            }
             let Some((dir, name)) = f.path.rsplit_once('/') else {
                 return Err(bad("not a cpufreq file path".into()));
             };
@@ -530,8 +540,21 @@ impl CpufreqController {
         new_min: Option<String>,
         new_max: Option<String>,
     ) -> Result<Vec<Write>, ControllerError> {
-        let (rmin, amin) = self.file(dir, "scaling_min_freq");
-        let (rmax, amax) = self.file(dir, "scaling_max_freq");
+        self.minmax_writes_of(dir, ("scaling_min_freq", "scaling_max_freq"), new_min, new_max)
+    }
+
+    /// [`minmax_writes`](Self::minmax_writes) for a pair of files `(min, max)` of `dir`
+    /// (cpufreq's `scaling_min_freq`/`scaling_max_freq`, the uncore's
+    /// `min_freq_khz`/`max_freq_khz`).
+    fn minmax_writes_of(
+        &self,
+        dir: &str,
+        (min_name, max_name): (&str, &str),
+        new_min: Option<String>,
+        new_max: Option<String>,
+    ) -> Result<Vec<Write>, ControllerError> {
+        let (rmin, amin) = self.file(dir, min_name);
+        let (rmax, amax) = self.file(dir, max_name);
         let cur_min = read_trim(&amin)?;
         let cur_max = read_trim(&amax)?;
         let mut w_min = new_min.filter(|v| *v != cur_min).map(|v| Write {
@@ -738,8 +761,13 @@ impl FrequencyController for CpufreqController {
                     });
                 }
             }
-            let mm = (get("scaling_min_freq"), get("scaling_max_freq"));
-            let mut minmax = match self.minmax_writes(&dir, mm.0, mm.1) {
+            let names = if dir.starts_with(UNCORE_DIR) {
+                ("min_freq_khz", "max_freq_khz")
+            } else {
+                ("scaling_min_freq", "scaling_max_freq")
+            };
+            let mm = (get(names.0), get(names.1));
+            let mut minmax = match self.minmax_writes_of(&dir, names, mm.0, mm.1) {
                 Ok(w) => w,
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -928,4 +956,4 @@ impl FrequencyController for NvmlLockedClocks {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

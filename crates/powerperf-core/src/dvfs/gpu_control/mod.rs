@@ -1,0 +1,526 @@
+//! GPU controls per device: locked clocks and the power limit, behind one trait, for
+//! `powerperfd`'s `gpu.locked_clocks` and `gpu.power_limit` (docs/cluster.md).
+//!
+//! - [`nvml::NvmlGpu`]: the real GPU through NVML (nvml-wrapper). Every read is done for
+//!   real (`nvmlDeviceGetSupportedGraphicsClocks` through [`crate::dvfs::nvml_clocks`],
+//!   `nvmlDeviceGetPowerManagementLimit`, `nvmlDeviceGetPowerManagementLimitConstraints`);
+//!   like `powerperf apply`'s GPU path it **calls no NVML setter**: a set or reset answers
+//!   [`GpuControlError::DescribeOnly`] with the exact call a privileged build would make
+//!   (`nvmlDeviceSetGpuLockedClocks`, `nvmlDeviceResetGpuLockedClocks`,
+//!   `nvmlDeviceSetPowerManagementLimit`).
+//! - [`FakeGpu`]: GPUs described by files in a directory (tests, `powerperfd --fake-gpu DIR`):
+//!   the same checks, and the settings written to those files, so that a test in another
+//!   process sees them and a restarted daemon restores them.
+//!
+//! Units: MHz for clocks, W for power limits (NVML's mW only at the NVML boundary).
+
+pub mod nvml;
+
+use serde::{Deserialize, Serialize};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Errors of the GPU controls.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GpuControlError {
+    /// No GPU control on this node.
+    #[error("no GPU control on this node: {0}")]
+    Unavailable(String),
+    /// A GPU index that does not exist.
+    #[error("GPU {gpu} does not exist: this node has {count} GPU(s) (0..{count})")]
+    NoDevice { gpu: u32, count: u32 },
+    /// A setting the device does not take.
+    #[error("GPU {gpu}: {what} is outside what it allows: {allowed}")]
+    OutOfRange {
+        gpu: u32,
+        what: String,
+        allowed: String,
+    },
+    /// A read that failed.
+    #[error("GPU {gpu}: {call} failed: {why}")]
+    Read {
+        gpu: u32,
+        call: &'static str,
+        why: String,
+    },
+    /// A write that failed.
+    #[error("GPU {gpu}: {call} failed: {why}")]
+    Write {
+        gpu: u32,
+        call: String,
+        why: String,
+    },
+    /// The real device is read but never set by this build.
+    #[error("GPU {gpu}: this build never calls NVML setters (docs/dvfs.md); a privileged build would call {call}. Nothing was changed")]
+    DescribeOnly { gpu: u32, call: String },
+    /// A saved setting (journal) that is not one this controller may restore.
+    #[error("refusing the saved GPU setting {saved}: {reason}; nothing was written")]
+    BadSaved { saved: String, reason: String },
+}
+
+/// Which GPU control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuKnob {
+    /// `gpu.locked_clocks`: the SM (graphics) clock locked to `[min, max]` MHz.
+    LockedClocks,
+    /// `gpu.power_limit`: the power management limit, W.
+    PowerLimit,
+}
+
+impl GpuKnob {
+    /// The policy's control name.
+    pub fn control(self) -> &'static str {
+        match self {
+            GpuKnob::LockedClocks => "gpu.locked_clocks",
+            GpuKnob::PowerLimit => "gpu.power_limit",
+        }
+    }
+    /// For messages: `locked clocks`, `power limit`.
+    pub fn words(self) -> &'static str {
+        match self {
+            GpuKnob::LockedClocks => "locked clocks",
+            GpuKnob::PowerLimit => "power limit",
+        }
+    }
+}
+
+/// What a GPU setting overwrites, for the restore: locked clocks are reset (NVML has no
+/// getter for the locked range, and `nvmlDeviceResetGpuLockedClocks` is how nvidia-smi
+/// `-rgc` undoes `-lgc`); the power limit is put back to the value read before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSaved {
+    pub gpu: u32,
+    pub knob: GpuKnob,
+    /// The power limit before the change, W (for [`GpuKnob::PowerLimit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_limit_w: Option<f64>,
+}
+
+impl std::fmt::Display for GpuSaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.knob, self.power_limit_w) {
+            (GpuKnob::PowerLimit, Some(w)) => write!(f, "GPU {} power limit {w} W", self.gpu),
+            (k, _) => write!(f, "GPU {} {}", self.gpu, k.words()),
+        }
+    }
+}
+
+/// The GPU controls of a node.
+pub trait GpuControl: Send + std::fmt::Debug {
+    /// What it controls (`NVML, 1 GPU (NVIDIA H100 80GB HBM3)`).
+    fn describe(&self) -> String;
+    /// The number of GPUs.
+    fn count(&self) -> u32;
+    /// Check a locked-clock range `[min, max]` MHz against the clocks the GPU supports;
+    /// returns notes (a clock inside the range that is not listed). Changes nothing.
+    ///
+    /// # Errors
+    /// [`GpuControlError::OutOfRange`], unreadable lists, no such GPU.
+    fn check_locked_clocks(
+        &self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Vec<String>, GpuControlError>;
+    /// The current power limit, W.
+    ///
+    /// # Errors
+    /// Unreadable, no such GPU.
+    fn power_limit_w(&self, gpu: u32) -> Result<f64, GpuControlError>;
+    /// The power limits the GPU accepts, `(min, max)` W.
+    ///
+    /// # Errors
+    /// Unreadable, no such GPU.
+    fn power_limit_range_w(&self, gpu: u32) -> Result<(f64, f64), GpuControlError>;
+    /// Lock the SM clock to `[min, max]` MHz (checked first); returns what was done.
+    ///
+    /// # Errors
+    /// As `check_locked_clocks`, and the write.
+    fn set_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<String, GpuControlError>;
+    /// Undo locked clocks; returns what was done.
+    ///
+    /// # Errors
+    /// The write.
+    fn reset_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError>;
+    /// Set the power limit, W (checked against the range first); returns what was done.
+    ///
+    /// # Errors
+    /// [`GpuControlError::OutOfRange`], the write.
+    fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError>;
+
+    /// What a change of `knob` on `gpu` overwrites.
+    ///
+    /// # Errors
+    /// The power limit cannot be read.
+    fn save(&self, gpu: u32, knob: GpuKnob) -> Result<GpuSaved, GpuControlError> {
+        self.check_gpu(gpu)?;
+        Ok(GpuSaved {
+            gpu,
+            knob,
+            power_limit_w: match knob {
+                GpuKnob::PowerLimit => Some(self.power_limit_w(gpu)?),
+                GpuKnob::LockedClocks => None,
+            },
+        })
+    }
+
+    /// Check a saved setting (a journal entry) before anything is written: a GPU that
+    /// exists, and a power limit inside the GPU's range.
+    ///
+    /// # Errors
+    /// [`GpuControlError::BadSaved`].
+    fn validate(&self, s: &GpuSaved) -> Result<(), GpuControlError> {
+        let bad = |reason: String| GpuControlError::BadSaved {
+            saved: s.to_string(),
+            reason,
+        };
+        if s.gpu >= self.count() {
+            return Err(bad(format!("this node has {} GPU(s)", self.count())));
+        }
+        match (s.knob, s.power_limit_w) {
+            (GpuKnob::LockedClocks, None) => Ok(()),
+            (GpuKnob::LockedClocks, Some(_)) => Err(bad("a locked-clock save holds no power limit".into())),
+            (GpuKnob::PowerLimit, None) => Err(bad("no power limit saved".into())),
+            (GpuKnob::PowerLimit, Some(w)) => {
+                let (lo, hi) = self
+                    .power_limit_range_w(s.gpu)
+                    .map_err(|e| bad(e.to_string()))?;
+                if w.is_finite() && w >= lo - 1e-9 && w <= hi + 1e-9 {
+                    Ok(())
+                } else {
+                    Err(bad(format!("not inside the GPU's power limit range {lo}..{hi} W")))
+                }
+            }
+        }
+    }
+
+    /// Put back what `s` saved; returns what was done.
+    ///
+    /// # Errors
+    /// The write.
+    fn restore(&mut self, s: &GpuSaved) -> Result<String, GpuControlError> {
+        match (s.knob, s.power_limit_w) {
+            (GpuKnob::LockedClocks, _) => self.reset_locked_clocks(s.gpu),
+            (GpuKnob::PowerLimit, Some(w)) => self.set_power_limit_w(s.gpu, w),
+            (GpuKnob::PowerLimit, None) => Err(GpuControlError::BadSaved {
+                saved: s.to_string(),
+                reason: "no power limit saved".into(),
+            }),
+        }
+    }
+
+    /// [`GpuControlError::NoDevice`] unless `gpu` exists.
+    ///
+    /// # Errors
+    /// As above.
+    fn check_gpu(&self, gpu: u32) -> Result<(), GpuControlError> {
+        if gpu < self.count() {
+            Ok(())
+        } else {
+            Err(GpuControlError::NoDevice {
+                gpu,
+                count: self.count(),
+            })
+        }
+    }
+}
+
+/// Check `[min, max]` MHz against a list of supported clocks (the range of the list); a
+/// clock inside the range but not listed gets a note naming the nearest listed one (the
+/// driver locks to supported clocks inside the range).
+///
+/// # Errors
+/// [`GpuControlError::OutOfRange`].
+pub fn check_clock_range(
+    gpu: u32,
+    supported: &[u32],
+    min_mhz: f64,
+    max_mhz: f64,
+) -> Result<Vec<String>, GpuControlError> {
+    let (Some(lo), Some(hi)) = (supported.iter().min(), supported.iter().max()) else {
+        return Err(GpuControlError::Read {
+            gpu,
+            call: "nvmlDeviceGetSupportedGraphicsClocks",
+            why: "an empty list".into(),
+        });
+    };
+    let (lo, hi) = (f64::from(*lo), f64::from(*hi));
+    if !(min_mhz.is_finite() && max_mhz.is_finite() && min_mhz <= max_mhz) {
+        return Err(GpuControlError::OutOfRange {
+            gpu,
+            what: format!("locked clocks [{min_mhz}, {max_mhz}] MHz"),
+            allowed: "min <= max, finite".into(),
+        });
+    }
+    if min_mhz < lo - 0.5 || max_mhz > hi + 0.5 {
+        return Err(GpuControlError::OutOfRange {
+            gpu,
+            what: format!("locked clocks [{min_mhz}, {max_mhz}] MHz"),
+            allowed: format!(
+                "{lo}..{hi} MHz (nvmlDeviceGetSupportedGraphicsClocks); choose clocks in that range"
+            ),
+        });
+    }
+    let mut notes = Vec::new();
+    for f in [min_mhz, max_mhz] {
+        let near = supported
+            .iter()
+            .copied()
+            .min_by(|a, b| (f64::from(*a) - f).abs().total_cmp(&(f64::from(*b) - f).abs()));
+        if let Some(n) = near.filter(|n| (f64::from(*n) - f).abs() > 0.5) {
+            notes.push(format!(
+                "GPU {gpu}: {f} MHz is not a supported graphics clock; nearest: {n} MHz"
+            ));
+        }
+    }
+    Ok(notes)
+}
+
+/// GPUs described by files: `DIR/gpuN/` (N = 0, 1, … without gaps) with
+/// `supported_graphics_clocks_mhz` (space-separated), `power_limit_range_w` (`MIN MAX`),
+/// `power_limit_w` (current, written) and `locked_clocks_mhz` (`MIN MAX` or `none`,
+/// written). For tests and demonstrations (`powerperfd --fake-gpu DIR`): no GPU is
+/// touched. Files are written `O_NOFOLLOW`, never created.
+#[derive(Debug, Clone)]
+pub struct FakeGpu {
+    dir: PathBuf,
+    count: u32,
+}
+
+impl FakeGpu {
+    /// Open the directory.
+    ///
+    /// # Errors
+    /// No `gpu0` in it.
+    pub fn open(dir: &Path) -> Result<Self, GpuControlError> {
+        let mut count = 0;
+        while dir.join(format!("gpu{count}")).is_dir() {
+            count += 1;
+        }
+        if count == 0 {
+            return Err(GpuControlError::Unavailable(format!(
+                "{} holds no gpu0 directory (the fake GPU layout: gpuN/supported_graphics_clocks_mhz, power_limit_range_w, power_limit_w, locked_clocks_mhz)",
+                dir.display()
+            )));
+        }
+        Ok(FakeGpu {
+            dir: dir.to_path_buf(),
+            count,
+        })
+    }
+
+    fn path(&self, gpu: u32, f: &str) -> PathBuf {
+        self.dir.join(format!("gpu{gpu}")).join(f)
+    }
+
+    fn read(&self, gpu: u32, f: &'static str) -> Result<String, GpuControlError> {
+        self.check_gpu(gpu)?;
+        std::fs::read_to_string(self.path(gpu, f))
+            .map(|s| s.trim().to_string())
+            .map_err(|e| GpuControlError::Read {
+                gpu,
+                call: f,
+                why: e.to_string(),
+            })
+    }
+
+    fn numbers(&self, gpu: u32, f: &'static str) -> Result<Vec<f64>, GpuControlError> {
+        let t = self.read(gpu, f)?;
+        t.split_whitespace()
+            .map(|x| {
+                x.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .ok_or_else(|| GpuControlError::Read {
+                        gpu,
+                        call: f,
+                        why: format!("`{x}` is not a number"),
+                    })
+            })
+            .collect()
+    }
+
+    fn write(&self, gpu: u32, f: &str, value: &str, call: String) -> Result<String, GpuControlError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let p = self.path(gpu, f);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&p)
+            .map_err(|e| GpuControlError::Write {
+                gpu,
+                call: call.clone(),
+                why: format!("{}: {e}", p.display()),
+            })?;
+        file.write_all(format!("{value}\n").as_bytes())
+            .map_err(|e| GpuControlError::Write {
+                gpu,
+                call: call.clone(),
+                why: format!("{}: {e}", p.display()),
+            })?;
+        Ok(format!("{call} (fake GPU: {} = {value})", p.display()))
+    }
+
+    /// The current locked clocks (`None`: not locked).
+    ///
+    /// # Errors
+    /// Unreadable.
+    pub fn locked_clocks(&self, gpu: u32) -> Result<Option<(f64, f64)>, GpuControlError> {
+        if self.read(gpu, "locked_clocks_mhz")? == "none" {
+            return Ok(None);
+        }
+        match self.numbers(gpu, "locked_clocks_mhz")?[..] {
+            [a, b] => Ok(Some((a, b))),
+            _ => Err(GpuControlError::Read {
+                gpu,
+                call: "locked_clocks_mhz",
+                why: "not `MIN MAX` or `none`".into(),
+            }),
+        }
+    }
+}
+
+impl GpuControl for FakeGpu {
+    fn describe(&self) -> String {
+        format!("fake GPUs under {} ({} GPU(s))", self.dir.display(), self.count)
+    }
+    fn count(&self) -> u32 {
+        self.count
+    }
+    fn check_locked_clocks(
+        &self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Vec<String>, GpuControlError> {
+        let l: Vec<u32> = self
+            .numbers(gpu, "supported_graphics_clocks_mhz")?
+            .into_iter()
+            .map(|v| v.round() as u32)
+            .collect();
+        check_clock_range(gpu, &l, min_mhz, max_mhz)
+    }
+    fn power_limit_w(&self, gpu: u32) -> Result<f64, GpuControlError> {
+        match self.numbers(gpu, "power_limit_w")?[..] {
+            [w] => Ok(w),
+            _ => Err(GpuControlError::Read {
+                gpu,
+                call: "power_limit_w",
+                why: "not one number".into(),
+            }),
+        }
+    }
+    fn power_limit_range_w(&self, gpu: u32) -> Result<(f64, f64), GpuControlError> {
+        match self.numbers(gpu, "power_limit_range_w")?[..] {
+            [a, b] if a <= b => Ok((a, b)),
+            _ => Err(GpuControlError::Read {
+                gpu,
+                call: "power_limit_range_w",
+                why: "not `MIN MAX`".into(),
+            }),
+        }
+    }
+    fn set_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<String, GpuControlError> {
+        self.check_locked_clocks(gpu, min_mhz, max_mhz)?;
+        self.write(
+            gpu,
+            "locked_clocks_mhz",
+            &format!("{min_mhz:.0} {max_mhz:.0}"),
+            format!("nvmlDeviceSetGpuLockedClocks(device {gpu}, minGpuClockMHz {min_mhz:.0}, maxGpuClockMHz {max_mhz:.0})"),
+        )
+    }
+    fn reset_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError> {
+        self.check_gpu(gpu)?;
+        self.write(
+            gpu,
+            "locked_clocks_mhz",
+            "none",
+            format!("nvmlDeviceResetGpuLockedClocks(device {gpu})"),
+        )
+    }
+    fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError> {
+        let (lo, hi) = self.power_limit_range_w(gpu)?;
+        if !(watts.is_finite() && watts >= lo - 1e-9 && watts <= hi + 1e-9) {
+            return Err(GpuControlError::OutOfRange {
+                gpu,
+                what: format!("power limit {watts} W"),
+                allowed: format!("{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"),
+            });
+        }
+        self.write(
+            gpu,
+            "power_limit_w",
+            &format!("{watts}"),
+            format!(
+                "nvmlDeviceSetPowerManagementLimit(device {gpu}, limit {:.0} mW)",
+                watts * 1e3
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake() -> (tempfile::TempDir, FakeGpu) {
+        let d = tempfile::tempdir().unwrap();
+        crate::dvfs::controller::tests::copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fake-gpu"),
+            d.path(),
+        );
+        let g = FakeGpu::open(d.path()).unwrap();
+        (d, g)
+    }
+
+    #[test]
+    fn fake_gpu_checks_sets_and_restores() {
+        let (_d, mut g) = fake();
+        assert_eq!(g.count(), 1);
+        // locked clocks: checked against the supported list, reset on restore
+        let s = g.save(0, GpuKnob::LockedClocks).unwrap();
+        g.set_locked_clocks(0, 1200.0, 1200.0).unwrap();
+        assert_eq!(g.locked_clocks(0).unwrap(), Some((1200.0, 1200.0)));
+        let e = g.set_locked_clocks(0, 100.0, 3000.0).unwrap_err().to_string();
+        assert!(e.contains("outside") && e.contains("MHz"), "{e}");
+        g.validate(&s).unwrap();
+        g.restore(&s).unwrap();
+        assert_eq!(g.locked_clocks(0).unwrap(), None);
+        // power limit: in range, saved value put back
+        let before = g.power_limit_w(0).unwrap();
+        let s = g.save(0, GpuKnob::PowerLimit).unwrap();
+        assert_eq!(s.power_limit_w, Some(before));
+        g.set_power_limit_w(0, 400.0).unwrap();
+        assert_eq!(g.power_limit_w(0).unwrap(), 400.0);
+        let e = g.set_power_limit_w(0, 5000.0).unwrap_err().to_string();
+        assert!(e.contains("200..700 W"), "{e}");
+        g.restore(&s).unwrap();
+        assert_eq!(g.power_limit_w(0).unwrap(), before);
+        // forged saves
+        for bad in [
+            GpuSaved { gpu: 7, knob: GpuKnob::LockedClocks, power_limit_w: None },
+            GpuSaved { gpu: 0, knob: GpuKnob::PowerLimit, power_limit_w: Some(1e9) },
+            GpuSaved { gpu: 0, knob: GpuKnob::PowerLimit, power_limit_w: None },
+        ] {
+            assert!(g.validate(&bad).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            g.set_power_limit_w(3, 300.0),
+            Err(GpuControlError::NoDevice { gpu: 3, count: 1 })
+        ));
+    }
+}
