@@ -33,6 +33,11 @@ struct Args {
     /// The sysfs root (default: the config's `sysfs_root`, else /; a fixture tree in tests).
     #[arg(long, value_name = "DIR")]
     sysfs_root: Option<PathBuf>,
+    /// GPUs described by files in DIR (gpuN/supported_graphics_clocks_mhz,
+    /// power_limit_range_w, power_limit_w, locked_clocks_mhz) instead of NVML: for tests and
+    /// demonstrations; no GPU is touched (tests/fixtures/fake-gpu).
+    #[arg(long, value_name = "DIR")]
+    fake_gpu: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -69,7 +74,13 @@ fn main() {
             hold,
             requests,
         }) => request(socket, hold, &requests),
-        None => daemon(args.config, args.socket, args.state_dir, args.sysfs_root),
+        None => daemon(
+            args.config,
+            args.socket,
+            args.state_dir,
+            args.sysfs_root,
+            args.fake_gpu,
+        ),
     };
     match r {
         Ok(code) => std::process::exit(code),
@@ -85,6 +96,7 @@ fn daemon(
     socket: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     sysfs_root: Option<PathBuf>,
+    fake_gpu: Option<PathBuf>,
 ) -> Result<i32> {
     let cfg = match &config {
         Some(p) => Config::read(p)?,
@@ -105,6 +117,7 @@ fn daemon(
             .or_else(|| cfg.sysfs_root.clone())
             .unwrap_or_else(|| PathBuf::from("/")),
         config: cfg,
+        fake_gpu,
     };
     let socket = opts.socket.clone();
     // the journal is replayed before the socket exists: no client sees the old settings

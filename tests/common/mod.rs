@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 pub mod apply;
+pub mod daemon;
 
 /// uid and gid of the unprivileged user the attack tests act as (`nobody` on Debian/Ubuntu).
 pub const NOBODY: u32 = 65534;

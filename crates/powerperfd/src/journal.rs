@@ -11,6 +11,7 @@
 
 use anyhow::{Context, Result};
 use powerperf::dvfs::controller::{CpufreqController, FrequencyController, Snapshot};
+use powerperf::dvfs::gpu_control::{GpuControl, GpuSaved};
 use powerperf::dvfs::state;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -41,7 +42,12 @@ pub enum Entry {
         #[serde(default)]
         job: Option<String>,
         control: String,
+        /// Saved sysfs values (cpufreq, uncore); empty for a GPU control.
+        #[serde(default)]
         snapshot: Snapshot,
+        /// A GPU control's saved state (`gpu.locked_clocks`, `gpu.power_limit`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gpu: Option<GpuSaved>,
     },
     /// The session's settings were put back.
     End { session: u64 },
@@ -96,19 +102,23 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// The saves to undo, latest first: every `save` whose session has no `end` after it.
-pub fn pending(entries: &[Entry]) -> Vec<(u64, Snapshot)> {
+/// The saves to undo, latest first: every `save` whose session has no `end` after it
+/// (the sysfs values, and a GPU control's saved state where it has one).
+pub fn pending(entries: &[Entry]) -> Vec<(u64, Snapshot, Option<GpuSaved>)> {
     let mut out = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         if let Entry::Save {
-            session, snapshot, ..
+            session,
+            snapshot,
+            gpu,
+            ..
         } = e
         {
             let ended = entries[i + 1..]
                 .iter()
                 .any(|x| matches!(x, Entry::End { session: s } if s == session));
             if !ended {
-                out.push((*session, snapshot.clone()));
+                out.push((*session, snapshot.clone(), gpu.clone()));
             }
         }
     }
@@ -123,7 +133,11 @@ pub fn pending(entries: &[Entry]) -> Vec<(u64, Snapshot)> {
 /// The journal cannot be read safely (a link, another owner, too large), a line or a saved
 /// setting fails validation (nothing is written then, and the journal is kept), or a
 /// write fails (the journal is kept).
-pub fn recover(state_dir: &Path, ctl: Option<&CpufreqController>) -> Result<Recovery> {
+pub fn recover(
+    state_dir: &Path,
+    ctl: Option<&CpufreqController>,
+    mut gpu: Option<&mut (dyn GpuControl + 'static)>,
+) -> Result<Recovery> {
     use std::io::Read as _;
     let path = path_in(state_dir);
     if std::fs::symlink_metadata(&path).is_err() {
@@ -162,30 +176,53 @@ pub fn recover(state_dir: &Path, ctl: Option<&CpufreqController>) -> Result<Reco
     let todo = pending(&entries);
     let mut rec = Recovery::default();
     if !todo.is_empty() {
-        let ctl = ctl.with_context(|| {
+        let no_ctl = || {
             format!(
                 "the journal {} has settings to put back but there is no cpufreq under the sysfs root; start powerperfd with the --sysfs-root it used, or move the journal away",
                 path.display()
             )
-        })?;
+        };
+        let no_gpu = || {
+            format!(
+                "the journal {} has GPU settings to put back but there is no GPU control; start powerperfd with the --fake-gpu it used (or on the node with the GPUs), or move the journal away",
+                path.display()
+            )
+        };
+        let failed = |s: &u64| {
+            format!(
+                "the journal {} (session {s}) fails validation; nothing was written. Inspect it, put the settings back by hand, and move it away",
+                path.display()
+            )
+        };
         // everything is validated before the first write
-        for (s, snap) in &todo {
-            ctl.validate(snap).with_context(|| {
-                format!(
-                    "the journal {} (session {s}) fails validation; nothing was written. Inspect it, put the settings back by hand, and move it away",
-                    path.display()
-                )
-            })?;
+        for (s, snap, g) in &todo {
+            if !snap.files.is_empty() {
+                ctl.with_context(no_ctl)?
+                    .validate(snap)
+                    .with_context(|| failed(s))?;
+            }
+            if let Some(g) = g {
+                gpu.as_deref()
+                    .with_context(no_gpu)?
+                    .validate(g)
+                    .with_context(|| failed(s))?;
+            }
         }
-        let mut c = ctl.clone();
-        for (s, snap) in &todo {
-            let w = c.restore(snap).with_context(|| {
+        let mut c = ctl.cloned();
+        for (s, snap, g) in &todo {
+            let kept = || {
                 format!(
                     "restoring session {s} from the journal {} failed; it is kept",
                     path.display()
                 )
-            })?;
-            rec.writes.extend(w.iter().map(|x| x.to_string()));
+            };
+            if let Some(c) = c.as_mut().filter(|_| !snap.files.is_empty()) {
+                let w = c.restore(snap).with_context(kept)?;
+                rec.writes.extend(w.iter().map(|x| x.to_string()));
+            }
+            if let (Some(g), Some(gc)) = (g, gpu.as_deref_mut()) {
+                rec.writes.push(gc.restore(g).with_context(kept)?);
+            }
             if !rec.sessions.contains(s) {
                 rec.sessions.push(*s);
             }
@@ -258,6 +295,7 @@ mod tests {
             job: None,
             control: "cpu.core_freq".into(),
             snapshot: snap(v),
+            gpu: None,
         };
         let e = vec![
             save(1, "a"),
@@ -269,7 +307,7 @@ mod tests {
         let p = pending(&e);
         let got: Vec<(u64, &str)> = p
             .iter()
-            .map(|(s, x)| (*s, x.files[0].value.as_str()))
+            .map(|(s, x, _)| (*s, x.files[0].value.as_str()))
             .collect();
         assert_eq!(got, [(2, "d"), (3, "c"), (2, "b")]);
     }
@@ -324,6 +362,7 @@ mod tests {
                     value: value.into(),
                 }],
             },
+            gpu: None,
         };
         let g0 = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
         // a forged entry: nothing is written, the journal stays
@@ -336,7 +375,7 @@ mod tests {
         ))
         .unwrap();
         drop(j);
-        let e = format!("{:#}", recover(&state, Some(&ctl)).unwrap_err());
+        let e = format!("{:#}", recover(&state, Some(&ctl), None).unwrap_err());
         assert!(
             e.contains("fails validation") && e.contains("session 2"),
             "{e}"
@@ -351,7 +390,7 @@ mod tests {
         j.append(&save(3, g0, "powersave")).unwrap();
         j.append(&save(3, g0, "performance")).unwrap();
         drop(j);
-        let r = recover(&state, Some(&ctl)).unwrap();
+        let r = recover(&state, Some(&ctl), None).unwrap();
         assert_eq!(r.sessions, [3]);
         // the earliest save (the value before the session's first change) is written last
         assert_eq!(std::fs::read_to_string(&gov).unwrap().trim(), "powersave");
@@ -364,7 +403,7 @@ mod tests {
         let target = d.path().join("elsewhere");
         std::fs::write(&target, "{\"kind\":\"end\",\"session\":1}\n").unwrap();
         std::os::unix::fs::symlink(&target, path_in(d.path())).unwrap();
-        let e = recover(d.path(), None).unwrap_err().to_string();
+        let e = recover(d.path(), None, None).unwrap_err().to_string();
         assert!(e.contains("symbolic link"), "{e}");
         // and create never follows it either
         assert!(Journal::create(d.path(), Path::new("/")).is_err());

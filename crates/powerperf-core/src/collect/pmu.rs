@@ -128,6 +128,89 @@ pub fn rapl_domain(event: &str) -> Option<&'static str> {
     })
 }
 
+/// One RAPL event of the perf `power` PMU on one package: what to open and how to read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerEvent {
+    /// `energy-pkg`.
+    pub event: String,
+    /// `package-0`, `dram-1`, `psys`.
+    pub domain: String,
+    /// The CPU to open it on (the PMU's `cpumask`, one CPU per package).
+    pub cpu: usize,
+    /// `events/<event>.scale`: Joules per count.
+    pub scale: f64,
+    /// `events/<event>.unit`: `Joules`.
+    pub unit: String,
+}
+
+/// The RAPL events of the perf `power` PMU under `root`, one per event and package (the
+/// `cpumask` CPUs; `psys` once), each with its `.scale` and `.unit` (Linux
+/// `arch/x86/events/rapl.c`: `energy-{cores,pkg,ram,gpu,psys}`, unit `Joules`, scale
+/// 2^-32 J on Intel).
+///
+/// # Errors
+/// What is missing, with the fix: no `power` PMU, no `cpumask`, no RAPL events, an event
+/// without a positive finite `.scale` or whose `.unit` is not `Joules`.
+pub fn power_events(root: &Path) -> Result<Vec<PowerEvent>, String> {
+    let dir = devices_dir(root).join("power");
+    let Some(p) = read_pmu(&dir) else {
+        return Err(format!(
+            "no perf power PMU: {} does not exist or has no `type` (RAPL through perf needs the kernel's rapl perf driver on an Intel CPU since Sandy Bridge or an AMD CPU since Zen; most virtual machines have none); RAPL energy may still be read through powercap (`read_energy`)",
+            dir.display()
+        ));
+    };
+    let cpus = p.cpumask.clone().ok_or_else(|| {
+        format!(
+            "the perf power PMU has no readable cpumask ({}): cannot tell which CPU counts each package",
+            dir.join("cpumask").display()
+        )
+    })?;
+    let mut out = Vec::new();
+    for ev in &p.events {
+        let Some(dom) = rapl_domain(&ev.name) else {
+            continue;
+        };
+        let scale = ev.scale.filter(|s| s.is_finite() && *s > 0.0).ok_or_else(|| {
+            format!(
+                "the perf power PMU event {} has no positive `.scale` ({}): its counts cannot be turned into Joules",
+                ev.name,
+                dir.join(format!("events/{}.scale", ev.name)).display()
+            )
+        })?;
+        let unit = ev.unit.clone().unwrap_or_default();
+        if unit != "Joules" {
+            return Err(format!(
+                "the perf power PMU event {} has the unit `{unit}` in {}, not `Joules`",
+                ev.name,
+                dir.join(format!("events/{}.unit", ev.name)).display()
+            ));
+        }
+        for (socket, cpu) in cpus.iter().enumerate() {
+            if dom == "psys" && socket > 0 {
+                continue;
+            }
+            out.push(PowerEvent {
+                event: ev.name.clone(),
+                domain: if dom == "psys" {
+                    "psys".into()
+                } else {
+                    format!("{dom}-{socket}")
+                },
+                cpu: *cpu,
+                scale,
+                unit: unit.clone(),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "the perf power PMU at {} lists no RAPL event (energy-pkg, energy-cores, energy-ram, energy-gpu, energy-psys)",
+            dir.display()
+        ));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,5 +238,41 @@ mod tests {
         assert_eq!(p.events[0].unit.as_deref(), Some("Joules"));
         assert_eq!(p.events[0].terms, "event=0x02");
         assert_eq!(rapl_domain("energy-ram"), Some("dram"));
+    }
+
+    #[test]
+    fn power_events_of_the_fixture_pmu_and_what_is_missing() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sysfs/power-pmu");
+        let ev = power_events(&root).unwrap();
+        let got: Vec<(&str, &str, usize)> = ev
+            .iter()
+            .map(|e| (e.event.as_str(), e.domain.as_str(), e.cpu))
+            .collect();
+        assert_eq!(
+            got,
+            [("energy-pkg", "package-0", 0), ("energy-psys", "psys", 0), ("energy-ram", "dram-0", 0)]
+        );
+        assert!(ev.iter().all(|e| e.unit == "Joules" && (e.scale - 2.3283064365386962890625e-10).abs() < 1e-20));
+        // missing PMU, bad scale, bad unit: named
+        let d = tempfile::tempdir().unwrap();
+        let e = power_events(d.path()).unwrap_err();
+        assert!(e.contains("no perf power PMU") && e.contains("read_energy"), "{e}");
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).unwrap();
+            for e in std::fs::read_dir(from).unwrap().flatten() {
+                if e.path().is_dir() {
+                    copy(&e.path(), &to.join(e.file_name()));
+                } else {
+                    std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+                }
+            }
+        }
+        copy(&root, d.path());
+        let evd = devices_dir(d.path()).join("power/events");
+        std::fs::write(evd.join("energy-pkg.unit"), "Watts\n").unwrap();
+        assert!(power_events(d.path()).unwrap_err().contains("`Watts`"));
+        std::fs::write(evd.join("energy-pkg.unit"), "Joules\n").unwrap();
+        std::fs::write(evd.join("energy-pkg.scale"), "0\n").unwrap();
+        assert!(power_events(d.path()).unwrap_err().contains(".scale"));
     }
 }

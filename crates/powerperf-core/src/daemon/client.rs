@@ -168,6 +168,43 @@ impl Client {
         })
     }
 
+    /// Pin the uncore frequency of `domains` (all when `None`).
+    ///
+    /// # Errors
+    /// The daemon's refusal (policy, range, no uncore control, another session holding a
+    /// domain).
+    pub fn set_uncore_freq(&mut self, mhz: f64, domains: Option<Vec<String>>) -> Result<Response> {
+        self.request(&Request::SetUncoreFreq { mhz, domains })
+    }
+
+    /// Lock GPU `gpu`'s SM clock to `[min_mhz, max_mhz]`.
+    ///
+    /// # Errors
+    /// The daemon's refusal.
+    pub fn set_gpu_locked_clocks(&mut self, gpu: u32, min_mhz: f64, max_mhz: f64) -> Result<Response> {
+        self.request(&Request::SetGpuLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz: Some(max_mhz),
+        })
+    }
+
+    /// Set GPU `gpu`'s power limit, W.
+    ///
+    /// # Errors
+    /// The daemon's refusal.
+    pub fn set_gpu_power_limit(&mut self, gpu: u32, watts: f64) -> Result<Response> {
+        self.request(&Request::SetGpuPowerLimit { gpu, watts })
+    }
+
+    /// The perf power PMU's and NVML's readings.
+    ///
+    /// # Errors
+    /// The connection broke, or the daemon refused (policy, no source).
+    pub fn read_power(&mut self) -> Result<Vec<super::PowerReading>> {
+        Ok(self.request(&Request::ReadPower)?.power)
+    }
+
     /// Put back everything this session changed.
     ///
     /// # Errors

@@ -62,6 +62,29 @@ pub enum Request {
         #[serde(default)]
         cpus: Option<Vec<u32>>,
     },
+    /// Pin the Intel uncore frequency (write control `cpu.uncore_freq`), MHz, of `domains`
+    /// (the `intel_uncore_frequency` directory names, `package_00_die_00` or `uncore00`;
+    /// default: every one): `min_freq_khz` = `max_freq_khz`, through the same controller.
+    SetUncoreFreq {
+        mhz: f64,
+        #[serde(default)]
+        domains: Option<Vec<String>>,
+    },
+    /// Lock GPU `gpu`'s SM clock to `[min_mhz, max_mhz]` (write control
+    /// `gpu.locked_clocks`; `max_mhz` defaults to `min_mhz`). Restored by a reset.
+    SetGpuLockedClocks {
+        gpu: u32,
+        min_mhz: f64,
+        #[serde(default)]
+        max_mhz: Option<f64>,
+    },
+    /// Set GPU `gpu`'s power limit, W (write control `gpu.power_limit`). Restored to the
+    /// value before.
+    SetGpuPowerLimit { gpu: u32, watts: f64 },
+    /// Power and energy readings that need privileges (read signal `power`): the perf
+    /// `power` PMU's RAPL events (opened by the daemon for this session; energy since the
+    /// session's first `read_power`) and NVML's power and total energy per GPU.
+    ReadPower,
     /// Put back everything this session changed, in reverse order.
     Restore,
     /// What this session holds, who the daemon thinks the client is.
@@ -81,6 +104,24 @@ pub struct EnergyReading {
     pub max_energy_range_uj: u64,
 }
 
+/// One power or energy reading of `read_power`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerReading {
+    /// `package-0`, `dram-0`, `psys` (perf power PMU) or `gpu-0` (NVML).
+    pub name: String,
+    /// Where it comes from: `perf power/energy-pkg/ on CPU 0` (its sysfs `.scale` and
+    /// `.unit` applied), `NVML GPU 0 (NVIDIA H100 80GB HBM3)`.
+    pub source: String,
+    /// Energy, J: for the perf PMU since this session's first `read_power`; for NVML
+    /// `nvmlDeviceGetTotalEnergyConsumption` (since the driver loaded). `None`: not read.
+    #[serde(default)]
+    pub energy_j: Option<f64>,
+    /// Power, W (NVML `nvmlDeviceGetPowerUsage` or the instantaneous field); `None` for
+    /// the perf PMU, which counts energy only.
+    #[serde(default)]
+    pub power_w: Option<f64>,
+}
+
 /// The daemon's answer to one request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Response {
@@ -93,6 +134,9 @@ pub struct Response {
     pub session: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub energy: Vec<EnergyReading>,
+    /// `read_power`'s readings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power: Vec<PowerReading>,
     /// File writes done (`path: old -> new`), for set and restore.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<String>,
@@ -217,6 +261,23 @@ mod tests {
             }
         );
         assert!(serde_json::from_str::<Request>(r#"{"op":"set_governor"}"#).is_err());
+        let u: Request = serde_json::from_str(
+            r#"{"op":"set_uncore_freq","mhz":1800,"domains":["package_00_die_00"]}"#,
+        )
+        .unwrap();
+        assert!(matches!(u, Request::SetUncoreFreq { mhz, domains: Some(_) } if mhz == 1800.0));
+        let l: Request =
+            serde_json::from_str(r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":1200}"#)
+                .unwrap();
+        assert!(matches!(l, Request::SetGpuLockedClocks { gpu: 0, max_mhz: None, .. }));
+        let p: Request =
+            serde_json::from_str(r#"{"op":"set_gpu_power_limit","gpu":0,"watts":300}"#).unwrap();
+        assert!(matches!(p, Request::SetGpuPowerLimit { gpu: 0, .. }));
+        assert!(serde_json::from_str::<Request>(r#"{"op":"set_gpu_power_limit","gpu":-1,"watts":300}"#).is_err());
+        assert_eq!(
+            serde_json::to_string(&Request::ReadPower).unwrap(),
+            r#"{"op":"read_power"}"#
+        );
         let text = serde_json::to_string(&Request::ReadEnergy).unwrap();
         assert_eq!(text, r#"{"op":"read_energy"}"#);
     }

@@ -114,6 +114,12 @@ pub trait GpuControl: Send + std::fmt::Debug {
     fn describe(&self) -> String;
     /// The number of GPUs.
     fn count(&self) -> u32;
+    /// True when set and reset only describe the call (the real GPU in this build): the
+    /// daemon then refuses before it saves anything, so no journal entry waits for a
+    /// restore that cannot be made.
+    fn describe_only(&self) -> bool {
+        false
+    }
     /// Check a locked-clock range `[min, max]` MHz against the clocks the GPU supports;
     /// returns notes (a clock inside the range that is not listed). Changes nothing.
     ///

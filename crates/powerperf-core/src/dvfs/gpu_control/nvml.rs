@@ -81,6 +81,9 @@ impl GpuControl for NvmlGpu {
     fn count(&self) -> u32 {
         self.count
     }
+    fn describe_only(&self) -> bool {
+        true
+    }
     fn check_locked_clocks(
         &self,
         gpu: u32,

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use powerperf::collect::rapl::{self, RaplDomain};
 use powerperf::daemon::{EnergyReading, OnBehalf, Request, Response};
 use powerperf::dvfs::controller::{CpufreqController, FrequencyController, Snapshot};
+use powerperf::dvfs::gpu_control::{GpuControl, GpuSaved};
 use powerperf::dvfs::state::{self, ProcessId};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read as _, Write as _};
@@ -25,6 +26,8 @@ pub struct Options {
     pub state_dir: PathBuf,
     pub sysfs_root: PathBuf,
     pub config: Config,
+    /// GPUs described by files (`--fake-gpu DIR`, tests) instead of NVML.
+    pub fake_gpu: Option<PathBuf>,
 }
 
 /// A CPU held by a session.
@@ -61,6 +64,17 @@ impl Setting {
     }
 }
 
+/// What a session changed, in order, to be put back latest first.
+#[derive(Debug)]
+enum Saved {
+    /// CPUs (core frequency, governor) and their values before.
+    Cpus(Vec<u32>, Snapshot),
+    /// Uncore domains' `min_freq_khz`/`max_freq_khz` before.
+    Uncore(Snapshot),
+    /// A GPU control.
+    Gpu(GpuSaved),
+}
+
 /// One client connection.
 #[derive(Debug)]
 struct Session {
@@ -70,8 +84,10 @@ struct Session {
     /// Whose policy applies (the peer, or the uid a root client acts for).
     who: Identity,
     job: Option<String>,
-    /// What the session changed, in order: the CPUs and their values before.
-    saves: Vec<(Vec<u32>, Snapshot)>,
+    /// What the session changed, in order.
+    saves: Vec<Saved>,
+    /// The perf power PMU counters this session opened (`read_power`).
+    power: Option<power::PowerCounters>,
     /// Whether a request other than hello came.
     started: bool,
 }
@@ -80,6 +96,12 @@ struct Inner {
     journal: Journal,
     next_session: u64,
     held: BTreeMap<u32, Hold>,
+    /// Uncore domains (`uncore package_00_die_00`) and GPUs (`GPU 0`) held by sessions.
+    held_other: BTreeMap<String, Hold>,
+    /// The GPU controls (NVML read-only, or the fake GPUs of `--fake-gpu`).
+    gpu: Option<Box<dyn GpuControl>>,
+    /// NVML power and energy reads (`read_power`).
+    nvml: Option<Box<dyn powerperf::collect::nvml::GpuSource>>,
     sessions: BTreeMap<u64, Session>,
     conns_total: usize,
     conns_per_uid: HashMap<u32, usize>,
@@ -93,12 +115,21 @@ pub struct Daemon {
     no_ctl: Option<String>,
     rapl: Vec<RaplDomain>,
     no_rapl: Option<String>,
+    /// Why there is no GPU control.
+    no_gpu: Option<String>,
+    /// The perf power PMU's RAPL events, or why there are none.
+    power_pmu: Result<Vec<powerperf::collect::pmu::PowerEvent>, String>,
+    /// Why there are no NVML power reads.
+    no_nvml: Option<String>,
     inner: Mutex<Inner>,
     /// Held for the daemon's life: no `powerperf apply` as root races it on this tree.
     _lock: state::SysfsLock,
 }
 
 pub use powerperf::daemon::peer_cred;
+
+mod power;
+mod uncore;
 
 /// Create the socket's directory (0755, when missing) and bind the socket (0666). The
 /// directory must be a real directory of this user that nobody else can write; a stale
@@ -174,7 +205,8 @@ impl Daemon {
                 (None, Some(e.to_string()))
             }
         };
-        let rec = journal::recover(&state_dir, ctl.as_ref())?;
+        let (mut gpu, no_gpu) = power::open_gpu(opts.fake_gpu.as_deref());
+        let rec = journal::recover(&state_dir, ctl.as_ref(), gpu.as_deref_mut())?;
         if let Some(n) = &rec.note {
             tracing::info!(note = %n, "journal");
         }
@@ -199,15 +231,27 @@ impl Daemon {
         } else {
             None
         };
+        let power_pmu = powerperf::collect::pmu::power_events(&opts.sysfs_root);
+        let (nvml, no_nvml) = match powerperf::collect::nvml::open_nvml() {
+            Ok(n) => (Some(n), None),
+            Err(why) => (None, Some(why)),
+        };
+        tracing::info!(gpu = %gpu.as_ref().map(|g| g.describe()).unwrap_or_else(|| no_gpu.clone().unwrap_or_default()), power_pmu = ?power_pmu.as_ref().map(|v| v.len()), nvml_reads = %no_nvml.as_deref().unwrap_or("yes"), "signals and controls");
         Ok(Arc::new(Daemon {
             ctl,
             no_ctl,
             rapl: d.domains,
             no_rapl,
+            no_gpu,
+            power_pmu,
+            no_nvml,
             inner: Mutex::new(Inner {
                 journal,
                 next_session: 1,
                 held: BTreeMap::new(),
+                held_other: BTreeMap::new(),
+                gpu,
+                nvml,
                 sessions: BTreeMap::new(),
                 conns_total: 0,
                 conns_per_uid: HashMap::new(),
@@ -317,6 +361,7 @@ impl Daemon {
                     who: Identity::of_uid(cred.uid, Some(cred.gid)),
                     job: None,
                     saves: Vec::new(),
+                    power: None,
                     started: false,
                 },
             );
@@ -490,6 +535,21 @@ impl Daemon {
             Request::SetGovernor { governor, cpus } => {
                 self.set_cpus(&mut g, id, Setting::Governor(governor), cpus)
             }
+            Request::SetUncoreFreq { mhz, domains } => self.set_uncore(&mut g, id, mhz, domains),
+            Request::SetGpuLockedClocks {
+                gpu,
+                min_mhz,
+                max_mhz,
+            } => self.set_gpu(
+                &mut g,
+                id,
+                gpu,
+                power::GpuAsk::LockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
+            ),
+            Request::SetGpuPowerLimit { gpu, watts } => {
+                self.set_gpu(&mut g, id, gpu, power::GpuAsk::PowerLimit(watts))
+            }
+            Request::ReadPower => self.read_power(&mut g, id),
             Request::Restore => match self.restore_session(&mut g, id) {
                 Ok(w) => Response {
                     ok: true,
@@ -723,12 +783,13 @@ impl Daemon {
                 job,
                 control: control.into(),
                 snapshot: snap.clone(),
+                gpu: None,
             }) {
                 tracing::error!(error = %format!("{e:#}"), "journal");
                 return Response::refused(format!("nothing was changed: {e:#}"));
             }
             if let Some(sess) = g.sessions.get_mut(&id) {
-                sess.saves.push((new.clone(), snap));
+                sess.saves.push(Saved::Cpus(new.clone(), snap));
             }
         }
         let what = setting.describe();
@@ -776,21 +837,50 @@ impl Daemon {
         if saves.is_empty() {
             return Ok(vec![]);
         }
-        let ctl = self.ctl.as_ref().context("no controller")?;
         let mut writes = Vec::new();
-        let mut first_err = None;
-        for (cpus, snap) in saves.iter().rev() {
-            let r = ctl.only_cpus(cpus).and_then(|mut c| c.restore(snap));
+        let mut first_err: Option<anyhow::Error> = None;
+        for s in saves.iter().rev() {
+            let r: Result<Vec<String>> = match s {
+                Saved::Cpus(cpus, snap) => self
+                    .ctl
+                    .as_ref()
+                    .context("no cpufreq controller")
+                    .and_then(|ctl| {
+                        Ok(ctl
+                            .only_cpus(cpus)
+                            .and_then(|mut c| c.restore(snap))?
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect())
+                    }),
+                Saved::Uncore(snap) => self
+                    .ctl
+                    .as_ref()
+                    .context("no cpufreq controller")
+                    .and_then(|ctl| {
+                        Ok(ctl
+                            .clone()
+                            .restore(snap)?
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect())
+                    }),
+                Saved::Gpu(gs) => match g.gpu.as_mut() {
+                    Some(gc) => gc.restore(gs).map(|w| vec![w]).map_err(anyhow::Error::new),
+                    None => Err(anyhow::anyhow!("no GPU control")),
+                },
+            };
             match r {
-                Ok(w) => writes.extend(w.iter().map(|x| x.to_string())),
+                Ok(w) => writes.extend(w),
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
         }
         g.held.retain(|_, h| h.session != id);
+        g.held_other.retain(|_, h| h.session != id);
         if let Some(e) = first_err {
-            return Err(anyhow::Error::new(e).context(format!("restoring session {id}")));
+            return Err(e.context(format!("restoring session {id}")));
         }
         g.journal.append(&Entry::End { session: id })?;
         Ok(writes)
@@ -809,9 +899,18 @@ impl Daemon {
                 info.push(format!("holds CPU {c} at {}", h.setting));
             }
         }
+        for (k, h) in &g.held_other {
+            if h.session == id {
+                info.push(format!("holds {k} at {}", h.setting));
+            }
+        }
         info.push(match &self.ctl {
             Some(c) => c.describe(),
             None => format!("no cpufreq: {}", self.no_ctl.as_deref().unwrap_or("?")),
+        });
+        info.push(match &g.gpu {
+            Some(c) => c.describe(),
+            None => format!("no GPU control: {}", self.no_gpu.as_deref().unwrap_or("?")),
         });
         Response {
             ok: true,

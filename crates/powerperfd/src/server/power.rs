@@ -1,0 +1,317 @@
+//! GPU controls (`set_gpu_locked_clocks`, `set_gpu_power_limit`: write controls
+//! `gpu.locked_clocks`, `gpu.power_limit`) through `dvfs::gpu_control` (NVML read-only, or
+//! the fake GPUs of `--fake-gpu DIR`), and `read_power` (read signal `power`): the perf
+//! `power` PMU's RAPL events, opened per session through `collect::perf_event` (the code
+//! `powerperf collect` opens them with), and NVML's power and total energy through
+//! `collect::nvml`.
+
+use super::{Daemon, Hold, Inner, Saved};
+use crate::journal::Entry;
+use powerperf::collect::events::{EventKind, EventSpec};
+use powerperf::collect::perf_event::{self, OpenCounter, Opened, Target};
+use powerperf::collect::pmu::PowerEvent;
+use powerperf::daemon::{PowerReading, Response};
+use powerperf::dvfs::gpu_control::{FakeGpu, GpuControl, GpuKnob};
+use std::path::Path;
+
+/// The GPU controls: the fake GPUs of `fake` when given, else NVML (read-only). `None`
+/// with the reason when there are none.
+pub(super) fn open_gpu(fake: Option<&Path>) -> (Option<Box<dyn GpuControl>>, Option<String>) {
+    let r: Result<Box<dyn GpuControl>, _> = match fake {
+        Some(d) => FakeGpu::open(d).map(|g| Box::new(g) as Box<dyn GpuControl>),
+        None => powerperf::dvfs::gpu_control::nvml::NvmlGpu::open()
+            .map(|g| Box::new(g) as Box<dyn GpuControl>),
+    };
+    match r {
+        Ok(g) => (Some(g), None),
+        Err(e) => (None, Some(e.to_string())),
+    }
+}
+
+/// A GPU setting asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum GpuAsk {
+    /// `[min, max]` MHz.
+    LockedClocks(f64, f64),
+    /// W.
+    PowerLimit(f64),
+}
+
+impl GpuAsk {
+    fn knob(self) -> GpuKnob {
+        match self {
+            GpuAsk::LockedClocks(..) => GpuKnob::LockedClocks,
+            GpuAsk::PowerLimit(_) => GpuKnob::PowerLimit,
+        }
+    }
+    fn describe(self) -> String {
+        match self {
+            GpuAsk::LockedClocks(a, b) if a == b => format!("locked clocks {a} MHz"),
+            GpuAsk::LockedClocks(a, b) => format!("locked clocks [{a}, {b}] MHz"),
+            GpuAsk::PowerLimit(w) => format!("power limit {w} W"),
+        }
+    }
+    /// The values the policy's range must hold.
+    fn values(self) -> Vec<f64> {
+        match self {
+            GpuAsk::LockedClocks(a, b) => vec![a, b],
+            GpuAsk::PowerLimit(w) => vec![w],
+        }
+    }
+}
+
+/// The perf power PMU counters of one session.
+pub(crate) struct PowerCounters {
+    opened: Vec<(PowerEvent, OpenCounter)>,
+    /// Why events did not open.
+    failed: Vec<String>,
+}
+
+impl std::fmt::Debug for PowerCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PowerCounters")
+            .field("opened", &self.opened.len())
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
+
+fn open_counters(events: &[PowerEvent], root: &Path) -> PowerCounters {
+    let mut opened = Vec::new();
+    let mut failed = Vec::new();
+    for ev in events {
+        let spec = EventSpec {
+            name: format!("power/{}/", ev.event),
+            kind: EventKind::Pmu {
+                pmu: "power".into(),
+                event: Some(ev.event.clone()),
+                terms: vec![],
+            },
+            user_only: false,
+            kernel_only: false,
+            unit: None,
+            group: None,
+        };
+        match perf_event::open_group(&[spec], &Target::Cpus(vec![ev.cpu]), root).pop() {
+            Some(Opened::Counter(mut c)) => {
+                c.sample();
+                opened.push((ev.clone(), *c));
+            }
+            Some(Opened::Failed { reason, .. }) => failed.push(format!(
+                "power/{}/ on CPU {}: {reason}",
+                ev.event, ev.cpu
+            )),
+            None => failed.push(format!("power/{}/ on CPU {}: not opened", ev.event, ev.cpu)),
+        }
+    }
+    PowerCounters { opened, failed }
+}
+
+impl Daemon {
+    pub(super) fn set_gpu(&self, g: &mut Inner, id: u64, gpu: u32, ask: GpuAsk) -> Response {
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        let knob = ask.knob();
+        let control = knob.control();
+        for v in ask.values() {
+            if !(v.is_finite() && v > 0.0 && v <= 1e6) {
+                return self.refuse(
+                    sess,
+                    id,
+                    format!("{} is not a number in (0, 1e6] ({})", v, crate::policy::range_unit(control)),
+                );
+            }
+        }
+        if let GpuAsk::LockedClocks(a, b) = ask {
+            if a > b {
+                return self.refuse(sess, id, format!("locked clocks [{a}, {b}] MHz: min_mhz is above max_mhz"));
+            }
+        }
+        for v in ask.values() {
+            if let Err(why) = self.opts.config.may_write(&sess.who, control, Some(v), &[]) {
+                return self.refuse(sess, id, why);
+            }
+        }
+        let key = format!("GPU {gpu}");
+        if let Some(h) = g.held_other.get(&key) {
+            if h.session != id {
+                let why = format!(
+                    "{key} is held by session {} of uid {} (pid {}) at {}: two sessions may not set one GPU, so this request is refused (nothing was changed); wait until that session ends, or ask for another GPU",
+                    h.session, h.uid, h.pid, h.setting
+                );
+                return self.refuse(sess, id, why);
+            }
+        }
+        let Some(gc) = g.gpu.as_ref() else {
+            let why = format!(
+                "no GPU control on this node: {}",
+                self.no_gpu.as_deref().unwrap_or("?")
+            );
+            return self.refuse(sess, id, why);
+        };
+        // the device's own check before anything is saved or written
+        let checked = match ask {
+            GpuAsk::LockedClocks(a, b) => gc.check_locked_clocks(gpu, a, b).map(|_| ()),
+            GpuAsk::PowerLimit(w) => gc.power_limit_range_w(gpu).and_then(|(lo, hi)| {
+                if w >= lo - 1e-9 && w <= hi + 1e-9 {
+                    Ok(())
+                } else {
+                    Err(powerperf::dvfs::gpu_control::GpuControlError::OutOfRange {
+                        gpu,
+                        what: format!("power limit {w} W"),
+                        allowed: format!("{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"),
+                    })
+                }
+            }),
+        };
+        if let Err(e) = checked {
+            return self.refuse(sess, id, e.to_string());
+        }
+        if gc.describe_only() {
+            // the real GPU in this build: nothing is saved, nothing changes; the answer
+            // names the call a privileged build would make
+            let (uid, pid) = (sess.who.uid, sess.peer_pid);
+            let Some(gm) = g.gpu.as_mut() else {
+                return Response::refused("no GPU control");
+            };
+            let why = match ask {
+                GpuAsk::LockedClocks(a, b) => gm.set_locked_clocks(gpu, a, b),
+                GpuAsk::PowerLimit(w) => gm.set_power_limit_w(gpu, w),
+            }
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "the GPU control describes only".into());
+            tracing::warn!(uid, pid, session = id, gpu, reason = %why, "refused");
+            return Response::refused(why);
+        }
+        let first = !sess
+            .saves
+            .iter()
+            .any(|s| matches!(s, Saved::Gpu(x) if x.gpu == gpu && x.knob == knob));
+        let (uid, pid, job) = (sess.who.uid, sess.peer_pid, sess.job.clone());
+        if first {
+            let saved = match gc.save(gpu, knob) {
+                Ok(s) => s,
+                Err(e) => return Response::refused(format!("cannot read the current setting: {e}")),
+            };
+            if let Err(e) = g.journal.append(&Entry::Save {
+                session: id,
+                uid,
+                pid,
+                job,
+                control: control.into(),
+                snapshot: Default::default(),
+                gpu: Some(saved.clone()),
+            }) {
+                tracing::error!(error = %format!("{e:#}"), "journal");
+                return Response::refused(format!("nothing was changed: {e:#}"));
+            }
+            if let Some(sess) = g.sessions.get_mut(&id) {
+                sess.saves.push(Saved::Gpu(saved));
+            }
+        }
+        let what = ask.describe();
+        g.held_other.insert(
+            key,
+            Hold {
+                session: id,
+                uid,
+                pid,
+                setting: what.clone(),
+            },
+        );
+        let Some(gc) = g.gpu.as_mut() else {
+            return Response::refused("no GPU control");
+        };
+        let done = match ask {
+            GpuAsk::LockedClocks(a, b) => gc.set_locked_clocks(gpu, a, b),
+            GpuAsk::PowerLimit(w) => gc.set_power_limit_w(gpu, w),
+        };
+        match done {
+            Ok(w) => {
+                tracing::info!(session = id, uid, pid, control, gpu, value = %what, "set");
+                Response {
+                    ok: true,
+                    session: Some(id),
+                    writes: vec![w],
+                    ..Default::default()
+                }
+            }
+            Err(e) => {
+                tracing::warn!(session = id, uid, pid, gpu, error = %e, "a GPU setting was not made; the session restores what it changed when it ends");
+                Response::refused(format!(
+                    "{e}; what this session changed is restored when it ends"
+                ))
+            }
+        }
+    }
+
+    pub(super) fn read_power(&self, g: &mut Inner, id: u64) -> Response {
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        if let Err(why) = self.opts.config.may_read(&sess.who, "power") {
+            return self.refuse(sess, id, why);
+        }
+        let mut readings = Vec::new();
+        let mut notes = Vec::new();
+        match &self.power_pmu {
+            Err(why) => notes.push(format!("perf power PMU: {why}")),
+            Ok(events) => {
+                let root = self.opts.sysfs_root.clone();
+                if let Some(sess) = g.sessions.get_mut(&id) {
+                    let pc = sess
+                        .power
+                        .get_or_insert_with(|| open_counters(events, &root));
+                    for f in &pc.failed {
+                        notes.push(format!("perf power PMU: {f}"));
+                    }
+                    for (ev, c) in &mut pc.opened {
+                        c.sample();
+                        readings.push(PowerReading {
+                            name: ev.domain.clone(),
+                            source: format!("perf power/{}/ on CPU {} ({} per count, {})", ev.event, ev.cpu, ev.scale, ev.unit),
+                            energy_j: c.total(),
+                            power_w: None,
+                        });
+                    }
+                }
+            }
+        }
+        match g.nvml.as_mut() {
+            None => notes.push(format!(
+                "NVML: {}",
+                self.no_nvml.as_deref().unwrap_or("not available")
+            )),
+            Some(src) => {
+                for i in 0..src.count() {
+                    let r = src.read(i);
+                    readings.push(PowerReading {
+                        name: format!("gpu-{i}"),
+                        source: format!("NVML GPU {i} ({}; power: {}; energy: nvmlDeviceGetTotalEnergyConsumption)", src.name(i), src.power_source(i)),
+                        energy_j: r.energy_mj.map(|mj| mj as f64 * 1e-3),
+                        power_w: r.power_w,
+                    });
+                }
+            }
+        }
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        if readings.is_empty() {
+            return self.refuse(
+                sess,
+                id,
+                format!("no power readings on this node: {}", notes.join("; ")),
+            );
+        }
+        Response {
+            ok: true,
+            session: Some(id),
+            power: readings,
+            info: notes,
+            ..Default::default()
+        }
+    }
+}

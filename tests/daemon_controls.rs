@@ -1,0 +1,286 @@
+//! powerperfd's uncore, GPU and power controls (issue 22, items 2–4; docs/cluster.md), end
+//! to end as root: `cpu.uncore_freq` on a copy of `tests/fixtures/sysfs/intel-uncore`,
+//! `gpu.locked_clocks` and `gpu.power_limit` on the fake GPUs of `tests/fixtures/fake-gpu`
+//! (`powerperfd --fake-gpu`; no GPU is touched), and `read_power` (the perf power PMU and
+//! NVML: the policy, and the refusal naming what is missing where neither is present).
+//! Clients are `powerperfd request` as uid 65534 and 65533 through setpriv. Tests print
+//! `skipped: …` when not root.
+
+mod common;
+
+use common::daemon::{as_uid, kill_group, World, OTHER};
+use common::NOBODY;
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+
+const UNCORE: &str = "sys/devices/system/cpu/intel_uncore_frequency";
+
+const GRANT: &str = r#"
+[[grant]]
+name = "uncore-users"
+users = ["nobody", "65533"]
+write = ["cpu.uncore_freq"]
+[grant.ranges]
+"cpu.uncore_freq" = [1200, 2000]
+
+[[grant]]
+name = "gpu-users"
+users = ["nobody", "65533"]
+read = ["power"]
+write = ["gpu.locked_clocks", "gpu.power_limit"]
+[grant.ranges]
+"gpu.locked_clocks" = [900, 1500]
+"gpu.power_limit" = [300, 500]
+
+[[grant]]
+name = "wide-uncore"
+users = ["4242"]
+write = ["cpu.uncore_freq"]
+"#;
+
+fn uncore(w: &World, dom: &str, f: &str) -> String {
+    std::fs::read_to_string(w.root.join(UNCORE).join(dom).join(f))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn gpu_file(w: &World, f: &str) -> String {
+    std::fs::read_to_string(w.dir.path().join("gpu/gpu0").join(f))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn uncore_original(w: &World) {
+    for d in ["package_00_die_00", "package_01_die_00"] {
+        assert_eq!(uncore(w, d, "min_freq_khz"), "800000", "{d}");
+        assert_eq!(uncore(w, d, "max_freq_khz"), "2400000", "{d}");
+    }
+}
+
+fn gpu_original(w: &World) {
+    assert_eq!(gpu_file(w, "locked_clocks_mhz"), "none");
+    assert_eq!(gpu_file(w, "power_limit_w"), "700");
+}
+
+/// `powerperfd request --hold REQ...` as `uid`, in its own process group: the session
+/// lives until it is killed.
+fn hold(w: &World, uid: u32, reqs: &[&str]) -> Child {
+    let mut c = as_uid(uid, &w.daemon_bin);
+    c.arg("request")
+        .arg("--socket")
+        .arg(&w.socket)
+        .arg("--hold")
+        .args(reqs)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c.spawn().unwrap()
+}
+
+fn out(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn uncore_frequency_granted_refused_held_and_restored_after_client_and_daemon_sigkill() {
+    let Some(mut w) = World::new("daemon cpu.uncore_freq", GRANT) else {
+        return;
+    };
+    w.start();
+    uncore_original(&w);
+    // inside the hardware's 800..2400 MHz but outside the grant: refused naming the grant
+    let o = w.request(NOBODY, &[r#"{"op":"set_uncore_freq","mhz":2200}"#]);
+    let t = out(&o);
+    assert!(
+        !o.status.success()
+            && t.contains("may not set `cpu.uncore_freq` = 2200 MHz")
+            && t.contains("grant `uncore-users` (users nobody, 65533) allows [1200, 2000] MHz")
+            && t.contains("grant `wide-uncore`"),
+        "{t}"
+    );
+    // a user without a grant
+    let o = w.request(4243, &[r#"{"op":"set_uncore_freq","mhz":1800}"#]);
+    assert!(out(&o).contains("uid 4243 may not set `cpu.uncore_freq`"), "{}", out(&o));
+    // not a domain, not on the 100 MHz step: refused, nothing written
+    for (req, want) in [
+        (r#"{"op":"set_uncore_freq","mhz":1800,"domains":["../cpu0"]}"#, "not an uncore domain"),
+        (r#"{"op":"set_uncore_freq","mhz":1850}"#, "multiple of 100"),
+    ] {
+        let o = w.request(NOBODY, &[req]);
+        assert!(out(&o).contains(want), "{req}: {}", out(&o));
+    }
+    uncore_original(&w);
+    // granted: package 1 pinned at 1800 MHz while the session lives
+    let mut c = hold(
+        &w,
+        NOBODY,
+        &[r#"{"op":"set_uncore_freq","mhz":1800,"domains":["package_01_die_00"]}"#],
+    );
+    w.wait_for("the uncore setting", || {
+        uncore(&w, "package_01_die_00", "min_freq_khz") == "1800000"
+            && uncore(&w, "package_01_die_00", "max_freq_khz") == "1800000"
+    });
+    assert_eq!(uncore(&w, "package_00_die_00", "max_freq_khz"), "2400000");
+    // another session may not set the held domain, but may set the other one
+    let o = w.request(OTHER, &[r#"{"op":"set_uncore_freq","mhz":1200}"#]);
+    assert!(
+        out(&o).contains("uncore package_01_die_00 is held by session")
+            && out(&o).contains("uncore 1800 MHz"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(uncore(&w, "package_00_die_00", "min_freq_khz"), "800000");
+    // SIGKILL the client: put back
+    // SAFETY: kill(2) on a child of this test.
+    unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+    let took = w.wait_for("the uncore restore after SIGKILL", || {
+        uncore(&w, "package_01_die_00", "min_freq_khz") == "800000"
+            && uncore(&w, "package_01_die_00", "max_freq_khz") == "2400000"
+    });
+    kill_group(&mut c);
+    uncore_original(&w);
+    println!("uncore restored {:.2} ms after the client's SIGKILL", took.as_secs_f64() * 1e3);
+    // the daemon SIGKILLed while a session holds both packages: the restart restores
+    let mut c = hold(&w, NOBODY, &[r#"{"op":"set_uncore_freq","mhz":1200}"#]);
+    w.wait_for("the uncore setting", || {
+        uncore(&w, "package_00_die_00", "max_freq_khz") == "1200000"
+            && uncore(&w, "package_01_die_00", "max_freq_khz") == "1200000"
+    });
+    w.kill_daemon();
+    assert_eq!(uncore(&w, "package_00_die_00", "min_freq_khz"), "1200000");
+    let journal = std::fs::read_to_string(w.state.join("powerperfd-journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""control":"cpu.uncore_freq""#), "{journal}");
+    w.start();
+    uncore_original(&w);
+    kill_group(&mut c);
+}
+
+#[test]
+fn without_the_uncore_driver_the_refusal_names_what_is_missing() {
+    let Some(mut w) = World::new("daemon cpu.uncore_freq absent", GRANT) else {
+        return;
+    };
+    std::fs::remove_dir_all(w.root.join(UNCORE)).unwrap();
+    w.start();
+    let o = w.request(NOBODY, &[r#"{"op":"set_uncore_freq","mhz":1800}"#]);
+    let t = out(&o);
+    assert!(
+        !o.status.success()
+            && t.contains("no uncore frequency control on this machine")
+            && t.contains("intel_uncore_frequency does not exist")
+            && t.contains("modprobe intel-uncore-frequency"),
+        "{t}"
+    );
+    // the core frequency still works as before on the same node
+    w.assert_original();
+}
+
+#[test]
+fn gpu_locked_clocks_and_power_limit_on_the_fake_gpu_granted_refused_and_restored() {
+    let Some(mut w) = World::new("daemon gpu controls", GRANT) else {
+        return;
+    };
+    w.start();
+    gpu_original(&w);
+    for (uid, req, want) in [
+        // no grant
+        (4243, r#"{"op":"set_gpu_power_limit","gpu":0,"watts":400}"#, "uid 4243 may not set `gpu.power_limit` = 400 W"),
+        // outside the grant (inside the GPU's 200..700 W)
+        (NOBODY, r#"{"op":"set_gpu_power_limit","gpu":0,"watts":600}"#, "grant `gpu-users` (users nobody, 65533) allows [300, 500] W"),
+        (NOBODY, r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":345}"#, "allows [900, 1500] MHz"),
+        // no such GPU, min above max, not a number
+        (NOBODY, r#"{"op":"set_gpu_locked_clocks","gpu":3,"min_mhz":1200}"#, "GPU 3 does not exist"),
+        (NOBODY, r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":1400,"max_mhz":1000}"#, "min_mhz is above max_mhz"),
+        (NOBODY, r#"{"op":"set_gpu_power_limit","gpu":0,"watts":-5}"#, "is not a number in (0, 1e6]"),
+    ] {
+        let o = w.request(uid, &[req]);
+        assert!(!o.status.success() && out(&o).contains(want), "{req}: {}", out(&o));
+    }
+    gpu_original(&w);
+    // granted: both controls in one session
+    let mut c = hold(
+        &w,
+        NOBODY,
+        &[
+            r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":1200,"max_mhz":1500}"#,
+            r#"{"op":"set_gpu_power_limit","gpu":0,"watts":400}"#,
+        ],
+    );
+    w.wait_for("the GPU settings", || {
+        gpu_file(&w, "locked_clocks_mhz") == "1200 1500" && gpu_file(&w, "power_limit_w") == "400"
+    });
+    // the GPU is held: another user's session is refused
+    let o = w.request(OTHER, &[r#"{"op":"set_gpu_power_limit","gpu":0,"watts":300}"#]);
+    assert!(out(&o).contains("GPU 0 is held by session"), "{}", out(&o));
+    // SIGKILL: locked clocks reset, power limit back to 700 W
+    // SAFETY: kill(2) on a child of this test.
+    unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+    let took = w.wait_for("the GPU restore after SIGKILL", || {
+        gpu_file(&w, "locked_clocks_mhz") == "none" && gpu_file(&w, "power_limit_w") == "700"
+    });
+    kill_group(&mut c);
+    println!("GPU settings restored {:.2} ms after the client's SIGKILL", took.as_secs_f64() * 1e3);
+    // the daemon SIGKILLed and restarted: restored from the journal
+    let mut c = hold(&w, NOBODY, &[r#"{"op":"set_gpu_power_limit","gpu":0,"watts":350}"#]);
+    w.wait_for("the power limit", || gpu_file(&w, "power_limit_w") == "350");
+    w.kill_daemon();
+    let journal = std::fs::read_to_string(w.state.join("powerperfd-journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""control":"gpu.power_limit""#) && journal.contains(r#""power_limit_w":700"#),
+        "{journal}"
+    );
+    w.start();
+    gpu_original(&w);
+    kill_group(&mut c);
+}
+
+#[test]
+fn power_reads_follow_the_policy_and_name_what_is_missing() {
+    let Some(mut w) = World::new("daemon read_power", GRANT) else {
+        return;
+    };
+    // the perf power PMU described by the fixture tree (its events parsed by the daemon)
+    common::copy_tree(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/power-pmu"),
+        &w.root,
+    );
+    w.start();
+    // no grant for `power` (only `energy` is everyone's): refused naming the grant
+    let o = w.request(4243, &[r#"{"op":"read_power"}"#]);
+    assert!(
+        out(&o).contains("uid 4243 may not read `power`") && out(&o).contains("grant `gpu-users`"),
+        "{}",
+        out(&o)
+    );
+    // granted: real readings where this node has them, else the reasons, per source
+    let o = w.request(NOBODY, &[r#"{"op":"read_power"}"#]);
+    let t = out(&o);
+    if o.status.success() {
+        let v: serde_json::Value = serde_json::from_str(t.lines().next().unwrap()).unwrap();
+        for r in v["power"].as_array().unwrap() {
+            println!("{} {}: {} J, {} W", r["name"], r["source"], r["energy_j"], r["power_w"]);
+        }
+        assert!(!v["power"].as_array().unwrap().is_empty());
+    } else {
+        // the daemon parsed the PMU's sysfs description (events, scale, unit, cpumask) and
+        // tried each event on its package CPU; this kernel has no such PMU
+        for ev in ["power/energy-pkg/ on CPU 0", "power/energy-ram/ on CPU 0", "power/energy-psys/ on CPU 0"] {
+            assert!(t.contains(ev), "{ev}: {t}");
+        }
+        assert!(t.contains("no power readings on this node") && t.contains("NVML"), "{t}");
+        println!("skipped: real power reads: {t}");
+    }
+    // without the PMU's directory the refusal names the missing directory
+    w.kill_daemon();
+    std::fs::remove_dir_all(w.root.join("sys/bus/event_source/devices/power")).unwrap();
+    w.start();
+    let o = w.request(NOBODY, &[r#"{"op":"read_power"}"#]);
+    let t = out(&o);
+    if !o.status.success() {
+        assert!(t.contains("no perf power PMU") && t.contains("event_source/devices/power does not exist"), "{t}");
+    }
+}
