@@ -419,6 +419,22 @@ fn daemon_switch_round_trip_and_restore_after_sigkill_table() {
             format!("{}", (mhz * 1000.0) as u64)
         );
     }
+    // the uncore (both domains: 4 writes) and the fake GPU's power limit, same session
+    let mut rt_uncore = Vec::with_capacity(n);
+    let mut rt_gpu = Vec::with_capacity(n);
+    for i in 0..n {
+        let (mhz, watts) = if i % 2 == 0 {
+            (1200.0, 300.0)
+        } else {
+            (2400.0, 700.0)
+        };
+        let t = Instant::now();
+        c.set_uncore_freq(mhz, None).unwrap();
+        rt_uncore.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        c.set_gpu_power_limit(0, watts).unwrap();
+        rt_gpu.push(t.elapsed().as_secs_f64() * 1e6);
+    }
     c.restore().unwrap();
     drop(c);
     w.assert_original();
@@ -447,6 +463,18 @@ fn daemon_switch_round_trip_and_restore_after_sigkill_table() {
         q(&mut rt, 0.5),
         q(&mut rt, 0.9),
         q(&mut rt, 1.0)
+    );
+    println!(
+        "| set_uncore_freq round trip (2 domains, 4 sysfs writes) | {n} | {:.0} | {:.0} | {:.0} |",
+        q(&mut rt_uncore, 0.5),
+        q(&mut rt_uncore, 0.9),
+        q(&mut rt_uncore, 1.0)
+    );
+    println!(
+        "| set_gpu_power_limit round trip (fake GPU, one file write) | {n} | {:.0} | {:.0} | {:.0} |",
+        q(&mut rt_gpu, 0.5),
+        q(&mut rt_gpu, 0.9),
+        q(&mut rt_gpu, 1.0)
     );
     let k = kill.len();
     println!(

@@ -104,10 +104,17 @@ fn uncore_frequency_granted_refused_held_and_restored_after_client_and_daemon_si
     );
     // a user without a grant
     let o = w.request(4243, &[r#"{"op":"set_uncore_freq","mhz":1800}"#]);
-    assert!(out(&o).contains("uid 4243 may not set `cpu.uncore_freq`"), "{}", out(&o));
+    assert!(
+        out(&o).contains("uid 4243 may not set `cpu.uncore_freq`"),
+        "{}",
+        out(&o)
+    );
     // not a domain, not on the 100 MHz step: refused, nothing written
     for (req, want) in [
-        (r#"{"op":"set_uncore_freq","mhz":1800,"domains":["../cpu0"]}"#, "not an uncore domain"),
+        (
+            r#"{"op":"set_uncore_freq","mhz":1800,"domains":["../cpu0"]}"#,
+            "not an uncore domain",
+        ),
         (r#"{"op":"set_uncore_freq","mhz":1850}"#, "multiple of 100"),
     ] {
         let o = w.request(NOBODY, &[req]);
@@ -143,7 +150,10 @@ fn uncore_frequency_granted_refused_held_and_restored_after_client_and_daemon_si
     });
     kill_group(&mut c);
     uncore_original(&w);
-    println!("uncore restored {:.2} ms after the client's SIGKILL", took.as_secs_f64() * 1e3);
+    println!(
+        "uncore restored {:.2} ms after the client's SIGKILL",
+        took.as_secs_f64() * 1e3
+    );
     // the daemon SIGKILLed while a session holds both packages: the restart restores
     let mut c = hold(&w, NOBODY, &[r#"{"op":"set_uncore_freq","mhz":1200}"#]);
     w.wait_for("the uncore setting", || {
@@ -153,7 +163,10 @@ fn uncore_frequency_granted_refused_held_and_restored_after_client_and_daemon_si
     w.kill_daemon();
     assert_eq!(uncore(&w, "package_00_die_00", "min_freq_khz"), "1200000");
     let journal = std::fs::read_to_string(w.state.join("powerperfd-journal.jsonl")).unwrap();
-    assert!(journal.contains(r#""control":"cpu.uncore_freq""#), "{journal}");
+    assert!(
+        journal.contains(r#""control":"cpu.uncore_freq""#),
+        "{journal}"
+    );
     w.start();
     uncore_original(&w);
     kill_group(&mut c);
@@ -188,17 +201,45 @@ fn gpu_locked_clocks_and_power_limit_on_the_fake_gpu_granted_refused_and_restore
     gpu_original(&w);
     for (uid, req, want) in [
         // no grant
-        (4243, r#"{"op":"set_gpu_power_limit","gpu":0,"watts":400}"#, "uid 4243 may not set `gpu.power_limit` = 400 W"),
+        (
+            4243,
+            r#"{"op":"set_gpu_power_limit","gpu":0,"watts":400}"#,
+            "uid 4243 may not set `gpu.power_limit` = 400 W",
+        ),
         // outside the grant (inside the GPU's 200..700 W)
-        (NOBODY, r#"{"op":"set_gpu_power_limit","gpu":0,"watts":600}"#, "grant `gpu-users` (users nobody, 65533) allows [300, 500] W"),
-        (NOBODY, r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":345}"#, "allows [900, 1500] MHz"),
+        (
+            NOBODY,
+            r#"{"op":"set_gpu_power_limit","gpu":0,"watts":600}"#,
+            "grant `gpu-users` (users nobody, 65533) allows [300, 500] W",
+        ),
+        (
+            NOBODY,
+            r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":345}"#,
+            "allows [900, 1500] MHz",
+        ),
         // no such GPU, min above max, not a number
-        (NOBODY, r#"{"op":"set_gpu_locked_clocks","gpu":3,"min_mhz":1200}"#, "GPU 3 does not exist"),
-        (NOBODY, r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":1400,"max_mhz":1000}"#, "min_mhz is above max_mhz"),
-        (NOBODY, r#"{"op":"set_gpu_power_limit","gpu":0,"watts":-5}"#, "is not a number in (0, 1e6]"),
+        (
+            NOBODY,
+            r#"{"op":"set_gpu_locked_clocks","gpu":3,"min_mhz":1200}"#,
+            "GPU 3 does not exist",
+        ),
+        (
+            NOBODY,
+            r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":1400,"max_mhz":1000}"#,
+            "min_mhz is above max_mhz",
+        ),
+        (
+            NOBODY,
+            r#"{"op":"set_gpu_power_limit","gpu":0,"watts":-5}"#,
+            "is not a number in (0, 1e6]",
+        ),
     ] {
         let o = w.request(uid, &[req]);
-        assert!(!o.status.success() && out(&o).contains(want), "{req}: {}", out(&o));
+        assert!(
+            !o.status.success() && out(&o).contains(want),
+            "{req}: {}",
+            out(&o)
+        );
     }
     gpu_original(&w);
     // granted: both controls in one session
@@ -214,7 +255,10 @@ fn gpu_locked_clocks_and_power_limit_on_the_fake_gpu_granted_refused_and_restore
         gpu_file(&w, "locked_clocks_mhz") == "1200 1500" && gpu_file(&w, "power_limit_w") == "400"
     });
     // the GPU is held: another user's session is refused
-    let o = w.request(OTHER, &[r#"{"op":"set_gpu_power_limit","gpu":0,"watts":300}"#]);
+    let o = w.request(
+        OTHER,
+        &[r#"{"op":"set_gpu_power_limit","gpu":0,"watts":300}"#],
+    );
     assert!(out(&o).contains("GPU 0 is held by session"), "{}", out(&o));
     // SIGKILL: locked clocks reset, power limit back to 700 W
     // SAFETY: kill(2) on a child of this test.
@@ -223,14 +267,22 @@ fn gpu_locked_clocks_and_power_limit_on_the_fake_gpu_granted_refused_and_restore
         gpu_file(&w, "locked_clocks_mhz") == "none" && gpu_file(&w, "power_limit_w") == "700"
     });
     kill_group(&mut c);
-    println!("GPU settings restored {:.2} ms after the client's SIGKILL", took.as_secs_f64() * 1e3);
+    println!(
+        "GPU settings restored {:.2} ms after the client's SIGKILL",
+        took.as_secs_f64() * 1e3
+    );
     // the daemon SIGKILLed and restarted: restored from the journal
-    let mut c = hold(&w, NOBODY, &[r#"{"op":"set_gpu_power_limit","gpu":0,"watts":350}"#]);
+    let mut c = hold(
+        &w,
+        NOBODY,
+        &[r#"{"op":"set_gpu_power_limit","gpu":0,"watts":350}"#],
+    );
     w.wait_for("the power limit", || gpu_file(&w, "power_limit_w") == "350");
     w.kill_daemon();
     let journal = std::fs::read_to_string(w.state.join("powerperfd-journal.jsonl")).unwrap();
     assert!(
-        journal.contains(r#""control":"gpu.power_limit""#) && journal.contains(r#""power_limit_w":700"#),
+        journal.contains(r#""control":"gpu.power_limit""#)
+            && journal.contains(r#""power_limit_w":700"#),
         "{journal}"
     );
     w.start();
@@ -262,16 +314,26 @@ fn power_reads_follow_the_policy_and_name_what_is_missing() {
     if o.status.success() {
         let v: serde_json::Value = serde_json::from_str(t.lines().next().unwrap()).unwrap();
         for r in v["power"].as_array().unwrap() {
-            println!("{} {}: {} J, {} W", r["name"], r["source"], r["energy_j"], r["power_w"]);
+            println!(
+                "{} {}: {} J, {} W",
+                r["name"], r["source"], r["energy_j"], r["power_w"]
+            );
         }
         assert!(!v["power"].as_array().unwrap().is_empty());
     } else {
         // the daemon parsed the PMU's sysfs description (events, scale, unit, cpumask) and
         // tried each event on its package CPU; this kernel has no such PMU
-        for ev in ["power/energy-pkg/ on CPU 0", "power/energy-ram/ on CPU 0", "power/energy-psys/ on CPU 0"] {
+        for ev in [
+            "power/energy-pkg/ on CPU 0",
+            "power/energy-ram/ on CPU 0",
+            "power/energy-psys/ on CPU 0",
+        ] {
             assert!(t.contains(ev), "{ev}: {t}");
         }
-        assert!(t.contains("no power readings on this node") && t.contains("NVML"), "{t}");
+        assert!(
+            t.contains("no power readings on this node") && t.contains("NVML"),
+            "{t}"
+        );
         println!("skipped: real power reads: {t}");
     }
     // without the PMU's directory the refusal names the missing directory
@@ -281,6 +343,10 @@ fn power_reads_follow_the_policy_and_name_what_is_missing() {
     let o = w.request(NOBODY, &[r#"{"op":"read_power"}"#]);
     let t = out(&o);
     if !o.status.success() {
-        assert!(t.contains("no perf power PMU") && t.contains("event_source/devices/power does not exist"), "{t}");
+        assert!(
+            t.contains("no perf power PMU")
+                && t.contains("event_source/devices/power does not exist"),
+            "{t}"
+        );
     }
 }

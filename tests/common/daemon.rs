@@ -229,4 +229,3 @@ pub fn kill_group(c: &mut Child) {
     unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
     let _ = c.wait();
 }
-

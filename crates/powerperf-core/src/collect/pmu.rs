@@ -242,7 +242,8 @@ mod tests {
 
     #[test]
     fn power_events_of_the_fixture_pmu_and_what_is_missing() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sysfs/power-pmu");
+        let root =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sysfs/power-pmu");
         let ev = power_events(&root).unwrap();
         let got: Vec<(&str, &str, usize)> = ev
             .iter()
@@ -250,13 +251,22 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            [("energy-pkg", "package-0", 0), ("energy-psys", "psys", 0), ("energy-ram", "dram-0", 0)]
+            [
+                ("energy-pkg", "package-0", 0),
+                ("energy-psys", "psys", 0),
+                ("energy-ram", "dram-0", 0)
+            ]
         );
-        assert!(ev.iter().all(|e| e.unit == "Joules" && (e.scale - 2.3283064365386962890625e-10).abs() < 1e-20));
+        assert!(ev
+            .iter()
+            .all(|e| e.unit == "Joules" && (e.scale - 2f64.powi(-32)).abs() < 1e-20));
         // missing PMU, bad scale, bad unit: named
         let d = tempfile::tempdir().unwrap();
         let e = power_events(d.path()).unwrap_err();
-        assert!(e.contains("no perf power PMU") && e.contains("read_energy"), "{e}");
+        assert!(
+            e.contains("no perf power PMU") && e.contains("read_energy"),
+            "{e}"
+        );
         fn copy(from: &Path, to: &Path) {
             std::fs::create_dir_all(to).unwrap();
             for e in std::fs::read_dir(from).unwrap().flatten() {

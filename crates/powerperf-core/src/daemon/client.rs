@@ -181,7 +181,12 @@ impl Client {
     ///
     /// # Errors
     /// The daemon's refusal.
-    pub fn set_gpu_locked_clocks(&mut self, gpu: u32, min_mhz: f64, max_mhz: f64) -> Result<Response> {
+    pub fn set_gpu_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Response> {
         self.request(&Request::SetGpuLockedClocks {
             gpu,
             min_mhz,

@@ -269,11 +269,21 @@ mod tests {
         let l: Request =
             serde_json::from_str(r#"{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":1200}"#)
                 .unwrap();
-        assert!(matches!(l, Request::SetGpuLockedClocks { gpu: 0, max_mhz: None, .. }));
+        assert!(matches!(
+            l,
+            Request::SetGpuLockedClocks {
+                gpu: 0,
+                max_mhz: None,
+                ..
+            }
+        ));
         let p: Request =
             serde_json::from_str(r#"{"op":"set_gpu_power_limit","gpu":0,"watts":300}"#).unwrap();
         assert!(matches!(p, Request::SetGpuPowerLimit { gpu: 0, .. }));
-        assert!(serde_json::from_str::<Request>(r#"{"op":"set_gpu_power_limit","gpu":-1,"watts":300}"#).is_err());
+        assert!(serde_json::from_str::<Request>(
+            r#"{"op":"set_gpu_power_limit","gpu":-1,"watts":300}"#
+        )
+        .is_err());
         assert_eq!(
             serde_json::to_string(&Request::ReadPower).unwrap(),
             r#"{"op":"read_power"}"#

@@ -853,18 +853,19 @@ impl Daemon {
                             .map(|x| x.to_string())
                             .collect())
                     }),
-                Saved::Uncore(snap) => self
-                    .ctl
-                    .as_ref()
-                    .context("no cpufreq controller")
-                    .and_then(|ctl| {
-                        Ok(ctl
-                            .clone()
-                            .restore(snap)?
-                            .iter()
-                            .map(|x| x.to_string())
-                            .collect())
-                    }),
+                Saved::Uncore(snap) => {
+                    self.ctl
+                        .as_ref()
+                        .context("no cpufreq controller")
+                        .and_then(|ctl| {
+                            Ok(ctl
+                                .clone()
+                                .restore(snap)?
+                                .iter()
+                                .map(|x| x.to_string())
+                                .collect())
+                        })
+                }
                 Saved::Gpu(gs) => match g.gpu.as_mut() {
                     Some(gc) => gc.restore(gs).map(|w| vec![w]).map_err(anyhow::Error::new),
                     None => Err(anyhow::anyhow!("no GPU control")),

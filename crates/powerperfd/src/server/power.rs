@@ -97,10 +97,9 @@ fn open_counters(events: &[PowerEvent], root: &Path) -> PowerCounters {
                 c.sample();
                 opened.push((ev.clone(), *c));
             }
-            Some(Opened::Failed { reason, .. }) => failed.push(format!(
-                "power/{}/ on CPU {}: {reason}",
-                ev.event, ev.cpu
-            )),
+            Some(Opened::Failed { reason, .. }) => {
+                failed.push(format!("power/{}/ on CPU {}: {reason}", ev.event, ev.cpu))
+            }
             None => failed.push(format!("power/{}/ on CPU {}: not opened", ev.event, ev.cpu)),
         }
     }
@@ -119,13 +118,21 @@ impl Daemon {
                 return self.refuse(
                     sess,
                     id,
-                    format!("{} is not a number in (0, 1e6] ({})", v, crate::policy::range_unit(control)),
+                    format!(
+                        "{} is not a number in (0, 1e6] ({})",
+                        v,
+                        crate::policy::range_unit(control)
+                    ),
                 );
             }
         }
         if let GpuAsk::LockedClocks(a, b) = ask {
             if a > b {
-                return self.refuse(sess, id, format!("locked clocks [{a}, {b}] MHz: min_mhz is above max_mhz"));
+                return self.refuse(
+                    sess,
+                    id,
+                    format!("locked clocks [{a}, {b}] MHz: min_mhz is above max_mhz"),
+                );
             }
         }
         for v in ask.values() {
@@ -160,7 +167,9 @@ impl Daemon {
                     Err(powerperf::dvfs::gpu_control::GpuControlError::OutOfRange {
                         gpu,
                         what: format!("power limit {w} W"),
-                        allowed: format!("{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"),
+                        allowed: format!(
+                            "{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"
+                        ),
                     })
                 }
             }),
@@ -193,7 +202,9 @@ impl Daemon {
         if first {
             let saved = match gc.save(gpu, knob) {
                 Ok(s) => s,
-                Err(e) => return Response::refused(format!("cannot read the current setting: {e}")),
+                Err(e) => {
+                    return Response::refused(format!("cannot read the current setting: {e}"))
+                }
             };
             if let Err(e) = g.journal.append(&Entry::Save {
                 session: id,
@@ -271,7 +282,10 @@ impl Daemon {
                         c.sample();
                         readings.push(PowerReading {
                             name: ev.domain.clone(),
-                            source: format!("perf power/{}/ on CPU {} ({} per count, {})", ev.event, ev.cpu, ev.scale, ev.unit),
+                            source: format!(
+                                "perf power/{}/ on CPU {} ({} per count, {})",
+                                ev.event, ev.cpu, ev.scale, ev.unit
+                            ),
                             energy_j: c.total(),
                             power_w: None,
                         });

@@ -20,13 +20,21 @@ impl Daemon {
         };
         let control = "cpu.uncore_freq";
         if !(mhz.is_finite() && mhz > 0.0 && mhz <= 1e6) {
-            return self.refuse(sess, id, format!("{mhz} is not a frequency in MHz (0, 1e6]"));
+            return self.refuse(
+                sess,
+                id,
+                format!("{mhz} is not a frequency in MHz (0, 1e6]"),
+            );
         }
         if domains.as_ref().is_some_and(|d| d.len() > 4096) {
             return self.refuse(sess, id, "more than 4096 uncore domains named".into());
         }
         // the policy first: a user without the grant learns nothing about the hardware
-        if let Err(why) = self.opts.config.may_write(&sess.who, control, Some(mhz), &[]) {
+        if let Err(why) = self
+            .opts
+            .config
+            .may_write(&sess.who, control, Some(mhz), &[])
+        {
             return self.refuse(sess, id, why);
         }
         let Some(ctl) = &self.ctl else {

@@ -540,7 +540,12 @@ impl CpufreqController {
         new_min: Option<String>,
         new_max: Option<String>,
     ) -> Result<Vec<Write>, ControllerError> {
-        self.minmax_writes_of(dir, ("scaling_min_freq", "scaling_max_freq"), new_min, new_max)
+        self.minmax_writes_of(
+            dir,
+            ("scaling_min_freq", "scaling_max_freq"),
+            new_min,
+            new_max,
+        )
     }
 
     /// [`minmax_writes`](Self::minmax_writes) for a pair of files `(min, max)` of `dir`

@@ -289,10 +289,7 @@ impl CpufreqController {
                 UNCORE_FILES.join(", ")
             )));
         }
-        let (lo, hi) = (
-            MegaHertz(d.min_mhz).to_khz(),
-            MegaHertz(d.max_mhz).to_khz(),
-        );
+        let (lo, hi) = (MegaHertz(d.min_mhz).to_khz(), MegaHertz(d.max_mhz).to_khz());
         match f.value.parse::<u64>() {
             Ok(k) if (lo..=hi).contains(&k) => Ok(()),
             _ => Err(bad(format!(
@@ -365,8 +362,16 @@ mod tests {
         let dir = format!("{UNCORE_DIR}/package_00_die_00");
         for (path, value, want) in [
             (format!("{dir}/min_freq_khz"), "100", "between"),
-            (format!("{dir}/current_freq_khz"), "800000", "not an uncore file"),
-            (format!("{UNCORE_DIR}/../cpu0/min_freq_khz"), "800000", "outside"),
+            (
+                format!("{dir}/current_freq_khz"),
+                "800000",
+                "not an uncore file",
+            ),
+            (
+                format!("{UNCORE_DIR}/../cpu0/min_freq_khz"),
+                "800000",
+                "outside",
+            ),
         ] {
             let s = Snapshot {
                 files: vec![SavedFile {
@@ -392,12 +397,19 @@ mod tests {
         ] {
             std::fs::write(t.join(f), format!("{v}\n")).unwrap();
         }
-        let names: Vec<String> = c.uncore_domains().unwrap().into_iter().map(|d| d.name).collect();
+        let names: Vec<String> = c
+            .uncore_domains()
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
         assert_eq!(names, ["uncore00"]);
         std::fs::remove_dir_all(d.path().join(UNCORE_DIR)).unwrap();
         let e = c.uncore_domains().unwrap_err().to_string();
         assert!(
-            e.contains("intel_uncore_frequency") && e.contains("does not exist") && e.contains("modprobe intel-uncore-frequency"),
+            e.contains("intel_uncore_frequency")
+                && e.contains("does not exist")
+                && e.contains("modprobe intel-uncore-frequency"),
             "{e}"
         );
     }

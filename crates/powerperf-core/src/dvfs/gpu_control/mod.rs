@@ -46,11 +46,7 @@ pub enum GpuControlError {
     },
     /// A write that failed.
     #[error("GPU {gpu}: {call} failed: {why}")]
-    Write {
-        gpu: u32,
-        call: String,
-        why: String,
-    },
+    Write { gpu: u32, call: String, why: String },
     /// The real device is read but never set by this build.
     #[error("GPU {gpu}: this build never calls NVML setters (docs/dvfs.md); a privileged build would call {call}. Nothing was changed")]
     DescribeOnly { gpu: u32, call: String },
@@ -193,7 +189,9 @@ pub trait GpuControl: Send + std::fmt::Debug {
         }
         match (s.knob, s.power_limit_w) {
             (GpuKnob::LockedClocks, None) => Ok(()),
-            (GpuKnob::LockedClocks, Some(_)) => Err(bad("a locked-clock save holds no power limit".into())),
+            (GpuKnob::LockedClocks, Some(_)) => {
+                Err(bad("a locked-clock save holds no power limit".into()))
+            }
             (GpuKnob::PowerLimit, None) => Err(bad("no power limit saved".into())),
             (GpuKnob::PowerLimit, Some(w)) => {
                 let (lo, hi) = self
@@ -202,7 +200,9 @@ pub trait GpuControl: Send + std::fmt::Debug {
                 if w.is_finite() && w >= lo - 1e-9 && w <= hi + 1e-9 {
                     Ok(())
                 } else {
-                    Err(bad(format!("not inside the GPU's power limit range {lo}..{hi} W")))
+                    Err(bad(format!(
+                        "not inside the GPU's power limit range {lo}..{hi} W"
+                    )))
                 }
             }
         }
@@ -277,10 +277,11 @@ pub fn check_clock_range(
     }
     let mut notes = Vec::new();
     for f in [min_mhz, max_mhz] {
-        let near = supported
-            .iter()
-            .copied()
-            .min_by(|a, b| (f64::from(*a) - f).abs().total_cmp(&(f64::from(*b) - f).abs()));
+        let near = supported.iter().copied().min_by(|a, b| {
+            (f64::from(*a) - f)
+                .abs()
+                .total_cmp(&(f64::from(*b) - f).abs())
+        });
         if let Some(n) = near.filter(|n| (f64::from(*n) - f).abs() > 0.5) {
             notes.push(format!(
                 "GPU {gpu}: {f} MHz is not a supported graphics clock; nearest: {n} MHz"
@@ -354,7 +355,13 @@ impl FakeGpu {
             .collect()
     }
 
-    fn write(&self, gpu: u32, f: &str, value: &str, call: String) -> Result<String, GpuControlError> {
+    fn write(
+        &self,
+        gpu: u32,
+        f: &str,
+        value: &str,
+        call: String,
+    ) -> Result<String, GpuControlError> {
         use std::os::unix::fs::OpenOptionsExt;
         let p = self.path(gpu, f);
         let mut file = std::fs::OpenOptions::new()
@@ -397,7 +404,11 @@ impl FakeGpu {
 
 impl GpuControl for FakeGpu {
     fn describe(&self) -> String {
-        format!("fake GPUs under {} ({} GPU(s))", self.dir.display(), self.count)
+        format!(
+            "fake GPUs under {} ({} GPU(s))",
+            self.dir.display(),
+            self.count
+        )
     }
     fn count(&self) -> u32 {
         self.count
@@ -501,7 +512,10 @@ mod tests {
         let s = g.save(0, GpuKnob::LockedClocks).unwrap();
         g.set_locked_clocks(0, 1200.0, 1200.0).unwrap();
         assert_eq!(g.locked_clocks(0).unwrap(), Some((1200.0, 1200.0)));
-        let e = g.set_locked_clocks(0, 100.0, 3000.0).unwrap_err().to_string();
+        let e = g
+            .set_locked_clocks(0, 100.0, 3000.0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside") && e.contains("MHz"), "{e}");
         g.validate(&s).unwrap();
         g.restore(&s).unwrap();
@@ -518,9 +532,21 @@ mod tests {
         assert_eq!(g.power_limit_w(0).unwrap(), before);
         // forged saves
         for bad in [
-            GpuSaved { gpu: 7, knob: GpuKnob::LockedClocks, power_limit_w: None },
-            GpuSaved { gpu: 0, knob: GpuKnob::PowerLimit, power_limit_w: Some(1e9) },
-            GpuSaved { gpu: 0, knob: GpuKnob::PowerLimit, power_limit_w: None },
+            GpuSaved {
+                gpu: 7,
+                knob: GpuKnob::LockedClocks,
+                power_limit_w: None,
+            },
+            GpuSaved {
+                gpu: 0,
+                knob: GpuKnob::PowerLimit,
+                power_limit_w: Some(1e9),
+            },
+            GpuSaved {
+                gpu: 0,
+                knob: GpuKnob::PowerLimit,
+                power_limit_w: None,
+            },
         ] {
             assert!(g.validate(&bad).is_err(), "{bad}");
         }

@@ -172,7 +172,14 @@ mod tests {
     fn no_setter_is_called() {
         let src = include_str!("nvml.rs");
         let code = &src[..src.find("#[cfg(test)]").unwrap()];
-        for bad in ["d.set_", "d.reset_", ".clear_", "dev.set_", "dev.reset_", "device.set_"] {
+        for bad in [
+            "d.set_",
+            "d.reset_",
+            ".clear_",
+            "dev.set_",
+            "dev.reset_",
+            "device.set_",
+        ] {
             assert!(!code.contains(bad), "setter-like call `{bad}` in nvml.rs");
         }
         // the only `.set_`/`.reset_` calls would be on a Device; there are none at all
