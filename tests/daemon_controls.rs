@@ -350,3 +350,64 @@ fn power_reads_follow_the_policy_and_name_what_is_missing() {
         );
     }
 }
+
+/// `collect` by a user who may not open the perf power PMU (perf_event_paranoid ≥ 1: the
+/// open fails with EACCES) on a node without powercap asks the daemon's `read_power`; here
+/// the daemon cannot open the fixture PMU either (this kernel has no such PMU), so run.toml
+/// records the daemon's refusal with each event's reason and the run goes on. The success
+/// path (a real PMU) ran on the H100 host: docs/gpu-nvml-dryrun/powerperfd-collect-h100.txt.
+#[test]
+fn collect_asks_the_daemon_for_the_power_pmu_a_user_may_not_open() {
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(2);
+    if paranoid < 1 {
+        println!(
+            "skipped: perf_event_paranoid is {paranoid}: uid 65534 may open the power PMU itself"
+        );
+        return;
+    }
+    let Some(mut w) = World::new("daemon collect power PMU", GRANT) else {
+        return;
+    };
+    common::copy_tree(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/power-pmu"),
+        &w.root,
+    );
+    std::fs::remove_dir_all(w.root.join("sys/class/powercap")).unwrap();
+    w.start();
+    let runs = common::dir_owned_by_nobody(w.dir.path(), "runs");
+    let o = as_uid(NOBODY, &w.bin)
+        .arg("collect")
+        .arg("--daemon")
+        .arg(&w.socket)
+        .arg("--sysfs-root")
+        .arg(&w.root)
+        .arg("-o")
+        .arg(runs.join("r1"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta = std::fs::read_to_string(runs.join("r1/run.toml")).unwrap();
+    match meta.find("RAPL (perf power PMU) through powerperfd") {
+        Some(i) => {
+            let note = &meta[i..meta[i..].find('\n').map_or(meta.len(), |j| i + j)];
+            assert!(
+                note.contains("no power readings on this node")
+                    && note.contains("power/energy-pkg/ on CPU 0"),
+                "{note}"
+            );
+            println!("skipped: the daemon's power PMU read (no such PMU here): {note}");
+        }
+        None => {
+            // a node whose kernel has this PMU: the readings came through the daemon
+            assert!(meta.contains("from the perf power PMU"), "{meta}");
+        }
+    }
+    assert!(
+        meta.contains("Permission denied") && meta.contains("perf_event_paranoid"),
+        "the user's own open was denied: {meta}"
+    );
+}

@@ -24,6 +24,8 @@ enum Reader {
     Powercap(RaplReader),
     /// RAPL read by powerperfd (`energy_uj` is root-only here), docs/cluster.md.
     Daemon(crate::daemon::client::DaemonEnergy),
+    /// The perf power PMU read by powerperfd (this user may not open it), docs/cluster.md.
+    DaemonPower(crate::daemon::client::DaemonPower),
     None,
 }
 
@@ -55,6 +57,8 @@ impl Energy {
     /// otherwise powercap sysfs.
     pub fn open(root: &Path) -> Self {
         let mut notes = Vec::new();
+        // the power PMU exists but this user may not open it (perf_event_paranoid)
+        let mut pmu_denied = false;
         if let Some(p) = pmu::find(root, "power") {
             let mut counters = Vec::new();
             let mut domains = Vec::new();
@@ -93,7 +97,9 @@ impl Energy {
                             });
                             counters.push(*c);
                         }
-                        Some(Opened::Failed { reason, .. }) => {
+                        Some(Opened::Failed { reason, status, .. }) => {
+                            pmu_denied |=
+                                status == crate::store::run::EventStatus::PermissionDenied;
                             notes.push(format!("RAPL through the perf power PMU: {reason}"))
                         }
                         None => {}
@@ -130,6 +136,11 @@ impl Energy {
         let n = domains.len();
         if n == 0 && d.unreadable.iter().any(|u| u.permission_denied) {
             if let Some(e) = Self::through_daemon(&mut notes) {
+                return e;
+            }
+        }
+        if n == 0 && pmu_denied {
+            if let Some(e) = Self::through_daemon_power(&mut notes) {
                 return e;
             }
         }
@@ -183,9 +194,46 @@ impl Energy {
         }
     }
 
+    /// The perf power PMU through powerperfd (`read_power`), when one is configured and
+    /// this user may not open the PMU. `None` (with a note saying why) when there is no
+    /// daemon, it refuses, or it has no PMU readings.
+    fn through_daemon_power(notes: &mut Vec<String>) -> Option<Self> {
+        let sock = crate::daemon::client::socket_path(None)?;
+        match crate::daemon::client::DaemonPower::open(&sock) {
+            Ok(dp) => {
+                let domains: Vec<Domain> = dp
+                    .domains
+                    .iter()
+                    .map(|x| Domain {
+                        name: x.name.clone(),
+                        column: format!("energy_{}_j", x.name.replace('-', "_")),
+                        source: format!("powerperfd at {} ({})", sock.display(), x.source),
+                    })
+                    .collect();
+                notes.push(format!(
+                    "RAPL energy read through powerperfd at {} from the perf power PMU: this user may not open it (kernel.perf_event_paranoid)",
+                    sock.display()
+                ));
+                let n = domains.len();
+                Some(Energy {
+                    domains,
+                    reader: Reader::DaemonPower(dp),
+                    totals_j: vec![0.0; n],
+                    unreadable: vec![],
+                    notes: std::mem::take(notes),
+                })
+            }
+            Err(e) => {
+                notes.push(format!("RAPL (perf power PMU) through powerperfd: {e:#}"));
+                None
+            }
+        }
+    }
+
     /// Energy per domain since the previous call, J (`None` where a read failed).
     pub fn sample(&mut self) -> Vec<Option<f64>> {
         let v: Vec<Option<f64>> = match &mut self.reader {
+            Reader::DaemonPower(r) => r.sample(),
             Reader::Perf(cs) => cs.iter_mut().map(|c| c.sample()).collect(),
             Reader::Powercap(r) => r.sample(),
             Reader::Daemon(r) => r.sample(),
@@ -202,7 +250,7 @@ impl Energy {
         match self.reader {
             Reader::Perf(_) => "perf power PMU",
             Reader::Powercap(_) => "powercap sysfs",
-            Reader::Daemon(_) => "powerperfd node service",
+            Reader::Daemon(_) | Reader::DaemonPower(_) => "powerperfd node service",
             Reader::None => "none",
         }
     }

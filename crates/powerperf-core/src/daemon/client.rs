@@ -227,6 +227,80 @@ impl Client {
     }
 }
 
+/// RAPL energy of the perf `power` PMU read by the daemon (`read_power`), for `collect`
+/// when this user may not open the PMU (system-wide perf events need
+/// `kernel.perf_event_paranoid` <= 0 or CAP_PERFMON) and powercap gives nothing: the daemon's
+/// readings are J since the session's first `read_power`, so a sample is the difference of
+/// two readings.
+#[derive(Debug)]
+pub struct DaemonPower {
+    client: Client,
+    /// The perf domains (`package-0`, `psys`), in the daemon's order.
+    pub domains: Vec<super::PowerReading>,
+    last: Vec<Option<f64>>,
+}
+
+impl DaemonPower {
+    /// Connect and take the first reading.
+    ///
+    /// # Errors
+    /// No daemon, a refusal, or no perf power PMU reading.
+    pub fn open(socket: &Path) -> Result<Self> {
+        let mut client = Client::connect(socket)?;
+        let r = client.request(&Request::ReadPower)?;
+        let domains: Vec<super::PowerReading> = r
+            .power
+            .into_iter()
+            .filter(|p| p.origin == super::ORIGIN_PERF)
+            .collect();
+        if domains.is_empty() {
+            anyhow::bail!(
+                "powerperfd at {} has no perf power PMU readings ({})",
+                socket.display(),
+                r.info.join("; ")
+            );
+        }
+        let last = domains.iter().map(|d| d.energy_j).collect();
+        Ok(DaemonPower {
+            client,
+            domains,
+            last,
+        })
+    }
+
+    /// The socket.
+    pub fn path(&self) -> &Path {
+        self.client.path()
+    }
+
+    /// Energy per domain since the previous call, J (`None` where a read failed).
+    pub fn sample(&mut self) -> Vec<Option<f64>> {
+        let now: Vec<super::PowerReading> = match self.client.request(&Request::ReadPower) {
+            Ok(r) => r
+                .power
+                .into_iter()
+                .filter(|p| p.origin == super::ORIGIN_PERF)
+                .collect(),
+            Err(_) => return vec![None; self.domains.len()],
+        };
+        let mut out = Vec::with_capacity(self.domains.len());
+        for (i, d) in self.domains.iter().enumerate() {
+            let cur = now
+                .iter()
+                .find(|r| r.name == d.name)
+                .and_then(|r| r.energy_j);
+            out.push(match (self.last[i], cur) {
+                (Some(b), Some(n)) => Some((n - b).max(0.0)),
+                _ => None,
+            });
+            if cur.is_some() {
+                self.last[i] = cur;
+            }
+        }
+        out
+    }
+}
+
 /// RAPL energy read by the daemon, for `collect` when `energy_uj` is root-only: keeps the
 /// last counter of each domain and accumulates with the wrap at `max_energy_range_uj`.
 #[derive(Debug)]

@@ -104,11 +104,19 @@ pub struct EnergyReading {
     pub max_energy_range_uj: u64,
 }
 
+/// [`PowerReading::origin`] of the perf `power` PMU's RAPL events.
+pub const ORIGIN_PERF: &str = "perf_power_pmu";
+/// [`PowerReading::origin`] of NVML's readings.
+pub const ORIGIN_NVML: &str = "nvml";
+
 /// One power or energy reading of `read_power`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerReading {
     /// `package-0`, `dram-0`, `psys` (perf power PMU) or `gpu-0` (NVML).
     pub name: String,
+    /// [`ORIGIN_PERF`] or [`ORIGIN_NVML`].
+    #[serde(default)]
+    pub origin: String,
     /// Where it comes from: `perf power/energy-pkg/ on CPU 0` (its sysfs `.scale` and
     /// `.unit` applied), `NVML GPU 0 (NVIDIA H100 80GB HBM3)`.
     pub source: String,

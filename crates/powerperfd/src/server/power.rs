@@ -282,6 +282,7 @@ impl Daemon {
                         c.sample();
                         readings.push(PowerReading {
                             name: ev.domain.clone(),
+                            origin: powerperf::daemon::ORIGIN_PERF.into(),
                             source: format!(
                                 "perf power/{}/ on CPU {} ({} per count, {})",
                                 ev.event, ev.cpu, ev.scale, ev.unit
@@ -303,6 +304,7 @@ impl Daemon {
                     let r = src.read(i);
                     readings.push(PowerReading {
                         name: format!("gpu-{i}"),
+                        origin: powerperf::daemon::ORIGIN_NVML.into(),
                         source: format!("NVML GPU {i} ({}; power: {}; energy: nvmlDeviceGetTotalEnergyConsumption)", src.name(i), src.power_source(i)),
                         energy_j: r.energy_mj.map(|mj| mj as f64 * 1e-3),
                         power_w: r.power_w,
