@@ -1,6 +1,8 @@
 #!/bin/bash
 # powerperfd's read path on a GPU machine (issue 22): NVML power/energy and the perf power
-# PMU through the daemon, and the GPU controls' refusals (this build calls no NVML setter).
+# PMU through the daemon, and the GPU controls refused by the policy. powerperfd opens NVML
+# writable; this script grants no gpu.* write, so no NVML setter can be reached: the project
+# never changes the lent GPU's clocks or power limit (the controls are tested on --fake-gpu).
 set -u
 # Usage: bash scripts/gpu/powerperfd_reads.sh [powerperfd.xz], as root on the GPU machine ($OUT
 # receives the daemon log). Read-only: NVML getters, perf counter reads, nvidia-smi queries.
@@ -12,7 +14,6 @@ cat > $D/cfg.toml <<'T'
 name = "gpu-users"
 users = ["nobody"]
 read = ["energy", "power"]
-write = ["gpu.locked_clocks", "gpu.power_limit"]
 T
 echo "== before"; nvidia-smi --query-gpu=name,power.limit,power.min_limit,power.max_limit,clocks.sm,clocks.max.sm,power.draw --format=csv
 ls /sys/bus/event_source/devices/ ; ls /sys/bus/event_source/devices/power/events 2>&1 | head
@@ -25,7 +26,7 @@ echo "== root: status, read_power x2 (0.5 s apart through two sessions)"
 $R '{"op":"status"}' '{"op":"read_power"}'
 sleep 0.5
 $R '{"op":"read_power"}' '{"op":"read_energy"}'
-echo "== nobody (granted): read_power, and the GPU controls (refused: describe-only)"
+echo "== nobody (granted reads, no gpu.* write): read_power, and the GPU controls (refused by the policy)"
 $NB $R '{"op":"read_power"}'
 $NB $R '{"op":"set_gpu_power_limit","gpu":0,"watts":300}'
 $NB $R '{"op":"set_gpu_locked_clocks","gpu":0,"min_mhz":1200}'

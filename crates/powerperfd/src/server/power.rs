@@ -1,6 +1,6 @@
 //! GPU controls (`set_gpu_locked_clocks`, `set_gpu_power_limit`: write controls
-//! `gpu.locked_clocks`, `gpu.power_limit`) through `dvfs::gpu_control` (NVML read-only, or
-//! the fake GPUs of `--fake-gpu DIR`), and `read_power` (read signal `power`): the perf
+//! `gpu.locked_clocks`, `gpu.power_limit`) through `dvfs::gpu_control` (NVML, its setters
+//! reached only through a grant of those controls, or the fake GPUs of `--fake-gpu DIR`), and `read_power` (read signal `power`): the perf
 //! `power` PMU's RAPL events, opened per session through `collect::perf_event` (the code
 //! `powerperf collect` opens them with), and NVML's power and total energy through
 //! `collect::nvml`.
@@ -14,12 +14,13 @@ use powerperf::daemon::{PowerReading, Response};
 use powerperf::dvfs::gpu_control::{FakeGpu, GpuControl, GpuKnob};
 use std::path::Path;
 
-/// The GPU controls: the fake GPUs of `fake` when given, else NVML (read-only). `None`
+/// The GPU controls: the fake GPUs of `fake` when given, else NVML, writable (the policy
+/// is the gate: by default nobody may write). `None`
 /// with the reason when there are none.
 pub(super) fn open_gpu(fake: Option<&Path>) -> (Option<Box<dyn GpuControl>>, Option<String>) {
     let r: Result<Box<dyn GpuControl>, _> = match fake {
         Some(d) => FakeGpu::open(d).map(|g| Box::new(g) as Box<dyn GpuControl>),
-        None => powerperf::dvfs::gpu_control::nvml::NvmlGpu::open()
+        None => powerperf::dvfs::gpu_control::nvml::NvmlGpu::open_writable()
             .map(|g| Box::new(g) as Box<dyn GpuControl>),
     };
     match r {

@@ -3,11 +3,12 @@
 //!
 //! - [`nvml::NvmlGpu`]: the real GPU through NVML (nvml-wrapper). Every read is done for
 //!   real (`nvmlDeviceGetSupportedGraphicsClocks` through [`crate::dvfs::nvml_clocks`],
-//!   `nvmlDeviceGetPowerManagementLimit`, `nvmlDeviceGetPowerManagementLimitConstraints`);
-//!   like `powerperf apply`'s GPU path it **calls no NVML setter**: a set or reset answers
-//!   [`GpuControlError::DescribeOnly`] with the exact call a privileged build would make
-//!   (`nvmlDeviceSetGpuLockedClocks`, `nvmlDeviceResetGpuLockedClocks`,
-//!   `nvmlDeviceSetPowerManagementLimit`).
+//!   `nvmlDeviceGetPowerManagementLimit`, `nvmlDeviceGetPowerManagementLimitConstraints`).
+//!   Opened read-only ([`nvml::NvmlGpu::open`]), a set or reset answers
+//!   [`GpuControlError::DescribeOnly`] with the exact call it would make; opened writable
+//!   ([`nvml::NvmlGpu::open_writable`], `powerperfd` only) it calls
+//!   `nvmlDeviceSetGpuLockedClocks`, `nvmlDeviceResetGpuLockedClocks` and
+//!   `nvmlDeviceSetPowerManagementLimit`.
 //! - [`FakeGpu`]: GPUs described by files in a directory (tests, `powerperfd --fake-gpu DIR`):
 //!   the same checks, and the settings written to those files, so that a test in another
 //!   process sees them and a restarted daemon restores them.
@@ -48,7 +49,7 @@ pub enum GpuControlError {
     #[error("GPU {gpu}: {call} failed: {why}")]
     Write { gpu: u32, call: String, why: String },
     /// The real device is read but never set by this build.
-    #[error("GPU {gpu}: this build never calls NVML setters (docs/dvfs.md); a privileged build would call {call}. Nothing was changed")]
+    #[error("GPU {gpu}: NVML is open read-only here; a write would call {call}. Nothing was changed")]
     DescribeOnly { gpu: u32, call: String },
     /// A saved setting (journal) that is not one this controller may restore.
     #[error("refusing the saved GPU setting {saved}: {reason}; nothing was written")]
@@ -110,7 +111,7 @@ pub trait GpuControl: Send + std::fmt::Debug {
     fn describe(&self) -> String;
     /// The number of GPUs.
     fn count(&self) -> u32;
-    /// True when set and reset only describe the call (the real GPU in this build): the
+    /// True when set and reset only describe the call (NVML opened read-only): the
     /// daemon then refuses before it saves anything, so no journal entry waits for a
     /// restore that cannot be made.
     fn describe_only(&self) -> bool {

@@ -3,9 +3,19 @@
 //! `nvmlDeviceGetSupportedGraphicsClocks`), the power limit from
 //! `nvmlDeviceGetPowerManagementLimit` and its range from
 //! `nvmlDeviceGetPowerManagementLimitConstraints` (NVML API Reference Guide, Device
-//! Queries). **No NVML setter is called in this file** (the test `no_setter_is_called`
-//! checks its source): a set, a reset or a restore answers
-//! [`GpuControlError::DescribeOnly`] naming the call a privileged build would make.
+//! Queries).
+//!
+//! Two ways to open it:
+//! - [`NvmlGpu::open`]: **read-only**. A set, a reset or a restore answers
+//!   [`GpuControlError::DescribeOnly`] naming the call it would make; nothing changes.
+//! - [`NvmlGpu::open_writable`]: the setters are called (NVML API Reference Guide, Device
+//!   Commands): `nvmlDeviceSetGpuLockedClocks` / `nvmlDeviceResetGpuLockedClocks` (Volta and
+//!   newer) and `nvmlDeviceSetPowerManagementLimit` (mW). All need root. Only `powerperfd`
+//!   opens it this way, where its policy is the gate: no grant of `gpu.locked_clocks` or
+//!   `gpu.power_limit`, no write (docs/cluster.md). The setters are reached only through
+//!   [`NvmlGpu::nvml_set`] (the test `setters_only_in_nvml_set` checks the source), and are
+//!   exercised in CI only on the fake GPU: the project never changes a real GPU's clocks or
+//!   power limit in a test.
 
 use super::{check_clock_range, GpuControl, GpuControlError};
 
@@ -14,6 +24,16 @@ pub struct NvmlGpu {
     nvml: nvml_wrapper::Nvml,
     count: u32,
     names: Vec<String>,
+    /// Whether the setters are called ([`NvmlGpu::open_writable`]).
+    writes: bool,
+}
+
+/// One NVML write.
+#[derive(Debug, Clone, Copy)]
+enum NvmlSet {
+    LockedClocks { min_mhz: u32, max_mhz: u32 },
+    ResetLockedClocks,
+    PowerLimitMw(u32),
 }
 
 impl std::fmt::Debug for NvmlGpu {
@@ -21,16 +41,31 @@ impl std::fmt::Debug for NvmlGpu {
         f.debug_struct("NvmlGpu")
             .field("count", &self.count)
             .field("names", &self.names)
+            .field("writes", &self.writes)
             .finish()
     }
 }
 
 impl NvmlGpu {
-    /// Load NVML (`libnvidia-ml.so.1`) and count the GPUs.
+    /// Load NVML (`libnvidia-ml.so.1`) and count the GPUs, read-only: sets and resets are
+    /// described, never made.
     ///
     /// # Errors
     /// NVML cannot be loaded or sees no GPU: the text says why.
     pub fn open() -> Result<Self, GpuControlError> {
+        Self::open_inner(false)
+    }
+
+    /// As [`NvmlGpu::open`], but sets and resets call NVML's setters (root needed; the
+    /// caller's policy decides who may ask).
+    ///
+    /// # Errors
+    /// As [`NvmlGpu::open`].
+    pub fn open_writable() -> Result<Self, GpuControlError> {
+        Self::open_inner(true)
+    }
+
+    fn open_inner(writes: bool) -> Result<Self, GpuControlError> {
         let nvml = nvml_wrapper::Nvml::builder()
             .lib_path(std::ffi::OsStr::new("libnvidia-ml.so.1"))
             .init()
@@ -51,7 +86,12 @@ impl NvmlGpu {
                     .unwrap_or_else(|_| format!("GPU {i}"))
             })
             .collect();
-        Ok(NvmlGpu { nvml, count, names })
+        Ok(NvmlGpu {
+            nvml,
+            count,
+            names,
+            writes,
+        })
     }
 
     fn device(&self, gpu: u32) -> Result<nvml_wrapper::Device<'_>, GpuControlError> {
@@ -65,24 +105,69 @@ impl NvmlGpu {
             })
     }
 
-    fn describe_only(gpu: u32, call: String) -> GpuControlError {
-        GpuControlError::DescribeOnly { gpu, call }
+    /// Make the NVML call `what` names (read-only: describe it, change nothing). Returns
+    /// the call made.
+    fn nvml_set(&self, gpu: u32, what: NvmlSet, call: String) -> Result<String, GpuControlError> {
+        if !self.writes {
+            return Err(GpuControlError::DescribeOnly { gpu, call });
+        }
+        let mut d = self.device(gpu)?;
+        let r = match what {
+            NvmlSet::LockedClocks { min_mhz, max_mhz } => d.set_gpu_locked_clocks(
+                nvml_wrapper::enums::device::GpuLockedClocksSetting::Numeric {
+                    min_clock_mhz: min_mhz,
+                    max_clock_mhz: max_mhz,
+                },
+            ),
+            NvmlSet::ResetLockedClocks => d.reset_gpu_locked_clocks(),
+            NvmlSet::PowerLimitMw(mw) => d.set_power_management_limit(mw),
+        };
+        r.map(|()| call.clone()).map_err(|e| GpuControlError::Write {
+            gpu,
+            call,
+            why: match e {
+                nvml_wrapper::error::NvmlError::NoPermission => {
+                    format!("{e}: run powerperfd as root")
+                }
+                nvml_wrapper::error::NvmlError::NotSupported => {
+                    format!("{e}: this GPU or driver does not support it")
+                }
+                e => e.to_string(),
+            },
+        })
+    }
+}
+
+/// MHz or mW as NVML's `unsigned int`, for a value already checked against the device's
+/// range.
+fn nvml_uint(v: f64) -> Result<u32, String> {
+    let r = v.round();
+    if r.is_finite() && (0.0..=f64::from(u32::MAX)).contains(&r) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        Ok(r as u32)
+    } else {
+        Err(format!("{v} is not an NVML unsigned int"))
     }
 }
 
 impl GpuControl for NvmlGpu {
     fn describe(&self) -> String {
         format!(
-            "NVML, {} GPU(s) ({}); reads only, this build calls no NVML setter",
+            "NVML, {} GPU(s) ({}); {}",
             self.count,
-            self.names.join(", ")
+            self.names.join(", "),
+            if self.writes {
+                "sets locked clocks and power limits"
+            } else {
+                "reads only, sets nothing"
+            }
         )
     }
     fn count(&self) -> u32 {
         self.count
     }
     fn describe_only(&self) -> bool {
-        true
+        !self.writes
     }
     fn check_locked_clocks(
         &self,
@@ -134,14 +219,28 @@ impl GpuControl for NvmlGpu {
         max_mhz: f64,
     ) -> Result<String, GpuControlError> {
         self.check_locked_clocks(gpu, min_mhz, max_mhz)?;
-        Err(Self::describe_only(gpu, format!("nvmlDeviceSetGpuLockedClocks(device {gpu}, minGpuClockMHz {min_mhz:.0}, maxGpuClockMHz {max_mhz:.0})")))
+        let bad = |why: String| GpuControlError::OutOfRange {
+            gpu,
+            what: format!("locked clocks [{min_mhz}, {max_mhz}] MHz"),
+            allowed: why,
+        };
+        let (lo, hi) = (nvml_uint(min_mhz).map_err(bad)?, nvml_uint(max_mhz).map_err(bad)?);
+        self.nvml_set(
+            gpu,
+            NvmlSet::LockedClocks {
+                min_mhz: lo,
+                max_mhz: hi,
+            },
+            format!("nvmlDeviceSetGpuLockedClocks(device {gpu}, minGpuClockMHz {lo}, maxGpuClockMHz {hi})"),
+        )
     }
     fn reset_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError> {
         self.check_gpu(gpu)?;
-        Err(Self::describe_only(
+        self.nvml_set(
             gpu,
+            NvmlSet::ResetLockedClocks,
             format!("nvmlDeviceResetGpuLockedClocks(device {gpu})"),
-        ))
+        )
     }
     fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError> {
         let (lo, hi) = self.power_limit_range_w(gpu)?;
@@ -152,13 +251,16 @@ impl GpuControl for NvmlGpu {
                 allowed: format!("{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"),
             });
         }
-        Err(Self::describe_only(
+        let mw = nvml_uint(watts * 1e3).map_err(|why| GpuControlError::OutOfRange {
             gpu,
-            format!(
-                "nvmlDeviceSetPowerManagementLimit(device {gpu}, limit {:.0} mW)",
-                watts * 1e3
-            ),
-        ))
+            what: format!("power limit {watts} W"),
+            allowed: why,
+        })?;
+        self.nvml_set(
+            gpu,
+            NvmlSet::PowerLimitMw(mw),
+            format!("nvmlDeviceSetPowerManagementLimit(device {gpu}, limit {mw} mW)"),
+        )
     }
 }
 
@@ -166,24 +268,33 @@ impl GpuControl for NvmlGpu {
 mod tests {
     use super::*;
 
-    /// This file's own code calls no NVML setter (nvml-wrapper's `set_*`/`reset_*`/`clear_*`
-    /// methods of `Device`).
+    /// The NVML setters (nvml-wrapper's `Device::set_*`/`reset_*`/`clear_*`) are called only
+    /// inside `nvml_set`, which describes instead of calling unless opened writable.
     #[test]
-    fn no_setter_is_called() {
+    fn setters_only_in_nvml_set() {
         let src = include_str!("nvml.rs");
         let code = &src[..src.find("#[cfg(test)]").unwrap()];
-        for bad in [
-            "d.set_",
-            "d.reset_",
-            ".clear_",
-            "dev.set_",
-            "dev.reset_",
-            "device.set_",
-        ] {
-            assert!(!code.contains(bad), "setter-like call `{bad}` in nvml.rs");
+        let start = code.find("    fn nvml_set(").unwrap();
+        let end = start + code[start..].find("\n    }\n").unwrap();
+        let outside = format!("{}{}", &code[..start], &code[end..]);
+        for bad in ["d.set_", "d.reset_", ".clear_", ".set_gpu", ".set_power", ".reset_gpu"] {
+            assert!(
+                !outside.contains(bad),
+                "setter-like call `{bad}` outside nvml_set in nvml.rs"
+            );
         }
-        // the only `.set_`/`.reset_` calls would be on a Device; there are none at all
-        assert!(!code.contains(".set_") && !code.contains(".reset_"));
+        let inside = &code[start..end];
+        assert!(inside.contains("if !self.writes"));
+        assert!(inside.contains("d.set_gpu_locked_clocks") && inside.contains("d.set_power_management_limit"));
+    }
+
+    #[test]
+    fn nvml_uint_rounds_and_refuses_what_nvml_cannot_take() {
+        assert_eq!(nvml_uint(1410.4), Ok(1410));
+        assert_eq!(nvml_uint(300_000.0), Ok(300_000));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 5e9] {
+            assert!(nvml_uint(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
