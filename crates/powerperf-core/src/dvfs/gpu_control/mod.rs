@@ -48,8 +48,10 @@ pub enum GpuControlError {
     /// A write that failed.
     #[error("GPU {gpu}: {call} failed: {why}")]
     Write { gpu: u32, call: String, why: String },
-    /// The real device is read but never set by this build.
-    #[error("GPU {gpu}: NVML is open read-only here; a write would call {call}. Nothing was changed")]
+    /// NVML opened read-only: the call is named, nothing is set.
+    #[error(
+        "GPU {gpu}: NVML is open read-only here; a write would call {call}. Nothing was changed"
+    )]
     DescribeOnly { gpu: u32, call: String },
     /// A saved setting (journal) that is not one this controller may restore.
     #[error("refusing the saved GPU setting {saved}: {reason}; nothing was written")]

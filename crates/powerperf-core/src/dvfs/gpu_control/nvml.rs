@@ -122,19 +122,20 @@ impl NvmlGpu {
             NvmlSet::ResetLockedClocks => d.reset_gpu_locked_clocks(),
             NvmlSet::PowerLimitMw(mw) => d.set_power_management_limit(mw),
         };
-        r.map(|()| call.clone()).map_err(|e| GpuControlError::Write {
-            gpu,
-            call,
-            why: match e {
-                nvml_wrapper::error::NvmlError::NoPermission => {
-                    format!("{e}: run powerperfd as root")
-                }
-                nvml_wrapper::error::NvmlError::NotSupported => {
-                    format!("{e}: this GPU or driver does not support it")
-                }
-                e => e.to_string(),
-            },
-        })
+        r.map(|()| call.clone())
+            .map_err(|e| GpuControlError::Write {
+                gpu,
+                call,
+                why: match e {
+                    nvml_wrapper::error::NvmlError::NoPermission => {
+                        format!("{e}: run powerperfd as root")
+                    }
+                    nvml_wrapper::error::NvmlError::NotSupported => {
+                        format!("{e}: this GPU or driver does not support it")
+                    }
+                    e => e.to_string(),
+                },
+            })
     }
 }
 
@@ -224,7 +225,10 @@ impl GpuControl for NvmlGpu {
             what: format!("locked clocks [{min_mhz}, {max_mhz}] MHz"),
             allowed: why,
         };
-        let (lo, hi) = (nvml_uint(min_mhz).map_err(bad)?, nvml_uint(max_mhz).map_err(bad)?);
+        let (lo, hi) = (
+            nvml_uint(min_mhz).map_err(bad)?,
+            nvml_uint(max_mhz).map_err(bad)?,
+        );
         self.nvml_set(
             gpu,
             NvmlSet::LockedClocks {
@@ -277,7 +281,14 @@ mod tests {
         let start = code.find("    fn nvml_set(").unwrap();
         let end = start + code[start..].find("\n    }\n").unwrap();
         let outside = format!("{}{}", &code[..start], &code[end..]);
-        for bad in ["d.set_", "d.reset_", ".clear_", ".set_gpu", ".set_power", ".reset_gpu"] {
+        for bad in [
+            "d.set_",
+            "d.reset_",
+            ".clear_",
+            ".set_gpu",
+            ".set_power",
+            ".reset_gpu",
+        ] {
             assert!(
                 !outside.contains(bad),
                 "setter-like call `{bad}` outside nvml_set in nvml.rs"
@@ -285,7 +296,10 @@ mod tests {
         }
         let inside = &code[start..end];
         assert!(inside.contains("if !self.writes"));
-        assert!(inside.contains("d.set_gpu_locked_clocks") && inside.contains("d.set_power_management_limit"));
+        assert!(
+            inside.contains("d.set_gpu_locked_clocks")
+                && inside.contains("d.set_power_management_limit")
+        );
     }
 
     #[test]
