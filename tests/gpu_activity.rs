@@ -230,7 +230,11 @@ out.close()
         "{intervals:#?}"
     );
     assert_eq!(
-        (counts.kernels.thread, counts.kernels.process, counts.kernels.no_region),
+        (
+            counts.kernels.thread,
+            counts.kernels.process,
+            counts.kernels.no_region
+        ),
         (1, 1, 1)
     );
 }

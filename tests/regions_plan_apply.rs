@@ -197,10 +197,16 @@ fn regions_of_collected_runs_are_planned_and_applied_at_their_boundaries() {
             let p = point(w, f);
             let t = tm + tc * 2400.0 / f;
             let t_got = p.time_s.unwrap();
-            assert!(t_got >= t && t_got < 3.0 * t, "{w} at {f}: {t_got} s vs {t}");
+            assert!(
+                t_got >= t && t_got < 3.0 * t,
+                "{w} at {f}: {t_got} s vs {t}"
+            );
             let e = p.energy_j.expect("region energy");
             let e_true = (5.0 + 20.0 * (f / 2400.0f64).powi(3)) * t;
-            assert!((e - e_true).abs() < 0.25 * e_true, "{w} at {f}: {e} J vs {e_true}");
+            assert!(
+                (e - e_true).abs() < 0.25 * e_true,
+                "{w} at {f}: {e} J vs {e_true}"
+            );
         }
     }
     // fit, then plan the job's regions in the order the run ran them, with switch costs
@@ -287,13 +293,18 @@ fn regions_of_collected_runs_are_planned_and_applied_at_their_boundaries() {
         .success();
     let log = std::fs::read_to_string(&log).unwrap();
     println!("{out}\n{log}");
-    let distinct: std::collections::BTreeSet<u64> =
-        planned.values().map(|f| f.to_bits()).collect();
+    let distinct: std::collections::BTreeSet<u64> = planned.values().map(|f| f.to_bits()).collect();
     let (seen_expected, switches_expected) = if distinct.len() == 1 {
         // one setting for every region: apply sets it statically, no region switching
         let f = *planned.values().next().unwrap();
         (
-            [("start", f), ("load", f), ("parse", f), ("between", f), ("compute", f)],
+            [
+                ("start", f),
+                ("load", f),
+                ("parse", f),
+                ("between", f),
+                ("compute", f),
+            ],
             vec![],
         )
     } else {

@@ -69,7 +69,12 @@ pub struct PlanArgs {
     /// RUN` of a program with region markers or NVTX ranges) in the order they first began,
     /// from a model fitted on `import RUN… --regions`; regions the model does not know keep
     /// the default setting (docs/dvfs.md, "Regions end to end").
-    #[arg(long, value_name = "RUN", requires = "job", conflicts_with = "workloads")]
+    #[arg(
+        long,
+        value_name = "RUN",
+        requires = "job",
+        conflicts_with = "workloads"
+    )]
     pub regions_from: Option<PathBuf>,
     /// Cost of one frequency switch between consecutive regions, seconds.
     #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]

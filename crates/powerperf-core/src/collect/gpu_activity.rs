@@ -730,7 +730,13 @@ mod tests {
         assert_eq!(calls[1].region, None);
         let k = counts.kernels;
         assert_eq!(
-            (k.thread, k.process, k.process_latest, k.no_region, k.no_launch),
+            (
+                k.thread,
+                k.process,
+                k.process_latest,
+                k.no_region,
+                k.no_launch
+            ),
             (1, 3, 1, 1, 0)
         );
         assert_eq!(counts.activities.no_launch, 1);

@@ -36,7 +36,8 @@ pub(super) trait RunOutput {
 /// The outputs of a run, in the order they are written; `pc` is CPU PC sampling's, if it
 /// was taken.
 pub(super) fn run_outputs(pc: Option<(OpenedInfo, Collected)>) -> Vec<Box<dyn RunOutput>> {
-    let mut outs: Vec<Box<dyn RunOutput>> = vec![Box::new(RegionEvents), Box::new(GpuActivity(None))];
+    let mut outs: Vec<Box<dyn RunOutput>> =
+        vec![Box::new(RegionEvents), Box::new(GpuActivity(None))];
     if let Some((info, collected)) = pc {
         outs.push(Box::new(CpuPcSamples::new(info, collected)));
     }
