@@ -238,3 +238,87 @@ out.close()
         (1, 1, 1)
     );
 }
+
+/// Issue 20, item 5, on a recording from the GPU machine (`tests/fixtures/runs/
+/// torch-nvtx-threads`, README there): PyTorch's autograd thread launches the backward
+/// kernels while `epoch/backward` is open on the Python thread. With the launching thread's
+/// rule alone they were `(no region)`; now they take the Python thread's range.
+#[test]
+fn pytorch_backward_kernels_take_the_backward_range_of_the_python_thread() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs/torch-nvtx-threads");
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["gpu_activity/551.bin", "region_events/551.tsv"] {
+        let to = dir.path().join(sub);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(fixture.join(sub), &to).unwrap();
+    }
+    let (notes, counts) =
+        gpu_activity::collect_run_attributed(dir.path(), 49_126_447_518, &|_, _| None)
+            .unwrap()
+            .unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("GPU kernels by region rule")
+                && n.contains("32 on another thread's region")),
+        "{notes:?}"
+    );
+    let k = counts.kernels;
+    assert_eq!(
+        (
+            k.thread,
+            k.process,
+            k.process_latest,
+            k.no_region,
+            k.no_launch
+        ),
+        (22, 32, 0, 2, 0)
+    );
+    let (acts, calls) = gpu_activity::read(dir.path()).unwrap().unwrap();
+    let kernels: Vec<_> = acts
+        .iter()
+        .filter(|a| a.kind == Some(Kind::Kernel))
+        .collect();
+    assert_eq!(kernels.len(), 56);
+    // Every range is on the Python thread (tid = pid 551); every kernel found by the
+    // process rule was launched by another thread, and lies in epoch/backward.
+    for a in kernels
+        .iter()
+        .filter(|a| a.region_rule.as_deref() == Some("process"))
+    {
+        assert_ne!(a.launch_tid, Some(551), "{a:?}");
+        assert_eq!(a.region.as_deref(), Some("epoch/backward"), "{a:?}");
+    }
+    for a in kernels
+        .iter()
+        .filter(|a| a.region_rule.as_deref() == Some("thread"))
+    {
+        assert_eq!(a.launch_tid, Some(551), "{a:?}");
+    }
+    // Before (the launching thread's rule alone) and after, as report prints them.
+    let g = powerperf::report::gpu::summarize(&acts, &calls);
+    let share = |rules: &[&str]| -> (f64, f64) {
+        let (mut n, mut s) = (0u64, 0.0);
+        for r in rules {
+            if let Some(x) = g.region_rules.get(*r) {
+                n += x.kernels;
+                s += x.gker_s;
+            }
+        }
+        let tot_s: f64 = g.region_rules.values().map(|x| x.gker_s).sum();
+        (n as f64 / 56.0, s / tot_s)
+    };
+    let (before_k, before_s) = share(&["none", "process", "process_latest"]);
+    let (after_k, after_s) = share(&["none"]);
+    println!(
+        "(no region): {:.1} % of kernels and {:.1} % of GKER with the launching thread's rule alone; {:.1} % and {:.1} % now",
+        100.0 * before_k,
+        100.0 * before_s,
+        100.0 * after_k,
+        100.0 * after_s
+    );
+    assert!((before_k - 34.0 / 56.0).abs() < 1e-12 && (after_k - 2.0 / 56.0).abs() < 1e-12);
+    assert!(after_s < before_s);
+    assert_eq!(g.regions["epoch/backward"].launches, 34);
+}
