@@ -34,10 +34,12 @@ use std::path::{Path, PathBuf};
 pub fn from_runs_by_region(dirs: &[PathBuf]) -> Result<(TrainingSet, Vec<String>)> {
     let mut notes = Vec::new();
     let mut points: Vec<Point> = Vec::new();
-    let mut description = String::new();
+    let mut used = 0usize;
     let mut nested = 0usize;
     for dir in dirs {
-        // The run's checks, knobs and host, as for a whole-run point.
+        // An unreadable run.toml is an error, as for whole-run points; then the run's checks
+        // (a run that did not complete is a note) and knobs, as for a whole-run point.
+        crate::run::RunMeta::read(dir)?;
         let (run_set, run_notes) = match from_runs_labelled(std::slice::from_ref(dir), None) {
             Ok(x) => x,
             Err(e) => {
@@ -49,9 +51,6 @@ pub fn from_runs_by_region(dirs: &[PathBuf]) -> Result<(TrainingSet, Vec<String>
         let Some(run_point) = run_set.points.first() else {
             continue;
         };
-        if description.is_empty() {
-            description = run_set.meta.description.clone();
-        }
         let rows = read_regions(dir)?.with_context(|| {
             format!(
                 "{} has no regions.parquet: --regions needs runs whose program marked regions (powerperf-rt markers or NVTX ranges, collected by `powerperf collect`; docs/run-format.md)",
@@ -79,6 +78,7 @@ pub fn from_runs_by_region(dirs: &[PathBuf]) -> Result<(TrainingSet, Vec<String>
             ));
             continue;
         }
+        used += 1;
         for (path, (incl_ns, energy)) in by_path {
             let time_s = incl_ns as f64 * 1e-9;
             let repeat = points
@@ -134,9 +134,7 @@ pub fn from_runs_by_region(dirs: &[PathBuf]) -> Result<(TrainingSet, Vec<String>
     let meta = crate::set::SetMeta {
         source: "collect".into(),
         description: format!(
-            "{} outermost regions of {} runs ({description})",
-            regions,
-            dirs.len()
+            "{regions} outermost regions of {used} runs collected by powerperf (one point per run and region)"
         ),
         knobs,
         targets,
