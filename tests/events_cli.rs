@@ -72,6 +72,7 @@ fn write_run(dir: &Path) {
         notes: vec![],
         threads: vec![],
         pc_sampling: None,
+        gpu_attribution: None,
     };
     meta.write(dir).unwrap();
 }

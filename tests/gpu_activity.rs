@@ -126,3 +126,199 @@ samples = 0
     assert!(svg.contains("gpu0 stream"), "row labels");
     assert!(svg.matches("<rect").count() > 10, "bars drawn");
 }
+
+/// Issue 20, item 5, without a GPU: a multi-threaded Python client of the real NVTX
+/// injection (the `nvtx` package under `powerperf collect`) holds `epoch/backward` on its
+/// main thread while a second thread, with no range of its own, stands in for autograd's
+/// device thread and notes its OS thread id and CLOCK_MONOTONIC time where it would launch a
+/// kernel; then it does the same after the ranges are closed. Kernel records with those
+/// threads and times are attributed against the regions the injection recorded.
+#[test]
+fn a_launch_from_a_thread_without_a_range_takes_the_range_open_on_another_thread() {
+    let test = "a_launch_from_a_thread_without_a_range";
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import nvtx"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("skipped: {test}: the Python module `nvtx` is not installed (pip install nvtx)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("client.py");
+    std::fs::write(
+        &script,
+        r#"import os, sys, threading, time
+import nvtx
+out = open(sys.argv[1], "w")
+def launch(tag):
+    out.write(f"{tag} {os.getpid()} {threading.get_native_id()} {time.clock_gettime_ns(time.CLOCK_MONOTONIC)}\n")
+def worker(tag):
+    t = threading.Thread(target=launch, args=(tag,))
+    t.start()
+    t.join()
+nvtx.push_range("epoch")
+nvtx.push_range("forward")
+launch("forward")
+nvtx.pop_range()
+nvtx.push_range("backward")
+worker("backward")
+nvtx.pop_range()
+nvtx.pop_range()
+worker("outside")
+out.close()
+"#,
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    let launches = dir.path().join("launches");
+    assert_cmd::Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["collect", "-q", "--nvml", "off", "-o"])
+        .arg(&run)
+        .args(["--", "python3"])
+        .arg(&script)
+        .arg(&launches)
+        .assert()
+        .success();
+    let events = powerperf_rt::events::read_dir(&run).unwrap();
+    let mut intervals = powerperf_rt::events::intervals(&events);
+    if intervals.is_empty() {
+        println!("skipped: {test}: no NVTX range was recorded (libpowerperf_rt.so is not built beside the powerperf binary: cargo build -p powerperf-rt)");
+        return;
+    }
+    intervals.sort_by_key(|i| (i.pid, i.tid, i.start_ns, i.depth));
+    let text = std::fs::read_to_string(&launches).unwrap();
+    let mut calls = Vec::new();
+    let mut acts = Vec::new();
+    let mut tags = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let corr = i as u32 + 1;
+        calls.push(gpu_activity::ApiCall {
+            pid: f[1].parse().unwrap(),
+            tid: f[2].parse().unwrap(),
+            correlation_id: corr,
+            name: "cudaLaunchKernel".into(),
+            enter_ns: f[3].parse().unwrap(),
+            exit_ns: f[3].parse::<u64>().unwrap() + 1,
+            region: None,
+        });
+        acts.push(gpu_activity::Activity {
+            pid: f[1].parse().unwrap(),
+            kind: Some(Kind::Kernel),
+            correlation_id: corr,
+            ..Default::default()
+        });
+        tags.push(f[0].to_string());
+    }
+    assert_eq!(tags, ["forward", "backward", "outside"]);
+    // the stand-in for autograd's thread is not the thread that holds the ranges
+    assert_ne!(calls[1].tid, calls[0].tid);
+    let counts = gpu_activity::attribute(&mut acts, &mut calls, &intervals);
+    let got: Vec<(Option<&str>, Option<&str>)> = acts
+        .iter()
+        .map(|a| (a.region.as_deref(), a.region_rule.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some("epoch/forward"), Some("thread")),
+            (Some("epoch/backward"), Some("process")),
+            (None, None)
+        ],
+        "{intervals:#?}"
+    );
+    assert_eq!(
+        (
+            counts.kernels.thread,
+            counts.kernels.process,
+            counts.kernels.no_region
+        ),
+        (1, 1, 1)
+    );
+}
+
+/// Issue 20, item 5, on a recording from the GPU machine (`tests/fixtures/runs/
+/// torch-nvtx-threads`, README there): PyTorch's autograd thread launches the backward
+/// kernels while `epoch/backward` is open on the Python thread. With the launching thread's
+/// rule alone they were `(no region)`; now they take the Python thread's range.
+#[test]
+fn pytorch_backward_kernels_take_the_backward_range_of_the_python_thread() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs/torch-nvtx-threads");
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["gpu_activity/551.bin", "region_events/551.tsv"] {
+        let to = dir.path().join(sub);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(fixture.join(sub), &to).unwrap();
+    }
+    let (notes, counts) =
+        gpu_activity::collect_run_attributed(dir.path(), 49_126_447_518, &|_, _| None)
+            .unwrap()
+            .unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("GPU kernels by region rule")
+                && n.contains("32 on another thread's region")),
+        "{notes:?}"
+    );
+    let k = counts.kernels;
+    assert_eq!(
+        (
+            k.thread,
+            k.process,
+            k.process_latest,
+            k.no_region,
+            k.no_launch
+        ),
+        (22, 32, 0, 2, 0)
+    );
+    let (acts, calls) = gpu_activity::read(dir.path()).unwrap().unwrap();
+    let kernels: Vec<_> = acts
+        .iter()
+        .filter(|a| a.kind == Some(Kind::Kernel))
+        .collect();
+    assert_eq!(kernels.len(), 56);
+    // Every range is on the Python thread (tid = pid 551); every kernel found by the
+    // process rule was launched by another thread, and lies in epoch/backward.
+    for a in kernels
+        .iter()
+        .filter(|a| a.region_rule.as_deref() == Some("process"))
+    {
+        assert_ne!(a.launch_tid, Some(551), "{a:?}");
+        assert_eq!(a.region.as_deref(), Some("epoch/backward"), "{a:?}");
+    }
+    for a in kernels
+        .iter()
+        .filter(|a| a.region_rule.as_deref() == Some("thread"))
+    {
+        assert_eq!(a.launch_tid, Some(551), "{a:?}");
+    }
+    // Before (the launching thread's rule alone) and after, as report prints them.
+    let g = powerperf::report::gpu::summarize(&acts, &calls);
+    let share = |rules: &[&str]| -> (f64, f64) {
+        let (mut n, mut s) = (0u64, 0.0);
+        for r in rules {
+            if let Some(x) = g.region_rules.get(*r) {
+                n += x.kernels;
+                s += x.gker_s;
+            }
+        }
+        let tot_s: f64 = g.region_rules.values().map(|x| x.gker_s).sum();
+        (n as f64 / 56.0, s / tot_s)
+    };
+    let (before_k, before_s) = share(&["none", "process", "process_latest"]);
+    let (after_k, after_s) = share(&["none"]);
+    println!(
+        "(no region): {:.1} % of kernels and {:.1} % of GKER with the launching thread's rule alone; {:.1} % and {:.1} % now",
+        100.0 * before_k,
+        100.0 * before_s,
+        100.0 * after_k,
+        100.0 * after_s
+    );
+    assert!((before_k - 34.0 / 56.0).abs() < 1e-12 && (after_k - 2.0 / 56.0).abs() < 1e-12);
+    assert!(after_s < before_s);
+    assert_eq!(g.regions["epoch/backward"].launches, 34);
+}

@@ -1,7 +1,10 @@
 """A PyTorch training loop with NVTX ranges (torch.cuda.nvtx), unchanged for powerperf:
 under `powerperf collect` the ranges become regions through NVTX injection.
 
-Usage: python3 train_nvtx.py [EPOCHS] [STEPS]
+Usage: python3 train_nvtx.py [EPOCHS] [STEPS] [WIDTH]
+
+WIDTH (default 4096) is the hidden layer's width; the batch is half of it. The backward
+pass's kernels are launched by autograd's own thread, not the one holding the range.
 """
 import sys
 import time
@@ -10,14 +13,15 @@ import torch
 
 epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+width = int(sys.argv[3]) if len(sys.argv) > 3 else 4096
 torch.manual_seed(0)
 model = torch.nn.Sequential(
-    torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
-    torch.nn.Linear(4096, 10),
+    torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
+    torch.nn.Linear(width, 10),
 ).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-x = torch.randn(2048, 4096, device="cuda")
-y = torch.randint(0, 10, (2048,), device="cuda")
+x = torch.randn(width // 2, width, device="cuda")
+y = torch.randint(0, 10, (width // 2,), device="cuda")
 t0 = time.monotonic()
 for e in range(epochs):
     torch.cuda.nvtx.range_push("epoch")

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// Arguments of `powerperf import`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf import datasets/titanx-micro.toml -o titanx\n  powerperf import titanx-micro -o titanx          # a set bundled in the binary, by name (`powerperf datasets`)\n  powerperf import datasets/v100-dcgm-sweep.toml --file /data/spec_21apps.csv -o v100\n  powerperf import run1 run2 run3 -o my-set        # runs written by powerperf collect\n\nSpecs name their data files, looked for in POWERPERF_DATA_DIR, then beside the spec (the bundled copy), then in shared/datasets above; --file replaces them (docs/import.md)."
+    after_help = "Examples:\n  powerperf import datasets/titanx-micro.toml -o titanx\n  powerperf import titanx-micro -o titanx          # a set bundled in the binary, by name (`powerperf datasets`)\n  powerperf import datasets/v100-dcgm-sweep.toml --file /data/spec_21apps.csv -o v100\n  powerperf import run1 run2 run3 -o my-set        # runs written by powerperf collect\n  powerperf import run1 run2 --regions -o by-region  # one point per outermost region of each run\n\nSpecs name their data files, looked for in POWERPERF_DATA_DIR, then beside the spec (the bundled copy), then in shared/datasets above; --file replaces them (docs/import.md)."
 )]
 pub struct ImportArgs {
     /// An import spec (TOML, e.g. datasets/titanx-micro.toml), the name of a set bundled in
@@ -30,6 +30,11 @@ pub struct ImportArgs {
     /// Workload label for imported runs (default: the base name of each run's command).
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
+    /// With run directories: one point per outermost region of each run (workload = the
+    /// region's name; its time, package energy and power) instead of one per run, for
+    /// `plan --job --regions-from RUN` (docs/import.md).
+    #[arg(long, conflicts_with = "workload")]
+    pub regions: bool,
     /// Also write one run directory per point under DIR (timeline specs only), as `collect`
     /// writes them: `report DIR/<run> --lcpi` then works on the dataset.
     #[arg(long, value_name = "DIR")]
@@ -179,6 +184,9 @@ pub fn run(args: ImportArgs) -> Result<i32> {
     let (inputs, bundled) = classify(&args)?;
     let (mut set, files, mut notes) = match inputs {
         Inputs::Spec(spec_path) => {
+            if args.regions {
+                bail!("--regions reads the regions of run directories; an import spec has none");
+            }
             if args.workload.is_some() {
                 bail!(
                     "--workload labels run directories; an import spec names its workload column"
@@ -206,7 +214,11 @@ pub fn run(args: ImportArgs) -> Result<i32> {
                     "--as-runs writes run directories from an import spec; these already are runs"
                 );
             }
-            let (set, notes) = from_runs_labelled(&dirs, args.workload.as_deref())?;
+            let (set, notes) = if args.regions {
+                crate::store::set_regions::from_runs_by_region(&dirs)?
+            } else {
+                from_runs_labelled(&dirs, args.workload.as_deref())?
+            };
             (set, dirs, notes)
         }
     };

@@ -65,6 +65,17 @@ pub struct PlanArgs {
     /// switch costs between neighbours) instead of independent workloads.
     #[arg(long)]
     pub job: bool,
+    /// With --job: plan the outermost regions of this run directory (`powerperf collect -o
+    /// RUN` of a program with region markers or NVTX ranges) in the order they first began,
+    /// from a model fitted on `import RUN… --regions`; regions the model does not know keep
+    /// the default setting (docs/dvfs.md, "Regions end to end").
+    #[arg(
+        long,
+        value_name = "RUN",
+        requires = "job",
+        conflicts_with = "workloads"
+    )]
+    pub regions_from: Option<PathBuf>,
     /// Cost of one frequency switch between consecutive regions, seconds.
     #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]
     pub transition_latency: f64,
@@ -197,8 +208,29 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     }
     let model = crate::models::load_model(&model_path)
         .with_context(|| format!("loading the model {}", model_path.display()))?;
+    let mut unplanned_regions = Vec::new();
+    let workloads = match &args.regions_from {
+        Some(run) => {
+            let order = crate::store::set_regions::region_order(run)?;
+            let known = model.workloads();
+            let (keep, unknown): (Vec<String>, Vec<String>) =
+                order.into_iter().partition(|r| known.contains(r));
+            if keep.is_empty() {
+                anyhow::bail!(
+                    "none of the regions of {} ({}) is a workload of the model {}, which knows: {} (fix: fit the model on `powerperf import RUN… --regions`)",
+                    run.display(),
+                    unknown.join(", "),
+                    model_path.display(),
+                    crate::models::name_list(&known)
+                );
+            }
+            unplanned_regions = unknown;
+            keep
+        }
+        None => args.workloads.clone(),
+    };
     let req = from_model::PlanRequest {
-        workloads: args.workloads.clone(),
+        workloads,
         scope: if args.job {
             Scope::Job
         } else {
@@ -212,6 +244,13 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         model_path: model_path.display().to_string(),
     };
     let mut out = from_model::plan_with_predictor(model.as_ref(), &req)?;
+    for r in unplanned_regions {
+        out.skipped.push((
+            r,
+            "a region of the run that the model does not know: it runs at the default setting"
+                .into(),
+        ));
+    }
     out.plan.plan.max_slowdown = max_slowdown;
     out.plan.plan.slowdown_margin = margin;
     // A plan never carries a number that is not one (issue 18: `slowdown = nan` was written).

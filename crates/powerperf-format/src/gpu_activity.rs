@@ -89,8 +89,14 @@ pub struct Activity {
     pub launch_tid: Option<u32>,
     pub launch_api: Option<String>,
     pub launch_ns: Option<u64>,
-    /// Path of the innermost region open on the launching thread at the launch.
+    /// Path of the region the activity is attributed to: the innermost region open on the
+    /// launching thread at the launch, or, when that thread had none, one open on another
+    /// thread of the process then (`region_rule` says which; docs/gpu.md).
     pub region: Option<String>,
+    /// Which attribution rule gave `region` ([`RegionRule`]'s names: `thread`, `process`,
+    /// `process_latest`); `None` where no region was found. Absent in runs written before
+    /// the column existed (read as `None`).
+    pub region_rule: Option<String>,
 }
 
 impl Activity {
@@ -120,6 +126,31 @@ pub struct ApiCall {
     pub exit_ns: u64,
     /// Region path open on the thread at the call.
     pub region: Option<String>,
+}
+
+/// How a GPU activity found its region (`gpu_activity.parquet`'s `region_rule`, run.toml's
+/// `[gpu_attribution]`; docs/gpu.md, "Attribution to regions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionRule {
+    /// The innermost region open on the launching thread at the launch (HPCToolkit's and
+    /// IPM's rule).
+    Thread,
+    /// The launching thread had no open region; exactly one other thread of the same process
+    /// had one at the launch: its innermost (e.g. PyTorch's autograd thread launching the
+    /// kernels of `loss.backward()` while the Python thread holds the NVTX range).
+    Process,
+    /// As `Process`, but several other threads had one: the innermost region that began last.
+    ProcessLatest,
+}
+
+impl RegionRule {
+    pub fn name(self) -> &'static str {
+        match self {
+            RegionRule::Thread => "thread",
+            RegionRule::Process => "process",
+            RegionRule::ProcessLatest => "process_latest",
+        }
+    }
 }
 
 /// API calls that block the host until GPU work finishes: synchronisations and the
@@ -386,6 +417,12 @@ pub fn write(
                 "region".into(),
                 acts.iter().map(|a| a.region.clone()).collect::<Vec<_>>(),
             ),
+            Column::new(
+                "region_rule".into(),
+                acts.iter()
+                    .map(|a| a.region_rule.clone())
+                    .collect::<Vec<_>>(),
+            ),
         ],
     )?;
     crate::timeline::write_frame(&mut df, &dir.join(ACTIVITY_FILE))?;
@@ -474,6 +511,12 @@ pub fn read(dir: &std::path::Path) -> anyhow::Result<Option<(Vec<Activity>, Vec<
     let lapi = strc("launch_api")?;
     let lns = u64c("launch_ns")?;
     let region = strc("region")?;
+    // Added 2026-11-26 (issue 20): older runs have no such column.
+    let rule = if df.column("region_rule").is_ok() {
+        strc("region_rule")?
+    } else {
+        vec![None; df.height()]
+    };
     let acts = (0..df.height())
         .map(|i| {
             let s = start[i].unwrap_or(0);
@@ -499,6 +542,7 @@ pub fn read(dir: &std::path::Path) -> anyhow::Result<Option<(Vec<Activity>, Vec<
                 launch_api: lapi[i].clone(),
                 launch_ns: lns[i],
                 region: region[i].clone(),
+                region_rule: rule[i].clone(),
             }
         })
         .collect();

@@ -12,7 +12,8 @@
 //! - [`gpu_activity`], [`gpu_pcsamp`]: the CUPTI tables of `collect --gpu` and
 //!   `--pc-sampling gpu`;
 //! - [`pc_samples`]: `RUN/pc_samples.parquet` (`--pc-sampling cpu`);
-//! - [`set`]: `SET/set.toml` and `SET/points.parquet` ([`set::TrainingSet`]);
+//! - [`set`]: `SET/set.toml` and `SET/points.parquet` ([`set::TrainingSet`]); [`set_regions`]:
+//!   a set from the regions of collected runs;
 //! - [`quantity`]: the dimensions, units and value ranges of a set's columns;
 //! - [`safe_file`]: how every file here is created (no link followed).
 
@@ -25,4 +26,5 @@ pub mod regions;
 pub mod run;
 pub mod safe_file;
 pub mod set;
+pub mod set_regions;
 pub mod timeline;

@@ -197,6 +197,39 @@ pub struct RunMeta {
     /// `[pc_sampling]`: how PC samples were taken (`collect --pc-sampling cpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pc_sampling: Option<PcSampling>,
+    /// `[gpu_attribution]`: how GPU activities were attributed to regions (`collect --gpu`
+    /// with regions or NVTX ranges); absent in runs without GPU activity and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_attribution: Option<GpuAttribution>,
+}
+
+/// `[gpu_attribution]`: the rules that gave each GPU activity of `gpu_activity.parquet` its
+/// region, and how many activities (and kernels) each attributed (docs/gpu.md, "Attribution
+/// to regions"; the per-activity rule is the `region_rule` column).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuAttribution {
+    /// The rules in the order they are tried: `thread,process,process_latest`.
+    pub rules: String,
+    /// Every activity (kernels, copies, memsets, synchronisations, allocations, frees).
+    pub activities: RuleCounts,
+    /// Kernels only.
+    pub kernels: RuleCounts,
+}
+
+/// How many activities each attribution rule gave a region, and how many got none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RuleCounts {
+    /// The region open on the launching thread.
+    pub thread: u64,
+    /// Launching thread without a region; the only other thread of the process with one.
+    pub process: u64,
+    /// Launching thread without a region; several other threads with one: the latest begun.
+    pub process_latest: u64,
+    /// Launched while no thread of the process had a region open: `(no region)`.
+    pub no_region: u64,
+    /// No recorded launching API call (work the driver started itself, or calls not
+    /// recorded): `(no region)`.
+    pub no_launch: u64,
 }
 
 /// One thread's event totals (`[[threads]]` in run.toml).

@@ -23,8 +23,9 @@ use std::collections::BTreeMap;
 /// ([`powerperf_format::gpu_activity`]).
 pub use powerperf_format::gpu_activity::{
     host_idle_calls, is_blocking, kernels, metrics, per_region, read, write, Activity, ApiCall,
-    KernelSummary, Kind, RegionGpu, ACTIVITY_FILE, API_FILE, RECORDINGS,
+    KernelSummary, Kind, RegionGpu, RegionRule, ACTIVITY_FILE, API_FILE, RECORDINGS,
 };
+pub use powerperf_format::run::{GpuAttribution, RuleCounts};
 
 /// Device limits for occupancy, from CUPTI's `CUpti_ActivityDevice` record.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,14 +120,29 @@ pub fn region_at(
 }
 
 /// Attribute each activity, through its correlation id, to the API call that launched it
-/// (same process) and to the region open on that thread at that moment; and each API call to
-/// its region. Activities without a matching call (CUPTI records for work the driver started
-/// itself, or calls not recorded) keep `region = None`.
+/// (same process) and to a region, and each API call to the region open on its thread.
+///
+/// The rules, tried in order (docs/gpu.md, "Attribution to regions"):
+/// 1. `thread`: the innermost region open on the launching thread at the launch (the API
+///    call's entry), as HPCToolkit and IPM attribute GPU work;
+/// 2. `process`: the launching thread had none, and exactly one other thread of the same
+///    process had a region open at that moment: its innermost region. PyTorch's autograd
+///    engine launches the kernels of `loss.backward()` from its own thread while the NVTX
+///    range (`torch.cuda.nvtx.range_push("backward")`) is open on the Python thread, which
+///    waits for it; NVTX ranges themselves are per thread (push/pop), so this rule joins them
+///    by time overlap within the process;
+/// 3. `process_latest`: as 2, with several such threads: the innermost region that began
+///    last (the most recently opened one in the process).
+///
+/// Activities without a matching call (CUPTI records for work the driver started itself,
+/// or calls not recorded) keep `region = None`, as do launches while no thread of the
+/// process had a region open. API calls keep rule 1 only: their host time is their thread's.
+/// Returns the count per rule.
 pub fn attribute(
     acts: &mut [Activity],
     calls: &mut [ApiCall],
     intervals: &[powerperf_rt::events::Interval],
-) {
+) -> GpuAttribution {
     for c in calls.iter_mut() {
         c.region = region_at(intervals, c.pid, c.tid, c.enter_ns);
     }
@@ -147,15 +163,109 @@ pub fn attribute(
             })
             .or_insert(i);
     }
-    for a in acts.iter_mut() {
+    let mut orphans = Vec::new();
+    for (k, a) in acts.iter_mut().enumerate() {
+        a.region = None;
+        a.region_rule = None;
         if let Some(&i) = by_corr.get(&(a.pid, a.correlation_id)) {
             let c = &calls[i];
             a.launch_tid = Some(c.tid);
             a.launch_api = Some(c.name.clone());
             a.launch_ns = Some(c.enter_ns);
             a.region = c.region.clone();
+            if a.region.is_some() {
+                a.region_rule = Some(RegionRule::Thread.name().into());
+            } else {
+                orphans.push((c.pid, c.enter_ns, c.tid, k));
+            }
         }
     }
+    for (k, path, rule) in other_threads_regions(intervals, orphans) {
+        acts[k].region = Some(path);
+        acts[k].region_rule = Some(rule.name().into());
+    }
+    let mut out = GpuAttribution {
+        rules: "thread,process,process_latest".into(),
+        ..Default::default()
+    };
+    for a in acts.iter() {
+        let add = |c: &mut RuleCounts| match a.region_rule.as_deref() {
+            Some("thread") => c.thread += 1,
+            Some("process") => c.process += 1,
+            Some("process_latest") => c.process_latest += 1,
+            _ if a.launch_tid.is_some() => c.no_region += 1,
+            _ => c.no_launch += 1,
+        };
+        add(&mut out.activities);
+        if a.kind == Some(Kind::Kernel) {
+            add(&mut out.kernels);
+        }
+    }
+    out
+}
+
+/// Rules 2 and 3 of [`attribute`] for launches `(pid, t_ns, launching tid, activity index)`
+/// whose thread had no open region: one sweep per process over the region intervals' begins
+/// and ends in time order, keeping the open intervals per thread (they nest per thread), so
+/// the cost is O((intervals + launches) · log) plus, per launch, the number of threads with
+/// an open region. Returns `(activity index, region path, rule)` for the launches that found
+/// one.
+fn other_threads_regions(
+    intervals: &[powerperf_rt::events::Interval],
+    mut launches: Vec<(u32, u64, u32, usize)>,
+) -> Vec<(usize, String, RegionRule)> {
+    let mut out = Vec::new();
+    if launches.is_empty() || intervals.is_empty() {
+        return out;
+    }
+    launches.sort_unstable();
+    // Events per process: (time, order, interval index); at one instant ends come before
+    // begins (an interval is [start, end)), and both before the launches.
+    let mut events: Vec<(u32, u64, u8, usize)> = Vec::with_capacity(2 * intervals.len());
+    for (i, iv) in intervals.iter().enumerate() {
+        if iv.end_ns > iv.start_ns {
+            events.push((iv.pid, iv.start_ns, 1, i));
+            events.push((iv.pid, iv.end_ns, 0, i));
+        }
+    }
+    events.sort_unstable();
+    let mut e = 0;
+    let mut open: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    let mut pid_now = None;
+    for (pid, t, tid, k) in launches {
+        if pid_now != Some(pid) {
+            open.clear();
+            pid_now = Some(pid);
+            // skip the events of earlier processes
+            while e < events.len() && events[e].0 < pid {
+                e += 1;
+            }
+        }
+        while e < events.len() && events[e].0 == pid && events[e].1 <= t {
+            let (_, _, kind, i) = events[e];
+            let v = open.entry(intervals[i].tid).or_default();
+            if kind == 1 {
+                v.push(i);
+            } else if let Some(p) = v.iter().position(|&j| j == i) {
+                v.swap_remove(p);
+            }
+            e += 1;
+        }
+        let mut found: Vec<usize> = open
+            .iter()
+            .filter(|(&other, v)| other != tid && !v.is_empty())
+            .filter_map(|(_, v)| v.iter().copied().max_by_key(|&j| intervals[j].depth))
+            .collect();
+        let rule = match found.len() {
+            0 => continue,
+            1 => RegionRule::Process,
+            _ => RegionRule::ProcessLatest,
+        };
+        found.sort_by_key(|&j| (intervals[j].start_ns, intervals[j].depth));
+        let j = *found.last().expect("not empty");
+        out.push((k, intervals[j].path.clone(), rule));
+    }
+    out
 }
 
 /// Read every `RUN/gpu_activity/<pid>.bin` the CUDA injection wrote, map CUPTI time onto
@@ -172,6 +282,19 @@ pub fn collect_run(
     origin_ns: u64,
     sm_clock_mhz: &dyn Fn(u32, &[(u64, u64)]) -> Option<f64>,
 ) -> anyhow::Result<Option<Vec<String>>> {
+    Ok(collect_run_attributed(dir, origin_ns, sm_clock_mhz)?.map(|(notes, _)| notes))
+}
+
+/// [`collect_run`], also returning the count per attribution rule (run.toml's
+/// `[gpu_attribution]`).
+///
+/// # Errors
+/// As [`collect_run`].
+pub fn collect_run_attributed(
+    dir: &std::path::Path,
+    origin_ns: u64,
+    sm_clock_mhz: &dyn Fn(u32, &[(u64, u64)]) -> Option<f64>,
+) -> anyhow::Result<Option<(Vec<String>, GpuAttribution)>> {
     let sub = dir.join(RECORDINGS);
     let Ok(rd) = std::fs::read_dir(&sub) else {
         return Ok(None);
@@ -309,7 +432,7 @@ pub fn collect_run(
     let intervals = powerperf_rt::events::read_dir(dir)
         .map(|e| powerperf_rt::events::intervals(&e))
         .unwrap_or_default();
-    attribute(&mut acts, &mut calls, &intervals);
+    let attribution = attribute(&mut acts, &mut calls, &intervals);
     fill_occupancy(&mut acts, &devices);
     acts.sort_by_key(|a| (a.start_ns, a.device, a.stream));
     write(dir, &acts, &calls, origin_ns)?;
@@ -358,7 +481,18 @@ pub fn collect_run(
         calls.len(),
         devices.len()
     ));
-    Ok(Some(notes))
+    if !intervals.is_empty() {
+        let k = &attribution.kernels;
+        notes.push(format!(
+            "GPU kernels by region rule (docs/gpu.md): {} on the launching thread's region, {} on another thread's region of the same process ({} of them the latest of several), {} launched outside any region, {} without a recorded launch",
+            k.thread,
+            k.process + k.process_latest,
+            k.process_latest,
+            k.no_region,
+            k.no_launch
+        ));
+    }
+    Ok(Some((notes, attribution)))
 }
 
 #[cfg(test)]
@@ -499,7 +633,10 @@ mod tests {
             call(3, "cudaLaunchKernel", 1600, 1610),
             call(4, "cudaDeviceSynchronize", 4000, 5100),
         ];
-        attribute(&mut acts, &mut calls, &intervals);
+        let counts = attribute(&mut acts, &mut calls, &intervals);
+        assert_eq!(counts.activities.thread, 4);
+        assert_eq!(counts.kernels.thread, 2);
+        assert_eq!(acts[0].region_rule.as_deref(), Some("thread"));
         assert_eq!(acts[0].region.as_deref(), Some("outer"));
         assert_eq!(acts[2].region.as_deref(), Some("outer/inner"));
         assert_eq!(acts[2].launch_api.as_deref(), Some("cudaLaunchKernel"));
@@ -522,5 +659,96 @@ mod tests {
         assert_eq!(back_calls[3].name, "cudaDeviceSynchronize");
         assert_eq!(back_calls[3].exit_ns - back_calls[3].enter_ns, 1100);
         assert_eq!(per_region(&back, &back_calls), r);
+    }
+
+    /// PyTorch's shape (issue 20): the Python thread 70 holds `epoch/backward` while the
+    /// autograd thread 71, with no region of its own, launches the backward kernels; a
+    /// third thread 72 opens `io` for a while. Recorded times in ns.
+    #[test]
+    fn kernels_of_a_thread_without_a_region_go_to_the_process_open_region() {
+        use powerperf_rt::events::Interval;
+        let iv = |tid, path: &str, depth, s, e| Interval {
+            pid: 7,
+            tid,
+            region: path.rsplit('/').next().unwrap().into(),
+            path: path.into(),
+            start_ns: s,
+            end_ns: e,
+            depth,
+            closed_by_exit: false,
+            counters: vec![],
+        };
+        let mut intervals = vec![
+            iv(70, "epoch", 0, 1_000, 20_000),
+            iv(70, "epoch/forward", 1, 1_000, 5_000),
+            iv(70, "epoch/backward", 1, 5_000, 12_000),
+            iv(72, "io", 0, 9_000, 10_000),
+        ];
+        intervals.sort_by_key(|i| (i.pid, i.tid, i.start_ns, i.depth));
+        let call = |tid, corr, t: u64| ApiCall {
+            pid: 7,
+            tid,
+            correlation_id: corr,
+            name: "cudaLaunchKernel".into(),
+            enter_ns: t,
+            exit_ns: t + 5,
+            region: None,
+        };
+        let mut calls = vec![
+            call(70, 1, 2_000),  // forward, on the Python thread
+            call(71, 2, 6_000),  // backward kernel from the autograd thread
+            call(71, 3, 9_500),  // same, while thread 72 is inside `io`: two candidates
+            call(71, 4, 11_999), // last ns of backward
+            call(71, 5, 12_000), // backward has ended; `epoch` is still open
+            call(71, 6, 30_000), // no region open anywhere
+        ];
+        let mut acts: Vec<Activity> = (1..=6)
+            .map(|c| act(Kind::Kernel, 100_000 + c as u64, 100_010 + c as u64, c))
+            .collect();
+        // a copy of another process with the same correlation id: not this process's
+        let mut other = act(Kind::Memcpy, 0, 10, 2);
+        other.pid = 8;
+        acts.push(other);
+        let counts = attribute(&mut acts, &mut calls, &intervals);
+        let got: Vec<(Option<&str>, Option<&str>)> = acts
+            .iter()
+            .map(|a| (a.region.as_deref(), a.region_rule.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("epoch/forward"), Some("thread")),
+                (Some("epoch/backward"), Some("process")),
+                (Some("io"), Some("process_latest")),
+                (Some("epoch/backward"), Some("process")),
+                (Some("epoch"), Some("process")),
+                (None, None),
+                (None, None),
+            ]
+        );
+        // API calls keep their own thread's region (host time is the thread's).
+        assert_eq!(calls[1].region, None);
+        let k = counts.kernels;
+        assert_eq!(
+            (
+                k.thread,
+                k.process,
+                k.process_latest,
+                k.no_region,
+                k.no_launch
+            ),
+            (1, 3, 1, 1, 0)
+        );
+        assert_eq!(counts.activities.no_launch, 1);
+        // GKER per region now includes the autograd thread's kernels.
+        let r = per_region(&acts, &calls);
+        assert_eq!(r["epoch/backward"].launches, 2);
+        assert_eq!(r["(no region)"].launches, 1);
+        // The rule survives the Parquet round trip; files without the column read as None.
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &acts, &calls, 0).unwrap();
+        let (back, _) = read(dir.path()).unwrap().unwrap();
+        assert_eq!(back[1].region_rule.as_deref(), Some("process"));
+        assert_eq!(back[5].region_rule, None);
     }
 }

@@ -28,6 +28,37 @@ pub struct GpuActivity {
     /// GPU PC sampling (`collect --pc-sampling gpu`): HPCToolkit's `GINST:STL_*` and
     /// `GSAMP:*` per kernel and source line.
     pub pc_sampling: Option<powerperf_format::gpu_pcsamp::PcReport>,
+    /// Kernels per region attribution rule (`thread`, `process`, `process_latest`, and
+    /// `none` for `(no region)`): launches and `GKER` seconds (docs/gpu.md, "Attribution to
+    /// regions"). Runs written before the rule was recorded count every kernel with a region
+    /// as `thread`.
+    pub region_rules: BTreeMap<String, RuleShare>,
+}
+
+/// Kernels attributed by one rule.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+pub struct RuleShare {
+    pub kernels: u64,
+    pub gker_s: f64,
+}
+
+/// Kernels and kernel time per attribution rule.
+fn region_rules(acts: &[Activity]) -> BTreeMap<String, RuleShare> {
+    let mut m: BTreeMap<String, RuleShare> = BTreeMap::new();
+    for a in acts
+        .iter()
+        .filter(|a| a.kind == Some(gpu_activity::Kind::Kernel))
+    {
+        let rule = match (&a.region, &a.region_rule) {
+            (None, _) => "none",
+            (Some(_), Some(r)) => r.as_str(),
+            (Some(_), None) => "thread",
+        };
+        let e = m.entry(rule.to_string()).or_default();
+        e.kernels += 1;
+        e.gker_s += a.dur_ns() as f64 * 1e-9;
+    }
+    m
 }
 
 /// Summarise a run's activities and calls.
@@ -56,6 +87,7 @@ pub fn summarize(acts: &[Activity], calls: &[ApiCall]) -> GpuActivity {
         api_calls: calls.len(),
         streams,
         pc_sampling: None,
+        region_rules: region_rules(acts),
     }
 }
 
@@ -298,6 +330,31 @@ pub fn render_text(g: &GpuActivity, wall_s: f64) -> String {
                 secs(r.host_idle_s),
                 r.launches
             );
+        }
+        let other: u64 = g
+            .region_rules
+            .iter()
+            .filter(|(k, _)| k.starts_with("process"))
+            .map(|(_, r)| r.kernels)
+            .sum();
+        if other > 0 {
+            let total_k: u64 = g.region_rules.values().map(|r| r.kernels).sum();
+            let total_s: f64 = g.region_rules.values().map(|r| r.gker_s).sum();
+            let _ = write!(o, "  kernels by region rule (docs/gpu.md):");
+            for (rule, r) in &g.region_rules {
+                let _ = write!(
+                    o,
+                    "  {rule} {} ({:.1} % of kernels, {:.1} % of GKER)",
+                    r.kernels,
+                    100.0 * r.kernels as f64 / total_k.max(1) as f64,
+                    if total_s > 0.0 {
+                        100.0 * r.gker_s / total_s
+                    } else {
+                        0.0
+                    }
+                );
+            }
+            let _ = writeln!(o);
         }
     }
     if let Some(p) = &g.pc_sampling {

@@ -382,6 +382,7 @@ mod tests {
             notes: vec![],
             threads: vec![],
             pc_sampling: None,
+            gpu_attribution: None,
         }
     }
 

@@ -260,6 +260,7 @@ fn initial_meta(
         notes,
         threads: vec![],
         pc_sampling: None,
+        gpu_attribution: None,
     }
 }
 

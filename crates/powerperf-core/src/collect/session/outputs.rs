@@ -36,7 +36,8 @@ pub(super) trait RunOutput {
 /// The outputs of a run, in the order they are written; `pc` is CPU PC sampling's, if it
 /// was taken.
 pub(super) fn run_outputs(pc: Option<(OpenedInfo, Collected)>) -> Vec<Box<dyn RunOutput>> {
-    let mut outs: Vec<Box<dyn RunOutput>> = vec![Box::new(RegionEvents), Box::new(GpuActivity)];
+    let mut outs: Vec<Box<dyn RunOutput>> =
+        vec![Box::new(RegionEvents), Box::new(GpuActivity(None))];
     if let Some((info, collected)) = pc {
         outs.push(Box::new(CpuPcSamples::new(info, collected)));
     }
@@ -81,7 +82,7 @@ impl RunOutput for RegionEvents {
 
 /// `gpu_activity.parquet` and `gpu_api.parquet` (and GPU PC samples) from the CUDA
 /// injection's recordings.
-struct GpuActivity;
+struct GpuActivity(Option<gpu_activity::GpuAttribution>);
 
 impl RunOutput for GpuActivity {
     fn name(&self) -> &str {
@@ -90,14 +91,21 @@ impl RunOutput for GpuActivity {
 
     fn write(&mut self, ctx: &FinishCtx, notes: &mut Vec<String>) -> Result<()> {
         let sm_clock = |dev: u32, kernels: &[(u64, u64)]| sm_clock_mhz(ctx, dev, kernels);
-        match gpu_activity::collect_run(ctx.out, ctx.origin_ns, &sm_clock)? {
-            Some(n) => notes.extend(n),
+        match gpu_activity::collect_run_attributed(ctx.out, ctx.origin_ns, &sm_clock)? {
+            Some((n, a)) => {
+                notes.extend(n);
+                self.0 = Some(a);
+            }
             None if ctx.gpu_requested => notes.push(
                 "collect --gpu: no CUDA activity was recorded (the command did not use CUDA, or it did not load the injection library named by CUDA_INJECTION64_PATH)".into(),
             ),
             None => {}
         }
         Ok(())
+    }
+
+    fn record(&mut self, meta: &mut RunMeta) {
+        meta.gpu_attribution = self.0.take();
     }
 }
 

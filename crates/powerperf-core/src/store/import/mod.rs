@@ -854,6 +854,7 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
             )],
             threads: vec![],
             pc_sampling: None,
+            gpu_attribution: None,
         };
         meta.write(&run_dir)?;
         written.push(run_dir);
