@@ -188,3 +188,79 @@ pub fn separable_baseline(meta: &SetMeta, points: &[Point], settings: &[Knobs]) 
         summary,
     }
 }
+
+/// Each workload in turn measured only at `settings` (a cross), the other workloads at
+/// every setting: the case where the interaction is learned on fully measured workloads
+/// and carried to a new one by its counters. The held-out workload's other points are
+/// predicted; the separable rule's baseline on this protocol is [`separable_baseline`]
+/// (it uses the workload's own cross alone).
+pub fn cross_workload_holdout(
+    kind: ModelKind,
+    meta: &SetMeta,
+    points: &[Point],
+    settings: &[Knobs],
+    params: &FitParams,
+) -> Evaluation {
+    let mut workloads: Vec<&str> = Vec::new();
+    for p in points {
+        if !workloads.contains(&p.workload.as_str()) {
+            workloads.push(&p.workload);
+        }
+    }
+    let on_cross = |p: &Point| settings.iter().any(|s| matches(p, s));
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    let mut resolved = kind;
+    for w in workloads {
+        let train: Vec<Point> = points
+            .iter()
+            .filter(|p| p.workload != w || on_cross(p))
+            .cloned()
+            .collect();
+        let test: Vec<&Point> = points
+            .iter()
+            .filter(|p| p.workload == w && !on_cross(p))
+            .collect();
+        resolved = kind.resolve(&train, false);
+        match fit_kind(resolved, meta, &train, params) {
+            Ok(m) => {
+                for p in test {
+                    match m.predict(&p.workload, &p.knobs) {
+                        Ok(pred) => results.push(PointResult {
+                            workload: p.workload.clone(),
+                            knobs: p.knobs.clone(),
+                            measured: measured(p),
+                            predicted: pred,
+                        }),
+                        Err(e) => failures.push((
+                            format!("{} {}", p.workload, knob_key(&p.knobs)),
+                            e.to_string(),
+                        )),
+                    }
+                }
+            }
+            Err(e) => {
+                for p in test {
+                    failures.push((
+                        format!("{} {}", p.workload, knob_key(&p.knobs)),
+                        e.to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    let summary = summarise(
+        meta,
+        &results,
+        &format!(
+            "cross workload holdout: each workload trained on {} only, the others on every setting",
+            describe(settings)
+        ),
+    );
+    Evaluation {
+        kind: resolved,
+        results,
+        failures,
+        summary,
+    }
+}
