@@ -63,14 +63,12 @@ fn xu3_parsec_joint_split_against_the_separable_rule() {
         assert_eq!(m.results.len(), 8);
         assert_eq!(base.results.len(), 8);
         row(&format!("xu3 cross, 2 cores trained at {b} MHz"), &m, &base);
-        // No workload has two thread counts at two clocks in training, so no interaction is
-        // identified and the model is the separable rule for time and power; energy is P·t
-        // (the rule applied to the measured energy differs from that product because a
-        // mean point's energy is the mean over runs, not mean power × mean time).
-        for t in ["time_s", "power_w"] {
-            assert!((mape(&m, t) - mape(&base, t)).abs() < 1e-9, "{t} at b = {b}");
-        }
-        assert!(mape(&m, "energy_j") <= 1.01 * mape(&base, "energy_j"));
+        // No workload has two thread counts at two clocks in training, so no shared
+        // interaction is identified: power is the separable rule; time comes from the CPI
+        // stack at the cross point (joint/contention.rs). Energy is P·t.
+        assert!((mape(&m, "power_w") - mape(&base, "power_w")).abs() < 1e-9, "b = {b}");
+        assert!(mape(&m, "time_s") <= mape(&base, "time_s"), "time at b = {b}");
+        assert!(mape(&m, "energy_j") <= mape(&base, "energy_j"), "energy at b = {b}");
         // Each program a new one, measured on the cross only; the others on the full grid.
         let m = cross_workload_holdout(ModelKind::Auto, &set.meta, &pts, &s, &FitParams::default());
         assert_eq!(m.kind, ModelKind::Joint);

@@ -212,3 +212,52 @@ fn unseparable_points_and_extrapolation_are_clear_errors() {
     assert!(m.predict("w0", &knobs(1600.0, 2.0)).unwrap().time_s.unwrap() > 0.0);
     assert!(m.predict("nope", &knobs(1400.0, 2.0)).is_err());
 }
+
+#[test]
+fn contention_from_the_cpi_stack_is_recovered_exactly() {
+    // CPI(n, f) = a + m_n·f (cycles per instruction: a core part shared by every thread
+    // count, a memory-stall part of m_n ns per instruction, growing with contention), run
+    // time t = I·CPI / (n·f). From a clock sweep at one thread plus one point at 2 and at 4
+    // threads, the CPI stack at the cross point gives the other clocks exactly; the separable
+    // rule does not.
+    let (a, inst) = (0.8, 2e10);
+    let m = |n: f64| 1.5e-4 + 1.0e-4 * (n - 1.0);
+    let mk = |f: f64, n: f64| {
+        let cpi = a + m(n) * f;
+        let t = inst * cpi / (n * f * 1e6);
+        Point {
+            workload: "w".into(),
+            knobs: knobs(f, n),
+            time_s: Some(t),
+            power_w: Some(1.0 + n * (f / 1800.0).powi(2)),
+            energy_j: Some(t * (1.0 + n * (f / 1800.0).powi(2))),
+            counters: [
+                ("inst_retired".to_string(), inst),
+                ("cpu_cycles".to_string(), inst * cpi),
+            ]
+            .into_iter()
+            .collect(),
+            ..Point::default()
+        }
+    };
+    let pts: Vec<Point> = F.iter().flat_map(|f| N.iter().map(move |n| mk(*f, *n))).collect();
+    for b in F {
+        let mut s: Vec<Knobs> = F.iter().map(|f| knobs(*f, 1.0)).collect();
+        s.extend(N[1..].iter().map(|n| knobs(b, *n)));
+        let ev = settings_holdout(ModelKind::Auto, &meta(), &pts, &s, &FitParams::default());
+        assert_eq!(ev.kind, ModelKind::Joint);
+        assert_eq!(ev.results.len(), 4);
+        for r in &ev.results {
+            let e = rel(r.predicted.time_s.unwrap(), r.measured.time_s.unwrap());
+            assert!(e < 1e-9, "b = {b}, {:?}: {e}", r.knobs);
+        }
+        let base = separable_baseline(&meta(), &pts, &s);
+        assert!(base.summary.targets["time_s"].mape_pct > 1.0, "{:?}", base.summary);
+        // Switched off: the separable rule again.
+        let mut params = FitParams::default();
+        params.joint.contention = false;
+        let off = settings_holdout(ModelKind::Joint, &meta(), &pts, &s, &params);
+        let d = (off.summary.targets["time_s"].mape_pct - base.summary.targets["time_s"].mape_pct).abs();
+        assert!(d < 1e-9, "{d}");
+    }
+}
