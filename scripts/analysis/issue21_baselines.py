@@ -3,7 +3,7 @@
 by `powerperf import` (its points.parquet and set.toml), and the model's error from the
 per-point CSV of `powerperf evaluate … -o points.csv` beside it.
 
-  knob SET KNOB=A,B,C POINTS.csv     per-workload polynomial in the knob through the training
+  knob SET KNOB=A,B,C POINTS.csv|-     per-workload polynomial in the knob through the training
                                      values (degree = values − 1, at most 2: the "naive
                                      quadratic through the same three clocks")
   workload SET KNOB=B POINTS.csv     median-ratio transfer: y_w(k) = y_w(b) · median over the
@@ -65,7 +65,7 @@ def model_score(csv_path, knobs, unreliable):
              and r["workload"] not in unreliable[y]]
         if e:
             out[y] = (float(np.mean(e)), len(e))
-    return out, {(r["workload"], tuple(float(r[k]) for k in knobs)) for r in rows}
+    return out, None
 
 
 def main():
@@ -74,7 +74,8 @@ def main():
     name, vals = spec.split("=")
     vals = [float(v) for v in vals.split(",")]
     ki = knobs.index(name)
-    model, predicted = model_score(points_csv, knobs, unreliable)
+    # "-": no model CSV, the baseline alone.
+    model = model_score(points_csv, knobs, unreliable)[0] if points_csv != "-" else {}
     preds = {}
     if mode == "knob":
         by_w = defaultdict(dict)
@@ -95,12 +96,15 @@ def main():
                     p[y] = float(np.polyval(c, x))
                 preds[key] = p
     else:
+        # The baseline setting: this knob at b, every other knob at its maximum (evaluate's
+        # default --baseline for the knobs not named).
         b = vals[0]
+        top = [max(kv[j] for _, kv in pts) for j in range(len(knobs))]
         workloads = sorted({w for w, _ in pts})
         for (w, kv), m in pts.items():
-            if kv[ki] == b:
+            base_kv = tuple(b if j == ki else top[j] for j in range(len(knobs)))
+            if kv == base_kv:
                 continue
-            base_kv = kv[:ki] + (b,) + kv[ki + 1:]
             if (w, base_kv) not in pts:
                 continue
             p = {}
