@@ -2,7 +2,7 @@
 //! interaction by Frisch–Waugh–Lovell on the within-workload residuals, and the inner
 //! cross-validation that decides whether the interaction carries over to a new workload.
 
-use super::{lstsq, transform, untransform, Combine, Effects, Group, Interaction};
+use super::{lstsq, solve_gram, transform, untransform, Combine, Effects, Group, Interaction, Level};
 use crate::models::Knobs;
 use std::collections::BTreeMap;
 
@@ -20,6 +20,12 @@ struct G {
     x: Vec<Vec<f64>>,
     /// Interaction regressors per row: per pair, `u·v` (and `z·u·v` with a counter).
     xi: Vec<Vec<f64>>,
+    /// Gram matrix and right-hand side of the interaction regressors and `y`, both
+    /// residualised on the main-effect design (Frisch–Waugh–Lovell).
+    gram: Vec<Vec<f64>>,
+    rhs: Vec<f64>,
+    /// Per pair: whether this workload's points identify it.
+    ident: Vec<bool>,
 }
 
 impl G {
@@ -31,6 +37,9 @@ impl G {
     }
     /// Main effects from `rows` with the interaction `beta` taken off.
     fn main(&self, rows: &[usize], beta: &[f64]) -> Option<Vec<f64>> {
+        if rows.len() < self.x.first().map_or(1, Vec::len) {
+            return None;
+        }
         let x: Vec<Vec<f64>> = rows.iter().map(|r| self.x[*r].clone()).collect();
         let y: Vec<f64> = rows.iter().map(|r| self.y[*r] - self.inter(*r, beta)).collect();
         lstsq(&x, &y)
@@ -55,23 +64,9 @@ fn resid(g: &G, col: &[f64]) -> Vec<f64> {
 fn estimate_beta(gs: &[&G], npairs: usize, per: usize, option: usize) -> (Vec<f64>, Vec<usize>) {
     let np = npairs * per;
     let mut beta = vec![0.0; np];
-    let mut ident = vec![0usize; npairs];
-    let mut rows: Vec<Vec<f64>> = Vec::new();
-    let mut ys: Vec<f64> = Vec::new();
-    for g in gs {
-        let all: Vec<usize> = (0..g.y.len()).collect();
-        let cols: Vec<Vec<f64>> = (0..np).map(|c| resid(g, &g.col(c, &all))).collect();
-        for (pi, n) in ident.iter_mut().enumerate() {
-            if cols[pi * per].iter().any(|v| v.abs() > 1e-9) {
-                *n += 1;
-            }
-        }
-        let yr = resid(g, &g.y);
-        for r in 0..g.y.len() {
-            rows.push(cols.iter().map(|c| c[r]).collect());
-            ys.push(yr[r]);
-        }
-    }
+    let ident: Vec<usize> = (0..npairs)
+        .map(|p| gs.iter().filter(|g| g.ident[p]).count())
+        .collect();
     if option == 0 {
         return (beta, ident);
     }
@@ -84,8 +79,16 @@ fn estimate_beta(gs: &[&G], npairs: usize, per: usize, option: usize) -> (Vec<f6
         })
         .collect();
     let solve = |cols: &[usize]| {
-        let sub: Vec<Vec<f64>> = rows.iter().map(|r| cols.iter().map(|c| r[*c]).collect()).collect();
-        lstsq(&sub, &ys)
+        let mut m = vec![vec![0.0; cols.len() + 1]; cols.len()];
+        for g in gs {
+            for (i, ci) in cols.iter().enumerate() {
+                for (j, cj) in cols.iter().enumerate() {
+                    m[i][j] += g.gram[*ci][*cj];
+                }
+                m[i][cols.len()] += g.rhs[*ci];
+            }
+        }
+        solve_gram(m)
     };
     let b0: Vec<usize> = keep.iter().copied().filter(|c| c % per == 0).collect();
     let (cols, b) = match solve(&keep) {
@@ -139,7 +142,23 @@ pub(super) fn fit_target(
                             .collect()
                     })
                     .collect(),
+                gram: Vec::new(),
+                rhs: Vec::new(),
+                ident: Vec::new(),
             }
+        })
+        .map(|mut g| {
+            let np = pairs.len() * per;
+            let all: Vec<usize> = (0..g.y.len()).collect();
+            let cols: Vec<Vec<f64>> = (0..np).map(|c| resid(&g, &g.col(c, &all))).collect();
+            let yr = resid(&g, &g.y);
+            let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+            g.gram = cols.iter().map(|a| cols.iter().map(|b| dot(a, b)).collect()).collect();
+            g.rhs = cols.iter().map(|a| dot(a, &yr)).collect();
+            g.ident = (0..pairs.len())
+                .map(|p| cols[p * per].iter().any(|v| v.abs() > 1e-9))
+                .collect();
+            g
         })
         .collect();
     let refs: Vec<&G> = gs.iter().collect();
@@ -169,9 +188,9 @@ pub(super) fn fit_target(
             let mut e = Vec::new();
             for l in levels {
                 if *l == group.reference[knob] {
-                    e.push((*l, 0.0));
+                    e.push(Level { value: *l, effect: 0.0 });
                 } else {
-                    e.push((*l, b[c]));
+                    e.push(Level { value: *l, effect: b[c] });
                     c += 1;
                 }
             }
@@ -207,10 +226,7 @@ pub(super) fn fit_target(
 /// `β0 + β1·z`) with the lowest mean relative error is kept; ties go to the simpler one.
 /// Fewer than three such workloads: none (too few to judge).
 fn choose_interaction(groups: &[Group], gs: &[G], npairs: usize, per: usize, with_z: bool) -> (usize, String) {
-    let identifies = |g: &G| {
-        let all: Vec<usize> = (0..g.y.len()).collect();
-        (0..npairs).any(|p| resid(g, &g.col(p * per, &all)).iter().any(|v| v.abs() > 1e-9))
-    };
+    let identifies = |g: &G| g.ident.iter().any(|b| *b);
     let full: Vec<&G> = gs.iter().filter(|g| identifies(g)).collect();
     if full.len() < 3 {
         return (0, format!("none: only {} training workload(s) identify it, too few to judge whether it carries over (3 needed)", full.len()));

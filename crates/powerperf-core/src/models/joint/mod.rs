@@ -121,14 +121,21 @@ pub struct TargetFit {
     pub interaction_choice: String,
 }
 
-/// One workload's curve for one target: `a` and the main effects per knob as
-/// `(knob value, effect)` sorted by value.
+/// One main effect: a training value of a knob and its effect in `T` units.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    pub value: f64,
+    pub effect: f64,
+}
+
+/// One workload's curve for one target: `a` and the main effects per knob, sorted by
+/// value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Effects {
     /// Geometric mean of the training values (the unit of the transformed curve).
     pub scale: f64,
     pub intercept: f64,
-    pub main: BTreeMap<String, Vec<(f64, f64)>>,
+    pub main: BTreeMap<String, Vec<Level>>,
 }
 
 /// One workload.
@@ -172,9 +179,6 @@ fn not_enough(what: String) -> ModelError {
 /// `1e-10` of the largest diagonal entry).
 fn lstsq(a: &[Vec<f64>], y: &[f64]) -> Option<Vec<f64>> {
     let m = a.first().map_or(0, Vec::len);
-    if m == 0 {
-        return Some(Vec::new());
-    }
     let mut g = vec![vec![0.0; m + 1]; m];
     for (row, v) in a.iter().zip(y) {
         for i in 0..m {
@@ -183,6 +187,16 @@ fn lstsq(a: &[Vec<f64>], y: &[f64]) -> Option<Vec<f64>> {
             }
             g[i][m] += row[i] * v;
         }
+    }
+    solve_gram(g)
+}
+
+/// Solve the augmented normal equations `[AᵀA | Aᵀy]` (`m` rows, `m + 1` columns); `None`
+/// when singular (see [`lstsq`]).
+fn solve_gram(mut g: Vec<Vec<f64>>) -> Option<Vec<f64>> {
+    let m = g.len();
+    if m == 0 {
+        return Some(Vec::new());
     }
     let scale = (0..m).map(|i| g[i][i]).fold(0.0, f64::max).max(1e-300);
     for c in 0..m {
@@ -501,15 +515,15 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &JointParams) -> Result<Joi
 
 /// A main effect at `v`: the training value's, else linear in `1/v` between the two
 /// neighbouring training values; `None` outside them.
-fn effect_at(levels: &[(f64, f64)], v: f64) -> Option<f64> {
-    if let Some((_, e)) = levels.iter().find(|(l, _)| (l - v).abs() < 1e-9) {
-        return Some(*e);
+fn effect_at(levels: &[Level], v: f64) -> Option<f64> {
+    if let Some(l) = levels.iter().find(|l| (l.value - v).abs() < 1e-9) {
+        return Some(l.effect);
     }
-    let i = levels.iter().position(|(l, _)| *l > v)?;
+    let i = levels.iter().position(|l| l.value > v)?;
     if i == 0 || v <= 0.0 {
         return None;
     }
-    let ((l0, e0), (l1, e1)) = (levels[i - 1], levels[i]);
+    let (l0, e0, l1, e1) = (levels[i - 1].value, levels[i - 1].effect, levels[i].value, levels[i].effect);
     let w = (1.0 / v - 1.0 / l0) / (1.0 / l1 - 1.0 / l0);
     Some(e0 + w * (e1 - e0))
 }
@@ -526,7 +540,7 @@ impl JointModel {
                 .map(|w| {
                     let mut s = knob_key(&w.fixed_knobs);
                     for (k, l) in w.effects.values().next().map(|e| &e.main).into_iter().flatten() {
-                        let (lo, hi) = (l.first().map_or(0.0, |x| x.0), l.last().map_or(0.0, |x| x.0));
+                        let (lo, hi) = (l.first().map_or(0.0, |x| x.value), l.last().map_or(0.0, |x| x.value));
                         if !s.is_empty() {
                             s.push(',');
                         }

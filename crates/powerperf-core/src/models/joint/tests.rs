@@ -261,3 +261,49 @@ fn contention_from_the_cpi_stack_is_recovered_exactly() {
         assert!(d < 1e-9, "{d}");
     }
 }
+
+#[test]
+fn a_model_file_round_trips_and_passes_the_number_checks() {
+    // Clock-valued keys (`b_mhz`, `clock_range_mhz`, knob names ending in `_mhz`) must hold
+    // clocks only: main effects are stored as {value, effect} objects, not under the knob's
+    // name, so `ModelFile::read`'s checks accept what `fit` writes.
+    let (a, inst) = (0.8, 2e10);
+    let pts: Vec<Point> = F
+        .iter()
+        .flat_map(|f| N.iter().map(move |n| (*f, *n)))
+        .map(|(f, n)| {
+            let cpi = a + (1.5e-4 + 1e-4 * n) * f;
+            let mut p = point(1, f, n);
+            p.time_s = Some(inst * cpi / (n * f * 1e6));
+            p.counters.insert("cpu_cycles".into(), inst * cpi);
+            p.counters.insert("inst_retired".into(), inst);
+            p
+        })
+        .collect();
+    let (train, test) = super::split::split(&pts, &cross_settings());
+    let m = crate::models::fit_kind(ModelKind::Joint, &meta(), &train, &FitParams::default()).unwrap();
+    let crate::models::Fitted::Joint(jm) = &m else { panic!("not joint") };
+    assert!(!jm.workloads[0].contention.is_empty());
+    let file = crate::models::ModelFile {
+        format: crate::models::MODEL_FORMAT.into(),
+        kind: m.kind().into(),
+        set_source: "test".into(),
+        set_path: "test".into(),
+        knobs: vec!["core_freq_mhz".into(), "threads".into()],
+        training_knobs: Default::default(),
+        unreliable: Vec::new(),
+        held_out_error: None,
+        model: m.clone(),
+    };
+    let dir = std::env::temp_dir().join(format!("pp-joint-{}", std::process::id()));
+    let path = dir.join("model.json");
+    file.write(&path).unwrap();
+    let back = crate::models::ModelFile::read(&path).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    for p in test {
+        assert_eq!(
+            back.model.predict(&p.workload, &p.knobs).unwrap(),
+            m.predict(&p.workload, &p.knobs).unwrap()
+        );
+    }
+}
