@@ -30,6 +30,8 @@
 //!   additive) rule exactly. Memory-bound workloads gain less from a faster core clock and
 //!   from more threads sharing the memory bandwidth (Curtis-Maury et al. 2008; Lively et
 //!   al.'s E-AMOM 2014 models runtime across DVFS and concurrency from counters).
+//! - Time at a thread count trained at one clock (clock × threads): from the CPI stack at
+//!   the cross point ([`contention`]), which replaces the main effects there.
 
 pub mod contention;
 mod interaction;
