@@ -7,7 +7,9 @@ mod common;
 
 use powerperf::models::eval::Evaluation;
 use powerperf::models::features::mean_points;
-use powerperf::models::joint::split::{cross_workload_holdout, separable_baseline, settings_holdout};
+use powerperf::models::joint::split::{
+    cross_workload_holdout, separable_baseline, settings_holdout,
+};
 use powerperf::models::{FitParams, Knobs, ModelKind};
 use powerperf::store::import::{import, ImportSpec};
 use powerperf::store::set::{Point, TrainingSet};
@@ -66,15 +68,28 @@ fn xu3_parsec_joint_split_against_the_separable_rule() {
         // No workload has two thread counts at two clocks in training, so no shared
         // interaction is identified: power is the separable rule; time comes from the CPI
         // stack at the cross point (joint/contention.rs). Energy is P·t.
-        assert!((mape(&m, "power_w") - mape(&base, "power_w")).abs() < 1e-9, "b = {b}");
-        assert!(mape(&m, "time_s") <= mape(&base, "time_s"), "time at b = {b}");
-        assert!(mape(&m, "energy_j") <= mape(&base, "energy_j"), "energy at b = {b}");
+        assert!(
+            (mape(&m, "power_w") - mape(&base, "power_w")).abs() < 1e-9,
+            "b = {b}"
+        );
+        assert!(
+            mape(&m, "time_s") <= mape(&base, "time_s"),
+            "time at b = {b}"
+        );
+        assert!(
+            mape(&m, "energy_j") <= mape(&base, "energy_j"),
+            "energy at b = {b}"
+        );
         // Each program a new one, measured on the cross only; the others on the full grid.
         let m = cross_workload_holdout(ModelKind::Auto, &set.meta, &pts, &s, &FitParams::default());
         assert_eq!(m.kind, ModelKind::Joint);
         assert!(m.failures.is_empty(), "{:?}", m.failures);
         assert_eq!(m.results.len(), 8);
-        row(&format!("xu3 cross workload holdout, 2 cores at {b} MHz"), &m, &base);
+        row(
+            &format!("xu3 cross workload holdout, 2 cores at {b} MHz"),
+            &m,
+            &base,
+        );
     }
 }
 
@@ -94,7 +109,11 @@ fn titanx_core_memory_clock_cross() {
         assert_eq!(m.kind, ModelKind::Joint);
         assert!(m.failures.is_empty(), "{:?}", m.failures.first());
         assert_eq!(m.results.len(), 140 * 15);
-        row(&format!("titanx cross, 810 MHz memory trained at {b} MHz core"), &m, &base);
+        row(
+            &format!("titanx cross, 810 MHz memory trained at {b} MHz core"),
+            &m,
+            &base,
+        );
         assert!(mape(&m, "time_s") < mape(&base, "time_s"));
     }
 }

@@ -56,7 +56,9 @@ impl ContentionCurve {
 }
 
 fn cpi(p: &crate::store::set::Point) -> Option<f64> {
-    let c = CYCLE_COUNTERS.iter().find_map(|c| p.counters.get(*c).copied())?;
+    let c = CYCLE_COUNTERS
+        .iter()
+        .find_map(|c| p.counters.get(*c).copied())?;
     let i = INSTRUCTION_COUNTERS
         .iter()
         .find_map(|c| p.counters.get(*c).copied())?;

@@ -2,7 +2,9 @@
 //! interaction by Frisch–Waugh–Lovell on the within-workload residuals, and the inner
 //! cross-validation that decides whether the interaction carries over to a new workload.
 
-use super::{lstsq, solve_gram, transform, untransform, Combine, Effects, Group, Interaction, Level};
+use super::{
+    lstsq, solve_gram, transform, untransform, Combine, Effects, Group, Interaction, Level,
+};
 use crate::models::Knobs;
 use std::collections::BTreeMap;
 
@@ -41,7 +43,10 @@ impl G {
             return None;
         }
         let x: Vec<Vec<f64>> = rows.iter().map(|r| self.x[*r].clone()).collect();
-        let y: Vec<f64> = rows.iter().map(|r| self.y[*r] - self.inter(*r, beta)).collect();
+        let y: Vec<f64> = rows
+            .iter()
+            .map(|r| self.y[*r] - self.inter(*r, beta))
+            .collect();
         lstsq(&x, &y)
     }
     fn fitted(&self, r: usize, b: &[f64], beta: &[f64]) -> f64 {
@@ -121,7 +126,11 @@ pub(super) fn fit_target(
         .iter()
         .map(|&i| {
             let g = &groups[i];
-            let vals: Vec<f64> = g.points.iter().map(|p| p.target(t).unwrap_or(1.0)).collect();
+            let vals: Vec<f64> = g
+                .points
+                .iter()
+                .map(|p| p.target(t).unwrap_or(1.0))
+                .collect();
             let scale = (vals.iter().map(|v| v.ln()).sum::<f64>() / vals.len() as f64).exp();
             let z = zstd(zs[i]);
             G {
@@ -137,7 +146,11 @@ pub(super) fn fit_target(
                             .iter()
                             .flat_map(|(a, b)| {
                                 let uv = g.u(&p.knobs, a) * g.u(&p.knobs, b);
-                                if with_z { vec![uv, z * uv] } else { vec![uv] }
+                                if with_z {
+                                    vec![uv, z * uv]
+                                } else {
+                                    vec![uv]
+                                }
                             })
                             .collect()
                     })
@@ -153,7 +166,10 @@ pub(super) fn fit_target(
             let cols: Vec<Vec<f64>> = (0..np).map(|c| resid(&g, &g.col(c, &all))).collect();
             let yr = resid(&g, &g.y);
             let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-            g.gram = cols.iter().map(|a| cols.iter().map(|b| dot(a, b)).collect()).collect();
+            g.gram = cols
+                .iter()
+                .map(|a| cols.iter().map(|b| dot(a, b)).collect())
+                .collect();
             g.rhs = cols.iter().map(|a| dot(a, &yr)).collect();
             g.ident = (0..pairs.len())
                 .map(|p| cols[p * per].iter().any(|v| v.abs() > 1e-9))
@@ -166,7 +182,11 @@ pub(super) fn fit_target(
     let option = if !interaction {
         (0, "off (--params)".to_string())
     } else if ident.iter().all(|n| *n == 0) {
-        (0, "not identified: no workload has two values of two knobs together in training".to_string())
+        (
+            0,
+            "not identified: no workload has two values of two knobs together in training"
+                .to_string(),
+        )
     } else {
         choose_interaction(groups, &gs, pairs.len(), per, with_z)
     };
@@ -176,7 +196,9 @@ pub(super) fn fit_target(
     for g in &gs {
         let group = &groups[g.i];
         let all: Vec<usize> = (0..g.y.len()).collect();
-        let b = g.main(&all, &beta).unwrap_or_else(|| vec![0.0; g.x[0].len()]);
+        let b = g
+            .main(&all, &beta)
+            .unwrap_or_else(|| vec![0.0; g.x[0].len()]);
         for r in 0..g.y.len() {
             let yhat = untransform(combine, g.fitted(r, &b, &beta)) * g.scale;
             let y = group.points[r].target(t).unwrap_or(yhat);
@@ -188,9 +210,15 @@ pub(super) fn fit_target(
             let mut e = Vec::new();
             for l in levels {
                 if *l == group.reference[knob] {
-                    e.push(Level { value: *l, effect: 0.0 });
+                    e.push(Level {
+                        value: *l,
+                        effect: 0.0,
+                    });
                 } else {
-                    e.push(Level { value: *l, effect: b[c] });
+                    e.push(Level {
+                        value: *l,
+                        effect: b[c],
+                    });
                     c += 1;
                 }
             }
@@ -225,24 +253,35 @@ pub(super) fn fit_target(
 /// with the interaction learned from the remaining workloads. The option (none, `β0`,
 /// `β0 + β1·z`) with the lowest mean relative error is kept; ties go to the simpler one.
 /// Fewer than three such workloads: none (too few to judge).
-fn choose_interaction(groups: &[Group], gs: &[G], npairs: usize, per: usize, with_z: bool) -> (usize, String) {
+fn choose_interaction(
+    groups: &[Group],
+    gs: &[G],
+    npairs: usize,
+    per: usize,
+    with_z: bool,
+) -> (usize, String) {
     let identifies = |g: &G| g.ident.iter().any(|b| *b);
     let full: Vec<&G> = gs.iter().filter(|g| identifies(g)).collect();
     if full.len() < 3 {
         return (0, format!("none: only {} training workload(s) identify it, too few to judge whether it carries over (3 needed)", full.len()));
     }
     // The cross pattern of a workload measured on a cross only, if any.
-    let pattern: Option<Vec<Knobs>> = gs
-        .iter()
-        .find(|g| !identifies(g))
-        .map(|g| groups[g.i].points.iter().map(|p| groups[g.i].knob_values(&p.knobs)).collect());
+    let pattern: Option<Vec<Knobs>> = gs.iter().find(|g| !identifies(g)).map(|g| {
+        groups[g.i]
+            .points
+            .iter()
+            .map(|p| groups[g.i].knob_values(&p.knobs))
+            .collect()
+    });
     let options: Vec<usize> = if with_z { vec![0, 1, 2] } else { vec![0, 1] };
     let mut score = vec![0.0; options.len()];
     let mut n = 0usize;
     for v in &full {
         let grp = &groups[v.i];
         let cross_rows = |keep: &dyn Fn(&Knobs) -> bool| -> Vec<usize> {
-            (0..v.y.len()).filter(|r| keep(&grp.knob_values(&grp.points[*r].knobs))).collect()
+            (0..v.y.len())
+                .filter(|r| keep(&grp.knob_values(&grp.points[*r].knobs)))
+                .collect()
         };
         let mut rows = match &pattern {
             Some(pat) => cross_rows(&|k| pat.contains(k)),
@@ -259,7 +298,9 @@ fn choose_interaction(groups: &[Group], gs: &[G], npairs: usize, per: usize, wit
         let others: Vec<&G> = full.iter().filter(|g| g.i != v.i).copied().collect();
         for (o, s) in options.iter().zip(score.iter_mut()) {
             let (beta, _) = estimate_beta(&others, npairs, per, *o);
-            let Some(b) = v.main(&rows, &beta) else { continue };
+            let Some(b) = v.main(&rows, &beta) else {
+                continue;
+            };
             // Mean |T(ŷ/g) − T(y/g)|: about the relative error in either combination.
             let e: f64 = test
                 .iter()
@@ -291,4 +332,3 @@ fn choose_interaction(groups: &[Group], gs: &[G], npairs: usize, per: usize, wit
         ),
     )
 }
-

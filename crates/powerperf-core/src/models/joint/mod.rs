@@ -207,11 +207,12 @@ fn solve_gram(mut g: Vec<Vec<f64>>) -> Option<Vec<f64>> {
             return None;
         }
         g.swap(c, p);
-        for r in 0..m {
+        let pivot = g[c].clone();
+        for (r, row) in g.iter_mut().enumerate() {
             if r != c {
-                let f = g[r][c] / g[c][c];
-                for k in c..=m {
-                    g[r][k] -= f * g[c][k];
+                let f = row[c] / pivot[c];
+                for (x, q) in row[c..].iter_mut().zip(&pivot[c..]) {
+                    *x -= f * q;
                 }
             }
         }
@@ -238,9 +239,10 @@ fn untransform(combine: Combine, v: f64) -> f64 {
 /// instruction.
 fn z_of(meta: &SetMeta, p: &Point, name: &str) -> Option<f64> {
     let v = *p.counters.get(name)?;
-    let per_inst = meta.counters.get(name).map_or(name != "dram_active", |k| {
-        *k == CounterKind::Count
-    });
+    let per_inst = meta
+        .counters
+        .get(name)
+        .map_or(name != "dram_active", |k| *k == CounterKind::Count);
     let z = if per_inst {
         let inst = INSTRUCTION_COUNTERS
             .iter()
@@ -301,7 +303,8 @@ fn reference(points: &[&Point], knobs: &[String]) -> Knobs {
             .filter_map(|k| p.knobs.get(k).map(|v| (k.clone(), *v)))
             .collect()
     };
-    let one_off = |a: &Knobs, b: &Knobs| a.iter().filter(|(k, v)| b.get(*k) != Some(v)).count() == 1;
+    let one_off =
+        |a: &Knobs, b: &Knobs| a.iter().filter(|(k, v)| b.get(*k) != Some(v)).count() == 1;
     let mut best: Option<(usize, Knobs)> = None;
     for p in points {
         let k = key(p);
@@ -323,14 +326,24 @@ fn reference(points: &[&Point], knobs: &[String]) -> Knobs {
 /// [`ModelError::NotEnoughData`] when fewer than two knobs vary, or a workload's training
 /// points do not separate the knobs' effects (they change together), or its targets are
 /// missing or not positive.
-pub fn fit(meta: &SetMeta, points: &[Point], params: &JointParams) -> Result<JointModel, ModelError> {
-    let mut all: Vec<String> = points.iter().flat_map(|p| p.knobs.keys().cloned()).collect();
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &JointParams,
+) -> Result<JointModel, ModelError> {
+    let mut all: Vec<String> = points
+        .iter()
+        .flat_map(|p| p.knobs.keys().cloned())
+        .collect();
     all.sort();
     all.dedup();
     let knobs: Vec<String> = all
         .iter()
         .filter(|k| {
-            let mut v: Vec<f64> = points.iter().filter_map(|p| p.knobs.get(*k).copied()).collect();
+            let mut v: Vec<f64> = points
+                .iter()
+                .filter_map(|p| p.knobs.get(*k).copied())
+                .collect();
             v.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
             v.iter().any(|x| (x - v[0]).abs() > 1e-9)
         })
@@ -352,7 +365,10 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &JointParams) -> Result<Joi
             .filter(|(k, _)| !knobs.contains(k))
             .map(|(k, v)| (k.clone(), *v))
             .collect();
-        match groups.iter_mut().find(|g| g.workload == p.workload && g.fixed == fixed) {
+        match groups
+            .iter_mut()
+            .find(|g| g.workload == p.workload && g.fixed == fixed)
+        {
             Some(g) => g.points.push(p),
             None => groups.push(Group {
                 workload: p.workload.clone(),
@@ -364,7 +380,10 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &JointParams) -> Result<Joi
         }
     }
     for g in &mut groups {
-        if let Some(k) = knobs.iter().find(|k| g.points.iter().any(|p| !p.knobs.contains_key(*k))) {
+        if let Some(k) = knobs
+            .iter()
+            .find(|k| g.points.iter().any(|p| !p.knobs.contains_key(*k)))
+        {
             return Err(not_enough(format!(
                 "workload `{}` has training points without the knob `{k}`",
                 g.workload
@@ -392,7 +411,11 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &JointParams) -> Result<Joi
         None | Some("none") => None,
         Some("auto") => std::iter::once("dram_active")
             .chain(TRAFFIC_COUNTERS)
-            .find(|c| groups.iter().all(|g| g.points.iter().any(|p| z_of(meta, p, c).is_some())))
+            .find(|c| {
+                groups
+                    .iter()
+                    .all(|g| g.points.iter().any(|p| z_of(meta, p, c).is_some()))
+            })
             .map(str::to_string),
         Some(c) => Some(c.to_string()),
     };
@@ -465,7 +488,17 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &JointParams) -> Result<Joi
         }
         let with_z = counter.is_some() && z_sd > 0.0;
         let fit_one = |combine: Combine| {
-            fit_target(&groups, &usable, &pairs, t, combine, params.interaction, with_z, &zs, &zstd)
+            fit_target(
+                &groups,
+                &usable,
+                &pairs,
+                t,
+                combine,
+                params.interaction,
+                with_z,
+                &zs,
+                &zstd,
+            )
         };
         let identified = |f: &TargetResult| f.1.iter().any(|i| i.workloads > 0);
         let (combine, reason, result) = match params.combine {
@@ -525,7 +558,12 @@ fn effect_at(levels: &[Level], v: f64) -> Option<f64> {
     if i == 0 || v <= 0.0 {
         return None;
     }
-    let (l0, e0, l1, e1) = (levels[i - 1].value, levels[i - 1].effect, levels[i].value, levels[i].effect);
+    let (l0, e0, l1, e1) = (
+        levels[i - 1].value,
+        levels[i - 1].effect,
+        levels[i].value,
+        levels[i].effect,
+    );
     let w = (1.0 / v - 1.0 / l0) / (1.0 / l1 - 1.0 / l0);
     Some(e0 + w * (e1 - e0))
 }
@@ -541,8 +579,18 @@ impl JointModel {
                 .filter(|w| w.workload == workload)
                 .map(|w| {
                     let mut s = knob_key(&w.fixed_knobs);
-                    for (k, l) in w.effects.values().next().map(|e| &e.main).into_iter().flatten() {
-                        let (lo, hi) = (l.first().map_or(0.0, |x| x.value), l.last().map_or(0.0, |x| x.value));
+                    for (k, l) in w
+                        .effects
+                        .values()
+                        .next()
+                        .map(|e| &e.main)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let (lo, hi) = (
+                            l.first().map_or(0.0, |x| x.value),
+                            l.last().map_or(0.0, |x| x.value),
+                        );
                         if !s.is_empty() {
                             s.push(',');
                         }
@@ -565,7 +613,13 @@ impl JointModel {
         if !self.workloads.iter().any(|w| w.workload == workload) {
             return Err(ModelError::UnknownWorkload {
                 workload: workload.into(),
-                known: super::name_list(&self.workloads.iter().map(|w| w.workload.clone()).collect::<Vec<_>>()),
+                known: super::name_list(
+                    &self
+                        .workloads
+                        .iter()
+                        .map(|w| w.workload.clone())
+                        .collect::<Vec<_>>(),
+                ),
             });
         }
         if let Some(k) = self.knobs.iter().find(|k| !knobs.contains_key(*k)) {
@@ -580,7 +634,9 @@ impl JointModel {
             .iter()
             .find(|w| {
                 w.workload == workload
-                    && w.fixed_knobs.iter().all(|(k, v)| knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
+                    && w.fixed_knobs
+                        .iter()
+                        .all(|(k, v)| knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
             })
             .ok_or_else(|| self.unknown(workload, knobs))?;
         let z = match (w.z, self.z_sd > 0.0) {
@@ -593,7 +649,9 @@ impl JointModel {
         };
         let mut pred = Prediction::default();
         for tf in &self.targets {
-            let Some(e) = w.effects.get(&tf.target) else { continue };
+            let Some(e) = w.effects.get(&tf.target) else {
+                continue;
+            };
             let mut v = e.intercept;
             for (k, levels) in &e.main {
                 v += effect_at(levels, knobs[k]).ok_or_else(|| self.unknown(workload, knobs))?;
@@ -604,8 +662,16 @@ impl JointModel {
             let mut y = untransform(tf.combine, v) * e.scale;
             if tf.target == "time_s" {
                 let n = knobs.get(super::threads::THREADS_KNOB).copied();
-                if let Some(c) = w.contention.iter().find(|c| n.is_some_and(|n| (n - c.threads).abs() < 1e-9)) {
-                    let f = super::analytic::FREQ_KNOBS.iter().find_map(|k| knobs.get(*k)).copied().unwrap_or(0.0);
+                if let Some(c) = w
+                    .contention
+                    .iter()
+                    .find(|c| n.is_some_and(|n| (n - c.threads).abs() < 1e-9))
+                {
+                    let f = super::analytic::FREQ_KNOBS
+                        .iter()
+                        .find_map(|k| knobs.get(*k))
+                        .copied()
+                        .unwrap_or(0.0);
                     y = c.time(f).ok_or_else(|| self.unknown(workload, knobs))?;
                 }
             }
@@ -645,7 +711,10 @@ impl JointModel {
             self.z_sd
         );
         for t in &self.targets {
-            s += &format!("{}: {:?} ({})\n  interaction: {}\n", t.target, t.combine, t.combine_reason, t.interaction_choice);
+            s += &format!(
+                "{}: {:?} ({})\n  interaction: {}\n",
+                t.target, t.combine, t.combine_reason, t.interaction_choice
+            );
             for i in &t.interactions {
                 if i.workloads == 0 {
                     s += &format!(
@@ -706,14 +775,18 @@ pub fn needs_joint(points: &[Point]) -> bool {
     };
     let mut groups: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for p in points {
-        let Some(v) = p.knobs.get(*knob) else { continue };
+        let Some(v) = p.knobs.get(*knob) else {
+            continue;
+        };
         let other: Knobs = p
             .knobs
             .iter()
             .filter(|(k, _)| k.as_str() != *knob)
             .map(|(k, v)| (k.clone(), *v))
             .collect();
-        let g = groups.entry((p.workload.clone(), knob_key(&other))).or_default();
+        let g = groups
+            .entry((p.workload.clone(), knob_key(&other)))
+            .or_default();
         if !g.contains(v) {
             g.push(*v);
         }

@@ -44,11 +44,7 @@ pub fn split<'a>(points: &'a [Point], settings: &[Knobs]) -> (Vec<Point>, Vec<&'
 }
 
 fn describe(settings: &[Knobs]) -> String {
-    settings
-        .iter()
-        .map(knob_key)
-        .collect::<Vec<_>>()
-        .join("; ")
+    settings.iter().map(knob_key).collect::<Vec<_>>().join("; ")
 }
 
 /// Train `kind` on the points at `settings`, predict the others. `auto` resolves on the

@@ -25,8 +25,12 @@ fn point(i: usize, f: f64, n: f64) -> Point {
     let (a, s) = (0.6 + 0.07 * i as f64, 0.9 - 0.1 * i as f64);
     let (c0, c1) = (-0.05, -40.0);
     let uv = (f / 1800.0).ln() * n.ln();
-    let t = (20.0 + 3.0 * i as f64) * (1800.0 / f).powf(a) * n.powf(-s) * ((c0 + c1 * z(i)) * uv).exp();
-    let p = (1.0 + 0.1 * i as f64) * (f / 1800.0).powi(2) * n.powf(0.6) * (-0.3 * z(i) / 0.01 * uv).exp();
+    let t =
+        (20.0 + 3.0 * i as f64) * (1800.0 / f).powf(a) * n.powf(-s) * ((c0 + c1 * z(i)) * uv).exp();
+    let p = (1.0 + 0.1 * i as f64)
+        * (f / 1800.0).powi(2)
+        * n.powf(0.6)
+        * (-0.3 * z(i) / 0.01 * uv).exp();
     let inst = 1e10;
     Point {
         workload: format!("w{i}"),
@@ -77,8 +81,17 @@ fn cross_design_without_interaction_is_the_separable_rule() {
         p.energy_j = Some(t * pw);
         p
     };
-    let pts: Vec<Point> = F.iter().flat_map(|f| N.iter().map(move |n| sep(*f, *n))).collect();
-    let ev = settings_holdout(ModelKind::Auto, &meta(), &pts, &cross_settings(), &FitParams::default());
+    let pts: Vec<Point> = F
+        .iter()
+        .flat_map(|f| N.iter().map(move |n| sep(*f, *n)))
+        .collect();
+    let ev = settings_holdout(
+        ModelKind::Auto,
+        &meta(),
+        &pts,
+        &cross_settings(),
+        &FitParams::default(),
+    );
     assert_eq!(ev.kind, ModelKind::Joint);
     assert!(ev.failures.is_empty(), "{:?}", ev.failures);
     assert_eq!(ev.results.len(), 4);
@@ -87,8 +100,15 @@ fn cross_design_without_interaction_is_the_separable_rule() {
     for (m, b) in ev.results.iter().zip(&base.results) {
         assert_eq!(m.knobs, b.knobs);
         for t in ["time_s", "power_w", "energy_j"] {
-            let (pm, pb) = (m.predicted.target(t).unwrap(), b.predicted.target(t).unwrap());
-            assert!(rel(pm, pb) < 1e-9, "{t} at {:?}: model {pm}, separable {pb}", m.knobs);
+            let (pm, pb) = (
+                m.predicted.target(t).unwrap(),
+                b.predicted.target(t).unwrap(),
+            );
+            assert!(
+                rel(pm, pb) < 1e-9,
+                "{t} at {:?}: model {pm}, separable {pb}",
+                m.knobs
+            );
         }
         // Time is separable in this truth: exact.
         assert!(rel(m.predicted.time_s.unwrap(), m.measured.time_s.unwrap()) < 1e-9);
@@ -110,19 +130,24 @@ fn counter_informed_interaction_is_recovered_exactly() {
     let cross = cross_settings();
     let train: Vec<Point> = pts
         .iter()
-        .filter(|p| p.workload != "w6" || cross.iter().any(|s| *s == p.knobs))
+        .filter(|p| p.workload != "w6" || cross.contains(&p.knobs))
         .cloned()
         .collect();
     let test: Vec<&Point> = pts
         .iter()
-        .filter(|p| p.workload == "w6" && !cross.iter().any(|s| *s == p.knobs))
+        .filter(|p| p.workload == "w6" && !cross.contains(&p.knobs))
         .collect();
     assert_eq!(test.len(), 4);
     assert_eq!(ModelKind::Auto.resolve(&train, false), ModelKind::Joint);
     let m = fit(&meta(), &train, &JointParams::default()).unwrap();
     assert_eq!(m.interaction_counter.as_deref(), Some("l2d_cache_refill"));
     let time = m.targets.iter().find(|t| t.target == "time_s").unwrap();
-    assert_eq!(time.combine, Combine::Multiplicative, "{}", time.combine_reason);
+    assert_eq!(
+        time.combine,
+        Combine::Multiplicative,
+        "{}",
+        time.combine_reason
+    );
     assert_eq!(time.interactions[0].workloads, 6);
     for p in &test {
         let pred = m.predict(&p.workload, &p.knobs).unwrap();
@@ -140,12 +165,25 @@ fn counter_informed_interaction_is_recovered_exactly() {
     let m0 = fit(&meta(), &train, &no_z).unwrap();
     let worst = |m: &JointModel| {
         test.iter()
-            .map(|p| rel(m.predict(&p.workload, &p.knobs).unwrap().time_s.unwrap(), p.time_s.unwrap()))
+            .map(|p| {
+                rel(
+                    m.predict(&p.workload, &p.knobs).unwrap().time_s.unwrap(),
+                    p.time_s.unwrap(),
+                )
+            })
             .fold(0.0, f64::max)
     };
     let sep = test
         .iter()
-        .map(|p| rel(super::split::separable_rule(&train, p).unwrap().time_s.unwrap(), p.time_s.unwrap()))
+        .map(|p| {
+            rel(
+                super::split::separable_rule(&train, p)
+                    .unwrap()
+                    .time_s
+                    .unwrap(),
+                p.time_s.unwrap(),
+            )
+        })
         .fold(0.0, f64::max);
     assert!(worst(&m0) > 1e-3, "{}", worst(&m0));
     assert!(sep > worst(&m0), "separable {sep}, β0 only {}", worst(&m0));
@@ -161,9 +199,12 @@ fn additive_clock_domains_are_recovered_from_a_cross() {
         let p = 40.0 + 60.0 * (f / 1164.0).powi(3) + 8.0 * m / 3505.0;
         Point {
             workload: format!("g{w}"),
-            knobs: [("core_freq_mhz".to_string(), f), ("mem_freq_mhz".to_string(), m)]
-                .into_iter()
-                .collect(),
+            knobs: [
+                ("core_freq_mhz".to_string(), f),
+                ("mem_freq_mhz".to_string(), m),
+            ]
+            .into_iter()
+            .collect(),
             time_s: Some(t),
             power_w: Some(p),
             energy_j: Some(t * p),
@@ -172,44 +213,86 @@ fn additive_clock_domains_are_recovered_from_a_cross() {
     };
     let fs = [595.0, 709.0, 861.0, 1000.0, 1164.0];
     let pts: Vec<Point> = (0..3)
-        .flat_map(|w| fs.iter().flat_map(move |f| [810.0, 3505.0].map(|m| mk(w, *f, m))))
+        .flat_map(|w| {
+            fs.iter()
+                .flat_map(move |f| [810.0, 3505.0].map(|m| mk(w, *f, m)))
+        })
         .collect();
     let mut settings: Vec<Knobs> = fs
         .iter()
-        .map(|f| [("core_freq_mhz".to_string(), *f), ("mem_freq_mhz".to_string(), 3505.0)].into_iter().collect())
+        .map(|f| {
+            [
+                ("core_freq_mhz".to_string(), *f),
+                ("mem_freq_mhz".to_string(), 3505.0),
+            ]
+            .into_iter()
+            .collect()
+        })
         .collect();
-    settings.push([("core_freq_mhz".to_string(), 1164.0), ("mem_freq_mhz".to_string(), 810.0)].into_iter().collect());
-    let ev = settings_holdout(ModelKind::Auto, &SetMeta::default(), &pts, &settings, &FitParams::default());
+    settings.push(
+        [
+            ("core_freq_mhz".to_string(), 1164.0),
+            ("mem_freq_mhz".to_string(), 810.0),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let ev = settings_holdout(
+        ModelKind::Auto,
+        &SetMeta::default(),
+        &pts,
+        &settings,
+        &FitParams::default(),
+    );
     assert_eq!(ev.kind, ModelKind::Joint);
     assert_eq!(ev.results.len(), 3 * 4);
     for r in &ev.results {
         for t in ["time_s", "power_w"] {
-            let e = rel(r.predicted.target(t).unwrap(), r.measured.target(t).unwrap());
+            let e = rel(
+                r.predicted.target(t).unwrap(),
+                r.measured.target(t).unwrap(),
+            );
             assert!(e < 1e-9, "{t} {:?}: {e}", r.knobs);
         }
     }
     let base = separable_baseline(&SetMeta::default(), &pts, &settings);
-    assert!(base.summary.targets["time_s"].mape_pct > 1.0, "{:?}", base.summary);
+    assert!(
+        base.summary.targets["time_s"].mape_pct > 1.0,
+        "{:?}",
+        base.summary
+    );
 }
 
 #[test]
 fn unseparable_points_and_extrapolation_are_clear_errors() {
     // Two knobs that change together: no main effect can be told apart.
     let pts = vec![point(0, 1000.0, 1.0), point(0, 1800.0, 2.0)];
-    let e = fit(&meta(), &pts, &JointParams::default()).unwrap_err().to_string();
+    let e = fit(&meta(), &pts, &JointParams::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("do not separate") && e.contains("fix:"), "{e}");
     // One knob: not a joint model.
     let pts: Vec<Point> = F.iter().map(|f| point(0, *f, 1.0)).collect();
-    let e = fit(&meta(), &pts, &JointParams::default()).unwrap_err().to_string();
+    let e = fit(&meta(), &pts, &JointParams::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("two or more knobs"), "{e}");
     // A clock outside the training values is refused; one between them is interpolated.
     let (train, _) = super::split::split(
-        &F.iter().flat_map(|f| N.iter().map(move |n| point(0, *f, *n))).collect::<Vec<_>>(),
+        &F.iter()
+            .flat_map(|f| N.iter().map(move |n| point(0, *f, *n)))
+            .collect::<Vec<_>>(),
         &cross_settings(),
     );
     let m = fit(&meta(), &train, &JointParams::default()).unwrap();
     assert!(m.predict("w0", &knobs(2000.0, 2.0)).is_err());
-    assert!(m.predict("w0", &knobs(1600.0, 2.0)).unwrap().time_s.unwrap() > 0.0);
+    assert!(
+        m.predict("w0", &knobs(1600.0, 2.0))
+            .unwrap()
+            .time_s
+            .unwrap()
+            > 0.0
+    );
     assert!(m.predict("nope", &knobs(1400.0, 2.0)).is_err());
 }
 
@@ -240,7 +323,10 @@ fn contention_from_the_cpi_stack_is_recovered_exactly() {
             ..Point::default()
         }
     };
-    let pts: Vec<Point> = F.iter().flat_map(|f| N.iter().map(move |n| mk(*f, *n))).collect();
+    let pts: Vec<Point> = F
+        .iter()
+        .flat_map(|f| N.iter().map(move |n| mk(*f, *n)))
+        .collect();
     for b in F {
         let mut s: Vec<Knobs> = F.iter().map(|f| knobs(*f, 1.0)).collect();
         s.extend(N[1..].iter().map(|n| knobs(b, *n)));
@@ -252,12 +338,17 @@ fn contention_from_the_cpi_stack_is_recovered_exactly() {
             assert!(e < 1e-9, "b = {b}, {:?}: {e}", r.knobs);
         }
         let base = separable_baseline(&meta(), &pts, &s);
-        assert!(base.summary.targets["time_s"].mape_pct > 1.0, "{:?}", base.summary);
+        assert!(
+            base.summary.targets["time_s"].mape_pct > 1.0,
+            "{:?}",
+            base.summary
+        );
         // Switched off: the separable rule again.
         let mut params = FitParams::default();
         params.joint.contention = false;
         let off = settings_holdout(ModelKind::Joint, &meta(), &pts, &s, &params);
-        let d = (off.summary.targets["time_s"].mape_pct - base.summary.targets["time_s"].mape_pct).abs();
+        let d = (off.summary.targets["time_s"].mape_pct - base.summary.targets["time_s"].mape_pct)
+            .abs();
         assert!(d < 1e-9, "{d}");
     }
 }
@@ -281,8 +372,11 @@ fn a_model_file_round_trips_and_passes_the_number_checks() {
         })
         .collect();
     let (train, test) = super::split::split(&pts, &cross_settings());
-    let m = crate::models::fit_kind(ModelKind::Joint, &meta(), &train, &FitParams::default()).unwrap();
-    let crate::models::Fitted::Joint(jm) = &m else { panic!("not joint") };
+    let m =
+        crate::models::fit_kind(ModelKind::Joint, &meta(), &train, &FitParams::default()).unwrap();
+    let crate::models::Fitted::Joint(jm) = &m else {
+        panic!("not joint")
+    };
     assert!(!jm.workloads[0].contention.is_empty());
     let file = crate::models::ModelFile {
         format: crate::models::MODEL_FORMAT.into(),
