@@ -90,6 +90,8 @@ clap_twin! {
         ThreadsBw,
         /// Counter-informed scaling from a baseline point ([`scaling`]).
         Scaling,
+        /// Several knobs at once from a covering training subgrid ([`joint`]).
+        Joint,
         /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
         Auto,
     }

@@ -27,7 +27,7 @@ pub enum ModelError {
     #[error("unknown workload `{workload}`; the model knows: {known}")]
     UnknownWorkload { workload: String, known: String },
     /// A model kind this build does not know.
-    #[error("unknown model kind `{kind}`; known kinds: analytic, analytic_counters, analytic_mem, linear, spca, threads, threads_bw, scaling, auto")]
+    #[error("unknown model kind `{kind}`; known kinds: analytic, analytic_counters, analytic_mem, linear, spca, threads, threads_bw, scaling, joint, auto")]
     UnknownKind { kind: String },
     /// A model file whose parts do not fit together (e.g. a target with fewer coefficients
     /// than features): written by hand or damaged, not by `fit`.

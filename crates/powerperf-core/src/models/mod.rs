@@ -13,6 +13,8 @@
 //! - [`scaling`]: a workload's curve from its baseline point, shaped by its baseline counters.
 //! - [`threads`]: Amdahl time and linear-in-cores power.
 //! - [`threads_bw`]: Amdahl with a memory-bandwidth floor from traffic counters.
+//! - [`joint`]: several knobs at once (core clock × memory clock × threads) from any covering
+//!   training subgrid: separable main effects plus a counter-informed interaction.
 //! - [`eval`]: leave-one-out, knob holdout and workload holdout with MAPE.
 //!
 //! A fitted model of any kind is a [`Fitted`]; `MODEL.json` is a [`ModelFile`].
@@ -22,6 +24,7 @@ pub mod analytic_counters;
 pub mod error;
 pub mod eval;
 pub mod features;
+pub mod joint;
 pub mod memclock;
 pub mod noise;
 pub mod regression;
@@ -97,6 +100,8 @@ pub enum ModelKind {
     ThreadsBw,
     /// Counter-informed scaling from a baseline point ([`scaling`]).
     Scaling,
+    /// Several knobs at once from a covering training subgrid ([`joint`]).
+    Joint,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
 }
@@ -113,11 +118,16 @@ impl ModelKind {
             ModelKind::Threads => "threads",
             ModelKind::ThreadsBw => "threads_bw",
             ModelKind::Scaling => "scaling",
+            ModelKind::Joint => "joint",
             ModelKind::Auto => "auto",
         }
     }
 
-    /// Resolve `auto`: `threads` when the set's only varying knob is `threads`; otherwise
+    /// Resolve `auto`: `joint` when the (training) points vary two or more knobs and some
+    /// workload's points at one setting of the other knobs have fewer than two values of
+    /// the clock (or thread) knob, so that no one-knob curve reaches the other settings
+    /// (a cross design: a full sweep of one knob plus one point across; issue 21); else
+    /// `threads` when the set's only varying knob is `threads`; otherwise
     /// `analytic` when every workload has its own training points at two or more clock values
     /// (fit, knob holdout), and `scaling` when workloads must be predicted from a baseline only
     /// (workload holdout; lower error than `spca` on the V100, XU3 and Titan X sets,
@@ -134,7 +144,9 @@ impl ModelKind {
             v.iter().any(|x| *x != v[0])
         };
         let has_clock = analytic::FREQ_KNOBS.iter().any(|k| varies(k));
-        if !has_clock && varies(threads::THREADS_KNOB) {
+        if !workload_holdout && joint::needs_joint(points) {
+            ModelKind::Joint
+        } else if !has_clock && varies(threads::THREADS_KNOB) {
             ModelKind::Threads
         } else if workload_holdout {
             ModelKind::Scaling
@@ -153,6 +165,7 @@ pub struct FitParams {
     pub threads_bw: threads_bw::ThreadsBwParams,
     pub analytic_counters: analytic_counters::AnalyticCountersParams,
     pub scaling: scaling::ScalingParams,
+    pub joint: joint::JointParams,
 }
 
 /// A fitted model of any kind.
@@ -166,6 +179,7 @@ pub enum Fitted {
     Threads(threads::ThreadsModel),
     ThreadsBw(threads_bw::ThreadsBwModel),
     Scaling(scaling::ScalingModel),
+    Joint(joint::JointModel),
 }
 
 impl Fitted {
@@ -182,6 +196,7 @@ impl Fitted {
             Fitted::Threads(m) => m.predict(workload, knobs),
             Fitted::ThreadsBw(m) => m.predict(workload, knobs),
             Fitted::Scaling(m) => m.predict(workload, knobs),
+            Fitted::Joint(m) => m.predict(workload, knobs),
         }
     }
 
@@ -195,6 +210,7 @@ impl Fitted {
             Fitted::Threads(_) => "threads",
             Fitted::ThreadsBw(_) => "threads_bw",
             Fitted::Scaling(_) => "scaling",
+            Fitted::Joint(_) => "joint",
         }
     }
 
@@ -252,6 +268,7 @@ impl Fitted {
             Fitted::AnalyticCounters(m) => m.explain(),
             Fitted::ThreadsBw(m) => m.explain(),
             Fitted::Scaling(m) => m.explain(),
+            Fitted::Joint(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
                 s += "workload                         other knobs          t_serial_s t_parallel_s   P_0_w  P_core_w\n";
@@ -302,6 +319,7 @@ pub fn fit_kind(
             threads_bw::fit(meta, points, &params.threads_bw).map(Fitted::ThreadsBw)
         }
         ModelKind::Scaling => scaling::fit(meta, points, &params.scaling).map(Fitted::Scaling),
+        ModelKind::Joint => joint::fit(meta, points, &params.joint).map(Fitted::Joint),
         ModelKind::Auto => unreachable!("resolve never returns Auto"),
     }
 }

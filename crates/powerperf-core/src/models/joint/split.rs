@@ -1,0 +1,262 @@
+//! The joint split: train on a list of settings (any subset of the grid, every workload),
+//! predict every other point; and the separable rule on the same split, the naive
+//! baseline a joint model must beat (issue 21, items 1 and 3):
+//!
+//! ```text
+//! y(k1, k2) = y(k1, b2) · y(b1, k2) / y(b1, b2)
+//! ```
+//!
+//! from the workload's training points, with `b` a training setting from which each knob
+//! that differs is changed alone in training; for more knobs
+//! `y(k) = y(b) · Π_j y(b with k_j) / y(b)`. Among several such `b`, the one that
+//! differs from `k` in the fewest knobs, then the first in the set's order.
+
+use super::super::eval::{summarise, Evaluation, PointResult};
+use super::super::features::knob_key;
+use super::super::{fit_kind, FitParams, Knobs, ModelKind, Prediction};
+use crate::store::set::{Point, SetMeta};
+
+fn matches(p: &Point, s: &Knobs) -> bool {
+    s.iter()
+        .all(|(k, v)| p.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
+}
+
+fn measured(p: &Point) -> Prediction {
+    Prediction {
+        time_s: p.time_s,
+        power_w: p.power_w,
+        energy_j: p.energy_j,
+    }
+}
+
+/// Split `points` into training (matching one of `settings`) and held-out points.
+pub fn split<'a>(points: &'a [Point], settings: &[Knobs]) -> (Vec<Point>, Vec<&'a Point>) {
+    let train = points
+        .iter()
+        .filter(|p| settings.iter().any(|s| matches(p, s)))
+        .cloned()
+        .collect();
+    let test = points
+        .iter()
+        .filter(|p| !settings.iter().any(|s| matches(p, s)))
+        .collect();
+    (train, test)
+}
+
+fn describe(settings: &[Knobs]) -> String {
+    settings.iter().map(knob_key).collect::<Vec<_>>().join("; ")
+}
+
+/// Train `kind` on the points at `settings`, predict the others. `auto` resolves on the
+/// training points.
+pub fn settings_holdout(
+    kind: ModelKind,
+    meta: &SetMeta,
+    points: &[Point],
+    settings: &[Knobs],
+    params: &FitParams,
+) -> Evaluation {
+    let (train, test) = split(points, settings);
+    let kind = kind.resolve(&train, false);
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    match fit_kind(kind, meta, &train, params) {
+        Ok(m) => {
+            for p in &test {
+                match m.predict(&p.workload, &p.knobs) {
+                    Ok(pred) => results.push(PointResult {
+                        workload: p.workload.clone(),
+                        knobs: p.knobs.clone(),
+                        measured: measured(p),
+                        predicted: pred,
+                    }),
+                    Err(e) => failures.push((
+                        format!("{} {}", p.workload, knob_key(&p.knobs)),
+                        e.to_string(),
+                    )),
+                }
+            }
+        }
+        Err(e) => {
+            for p in &test {
+                failures.push((
+                    format!("{} {}", p.workload, knob_key(&p.knobs)),
+                    e.to_string(),
+                ));
+            }
+        }
+    }
+    let summary = summarise(
+        meta,
+        &results,
+        &format!(
+            "joint split: train on {}, predict the rest",
+            describe(settings)
+        ),
+    );
+    Evaluation {
+        kind,
+        results,
+        failures,
+        summary,
+    }
+}
+
+/// The separable rule's prediction of `p` from `train` (see the module docs), per target;
+/// `None` where no training setting reaches `p` one knob at a time.
+pub fn separable_rule(train: &[Point], p: &Point) -> Option<Prediction> {
+    let own: Vec<&Point> = train.iter().filter(|q| q.workload == p.workload).collect();
+    let find = |k: &Knobs| own.iter().find(|q| q.knobs == *k).copied();
+    let mut best: Option<(usize, &Point, Vec<&Point>)> = None;
+    for b in &own {
+        if b.knobs.keys().ne(p.knobs.keys()) {
+            continue;
+        }
+        let differ: Vec<&String> = p
+            .knobs
+            .iter()
+            .filter(|(k, v)| (b.knobs[*k] - **v).abs() > 1e-9)
+            .map(|(k, _)| k)
+            .collect();
+        if differ.is_empty() {
+            continue;
+        }
+        let steps: Option<Vec<&Point>> = differ
+            .iter()
+            .map(|k| {
+                let mut s = b.knobs.clone();
+                s.insert((*k).clone(), p.knobs[*k]);
+                find(&s)
+            })
+            .collect();
+        if let Some(steps) = steps {
+            if best.as_ref().is_none_or(|(n, _, _)| differ.len() < *n) {
+                best = Some((differ.len(), b, steps));
+            }
+        }
+    }
+    let (_, b, steps) = best?;
+    let rule = |t: &str| -> Option<f64> {
+        let yb = b.target(t).filter(|v| *v != 0.0)?;
+        steps
+            .iter()
+            .try_fold(yb, |acc, s| Some(acc * s.target(t)? / yb))
+    };
+    Some(Prediction {
+        time_s: rule("time_s"),
+        power_w: rule("power_w"),
+        energy_j: rule("energy_j"),
+    })
+}
+
+/// The separable rule on the split of [`settings_holdout`]: the naive baseline of a joint
+/// split. Points it cannot reach are failures with the reason.
+pub fn separable_baseline(meta: &SetMeta, points: &[Point], settings: &[Knobs]) -> Evaluation {
+    let (train, test) = split(points, settings);
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for p in test {
+        match separable_rule(&train, p) {
+            Some(pred) => results.push(PointResult {
+                workload: p.workload.clone(),
+                knobs: p.knobs.clone(),
+                measured: measured(p),
+                predicted: pred,
+            }),
+            None => failures.push((
+                format!("{} {}", p.workload, knob_key(&p.knobs)),
+                "no training setting reaches it by changing one knob at a time".into(),
+            )),
+        }
+    }
+    let summary = summarise(
+        meta,
+        &results,
+        &format!(
+            "separable rule y(k1,k2) = y(k1,b2)·y(b1,k2)/y(b1,b2), train on {}",
+            describe(settings)
+        ),
+    );
+    Evaluation {
+        kind: ModelKind::Joint,
+        results,
+        failures,
+        summary,
+    }
+}
+
+/// Each workload in turn measured only at `settings` (a cross), the other workloads at
+/// every setting: the case where the interaction is learned on fully measured workloads
+/// and carried to a new one by its counters. The held-out workload's other points are
+/// predicted; the separable rule's baseline on this protocol is [`separable_baseline`]
+/// (it uses the workload's own cross alone).
+pub fn cross_workload_holdout(
+    kind: ModelKind,
+    meta: &SetMeta,
+    points: &[Point],
+    settings: &[Knobs],
+    params: &FitParams,
+) -> Evaluation {
+    let mut workloads: Vec<&str> = Vec::new();
+    for p in points {
+        if !workloads.contains(&p.workload.as_str()) {
+            workloads.push(&p.workload);
+        }
+    }
+    let on_cross = |p: &Point| settings.iter().any(|s| matches(p, s));
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    let mut resolved = kind;
+    for w in workloads {
+        let train: Vec<Point> = points
+            .iter()
+            .filter(|p| p.workload != w || on_cross(p))
+            .cloned()
+            .collect();
+        let test: Vec<&Point> = points
+            .iter()
+            .filter(|p| p.workload == w && !on_cross(p))
+            .collect();
+        resolved = kind.resolve(&train, false);
+        match fit_kind(resolved, meta, &train, params) {
+            Ok(m) => {
+                for p in test {
+                    match m.predict(&p.workload, &p.knobs) {
+                        Ok(pred) => results.push(PointResult {
+                            workload: p.workload.clone(),
+                            knobs: p.knobs.clone(),
+                            measured: measured(p),
+                            predicted: pred,
+                        }),
+                        Err(e) => failures.push((
+                            format!("{} {}", p.workload, knob_key(&p.knobs)),
+                            e.to_string(),
+                        )),
+                    }
+                }
+            }
+            Err(e) => {
+                for p in test {
+                    failures.push((
+                        format!("{} {}", p.workload, knob_key(&p.knobs)),
+                        e.to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    let summary = summarise(
+        meta,
+        &results,
+        &format!(
+            "cross workload holdout: each workload trained on {} only, the others on every setting",
+            describe(settings)
+        ),
+    );
+    Evaluation {
+        kind: resolved,
+        results,
+        failures,
+        summary,
+    }
+}

@@ -1,0 +1,119 @@
+//! The joint split on the bundled XU3 PARSEC joint timeline (issue 21, item 1): train on
+//! 1 core at every clock plus 2 cores at one clock, predict 2 cores at the other clocks;
+//! the joint model against the separable rule on the same split. Also the Titan X's core ×
+//! memory clock cross. Run with `--nocapture` for the table.
+
+mod common;
+
+use powerperf::models::eval::Evaluation;
+use powerperf::models::features::mean_points;
+use powerperf::models::joint::split::{
+    cross_workload_holdout, separable_baseline, settings_holdout,
+};
+use powerperf::models::{FitParams, Knobs, ModelKind};
+use powerperf::store::import::{import, ImportSpec};
+use powerperf::store::set::{Point, TrainingSet};
+
+fn load(name: &str) -> TrainingSet {
+    let spec_path = common::datasets().join(format!("{name}.toml"));
+    let spec = ImportSpec::load(&spec_path).unwrap();
+    import(&spec, None).unwrap().set
+}
+
+fn k(pairs: &[(&str, f64)]) -> Knobs {
+    pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+}
+
+fn mape(e: &Evaluation, t: &str) -> f64 {
+    e.summary.targets.get(t).map_or(f64::NAN, |x| x.mape_pct)
+}
+
+fn row(label: &str, m: &Evaluation, b: &Evaluation) {
+    for t in ["time_s", "power_w", "energy_j"] {
+        println!(
+            "{label:<58} {t:<9} points {:>4}  model {:>6.2} %  separable {:>6.2} %  ratio {:.3}",
+            m.summary.targets.get(t).map_or(0, |x| x.n),
+            mape(m, t),
+            mape(b, t),
+            mape(m, t) / mape(b, t)
+        );
+    }
+}
+
+fn xu3_cross(b: f64) -> Vec<Knobs> {
+    let mut s: Vec<Knobs> = [1000.0, 1400.0, 1800.0]
+        .iter()
+        .map(|f| k(&[("core_freq_mhz", *f), ("threads", 1.0)]))
+        .collect();
+    s.push(k(&[("core_freq_mhz", b), ("threads", 2.0)]));
+    s
+}
+
+#[test]
+fn xu3_parsec_joint_split_against_the_separable_rule() {
+    let set = load("xu3-parsec-joint");
+    let pts: Vec<Point> = mean_points(&set);
+    assert_eq!(pts.len(), 4 * 2 * 3);
+    for b in [1000.0, 1400.0, 1800.0] {
+        let s = xu3_cross(b);
+        let m = settings_holdout(ModelKind::Auto, &set.meta, &pts, &s, &FitParams::default());
+        let base = separable_baseline(&set.meta, &pts, &s);
+        // auto takes the joint model, and every held-out point is predicted (4 programs ×
+        // 2 other clocks at 2 cores).
+        assert_eq!(m.kind, ModelKind::Joint);
+        assert!(m.failures.is_empty(), "{:?}", m.failures);
+        assert_eq!(m.results.len(), 8);
+        assert_eq!(base.results.len(), 8);
+        row(&format!("xu3 cross, 2 cores trained at {b} MHz"), &m, &base);
+        // No workload has two thread counts at two clocks in training, so no shared
+        // interaction is identified: power is the separable rule; time comes from the CPI
+        // stack at the cross point (joint/contention.rs). Energy is P·t.
+        assert!(
+            (mape(&m, "power_w") - mape(&base, "power_w")).abs() < 1e-9,
+            "b = {b}"
+        );
+        assert!(
+            mape(&m, "time_s") <= mape(&base, "time_s"),
+            "time at b = {b}"
+        );
+        assert!(
+            mape(&m, "energy_j") <= mape(&base, "energy_j"),
+            "energy at b = {b}"
+        );
+        // Each program a new one, measured on the cross only; the others on the full grid.
+        let m = cross_workload_holdout(ModelKind::Auto, &set.meta, &pts, &s, &FitParams::default());
+        assert_eq!(m.kind, ModelKind::Joint);
+        assert!(m.failures.is_empty(), "{:?}", m.failures);
+        assert_eq!(m.results.len(), 8);
+        row(
+            &format!("xu3 cross workload holdout, 2 cores at {b} MHz"),
+            &m,
+            &base,
+        );
+    }
+}
+
+#[test]
+fn titanx_core_memory_clock_cross() {
+    let set = load("titanx-micro");
+    let pts: Vec<Point> = mean_points(&set);
+    let cores: Vec<f64> = set.knob_values("core_freq_mhz");
+    for b in [595.0, 1164.0] {
+        let mut s: Vec<Knobs> = cores
+            .iter()
+            .map(|f| k(&[("core_freq_mhz", *f), ("mem_freq_mhz", 3505.0)]))
+            .collect();
+        s.push(k(&[("core_freq_mhz", b), ("mem_freq_mhz", 810.0)]));
+        let m = settings_holdout(ModelKind::Auto, &set.meta, &pts, &s, &FitParams::default());
+        let base = separable_baseline(&set.meta, &pts, &s);
+        assert_eq!(m.kind, ModelKind::Joint);
+        assert!(m.failures.is_empty(), "{:?}", m.failures.first());
+        assert_eq!(m.results.len(), 140 * 15);
+        row(
+            &format!("titanx cross, 810 MHz memory trained at {b} MHz core"),
+            &m,
+            &base,
+        );
+        assert!(mape(&m, "time_s") < mape(&base, "time_s"));
+    }
+}
