@@ -8,6 +8,7 @@ pub mod controller;
 pub mod evaluate;
 pub mod export;
 pub mod from_model;
+pub mod guard;
 pub mod nvml_clocks;
 pub mod plan_file;
 pub mod planner;
