@@ -515,7 +515,7 @@ fn run_regions(
         .context(if daemon.is_some() {
             "the plan has no default core_freq_mhz and the CPU range is unknown here: give the plan's [[device]] a default core_freq_mhz (the setting outside every region) to switch through powerperfd"
         } else {
-            "the plan has no default core_freq_mhz and the CPU range is unknown"
+            "the plan has no default core_freq_mhz and the CPU range is unknown (fix: give the plan's [[device]] a default core_freq_mhz, the setting outside every region, e.g. default = { core_freq_mhz = 2400.0 }, or run where the cpufreq files are readable)"
         })?;
     let settings = RegionSettings {
         regions: list.iter().cloned().collect(),
@@ -575,7 +575,12 @@ fn run_regions(
         eprintln!("powerperf: switches logged in {}", req.log_file.display());
         return Ok(st);
     }
-    let mut ctl = ctl.context("no cpufreq controller")?;
+    let mut ctl = ctl.with_context(|| {
+        format!(
+            "no cpufreq controller under {} (fix: run where cpufreq exists, or add --dry-run to see the writes)",
+            args.sysfs_root.display()
+        )
+    })?;
     let req = ApplyRequest {
         core_freq_mhz: Some(default_mhz),
         env,

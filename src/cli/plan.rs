@@ -155,7 +155,9 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     let margin = if auto_margin || risk_guard {
         0.0
     } else {
-        parse_slowdown(&args.slowdown_margin)?.unwrap_or(0.0)
+        parse_slowdown(&args.slowdown_margin)
+            .context("--slowdown-margin takes risk (the default), risk-class, risk-near, auto, or a margin such as 1% (0 for the raw plan)")?
+            .unwrap_or(0.0)
     };
     let objective = args.objective.unwrap_or(if args.power_cap.is_some() {
         Objective::Time
@@ -468,6 +470,25 @@ pub fn render_table(plan: &Plan) -> String {
         plan.plan.model,
         plan.plan.model_kind
     );
+    match (plan.plan.guard.as_deref(), plan.plan.risk) {
+        (Some(g), Some(r)) => {
+            let _ = writeln!(
+                s,
+                "guard {g}: at most {:.1}% of workloads expected above the bound; expected {:.2}% (errors: {})",
+                r * 100.0,
+                plan.plan.expected_over_bound.unwrap_or(f64::NAN) * 100.0,
+                plan.plan.guard_errors.as_deref().unwrap_or("?")
+            );
+        }
+        (Some("margin"), None) => {
+            let _ = writeln!(
+                s,
+                "guard margin: planned against the bound less {:.2}%",
+                plan.plan.slowdown_margin * 100.0
+            );
+        }
+        _ => {}
+    }
     let w = plan
         .regions
         .iter()

@@ -214,13 +214,13 @@ impl Plan {
         let plan: Plan = toml::from_str(text)
             .map_err(|e| format!("not a plan file (see docs/plan-format.md): {e}"))?;
         if plan.regions.is_empty() {
-            return Err("the plan has no [[region]] entries".into());
+            return Err("the plan has no [[region]] entries (fix: write the plan with `powerperf plan --model MODEL -o PLAN`, docs/plan-format.md)".into());
         }
         for (i, r) in plan.regions.iter().enumerate() {
             for (k, v) in &r.setting {
                 if !(v.is_finite() && *v > 0.0) {
                     return Err(format!(
-                        "[[region]] #{} `{}`: setting {k} = {v} is not a positive number",
+                        "[[region]] #{} `{}`: setting {k} = {v} is not a positive number (fix: write the plan again with `powerperf plan`, or set {k} to the clock in MHz or the thread count)",
                         i + 1,
                         r.name
                     ));

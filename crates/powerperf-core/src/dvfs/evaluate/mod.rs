@@ -299,7 +299,7 @@ fn training_points(means: &TrainingSet, req: &EvalRequest) -> Result<Vec<Point>>
     if train.is_empty() {
         let have = means.knob_values(&req.train_knob);
         anyhow::bail!(
-            "no point has {} in {:?}; the set has {} = {:?}",
+            "no point has {} in {:?}; the set has {} = {:?} (fix: give --train with values from that list, e.g. its lowest, a middle and its highest)",
             req.train_knob,
             req.train_values,
             req.train_knob,
