@@ -13,9 +13,11 @@
 //!   `--pc-sampling gpu`;
 //! - [`pc_samples`]: `RUN/pc_samples.parquet` (`--pc-sampling cpu`);
 //! - [`set`]: `SET/set.toml` and `SET/points.parquet` ([`set::TrainingSet`]);
+//! - [`device`]: the device names of `knob_devices` (`cpu`, `gpu<i>`);
 //! - [`quantity`]: the dimensions, units and value ranges of a set's columns;
 //! - [`safe_file`]: how every file here is created (no link followed).
 
+pub mod device;
 pub mod gpu_activity;
 pub mod gpu_pcsamp;
 pub mod parquet_check;

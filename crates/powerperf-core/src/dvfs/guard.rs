@@ -201,6 +201,11 @@ pub fn measure_slowdown_errors(
         .into_iter()
         .filter(|&i| error_from(&train[i].workload))
         .collect();
+    if interior.is_empty() {
+        anyhow::bail!(
+            "no workload is left to measure the guard's errors on: every workload with an interior value of {knob} is judged (fix: with --judge-on, name the prefixes of only some of the workloads)"
+        );
+    }
     let (results, protocol) = match folds.filter(|k| *k >= 2 && *k < train.len()) {
         Some(k) => {
             let ev = crate::models::eval::cross_validate_progress(

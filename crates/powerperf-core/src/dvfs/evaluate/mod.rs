@@ -655,6 +655,13 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
         .filter(|(r, _)| req.judged(&r.workload))
         .unzip();
     let mut per = per;
+    if per.is_empty() && !req.judge_on.is_empty() {
+        anyhow::bail!(
+            "no evaluated workload starts with {} (fix: give --judge-on prefixes of the set's workload names, e.g. {})",
+            req.judge_on.join(", "),
+            means.workloads().iter().take(3).cloned().collect::<Vec<_>>().join(",")
+        );
+    }
     if per.is_empty() {
         anyhow::bail!("no workload could be evaluated: {:?}", skipped);
     }
@@ -750,9 +757,9 @@ pub fn render(r: &EvalReport) -> String {
     if let Some(g) = &r.risk_guard {
         let _ = writeln!(
             s,
-            "guard: {} (risk budget {:.1}% of workloads above the bound, spread z {}; expected {:.2} of {}), slowdown error from {} {} predictions at interior training points: median {:+.2}%, 95th percentile {:+.2}%",
-            g.guard,
+            "guard: risk budget {:.1}% of workloads above the bound ({}, spread z {}; expected {:.2} of {}), slowdown error from {} {} predictions at interior training points: median {:+.2}%, 95th percentile {:+.2}%",
             g.risk * 100.0,
+            g.guard,
             g.spread_z,
             g.expected_violations,
             r.workloads,
