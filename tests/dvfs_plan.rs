@@ -436,6 +436,19 @@ fn fit_stores_slowdown_errors_and_plan_guards_by_default() {
     for r in &p.regions {
         assert!(r.slowdown <= 0.05 + 1e-9, "{r:?}");
     }
+    // a job: one bound on the total, the errors' 95th percentile taken off it
+    let job = tmp.path().join("job.toml");
+    pp().args(["plan", "--model"])
+        .arg(&model)
+        .args(["--max-slowdown", "5%", "--job", "-o"])
+        .arg(&job)
+        .assert()
+        .success();
+    let j = Plan::read(&job).unwrap();
+    assert_eq!(j.plan.guard.as_deref(), Some("risk"));
+    assert!(j.plan.expected_over_bound.unwrap() <= 0.05 + 1e-9, "{:?}", j.plan);
+    let (t, rt) = (j.plan.time_s.unwrap(), j.plan.reference_time_s.unwrap());
+    assert!(t / rt - 1.0 <= 0.05 + 1e-9);
     // the raw plan
     let raw = tmp.path().join("raw.toml");
     pp().args(["plan", "--model"])
