@@ -41,7 +41,11 @@ fn noisy_set(
         knobs: vec!["core_freq_mhz".into()],
         targets: vec!["time_s".into(), "power_w".into(), "energy_j".into()],
         knob_devices: device
-            .map(|d| [("core_freq_mhz".to_string(), d.to_string())].into_iter().collect())
+            .map(|d| {
+                [("core_freq_mhz".to_string(), d.to_string())]
+                    .into_iter()
+                    .collect()
+            })
             .unwrap_or_default(),
         ..SetMeta::default()
     };
@@ -51,7 +55,9 @@ fn noisy_set(
         for &f in freqs {
             let (t, e) = truth(a, b, c, f);
             // a fixed pattern in [-1, 1] (a linear congruential sequence)
-            k = k.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            k = k
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let u = ((k >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0;
             let t = t * (1.0 + noise * u);
             let e = e / truth(a, b, c, f).0 * t;
@@ -446,7 +452,11 @@ fn fit_stores_slowdown_errors_and_plan_guards_by_default() {
         .success();
     let j = Plan::read(&job).unwrap();
     assert_eq!(j.plan.guard.as_deref(), Some("risk"));
-    assert!(j.plan.expected_over_bound.unwrap() <= 0.05 + 1e-9, "{:?}", j.plan);
+    assert!(
+        j.plan.expected_over_bound.unwrap() <= 0.05 + 1e-9,
+        "{:?}",
+        j.plan
+    );
     let (t, rt) = (j.plan.time_s.unwrap(), j.plan.reference_time_s.unwrap());
     assert!(t / rt - 1.0 <= 0.05 + 1e-9);
     // the raw plan
@@ -491,10 +501,19 @@ fn fit_stores_slowdown_errors_and_plan_guards_by_default() {
         .args(["--max-slowdown", "5%", "--device", "cpu"])
         .assert()
         .failure()
-        .stderr(predicate::str::contains("written before powerperf stored them"));
+        .stderr(predicate::str::contains(
+            "written before powerperf stored them",
+        ));
     pp().args(["plan", "--model"])
         .arg(&old_path)
-        .args(["--max-slowdown", "5%", "--device", "cpu", "--slowdown-margin", "0.5%"])
+        .args([
+            "--max-slowdown",
+            "5%",
+            "--device",
+            "cpu",
+            "--slowdown-margin",
+            "0.5%",
+        ])
         .assert()
         .success();
 }
@@ -527,7 +546,14 @@ fn plan_model_and_plan_evaluate_choose_alike() {
         let out = pp()
             .args(["plan", "--evaluate"])
             .arg(&set)
-            .args(["--train", &train, "--max-slowdown", "5%", "--slowdown-margin", guard])
+            .args([
+                "--train",
+                &train,
+                "--max-slowdown",
+                "5%",
+                "--slowdown-margin",
+                guard,
+            ])
             .args(["--format", "json"])
             .assert()
             .success()
@@ -542,7 +568,10 @@ fn plan_model_and_plan_evaluate_choose_alike() {
             let name = w["workload"].as_str().unwrap();
             let f = w["chosen"]["core_freq_mhz"].as_f64().unwrap();
             let r = p.regions.iter().find(|r| r.name == name).unwrap();
-            assert_eq!(r.setting["core_freq_mhz"], f, "guard {guard}, workload {name}");
+            assert_eq!(
+                r.setting["core_freq_mhz"], f,
+                "guard {guard}, workload {name}"
+            );
             chosen.push(f);
         }
         if guard == "0" {
@@ -554,7 +583,10 @@ fn plan_model_and_plan_evaluate_choose_alike() {
             let g = &v["risk_guard"];
             let share = p.plan.expected_over_bound.unwrap();
             let expected = g["expected_violations"].as_f64().unwrap();
-            assert!((share * MIXED.len() as f64 - expected).abs() < 1e-9, "{share} {g}");
+            assert!(
+                (share * MIXED.len() as f64 - expected).abs() < 1e-9,
+                "{share} {g}"
+            );
         }
     }
     // the guards act on this set: at least one of them moves a workload off the raw choice
@@ -581,7 +613,10 @@ fn the_plan_device_comes_from_the_set() {
         .assert()
         .success();
     let p = Plan::read(&plan).unwrap();
-    assert_eq!(p.devices[0].kind, powerperf::dvfs::plan_file::DeviceKind::Gpu);
+    assert_eq!(
+        p.devices[0].kind,
+        powerperf::dvfs::plan_file::DeviceKind::Gpu
+    );
     assert_eq!(p.devices[0].index, Some(1));
     pp().args(["plan", "--model"])
         .arg(&gpu_model)
@@ -607,8 +642,9 @@ fn the_plan_device_comes_from_the_set() {
         .assert()
         .failure()
         .stderr(
-            predicate::str::contains("device unknown")
-                .and(predicate::str::contains("give --device cpu or --device gpu")),
+            predicate::str::contains("device unknown").and(predicate::str::contains(
+                "give --device cpu or --device gpu",
+            )),
         );
     pp().args(["plan", "--model"])
         .arg(&bare_model)

@@ -1,9 +1,9 @@
 //! `powerperf plan`: choose a setting per workload (or per region of one job) from a
 //! model's predictions, write a plan file, print the choices with the predicted savings.
 
+use crate::dvfs::guard::GuardKind;
 use crate::dvfs::plan_file::{DeviceKind, Plan, Scope};
 use crate::dvfs::planner::{Objective, PlannerConfig, Transition};
-use crate::dvfs::guard::GuardKind;
 use crate::dvfs::{export, from_model, parse_slowdown};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -65,7 +65,12 @@ pub struct PlanArgs {
     /// With --evaluate: a workload-class holdout. Judge only the workloads whose name starts
     /// with one of these prefixes (comma-separated, e.g. `fadd_,sp_`); the guard's errors
     /// then come only from the other workloads.
-    #[arg(long, value_name = "PREFIX,...", value_delimiter = ',', requires = "evaluate")]
+    #[arg(
+        long,
+        value_name = "PREFIX,...",
+        value_delimiter = ',',
+        requires = "evaluate"
+    )]
     pub judge_on: Vec<String>,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
     /// slowdown exceeds the bound (0.05: one in twenty).
@@ -215,7 +220,11 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         .with_context(|| format!("loading the model {}", model_path.display()))?;
     let refit = format!(
         "powerperf fit {} -o {} --cv 10",
-        if model.set_path.is_empty() { "SET" } else { model.set_path.as_str() },
+        if model.set_path.is_empty() {
+            "SET"
+        } else {
+            model.set_path.as_str()
+        },
         model_path.display()
     );
     let missing = || {
@@ -352,12 +361,19 @@ fn plan_device(
     given: Option<DeviceKind>,
     model_path: &std::path::Path,
 ) -> Result<(DeviceKind, Option<u32>)> {
-    let clocks: Vec<&String> = model.knobs.iter().filter(|k| k.as_str() != "threads").collect();
+    let clocks: Vec<&String> = model
+        .knobs
+        .iter()
+        .filter(|k| k.as_str() != "threads")
+        .collect();
     let mut recorded: Vec<(String, String)> = Vec::new();
     for k in &clocks {
         if let Some(d) = model.knob_devices.get(*k) {
             let d = powerperf_format::set::canonical_device(d).map_err(|why| {
-                anyhow::anyhow!("the model {} records {why} for {k} (fix: give --device cpu or --device gpu)", model_path.display())
+                anyhow::anyhow!(
+                    "the model {} records {why} for {k} (fix: give --device cpu or --device gpu)",
+                    model_path.display()
+                )
             })?;
             recorded.push((k.to_string(), d));
         }

@@ -48,4 +48,3 @@ mod device_tests {
         assert!(m.knob_devices.is_empty());
     }
 }
-

@@ -2,8 +2,8 @@
 //! knob grid, the planner per workload (or over all workloads as consecutive regions of one
 //! job), and the plan file.
 
-use super::plan_file::{now_rfc3339, Device, DeviceKind, Plan, PlanHeader, PlanRegion, Scope};
 use super::guard::{GuardKind, SlowdownErrors};
+use super::plan_file::{now_rfc3339, Device, DeviceKind, Plan, PlanHeader, PlanRegion, Scope};
 use super::planner::{self, Candidate, PlannerConfig, RegionInput};
 use crate::models::{Knobs, Predictor};
 use anyhow::{Context, Result};

@@ -50,8 +50,13 @@ impl GuardKind {
     /// The name written in the plan file (`guard = "risk"`).
     pub fn name(self) -> &'static str {
         match self {
-            GuardKind::Margin(m) if m == 0.0 => "none",
-            GuardKind::Margin(_) => "margin",
+            GuardKind::Margin(m) => {
+                if m == 0.0 {
+                    "none"
+                } else {
+                    "margin"
+                }
+            }
             GuardKind::Risk(_) => "risk",
             GuardKind::RiskByClass(_) => "risk-class",
             GuardKind::RiskNear(_) => "risk-near",
@@ -61,9 +66,7 @@ impl GuardKind {
     /// The risk of a risk guard.
     pub fn risk(self) -> Option<f64> {
         match self {
-            GuardKind::Risk(r) | GuardKind::RiskByClass(r) | GuardKind::RiskNear(r) => {
-                Some(r)
-            }
+            GuardKind::Risk(r) | GuardKind::RiskByClass(r) | GuardKind::RiskNear(r) => Some(r),
             GuardKind::Margin(_) => None,
         }
     }
@@ -388,11 +391,7 @@ pub fn risk_choice(
             } else {
                 let cb = by_class
                     && predicted_compute_bound(r, &c.knobs, &errors.knob, errors.tolerance);
-                super::evaluate::violation_probability(
-                    if cb { &e_cb } else { &e_other },
-                    s,
-                    bound,
-                )
+                super::evaluate::violation_probability(if cb { &e_cb } else { &e_other }, s, bound)
             };
             o.push((1.0 - objective.value(c.energy_j, c.time_s) / v_ref, p));
             ix.push(i);
@@ -401,8 +400,7 @@ pub fn risk_choice(
         index.push(ix);
     }
     super::evaluate::as_share_of_predicted_oracle(&mut options);
-    let (idx, expected) =
-        super::evaluate::guard::risk_budget_choice_with_spread(&options, risk, z);
+    let (idx, expected) = super::evaluate::guard::risk_budget_choice_with_spread(&options, risk, z);
     Ok(GuardedChoice {
         chosen: idx.iter().zip(&index).map(|(i, ix)| ix[*i]).collect(),
         expected_violations: expected,

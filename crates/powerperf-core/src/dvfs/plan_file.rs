@@ -165,7 +165,9 @@ impl Plan {
         controller_device: &str,
         controller: &str,
     ) -> Result<(), String> {
-        let want = self.device_of(knob).map_or_else(|| "cpu".to_string(), Device::name);
+        let want = self
+            .device_of(knob)
+            .map_or_else(|| "cpu".to_string(), Device::name);
         if want == controller_device {
             return Ok(());
         }
@@ -310,7 +312,10 @@ mod tests {
                 guard: Some("risk".into()),
                 risk: Some(0.05),
                 expected_over_bound: Some(0.031),
-                guard_errors: Some("10-fold cross-validation, 3920 errors at interior values of core_freq_mhz".into()),
+                guard_errors: Some(
+                    "10-fold cross-validation, 3920 errors at interior values of core_freq_mhz"
+                        .into(),
+                ),
                 objective: Objective::Edp,
                 max_slowdown: Some(0.05),
                 slowdown_margin: 0.01,
@@ -363,7 +368,9 @@ mod tests {
             .check_device("core_freq_mhz", &gpu.device(), "fake")
             .is_ok());
         gpu.device = "gpu1".into();
-        assert!(p.check_device("core_freq_mhz", &gpu.device(), "fake").is_err());
+        assert!(p
+            .check_device("core_freq_mhz", &gpu.device(), "fake")
+            .is_err());
         // a plan without [[device]] (written before devices were recorded) is the CPU's
         let mut old = sample();
         old.devices.clear();

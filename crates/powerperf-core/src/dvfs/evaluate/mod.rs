@@ -61,7 +61,11 @@ pub struct EvalRequest {
 impl EvalRequest {
     /// Whether `workload` is judged (see [`EvalRequest::judge_on`]).
     pub fn judged(&self, workload: &str) -> bool {
-        self.judge_on.is_empty() || self.judge_on.iter().any(|p| workload.starts_with(p.as_str()))
+        self.judge_on.is_empty()
+            || self
+                .judge_on
+                .iter()
+                .any(|p| workload.starts_with(p.as_str()))
     }
 }
 

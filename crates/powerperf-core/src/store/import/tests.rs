@@ -219,7 +219,11 @@ fn inconsistent_specs_are_rejected() {
 #[test]
 fn knob_devices_come_from_the_spec() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("m.csv"), "app,f,m,t\na,1000,800,2\na,2000,800,1\n").unwrap();
+    std::fs::write(
+        dir.path().join("m.csv"),
+        "app,f,m,t\na,1000,800,2\na,2000,800,1\n",
+    )
+    .unwrap();
     let spec = |dev: &str| {
         format!(
             "name = \"t\"\nfile = \"m.csv\"\nworkload = \"app\"\n[[knob]]\nname = \"core_freq_mhz\"\ncolumn = \"f\"\n{dev}\n[[knob]]\nname = \"mem_freq_mhz\"\ncolumn = \"m\"\n[time]\ncolumn = \"t\"\n"
@@ -233,7 +237,10 @@ fn knob_devices_come_from_the_spec() {
     let imp = import(&s, Some(&dir.path().join("m.csv"))).unwrap();
     assert!(imp.set.meta.knob_devices.is_empty());
     let s = spec_from(&spec("device = \"tpu\""), dir.path()).unwrap();
-    let e = format!("{:#}", import(&s, Some(&dir.path().join("m.csv"))).unwrap_err());
+    let e = format!(
+        "{:#}",
+        import(&s, Some(&dir.path().join("m.csv"))).unwrap_err()
+    );
     assert!(
         e.contains("`core_freq_mhz`") && e.contains("`tpu` is not `cpu`"),
         "{e}"
