@@ -91,9 +91,9 @@ else
   notebook model_evaluation model_evaluation.ipynb \
     POWERPERF_NB_EVAL_CSV="$WORK/points.csv" POWERPERF_NB_EVAL_JSON="$WORK/eval.json"
 
-  run fit "$BIN" fit titanx -o titanx.json --no-loo
+  run fit "$BIN" fit titanx -o titanx.json --cv 10
   workloads=(DRAM SP sp_mul_4)
-  run plan "$BIN" plan --model titanx.json --device gpu "${workloads[@]/#/--workload=}" \
+  run plan "$BIN" plan --model titanx.json "${workloads[@]/#/--workload=}" \
     --objective energy --max-slowdown 5% -o plan.toml
   # The alternatives: the model's predictions at every setting of the set, per planned workload.
   core=$(python3 -c 'import polars as pl; print(",".join(f"{v:g}" for v in pl.read_parquet("titanx/points.parquet")["core_freq_mhz"].unique().sort()))')

@@ -321,14 +321,32 @@ slowdown = 0.0
     let mut args2 = args.clone();
     args2.insert(1, "--workload".into());
     args2.insert(2, "a".into());
+    let child = [
+        "sh".to_string(),
+        "-c".to_string(),
+        format!("echo $OMP_NUM_THREADS > {}; exit 5", seen.display()),
+    ];
+    // Issue 20, item 4: the plan is for GPU 0; where NVML has no GPU (this VM) the
+    // controller in use does not have that device, and apply refuses before the command.
+    let real = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(&args2)
+        .args(&child)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&real.stderr);
+    if err.contains("NVML has no such GPU here") {
+        assert!(!real.status.success(), "{err}");
+        assert!(err.contains("`gpu0`") && err.contains("--dry-run"), "{err}");
+        assert!(!seen.exists(), "the command ran: {err}");
+    } else {
+        println!("skipped: the refusal without a GPU (NVML sees one here): {err}");
+    }
+    args2.insert(1, "--dry-run".into());
     Command::cargo_bin("powerperf")
         .unwrap()
         .args(&args2)
-        .args([
-            "sh",
-            "-c",
-            &format!("echo $OMP_NUM_THREADS > {}; exit 5", seen.display()),
-        ])
+        .args(&child)
         .assert()
         .code(5)
         .stderr(

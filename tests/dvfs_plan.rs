@@ -23,16 +23,44 @@ fn truth(a: f64, b: f64, c: f64, f: f64) -> (f64, f64) {
 }
 
 fn exact_set(dir: &Path) {
+    noisy_set(dir, &WORKLOADS, &FREQS, 0.0, Some("cpu"));
+}
+
+/// Moore-model points of `workloads` at `freqs`, with times off by up to ±`noise` (a fixed
+/// pseudo-random pattern, so every run sees the same set), and `device` as the clock's
+/// device in set.toml (`None`: device unknown).
+fn noisy_set(
+    dir: &Path,
+    workloads: &[(&str, f64, f64, f64)],
+    freqs: &[f64],
+    noise: f64,
+    device: Option<&str>,
+) {
     let meta = SetMeta {
         source: "test".into(),
         knobs: vec!["core_freq_mhz".into()],
         targets: vec!["time_s".into(), "power_w".into(), "energy_j".into()],
+        knob_devices: device
+            .map(|d| {
+                [("core_freq_mhz".to_string(), d.to_string())]
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default(),
         ..SetMeta::default()
     };
     let mut points = Vec::new();
-    for (w, a, b, c) in WORKLOADS {
-        for f in FREQS {
+    let mut k = 0u64;
+    for &(w, a, b, c) in workloads {
+        for &f in freqs {
             let (t, e) = truth(a, b, c, f);
+            // a fixed pattern in [-1, 1] (a linear congruential sequence)
+            k = k
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = ((k >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0;
+            let t = t * (1.0 + noise * u);
+            let e = e / truth(a, b, c, f).0 * t;
             points.push(Point {
                 workload: w.into(),
                 knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
@@ -68,6 +96,8 @@ fn plan_chooses_the_lowest_energy_within_the_bound_and_writes_a_plan_file() {
             "energy",
             "--max-slowdown",
             "5%",
+            "--slowdown-margin",
+            "0",
             "--srun",
             "-o",
         ])
@@ -112,6 +142,8 @@ fn plan_chooses_the_lowest_energy_within_the_bound_and_writes_a_plan_file() {
             "edp",
             "--max-slowdown",
             "0.05",
+            "--slowdown-margin",
+            "0",
             "--format",
             "json",
         ])
@@ -132,6 +164,8 @@ fn plan_chooses_the_lowest_energy_within_the_bound_and_writes_a_plan_file() {
             "--workload",
             "beta",
             "--job",
+            "--slowdown-margin",
+            "0",
             "--geopm",
         ])
         .assert()
@@ -177,7 +211,7 @@ fn plan_errors_name_the_problem() {
         .stderr(predicate::str::contains("`five` is not a slowdown"));
     pp().args(["plan", "--model"])
         .arg(&model)
-        .args(["--workload", "zeta"])
+        .args(["--workload", "zeta", "--slowdown-margin", "0"])
         .assert()
         .failure()
         .stderr(predicate::str::contains("`zeta`").and(predicate::str::contains("alpha")));
@@ -340,4 +374,315 @@ fn risk_guard_without_interior_clocks_names_a_complete_fix() {
             predicate::str::contains("strictly between the lowest and the highest (1000 and 2000)")
                 .and(predicate::str::contains("e.g. --slowdown-margin 1%")),
         );
+}
+
+/// Eight workloads from memory-bound to compute-bound on eight clocks, times off by up to
+/// ±1 %: the guard has errors to work with.
+const MIXED: [(&str, f64, f64, f64); 8] = [
+    ("w0", 0.0, 3.0, 40.0),
+    ("w1", 0.3, 2.7, 45.0),
+    ("w2", 0.6, 2.4, 35.0),
+    ("w3", 1.0, 2.0, 50.0),
+    ("w4", 1.5, 1.5, 40.0),
+    ("w5", 2.0, 1.0, 30.0),
+    ("w6", 2.5, 0.5, 45.0),
+    ("w7", 2.8, 0.2, 50.0),
+];
+const MIXED_FREQS: [f64; 8] = [650.0, 700.0, 750.0, 800.0, 850.0, 900.0, 950.0, 1000.0];
+
+fn fit(set: &Path, model: &Path, extra: &[&str]) {
+    pp().arg("fit")
+        .arg(set)
+        .arg("-o")
+        .arg(model)
+        .args(extra)
+        .assert()
+        .success();
+}
+
+/// Issue 20, item 1: `fit` stores the held-out slowdown errors, `plan --model` guards the
+/// bound with them by default and records the guard in the plan; `--slowdown-margin 0`
+/// gives the raw plan; a model without errors (`--no-loo`, or a file from before) is
+/// refused with the fix named, and old model files still load.
+#[test]
+fn fit_stores_slowdown_errors_and_plan_guards_by_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    noisy_set(&set, &MIXED, &MIXED_FREQS, 0.01, Some("cpu"));
+    let model = tmp.path().join("model.json");
+    fit(&set, &model, &[]);
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    let e = &m["slowdown_errors"];
+    assert_eq!(e["protocol"], "leave-one-out");
+    assert_eq!(e["knob"], "core_freq_mhz");
+    // the interior clocks: 6 of 8, for 8 workloads
+    assert_eq!(e["error"].as_array().unwrap().len(), 48, "{e}");
+    assert_eq!(e["predicted_slowdown"].as_array().unwrap().len(), 48);
+    assert_eq!(m["knob_devices"]["core_freq_mhz"], "cpu");
+
+    let plan = tmp.path().join("plan.toml");
+    pp().args(["plan", "--model"])
+        .arg(&model)
+        .args(["--max-slowdown", "5%", "-o"])
+        .arg(&plan)
+        .assert()
+        .success();
+    let p = Plan::read(&plan).unwrap();
+    assert_eq!(p.plan.guard.as_deref(), Some("risk"));
+    assert_eq!(p.plan.risk, Some(0.05));
+    let share = p.plan.expected_over_bound.unwrap();
+    assert!((0.0..=0.05 + 1e-9).contains(&share), "{share}");
+    assert!(p
+        .plan
+        .guard_errors
+        .as_deref()
+        .unwrap()
+        .contains("leave-one-out, 48 errors"));
+    for r in &p.regions {
+        assert!(r.slowdown <= 0.05 + 1e-9, "{r:?}");
+    }
+    // a job: one bound on the total, the errors' 95th percentile taken off it
+    let job = tmp.path().join("job.toml");
+    pp().args(["plan", "--model"])
+        .arg(&model)
+        .args(["--max-slowdown", "5%", "--job", "-o"])
+        .arg(&job)
+        .assert()
+        .success();
+    let j = Plan::read(&job).unwrap();
+    assert_eq!(j.plan.guard.as_deref(), Some("risk"));
+    assert!(
+        j.plan.expected_over_bound.unwrap() <= 0.05 + 1e-9,
+        "{:?}",
+        j.plan
+    );
+    let (t, rt) = (j.plan.time_s.unwrap(), j.plan.reference_time_s.unwrap());
+    assert!(t / rt - 1.0 <= 0.05 + 1e-9);
+    // the raw plan
+    let raw = tmp.path().join("raw.toml");
+    pp().args(["plan", "--model"])
+        .arg(&model)
+        .args(["--max-slowdown", "5%", "--slowdown-margin", "0", "-o"])
+        .arg(&raw)
+        .assert()
+        .success();
+    let r = Plan::read(&raw).unwrap();
+    assert_eq!(r.plan.guard.as_deref(), Some("none"));
+    assert_eq!(r.plan.expected_over_bound, None);
+    // no error data: refused, naming the refit and the margin
+    let bare = tmp.path().join("bare.json");
+    fit(&set, &bare, &["--no-loo"]);
+    pp().args(["plan", "--model"])
+        .arg(&bare)
+        .args(["--max-slowdown", "5%"])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("fitted with --no-loo")
+                .and(predicate::str::contains("--cv 10"))
+                .and(predicate::str::contains("--slowdown-margin 1%")),
+        );
+    // no bound: nothing to guard, the plan is made
+    pp().args(["plan", "--model"])
+        .arg(&bare)
+        .args(["--max-slowdown", "none", "--objective", "edp"])
+        .assert()
+        .success();
+    // a model file from before the new keys: loads, and the guard names why it cannot run
+    let mut old = m.clone();
+    let o = old.as_object_mut().unwrap();
+    o.remove("slowdown_errors");
+    o.remove("knob_devices");
+    let old_path = tmp.path().join("old.json");
+    std::fs::write(&old_path, serde_json::to_string_pretty(&old).unwrap()).unwrap();
+    pp().args(["plan", "--model"])
+        .arg(&old_path)
+        .args(["--max-slowdown", "5%", "--device", "cpu"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "written before powerperf stored them",
+        ));
+    pp().args(["plan", "--model"])
+        .arg(&old_path)
+        .args([
+            "--max-slowdown",
+            "5%",
+            "--device",
+            "cpu",
+            "--slowdown-margin",
+            "0.5%",
+        ])
+        .assert()
+        .success();
+}
+
+/// Issue 20, item 2: `plan --model` (after `fit`) and `plan --evaluate` (training on every
+/// clock, so both fit the same points and choose among the same settings) make the same
+/// choice for every workload, with the default guard and with the others.
+#[test]
+fn plan_model_and_plan_evaluate_choose_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    noisy_set(&set, &MIXED, &MIXED_FREQS, 0.01, Some("cpu"));
+    let model = tmp.path().join("model.json");
+    fit(&set, &model, &[]);
+    let train = format!(
+        "core_freq_mhz={}",
+        MIXED_FREQS.map(|f| f.to_string()).join(",")
+    );
+    let mut differs_from_raw = false;
+    let mut raw: Option<Vec<f64>> = None;
+    for guard in ["0", "risk", "risk-class", "1%"] {
+        let plan = tmp.path().join(format!("plan-{guard}.toml"));
+        pp().args(["plan", "--model"])
+            .arg(&model)
+            .args(["--max-slowdown", "5%", "--slowdown-margin", guard, "-o"])
+            .arg(&plan)
+            .assert()
+            .success();
+        let p = Plan::read(&plan).unwrap();
+        let out = pp()
+            .args(["plan", "--evaluate"])
+            .arg(&set)
+            .args([
+                "--train",
+                &train,
+                "--max-slowdown",
+                "5%",
+                "--slowdown-margin",
+                guard,
+            ])
+            .args(["--format", "json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let per = v["per_workload"].as_array().unwrap();
+        assert_eq!(per.len(), MIXED.len());
+        let mut chosen = Vec::new();
+        for w in per {
+            let name = w["workload"].as_str().unwrap();
+            let f = w["chosen"]["core_freq_mhz"].as_f64().unwrap();
+            let r = p.regions.iter().find(|r| r.name == name).unwrap();
+            assert_eq!(
+                r.setting["core_freq_mhz"], f,
+                "guard {guard}, workload {name}"
+            );
+            chosen.push(f);
+        }
+        if guard == "0" {
+            raw = Some(chosen);
+        } else if raw.as_ref() != Some(&chosen) {
+            differs_from_raw = true;
+        }
+        if guard == "risk" {
+            let g = &v["risk_guard"];
+            let share = p.plan.expected_over_bound.unwrap();
+            let expected = g["expected_violations"].as_f64().unwrap();
+            assert!(
+                (share * MIXED.len() as f64 - expected).abs() < 1e-9,
+                "{share} {g}"
+            );
+        }
+    }
+    // the guards act on this set: at least one of them moves a workload off the raw choice
+    assert!(differs_from_raw);
+}
+
+/// Issue 20, item 4: the device comes from the data. A set recording its clock as the
+/// GPU's gives a GPU plan without --device; --device overrides it; a set that does not say
+/// asks for --device; the bundled Titan X spec records the GPU, so the README's example
+/// (`fit titanx`, `plan --model`) writes `kind = "gpu"`.
+#[test]
+fn the_plan_device_comes_from_the_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gpu_set = tmp.path().join("gpu");
+    noisy_set(&gpu_set, &WORKLOADS, &FREQS, 0.0, Some("gpu1"));
+    let gpu_model = tmp.path().join("gpu.json");
+    fit(&gpu_set, &gpu_model, &["--no-loo"]);
+    let plan = tmp.path().join("plan.toml");
+    let args = ["--max-slowdown", "5%", "--slowdown-margin", "0", "-o"];
+    pp().args(["plan", "--model"])
+        .arg(&gpu_model)
+        .args(args)
+        .arg(&plan)
+        .assert()
+        .success();
+    let p = Plan::read(&plan).unwrap();
+    assert_eq!(
+        p.devices[0].kind,
+        powerperf::dvfs::plan_file::DeviceKind::Gpu
+    );
+    assert_eq!(p.devices[0].index, Some(1));
+    pp().args(["plan", "--model"])
+        .arg(&gpu_model)
+        .args(["--device", "cpu"])
+        .args(args)
+        .arg(&plan)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("--device cpu overrides it"));
+    assert_eq!(
+        Plan::read(&plan).unwrap().devices[0].kind,
+        powerperf::dvfs::plan_file::DeviceKind::Cpu
+    );
+    // device unknown: plan asks for --device
+    let bare_set = tmp.path().join("bare");
+    noisy_set(&bare_set, &WORKLOADS, &FREQS, 0.0, None);
+    let bare_model = tmp.path().join("bare.json");
+    fit(&bare_set, &bare_model, &["--no-loo"]);
+    pp().args(["plan", "--model"])
+        .arg(&bare_model)
+        .args(args)
+        .arg(&plan)
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("device unknown").and(predicate::str::contains(
+                "give --device cpu or --device gpu",
+            )),
+        );
+    pp().args(["plan", "--model"])
+        .arg(&bare_model)
+        .args(["--device", "gpu"])
+        .args(args)
+        .arg(&plan)
+        .assert()
+        .success();
+    assert_eq!(Plan::read(&plan).unwrap().devices[0].index, Some(0));
+
+    // The README's example on the bundled Titan X set (--cv 2 keeps the test short).
+    let tx = tmp.path().join("titanx");
+    pp().args(["import", "titanx-micro", "-o"])
+        .arg(&tx)
+        .assert()
+        .success();
+    let meta = std::fs::read_to_string(tx.join("set.toml")).unwrap();
+    assert!(meta.contains("core_freq_mhz = \"gpu0\""), "{meta}");
+    let txm = tmp.path().join("titanx-model.json");
+    fit(&tx, &txm, &["--cv", "2"]);
+    let txp = tmp.path().join("titanx-plan.toml");
+    pp().args(["plan", "--model"])
+        .arg(&txm)
+        .args([
+            "--workload",
+            "DP",
+            "--workload",
+            "SP",
+            "--objective",
+            "energy",
+            "--max-slowdown",
+            "5%",
+            "-o",
+        ])
+        .arg(&txp)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&txp).unwrap();
+    assert!(text.contains("kind = \"gpu\""), "{text}");
+    assert!(text.contains("guard = \"risk\""), "{text}");
 }

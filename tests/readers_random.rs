@@ -549,6 +549,7 @@ fn training_set() -> impl Strategy<Value = TrainingSet> {
                             reason: "r".into(),
                         }]
                     },
+                    knob_devices: Default::default(),
                 };
                 TrainingSet { meta, points }
             },

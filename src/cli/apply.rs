@@ -217,14 +217,23 @@ fn run_restore(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
 /// clocks, and print the NVML calls a privileged run would make (this build calls none).
 fn gpu_reads_and_calls(
     args: &ApplyArgs,
+    plan: &Plan,
     gpu: (Option<f64>, Option<f64>),
     sum: &mut Summary,
 ) -> Result<()> {
+    let knob = if gpu.0.is_some() {
+        "core_freq_mhz"
+    } else {
+        "mem_freq_mhz"
+    };
+    let index = plan.device_of(knob).and_then(|d| d.index).unwrap_or(0);
     // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
     // against the supported clocks before the command runs.
-    match crate::dvfs::nvml_clocks::probe(0) {
+    match crate::dvfs::nvml_clocks::probe(index) {
         Ok(p) => {
-            eprintln!("powerperf: NVML reads on GPU 0:");
+            plan.check_device(knob, &format!("gpu{}", p.device), "NVML")
+                .map_err(anyhow::Error::msg)?;
+            eprintln!("powerperf: NVML reads on GPU {index}:");
             for l in p.lines() {
                 eprintln!("  {l}");
             }
@@ -251,15 +260,21 @@ fn gpu_reads_and_calls(
                 .chain(calls.reset.iter().map(|l| format!("at exit: {l}")))
                 .collect();
         }
+        Err(why) if !args.dry_run => {
+            // The controller of the plan's device is missing here (issue 20, item 4).
+            anyhow::bail!(
+                "the plan sets {knob} on `gpu{index}` (a GPU, through NVML), and NVML has no such GPU here: {why}; nothing was changed and the command did not run (fix: apply the plan on the node with that GPU, add --dry-run to print the NVML calls it would make, or plan again with --device cpu if the clocks are the CPU's)"
+            );
+        }
         Err(why) => {
             eprintln!("powerperf: {why}");
             eprintln!(
                 "powerperf: GPU clocks are never changed by this build; unchecked, a privileged run would call:"
             );
-            for l in (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1) {
+            for l in (NvmlLockedClocks { device: index }).describe_set(gpu.0, gpu.1) {
                 eprintln!("  {l}");
             }
-            sum.gpu_calls = (NvmlLockedClocks { device: 0 }).describe_set(gpu.0, gpu.1);
+            sum.gpu_calls = (NvmlLockedClocks { device: index }).describe_set(gpu.0, gpu.1);
         }
     }
     Ok(())
@@ -311,7 +326,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         eprintln!("powerperf: {n}");
     }
     if gpu.0.is_some() || gpu.1.is_some() {
-        gpu_reads_and_calls(args, gpu, sum)?;
+        gpu_reads_and_calls(args, &plan, gpu, sum)?;
     }
     for (k, v) in &env {
         eprintln!("powerperf: {k}={v} for the command");
@@ -500,7 +515,7 @@ fn run_regions(
         .context(if daemon.is_some() {
             "the plan has no default core_freq_mhz and the CPU range is unknown here: give the plan's [[device]] a default core_freq_mhz (the setting outside every region) to switch through powerperfd"
         } else {
-            "the plan has no default core_freq_mhz and the CPU range is unknown"
+            "the plan has no default core_freq_mhz and the CPU range is unknown (fix: give the plan's [[device]] a default core_freq_mhz, the setting outside every region, e.g. default = { core_freq_mhz = 2400.0 }, or run where the cpufreq files are readable)"
         })?;
     let settings = RegionSettings {
         regions: list.iter().cloned().collect(),
@@ -560,7 +575,12 @@ fn run_regions(
         eprintln!("powerperf: switches logged in {}", req.log_file.display());
         return Ok(st);
     }
-    let mut ctl = ctl.context("no cpufreq controller")?;
+    let mut ctl = ctl.with_context(|| {
+        format!(
+            "no cpufreq controller under {} (fix: run where cpufreq exists, or add --dry-run to see the writes)",
+            args.sysfs_root.display()
+        )
+    })?;
     let req = ApplyRequest {
         core_freq_mhz: Some(default_mhz),
         env,

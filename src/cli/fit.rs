@@ -114,7 +114,10 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         set.workloads().len(),
         points.len()
     ));
+    let mut slowdown_errors = None;
+    let mut slowdown_missing = None;
     let held_out_error = if args.no_loo {
+        slowdown_missing = Some("fitted with --no-loo".to_string());
         None
     } else {
         // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
@@ -167,6 +170,44 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
                 ev.failures[0].1
             ));
         }
+        // What `plan`'s guard needs (issue 20, item 1): the held-out slowdown errors at
+        // the interior values of a clock knob, from the same refits.
+        let protocol = match folds {
+            Some(k) => format!("{k}-fold cross-validation"),
+            None => "leave-one-out".to_string(),
+        };
+        match crate::dvfs::guard::guard_knob(&points) {
+            Some(knob) => {
+                let e = crate::dvfs::guard::errors_from_results(
+                    &set.meta,
+                    &points,
+                    &ev.results,
+                    &knob,
+                    params.analytic.calibration_tolerance,
+                    &protocol,
+                );
+                if e.is_empty() {
+                    slowdown_missing = Some(format!(
+                        "no interior point of {knob} could be predicted held out"
+                    ));
+                } else {
+                    let v = e.pooled();
+                    let q = |x: f64| v[((x * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+                    say(format!(
+                        "slowdown errors for plan's guard: {} {protocol} predictions at interior values of {knob}: median {:+.2}%, 95th percentile {:+.2}%",
+                        e.len(),
+                        q(0.5) * 100.0,
+                        q(0.95) * 100.0
+                    ));
+                    slowdown_errors = Some(e);
+                }
+            }
+            None => {
+                slowdown_missing = Some(
+                    "no clock knob has three or more training values, so no interior value to measure interpolation errors at".into(),
+                )
+            }
+        }
         Some(ev.summary)
     };
     if args.explain {
@@ -188,6 +229,9 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         training_knobs,
         unreliable: set.meta.unreliable.clone(),
         held_out_error,
+        slowdown_errors,
+        slowdown_errors_missing: slowdown_missing,
+        knob_devices: set.meta.knob_devices.clone(),
         model: fitted,
     };
     file.write(&args.output)?;

@@ -1,6 +1,7 @@
 //! `powerperf plan`: choose a setting per workload (or per region of one job) from a
 //! model's predictions, write a plan file, print the choices with the predicted savings.
 
+use crate::dvfs::guard::GuardKind;
 use crate::dvfs::plan_file::{DeviceKind, Plan, Scope};
 use crate::dvfs::planner::{Objective, PlannerConfig, Transition};
 use crate::dvfs::{export, from_model, parse_slowdown};
@@ -45,15 +46,32 @@ pub struct PlanArgs {
     /// `none` [default: 5%, or none with --power-cap].
     #[arg(long, value_name = "BOUND")]
     pub max_slowdown: Option<String>,
-    /// Plan against the bound minus this margin (`1%` or `0.01`), a guard against prediction
-    /// error; the plan file records both. With --evaluate, `auto` uses the model's
-    /// leave-one-out time error on the training points, and `risk` replaces the margin by a
-    /// chance constraint: the expected share of workloads above the bound is at most
-    /// --risk, under the slowdown errors measured by leave-one-out at the interior training
-    /// values (docs/dvfs.md); `risk-class` does the same with one error distribution per
-    /// class of workload group (compute-bound on the training points or not).
-    #[arg(long, default_value = "0", value_name = "MARGIN")]
+    /// The guard of the bound against prediction error (docs/dvfs.md). Default `risk`: a
+    /// risk budget, at most --risk of the workloads expected above the bound, each
+    /// setting's risk from the model's held-out slowdown errors at interior clock values
+    /// (stored by `fit`; --evaluate measures them on its training points); a `--job` plan
+    /// takes the errors' 1 − risk quantile off the bound. `risk-class`: one error
+    /// distribution per class (compute-bound or not); `risk-near`: only the errors predicted
+    /// within the bound, and one standard deviation of the count added (did not generalise,
+    /// docs/dvfs.md). A number (`1%` or `0.01`) plans against the bound minus that margin;
+    /// `0` gives the raw plan. `auto`: the held-out time MAPE as the margin. The plan file
+    /// records the guard.
+    #[arg(long, default_value = "risk", value_name = "MARGIN")]
     pub slowdown_margin: String,
+    /// With --evaluate: measure the guard's slowdown errors by K-fold cross-validation on
+    /// the training points (what `fit --cv K` stores) instead of leave-one-out.
+    #[arg(long = "cv", value_name = "K", requires = "evaluate", value_parser = clap::value_parser!(u32).range(2..))]
+    pub cv: Option<u32>,
+    /// With --evaluate: a workload-class holdout. Judge only the workloads whose name starts
+    /// with one of these prefixes (comma-separated, e.g. `fadd_,sp_`); the guard's errors
+    /// then come only from the other workloads.
+    #[arg(
+        long,
+        value_name = "PREFIX,...",
+        value_delimiter = ',',
+        requires = "evaluate"
+    )]
+    pub judge_on: Vec<String>,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
     /// slowdown exceeds the bound (0.05: one in twenty).
     #[arg(long, default_value_t = crate::dvfs::evaluate::DEFAULT_RISK, value_name = "FRACTION", value_parser = non_negative_f64)]
@@ -86,9 +104,10 @@ pub struct PlanArgs {
     /// `inf` gives one static setting for the whole job.
     #[arg(long, default_value_t = 0.0, value_name = "S", value_parser = non_negative_f64)]
     pub min_region: f64,
-    /// The device whose clocks the frequency knobs are.
-    #[arg(long, value_parser = crate::cli::values::DeviceKind::parser(), default_value = "cpu")]
-    pub device: DeviceKind,
+    /// The device whose clocks the frequency knobs are [default: the device the set records
+    /// for them (the import spec's `device`); required when the set does not say].
+    #[arg(long, value_parser = crate::cli::values::DeviceKind::parser())]
+    pub device: Option<DeviceKind>,
     /// Reference thread count for the slowdown (default: the largest).
     #[arg(long, value_name = "N")]
     pub reference_threads: Option<f64>,
@@ -141,7 +160,8 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     let max_slowdown = parse_slowdown(&bound_text).context("--max-slowdown")?;
     let auto_margin = args.slowdown_margin.trim() == "auto";
     let risk_by_class = args.slowdown_margin.trim() == "risk-class";
-    let risk_guard = args.slowdown_margin.trim() == "risk" || risk_by_class;
+    let risk_near = args.slowdown_margin.trim() == "risk-near";
+    let risk_guard = args.slowdown_margin.trim() == "risk" || risk_by_class || risk_near;
     if risk_guard && !(args.risk > 0.0 && args.risk < 1.0) {
         anyhow::bail!(
             "--risk {} must be a fraction between 0 and 1, e.g. 0.05",
@@ -151,7 +171,9 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     let margin = if auto_margin || risk_guard {
         0.0
     } else {
-        parse_slowdown(&args.slowdown_margin)?.unwrap_or(0.0)
+        parse_slowdown(&args.slowdown_margin)
+            .context("--slowdown-margin takes risk (the default), risk-class, risk-near, auto, or a margin such as 1% (0 for the raw plan)")?
+            .unwrap_or(0.0)
     };
     let objective = args.objective.unwrap_or(if args.power_cap.is_some() {
         Objective::Time
@@ -181,10 +203,14 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             kind: args.kind,
             params: crate::cli::fit::parse_params(args.params.as_deref())?,
             idle_power_w: args.idle_power,
+            cv_folds: args.cv.map(|k| k as usize),
+            judge_on: args.judge_on.clone(),
             guard: if auto_margin {
                 crate::dvfs::evaluate::Guard::AutoMargin
             } else if risk_by_class {
                 crate::dvfs::evaluate::Guard::RiskByClass(args.risk)
+            } else if risk_near {
+                crate::dvfs::evaluate::Guard::RiskNear(args.risk)
             } else if risk_guard {
                 crate::dvfs::evaluate::Guard::RiskBudget(args.risk)
             } else {
@@ -201,18 +227,65 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         return Ok(0);
     }
     let model_path = args.model.clone().context("--model MODEL is required")?;
-    if auto_margin || risk_guard {
-        anyhow::bail!(
-            "--slowdown-margin auto and risk work with --evaluate only; give a value such as 0.5%"
-        );
-    }
-    let model = crate::models::load_model(&model_path)
+    let model = crate::models::load_model_file(&model_path)
         .with_context(|| format!("loading the model {}", model_path.display()))?;
+    let refit = format!(
+        "powerperf fit {} -o {} --cv 10",
+        if model.set_path.is_empty() {
+            "SET"
+        } else {
+            model.set_path.as_str()
+        },
+        model_path.display()
+    );
+    let missing = || {
+        model
+            .slowdown_errors_missing
+            .clone()
+            .unwrap_or_else(|| "written before powerperf stored them".into())
+    };
+    // The guard (issue 20, item 1): the risk budget by default, from the model's errors.
+    let guard = if max_slowdown.is_none() {
+        GuardKind::Margin(0.0)
+    } else if risk_guard {
+        if model.slowdown_errors.is_none() {
+            anyhow::bail!(
+                "the model {} has no held-out slowdown errors, which the default guard (--slowdown-margin risk) needs: {} (fix: fit it again with leave-one-out or cross-validation, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
+                model_path.display(),
+                missing()
+            );
+        }
+        if risk_by_class {
+            GuardKind::RiskByClass(args.risk)
+        } else if risk_near {
+            GuardKind::RiskNear(args.risk)
+        } else {
+            GuardKind::Risk(args.risk)
+        }
+    } else if auto_margin {
+        let m = model
+            .held_out_error
+            .as_ref()
+            .and_then(|h| h.targets.get("time_s"))
+            .map(|e| e.mape_pct / 100.0)
+            .with_context(|| format!(
+                "--slowdown-margin auto takes the model's held-out time error as the margin, and the model {} has none (fix: fit it again without --no-loo, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
+                model_path.display()
+            ))?;
+        GuardKind::Margin(m)
+    } else {
+        GuardKind::Margin(margin)
+    };
+    let margin = match guard {
+        GuardKind::Margin(m) => m,
+        _ => 0.0,
+    };
+    let (device, device_index) = plan_device(&model, args.device, &model_path)?;
     let mut unplanned_regions = Vec::new();
     let workloads = match &args.regions_from {
         Some(run) => {
             let order = crate::store::set_regions::region_order(run)?;
-            let known = model.workloads();
+            let known = crate::models::Predictor::workloads(&model);
             let (keep, unknown): (Vec<String>, Vec<String>) =
                 order.into_iter().partition(|r| known.contains(r));
             if keep.is_empty() {
@@ -236,14 +309,17 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         } else {
             Scope::PerWorkload
         },
-        device: args.device,
+        device,
+        device_index,
         config: PlannerConfig {
             max_slowdown: max_slowdown.map(|b| (b - margin).max(0.0)),
             ..config
         },
         model_path: model_path.display().to_string(),
+        guard,
+        errors: model.slowdown_errors.clone(),
     };
-    let mut out = from_model::plan_with_predictor(model.as_ref(), &req)?;
+    let mut out = from_model::plan_with_predictor(&model, &req)?;
     for r in unplanned_regions {
         out.skipped.push((
             r,
@@ -312,6 +388,91 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The device of the plan (issue 20, item 4): `--device` when given, else the one the
+/// model's set records for its clock knobs (`knob_devices`, from the import spec's
+/// `device`). Returns the kind and, for a GPU, its index.
+///
+/// # Errors
+/// The set does not say (device unknown) and no `--device`, the clock knobs belong to
+/// different devices, or a recorded device name is not one powerperf knows.
+fn plan_device(
+    model: &crate::models::ModelFile,
+    given: Option<DeviceKind>,
+    model_path: &std::path::Path,
+) -> Result<(DeviceKind, Option<u32>)> {
+    let clocks: Vec<&String> = model
+        .knobs
+        .iter()
+        .filter(|k| k.as_str() != "threads")
+        .collect();
+    let mut recorded: Vec<(String, String)> = Vec::new();
+    for k in &clocks {
+        if let Some(d) = model.knob_devices.get(*k) {
+            let d = powerperf_format::set::canonical_device(d).map_err(|why| {
+                anyhow::anyhow!(
+                    "the model {} records {why} for {k} (fix: give --device cpu or --device gpu)",
+                    model_path.display()
+                )
+            })?;
+            recorded.push((k.to_string(), d));
+        }
+    }
+    let parse = |d: &str| -> (DeviceKind, Option<u32>) {
+        match d.strip_prefix("gpu") {
+            Some(i) => (DeviceKind::Gpu, i.parse().ok()),
+            None => (DeviceKind::Cpu, None),
+        }
+    };
+    if let Some(kind) = given {
+        if let Some((k, d)) = recorded.iter().find(|(_, d)| parse(d).0 != kind) {
+            eprintln!(
+                "powerperf: note: the set records {k} on `{d}`; --device {} overrides it",
+                match kind {
+                    DeviceKind::Cpu => "cpu",
+                    DeviceKind::Gpu => "gpu",
+                }
+            );
+        }
+        let index = match kind {
+            DeviceKind::Gpu => Some(
+                recorded
+                    .iter()
+                    .find_map(|(_, d)| match parse(d) {
+                        (DeviceKind::Gpu, i) => i,
+                        _ => None,
+                    })
+                    .unwrap_or(0),
+            ),
+            DeviceKind::Cpu => None,
+        };
+        return Ok((kind, index));
+    }
+    if clocks.is_empty() {
+        // only threads: no device knob, the plan has no [[device]]
+        return Ok((DeviceKind::Cpu, None));
+    }
+    let unknown: Vec<&str> = clocks
+        .iter()
+        .filter(|k| !recorded.iter().any(|(r, _)| r == **k))
+        .map(|k| k.as_str())
+        .collect();
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "device unknown: the set the model {} was fitted on does not record which device {} belongs to, so the plan cannot say which clocks to set (fix: give --device cpu or --device gpu; for the next import add device = \"cpu\" or \"gpu\" to the spec's [[knob]], docs/import.md)",
+            model_path.display(),
+            unknown.join(" and ")
+        );
+    }
+    let first = &recorded[0].1;
+    if let Some((k, d)) = recorded.iter().find(|(_, d)| d != first) {
+        anyhow::bail!(
+            "the model's clock knobs belong to different devices ({} on `{first}`, {k} on `{d}`); a plan sets one device (fix: give --device cpu or --device gpu, and --workload to plan)",
+            recorded[0].0
+        );
+    }
+    Ok(parse(first))
+}
+
 /// The dotted place of the first float in `v` that is NaN or infinite.
 fn non_finite(v: &toml::Value, at: &str) -> Option<String> {
     let join = |k: &str| {
@@ -364,6 +525,25 @@ pub fn render_table(plan: &Plan) -> String {
         plan.plan.model,
         plan.plan.model_kind
     );
+    match (plan.plan.guard.as_deref(), plan.plan.risk) {
+        (Some(g), Some(r)) => {
+            let _ = writeln!(
+                s,
+                "guard {g}: at most {:.1}% of workloads expected above the bound; expected {:.2}% (errors: {})",
+                r * 100.0,
+                plan.plan.expected_over_bound.unwrap_or(f64::NAN) * 100.0,
+                plan.plan.guard_errors.as_deref().unwrap_or("?")
+            );
+        }
+        (Some("margin"), None) => {
+            let _ = writeln!(
+                s,
+                "guard margin: planned against the bound less {:.2}%",
+                plan.plan.slowdown_margin * 100.0
+            );
+        }
+        _ => {}
+    }
     let w = plan
         .regions
         .iter()

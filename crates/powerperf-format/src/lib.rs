@@ -14,9 +14,11 @@
 //! - [`pc_samples`]: `RUN/pc_samples.parquet` (`--pc-sampling cpu`);
 //! - [`set`]: `SET/set.toml` and `SET/points.parquet` ([`set::TrainingSet`]); [`set_regions`]:
 //!   a set from the regions of collected runs;
+//! - [`device`]: the device names of `knob_devices` (`cpu`, `gpu<i>`);
 //! - [`quantity`]: the dimensions, units and value ranges of a set's columns;
 //! - [`safe_file`]: how every file here is created (no link followed).
 
+pub mod device;
 pub mod gpu_activity;
 pub mod gpu_pcsamp;
 pub mod parquet_check;

@@ -122,7 +122,13 @@ pub struct SetMeta {
     /// Targets unreliable for some workloads.
     #[serde(default)]
     pub unreliable: Vec<Unreliable>,
+    /// The device each knob belongs to: `cpu`, or `gpu<i>` for GPU `i` (`gpu0`). A knob
+    /// not listed (every knob of a set written before this field) is on an unknown device.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knob_devices: BTreeMap<String, String>,
 }
+
+pub use crate::device::canonical_device;
 
 impl SetMeta {
     /// Parse the text of a `set.toml` (what [`TrainingSet::read`] does after reading it).
@@ -738,6 +744,7 @@ pub fn from_runs_labelled(
         counters,
         static_features: Vec::new(),
         unreliable: Vec::new(),
+        knob_devices: BTreeMap::new(),
     };
     Ok((TrainingSet { meta, points }, notes))
 }
@@ -769,6 +776,7 @@ mod tests {
                 workloads: vec!["b".into()],
                 reason: "copied".into(),
             }],
+            knob_devices: BTreeMap::from([("core_freq_mhz".into(), "cpu".into())]),
         };
         let pt = |w: &str, f: f64, r: i64, t: f64, ins: Option<f64>| Point {
             workload: w.into(),

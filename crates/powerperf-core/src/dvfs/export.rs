@@ -122,7 +122,13 @@ pub fn geopm_policies(plan: &Plan) -> Result<Vec<(String, serde_json::Value)>> {
             .collect(),
         Scope::Job => {
             if plan.regions.len() > 31 {
-                anyhow::bail!("GEOPM's frequency map holds at most 31 regions; this plan has {} (raise --min-region to fold short ones)", plan.regions.len());
+                let mut t: Vec<f64> = plan.regions.iter().map(|r| r.reference_time_s).collect();
+                t.sort_by(|a, b| b.total_cmp(a));
+                anyhow::bail!(
+                    "GEOPM's frequency map holds at most 31 regions; this plan has {} (fix: plan again with --min-region {:.6} or more, which folds the regions shorter than the 31st longest into their parents)",
+                    plan.regions.len(),
+                    t[30]
+                );
             }
             let default = plan
                 .device_of("core_freq_mhz")

@@ -2,6 +2,7 @@
 //! knob grid, the planner per workload (or over all workloads as consecutive regions of one
 //! job), and the plan file.
 
+use super::guard::{GuardKind, SlowdownErrors};
 use super::plan_file::{now_rfc3339, Device, DeviceKind, Plan, PlanHeader, PlanRegion, Scope};
 use super::planner::{self, Candidate, PlannerConfig, RegionInput};
 use crate::models::{Knobs, Predictor};
@@ -15,9 +16,16 @@ pub struct PlanRequest {
     pub scope: Scope,
     /// The device the frequency knobs belong to.
     pub device: DeviceKind,
+    /// For a GPU: its index (written as `[[device]] index`).
+    pub device_index: Option<u32>,
     pub config: PlannerConfig,
     /// Shown in `[plan] model`.
     pub model_path: String,
+    /// The guard against prediction error. A margin is already taken off
+    /// `config.max_slowdown` by the caller; a risk guard needs `errors`.
+    pub guard: GuardKind,
+    /// The model's held-out slowdown errors (`slowdown_errors` of the model file).
+    pub errors: Option<SlowdownErrors>,
 }
 
 /// A plan and the workloads left out, with the reason.
@@ -117,15 +125,70 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
     let cfg = &req.config;
     let mut out_regions = Vec::new();
     let mut totals = None;
-    match req.scope {
-        Scope::PerWorkload => {
+    let mut expected_over_bound = None;
+    let risk_guard = match (req.guard.risk(), cfg.max_slowdown, &req.errors) {
+        (Some(r), Some(b), Some(e)) => Some((r, b, e)),
+        (Some(_), Some(_), None) => anyhow::bail!(
+            "the risk guard needs the model's held-out slowdown errors, and the model has none (fix: fit it again without --no-loo, e.g. `powerperf fit SET -o MODEL --cv 10`, or give a fixed margin, e.g. --slowdown-margin 1% (0 for the raw plan))"
+        ),
+        _ => None,
+    };
+    match (req.scope, risk_guard) {
+        (Scope::PerWorkload, Some((_, bound, errors))) => {
+            let refs = regions
+                .iter()
+                .map(|r| planner::reference_knobs(std::slice::from_ref(r), cfg.reference_threads))
+                .collect::<Result<Vec<_>, _>>()?;
+            let c = super::guard::risk_choice(
+                &regions,
+                &refs,
+                cfg.objective,
+                bound,
+                cfg.power_cap_w,
+                errors,
+                req.guard,
+            )?;
+            for ((r, rk), i) in regions.iter().zip(&refs).zip(&c.chosen) {
+                let chosen = &r.candidates[*i];
+                let reference = r
+                    .candidates
+                    .iter()
+                    .find(|x| planner::same_knobs(&x.knobs, rk))
+                    .context("no prediction at the maximum setting")?;
+                out_regions.push(PlanRegion::from_choice(&planner::RegionChoice {
+                    name: r.name.clone(),
+                    chosen: chosen.clone(),
+                    reference: reference.clone(),
+                    folded: vec![],
+                }));
+            }
+            expected_over_bound = Some(c.expected_violations / regions.len() as f64);
+        }
+        (Scope::Job, Some((risk, bound, errors))) => {
+            // One bound on one total: the chance constraint is a margin, the 1 − risk
+            // quantile of the errors (guard::job_margin).
+            let m = super::guard::job_margin(errors, risk);
+            let jcfg = PlannerConfig {
+                max_slowdown: Some((bound - m).max(0.0)),
+                ..cfg.clone()
+            };
+            let s = planner::plan(&regions, &jcfg).context("planning the job")?;
+            out_regions.extend(s.choices.iter().map(PlanRegion::from_choice));
+            expected_over_bound = Some(super::evaluate::violation_probability(
+                &errors.pooled(),
+                s.slowdown(),
+                bound,
+            ));
+            totals = Some(s);
+        }
+        (Scope::PerWorkload, None) => {
             for r in &regions {
                 let s = planner::plan(std::slice::from_ref(r), cfg)
                     .with_context(|| format!("planning workload `{}`", r.name))?;
                 out_regions.extend(s.choices.iter().map(PlanRegion::from_choice));
             }
         }
-        Scope::Job => {
+        (Scope::Job, None) => {
             let s = planner::plan(&regions, cfg).context("planning the job")?;
             out_regions.extend(s.choices.iter().map(PlanRegion::from_choice));
             totals = Some(s);
@@ -142,12 +205,20 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
     } else {
         vec![Device {
             kind: req.device,
+            index: match req.device {
+                DeviceKind::Gpu => req.device_index,
+                DeviceKind::Cpu => None,
+            },
             knobs: dev_knobs.keys().cloned().collect(),
             default: dev_knobs,
         }]
     };
     let mut plan = Plan {
         plan: PlanHeader {
+            guard: Some(req.guard.name().to_string()),
+            risk: risk_guard.map(|g| g.0),
+            expected_over_bound,
+            guard_errors: risk_guard.map(|g| g.2.describe()),
             objective: cfg.objective,
             max_slowdown: cfg.max_slowdown,
             slowdown_margin: 0.0,
@@ -225,12 +296,15 @@ pub(crate) mod tests {
             workloads: vec![],
             scope: Scope::PerWorkload,
             device: DeviceKind::Cpu,
+            device_index: None,
             config: PlannerConfig {
                 objective: Objective::Energy,
                 max_slowdown: Some(0.05),
                 ..Default::default()
             },
             model_path: "toy.json".into(),
+            guard: GuardKind::Margin(0.0),
+            errors: None,
         };
         let out = plan_with_predictor(&Toy, &req).unwrap();
         assert_eq!(out.skipped.len(), 1);

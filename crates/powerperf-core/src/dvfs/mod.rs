@@ -9,6 +9,7 @@ pub mod evaluate;
 pub mod export;
 pub mod from_model;
 pub mod gpu_control;
+pub mod guard;
 pub mod nvml_clocks;
 pub mod plan_file;
 pub mod planner;
@@ -39,14 +40,14 @@ pub enum DvfsError {
     #[error("max slowdown {0} is not a non-negative fraction (write 5% or 0.05)")]
     BadBound(f64),
     /// No setting of a region meets the power cap.
-    #[error("no setting of region `{region}` meets the power cap of {cap_w} W (its lowest predicted power is {lowest_w:.2} W); raise --power-cap")]
+    #[error("no setting of region `{region}` meets the power cap of {cap_w} W (its lowest predicted power is {lowest_w:.2} W); raise --power-cap to {} or more", (lowest_w * 100.0).ceil() / 100.0)]
     PowerCap {
         region: String,
         cap_w: f64,
         lowest_w: f64,
     },
     /// No combination fits the time budget.
-    #[error("no combination of settings fits the time budget of {budget_s:.6} s (reference {reference_s:.6} s){}; raise --max-slowdown{}", if *capped { " under the power cap" } else { "" }, if *capped { " (or give none), or raise --power-cap" } else { "" })]
+    #[error("no combination of settings fits the time budget of {budget_s:.6} s (reference {reference_s:.6} s){}; raise --max-slowdown above {:.2}% (e.g. --max-slowdown {:.0}%{}){}", if *capped { " under the power cap" } else { "" }, (budget_s / reference_s - 1.0) * 100.0, ((budget_s / reference_s - 1.0) * 100.0 + 5.0).ceil(), if *capped { ", or none" } else { "" }, if *capped { ", or raise --power-cap" } else { "" })]
     Infeasible {
         budget_s: f64,
         reference_s: f64,

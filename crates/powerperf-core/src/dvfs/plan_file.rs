@@ -45,6 +45,21 @@ pub struct PlanHeader {
     pub transition_energy_j: f64,
     #[serde(default)]
     pub min_region_s: f64,
+    /// The guard against prediction error (issue 20): `none` (the raw plan), `margin`
+    /// (`slowdown_margin` taken off the bound), `risk` or `risk-class` (the risk budget).
+    /// Absent in plans written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
+    /// The risk guard's allowed expected share of workloads above the bound (0.05).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<f64>,
+    /// The expected share of workloads (regions; for a job, the chance of the job) whose
+    /// measured slowdown exceeds `max_slowdown`, under the model's held-out errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_over_bound: Option<f64>,
+    /// Where the guard's errors come from (protocol, count, knob), from the model file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard_errors: Option<String>,
     /// Job scope: predicted totals (s, J) of the plan and of the reference setting.
     pub time_s: Option<f64>,
     pub energy_j: Option<f64>,
@@ -66,6 +81,10 @@ pub enum DeviceKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Device {
     pub kind: DeviceKind,
+    /// For a GPU: its index (NVML's device index; `gpu<i>` in the set). Absent: GPU 0,
+    /// or a plan written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
     /// Knob names this device's controller sets (`core_freq_mhz`, `mem_freq_mhz`).
     pub knobs: Vec<String>,
     /// The reference setting of those knobs (the maximum), MHz.
@@ -122,7 +141,41 @@ pub struct Plan {
     pub regions: Vec<PlanRegion>,
 }
 
+impl Device {
+    /// The device's name as sets and controllers write it: `cpu`, or `gpu<i>`.
+    pub fn name(&self) -> String {
+        match self.kind {
+            DeviceKind::Cpu => "cpu".into(),
+            DeviceKind::Gpu => format!("gpu{}", self.index.unwrap_or(0)),
+        }
+    }
+}
+
 impl Plan {
+    /// Check that the controller in use has the device of the plan's `knob` (issue 20,
+    /// item 4): a plan written for a GPU is not applied by a CPU controller, nor one for
+    /// GPU 1 by a controller of GPU 0. A plan with no `[[device]]` for the knob is the
+    /// CPU's (plans written before devices were recorded).
+    ///
+    /// # Errors
+    /// The plan's device and the controller's differ; the message names both and the fix.
+    pub fn check_device(
+        &self,
+        knob: &str,
+        controller_device: &str,
+        controller: &str,
+    ) -> Result<(), String> {
+        let want = self
+            .device_of(knob)
+            .map_or_else(|| "cpu".to_string(), Device::name);
+        if want == controller_device {
+            return Ok(());
+        }
+        Err(format!(
+            "the plan sets {knob} on `{want}`, and the controller in use ({controller}) has only `{controller_device}`; nothing was changed (fix: apply the plan where `{want}` is, or plan again with --device for the device that runs the command)"
+        ))
+    }
+
     /// Fill the job totals from a solution.
     pub fn set_totals(&mut self, s: &Solution) {
         self.plan.time_s = Some(s.time_s);
@@ -163,13 +216,13 @@ impl Plan {
         let plan: Plan = toml::from_str(text)
             .map_err(|e| format!("not a plan file (see docs/plan-format.md): {e}"))?;
         if plan.regions.is_empty() {
-            return Err("the plan has no [[region]] entries".into());
+            return Err("the plan has no [[region]] entries (fix: write the plan with `powerperf plan --model MODEL -o PLAN`, docs/plan-format.md)".into());
         }
         for (i, r) in plan.regions.iter().enumerate() {
             for (k, v) in &r.setting {
                 if !(v.is_finite() && *v > 0.0) {
                     return Err(format!(
-                        "[[region]] #{} `{}`: setting {k} = {v} is not a positive number",
+                        "[[region]] #{} `{}`: setting {k} = {v} is not a positive number (fix: write the plan again with `powerperf plan`, or set {k} to the clock in MHz or the thread count)",
                         i + 1,
                         r.name
                     ));
@@ -256,6 +309,13 @@ mod tests {
         };
         Plan {
             plan: PlanHeader {
+                guard: Some("risk".into()),
+                risk: Some(0.05),
+                expected_over_bound: Some(0.031),
+                guard_errors: Some(
+                    "10-fold cross-validation, 3920 errors at interior values of core_freq_mhz"
+                        .into(),
+                ),
                 objective: Objective::Edp,
                 max_slowdown: Some(0.05),
                 slowdown_margin: 0.01,
@@ -274,6 +334,7 @@ mod tests {
             },
             devices: vec![Device {
                 kind: DeviceKind::Gpu,
+                index: Some(0),
                 knobs: vec!["core_freq_mhz".into(), "mem_freq_mhz".into()],
                 default: k(1164.0, 3505.0),
             }],
@@ -290,6 +351,32 @@ mod tests {
                 slowdown: 0.02,
             }],
         }
+    }
+
+    #[test]
+    fn a_controller_without_the_plan_device_is_refused_by_name() {
+        use crate::dvfs::controller::{FakeController, FrequencyController};
+        let p = sample(); // a plan for GPU 0
+        let cpu = FakeController::new(&[1000.0, 2000.0]);
+        let e = p
+            .check_device("core_freq_mhz", &cpu.device(), &cpu.describe())
+            .unwrap_err();
+        assert!(e.contains("`gpu0`") && e.contains("only `cpu`"), "{e}");
+        let mut gpu = FakeController::new(&[1000.0, 2000.0]);
+        gpu.device = "gpu0".into();
+        assert!(p
+            .check_device("core_freq_mhz", &gpu.device(), "fake")
+            .is_ok());
+        gpu.device = "gpu1".into();
+        assert!(p
+            .check_device("core_freq_mhz", &gpu.device(), "fake")
+            .is_err());
+        // a plan without [[device]] (written before devices were recorded) is the CPU's
+        let mut old = sample();
+        old.devices.clear();
+        assert!(old
+            .check_device("core_freq_mhz", &cpu.device(), "fake")
+            .is_ok());
     }
 
     #[test]

@@ -433,6 +433,12 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
         .collect();
     let (mut set, notes) = crate::store::set::from_runs_labelled(&dirs, cfg.workload.as_deref())?;
     set.meta.description = format!("powerperf sweep of `{}`", cfg.command.join(" "));
+    // The sweep sets core_freq_mhz through cpufreq: the CPU's (issue 20, item 4).
+    if set.meta.knobs.iter().any(|k| k == "core_freq_mhz") {
+        set.meta
+            .knob_devices
+            .insert("core_freq_mhz".into(), "cpu".into());
+    }
     set.write(&cfg.out)?;
     Ok(SweepOutcome {
         ran,

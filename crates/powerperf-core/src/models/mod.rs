@@ -29,6 +29,7 @@ pub mod memclock;
 pub mod noise;
 pub mod regression;
 pub mod scaling;
+pub mod slowdown_errors;
 pub mod threads;
 pub mod threads_bw;
 
@@ -354,6 +355,17 @@ pub struct ModelFile {
     pub unreliable: Vec<Unreliable>,
     /// Error measured on held-out data (leave-one-out at fit time).
     pub held_out_error: Option<HeldOutError>,
+    /// The held-out slowdown errors at interior clock values that `plan`'s guard needs
+    /// (issue 20; absent in files written before it, and with `fit --no-loo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown_errors: Option<slowdown_errors::SlowdownErrors>,
+    /// Why `slowdown_errors` is absent, as `fit` saw it (e.g. `fitted with --no-loo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown_errors_missing: Option<String>,
+    /// The device each knob belongs to (`cpu`, `gpu`, `gpu1`, ...), from the set
+    /// (`knob_devices` of set.toml); absent or partial: unknown (issue 20, item 4).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knob_devices: BTreeMap<String, String>,
     /// Kind-specific parameters, selected counters with reasons.
     pub model: Fitted,
 }
@@ -431,7 +443,7 @@ fn check_numbers(path: &Path, text: &str) -> Result<(), ModelError> {
         match v {
             serde_json::Value::Object(o) => {
                 for (k, c) in o {
-                    if k != "held_out_error" {
+                    if k != "held_out_error" && k != "slowdown_errors" {
                         walk(c, k, &format!("{at}.{k}"), bad);
                     }
                 }
@@ -536,6 +548,14 @@ impl Predictor for ModelFile {
 /// # Errors
 /// A missing or unreadable file, or a model kind this build does not know.
 pub fn load_model(path: &Path) -> Result<Box<dyn Predictor>> {
+    Ok(Box::new(load_model_file(path)?))
+}
+
+/// [`load_model`], keeping the whole [`ModelFile`] (its held-out errors, knob devices).
+///
+/// # Errors
+/// As [`load_model`].
+pub fn load_model_file(path: &Path) -> Result<ModelFile> {
     let m = ModelFile::read(path).with_context(|| format!("loading model {}", path.display()))?;
     if m.format != MODEL_FORMAT {
         anyhow::bail!(
@@ -544,7 +564,7 @@ pub fn load_model(path: &Path) -> Result<Box<dyn Predictor>> {
             m.format
         );
     }
-    Ok(Box::new(m))
+    Ok(m)
 }
 
 /// Names for an error message: the first 12, then how many more (a model can know

@@ -190,6 +190,11 @@ pub trait FrequencyController {
     /// # Errors
     /// Write errors (every file is tried; the first error is returned).
     fn restore(&mut self, snap: &Snapshot) -> Result<Vec<Write>, ControllerError>;
+    /// The device whose clock this controller sets, as a plan names it: `cpu`, or
+    /// `gpu<i>` (issue 20, item 4: `apply` refuses a plan for another device).
+    fn device(&self) -> String {
+        "cpu".into()
+    }
 }
 
 /// How the cpufreq controller pins a frequency.
@@ -814,6 +819,8 @@ pub struct FakeController {
     pub current_mhz: f64,
     /// One line per call: `set 1200`, `restore 2400`.
     pub log: Arc<Mutex<Vec<String>>>,
+    /// The device it pretends to be (`cpu` unless a test says otherwise).
+    pub device: String,
 }
 
 impl FakeController {
@@ -829,6 +836,7 @@ impl FakeController {
             },
             current_mhz: *l.last().unwrap_or(&0.0),
             log: Arc::new(Mutex::new(Vec::new())),
+            device: "cpu".into(),
         }
     }
     fn note(&self, s: String) {
@@ -839,6 +847,9 @@ impl FakeController {
 }
 
 impl FrequencyController for FakeController {
+    fn device(&self) -> String {
+        self.device.clone()
+    }
     fn describe(&self) -> String {
         format!("fake controller ({})", self.range.describe())
     }

@@ -177,9 +177,23 @@ pub fn violation_probability(errors: &[f64], predicted: f64, bound: f64) -> f64 
 /// A candidate with probability 0 (e.g. the maximum setting) must exist in each list for the
 /// budget to be reachable; otherwise the least risky candidates are taken.
 pub fn risk_budget_choice(options: &[Vec<(f64, f64)>], risk: f64) -> (Vec<usize>, f64) {
+    risk_budget_choice_with_spread(options, risk, 0.0)
+}
+
+/// [`risk_budget_choice`] with the budget on an upper bound of the *count* of violations
+/// instead of its expectation: `Σ p + z·√(Σ p(1 − p)) ≤ risk · W` (the normal bound on a
+/// sum of independent Bernoulli variables; `z = 1.645`: one-sided 95 %). The target is
+/// the realised share ("at most one workload in twenty"), and a budget on the mean alone is
+/// exceeded about half the time. The same Lagrangian search, with this feasibility test.
+pub fn risk_budget_choice_with_spread(
+    options: &[Vec<(f64, f64)>],
+    risk: f64,
+    z: f64,
+) -> (Vec<usize>, f64) {
     let choose = |lam: f64| {
         let mut idx = Vec::with_capacity(options.len());
         let mut total = 0.0;
+        let mut var = 0.0;
         for c in options {
             let (i, p) = c
                 .iter()
@@ -194,28 +208,31 @@ pub fn risk_budget_choice(options: &[Vec<(f64, f64)>], risk: f64) -> (Vec<usize>
                 .unwrap_or((0, 0.0));
             idx.push(i);
             total += p;
+            var += p * (1.0 - p);
         }
-        (idx, total)
+        (idx, total, total + z * var.sqrt())
     };
     let budget = risk * options.len() as f64;
+    let over = |c: &(Vec<usize>, f64, f64)| c.2 > budget + 1e-12;
     let first = choose(0.0);
-    if first.1 <= budget + 1e-12 {
-        return first;
+    if !over(&first) {
+        return (first.0, first.1);
     }
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    while choose(hi).1 > budget + 1e-12 && hi < 1e12 {
+    while over(&choose(hi)) && hi < 1e12 {
         lo = hi;
         hi *= 2.0;
     }
     for _ in 0..100 {
         let mid = 0.5 * (lo + hi);
-        if choose(mid).1 > budget + 1e-12 {
+        if over(&choose(mid)) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
-    choose(hi)
+    let c = choose(hi);
+    (c.0, c.1)
 }
 
 /// Rescale each workload's predicted gains to shares of its own best predicted gain (its

@@ -24,7 +24,7 @@ use crate::store::set::{Point, TrainingSet};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-mod guard;
+pub mod guard;
 pub use guard::{
     as_share_of_predicted_oracle, auto_margin, compute_bound, interior_slowdown_errors,
     interior_slowdown_errors_by_class, risk_budget_choice, violation_probability,
@@ -47,6 +47,26 @@ pub struct EvalRequest {
     /// The guard against prediction error (the choice is always judged against
     /// `max_slowdown`).
     pub guard: Guard,
+    /// How the risk guard's errors are measured: `None` leave-one-out at the interior
+    /// training points, `Some(k)` K-fold cross-validation over the training points (what
+    /// `fit --cv K` stores; [`crate::dvfs::guard::measure_slowdown_errors`]).
+    pub cv_folds: Option<usize>,
+    /// A workload-class holdout (issue 20, item 3): when not empty, only the workloads whose
+    /// name starts with one of these prefixes are judged, and the guard's errors come only
+    /// from the other workloads' training points, so the guard is judged on classes it
+    /// was not tuned on.
+    pub judge_on: Vec<String>,
+}
+
+impl EvalRequest {
+    /// Whether `workload` is judged (see [`EvalRequest::judge_on`]).
+    pub fn judged(&self, workload: &str) -> bool {
+        self.judge_on.is_empty()
+            || self
+                .judge_on
+                .iter()
+                .any(|p| workload.starts_with(p.as_str()))
+    }
 }
 
 /// How the plan guards the slowdown bound against prediction error.
@@ -68,6 +88,22 @@ pub enum Guard {
     /// violation probability uses its own group's class; a class with fewer than `1/risk`
     /// errors uses the pooled distribution.
     RiskByClass(f64),
+    /// The risk budget on the errors predicted within the bound, with a spread term
+    /// ([`crate::dvfs::guard::GuardKind::RiskNear`]).
+    RiskNear(f64),
+}
+
+impl Guard {
+    /// The shared guard ([`crate::dvfs::guard::GuardKind`]) of a risk guard.
+    pub fn kind(self) -> Option<crate::dvfs::guard::GuardKind> {
+        use crate::dvfs::guard::GuardKind;
+        match self {
+            Guard::RiskBudget(r) => Some(GuardKind::Risk(r)),
+            Guard::RiskByClass(r) => Some(GuardKind::RiskByClass(r)),
+            Guard::RiskNear(r) => Some(GuardKind::RiskNear(r)),
+            Guard::Margin(_) | Guard::AutoMargin => None,
+        }
+    }
 }
 
 /// The default risk of [`Guard::RiskBudget`]: one workload in twenty, fixed by the target's
@@ -146,6 +182,11 @@ pub struct RiskSummary {
     /// Median and 95th percentile of the signed slowdown error (fraction).
     pub error_q50: f64,
     pub error_q95: f64,
+    /// How the errors were held out (`leave-one-out`, `K-fold cross-validation`).
+    pub protocol: String,
+    /// The guard (`risk`, `risk-class`, `risk-near`) and its spread factor `z`.
+    pub guard: String,
+    pub spread_z: f64,
 }
 
 fn measured(p: &Point) -> Option<(f64, f64)> {
@@ -253,11 +294,16 @@ fn training_points(means: &TrainingSet, req: &EvalRequest) -> Result<Vec<Point>>
         .iter()
         .filter(|p| is_train(p))
         .cloned()
+        .map(|mut p| {
+            // as `fit` does (models::features::mean_points), so both fit the same points
+            crate::models::features::complete_targets(&mut p);
+            p
+        })
         .collect();
     if train.is_empty() {
         let have = means.knob_values(&req.train_knob);
         anyhow::bail!(
-            "no point has {} in {:?}; the set has {} = {:?}",
+            "no point has {} in {:?}; the set has {} = {:?} (fix: give --train with values from that list, e.g. its lowest, a middle and its highest)",
             req.train_knob,
             req.train_values,
             req.train_knob,
@@ -399,88 +445,10 @@ fn plan_workloads(
     })
 }
 
-/// The error distributions of the risk guard, each sorted ascending: pooled, for
-/// compute-bound groups, and for the others. Per class (`by_class`): a class with fewer
-/// than 1/risk errors cannot resolve the risk's tail, so it falls back to the pooled
-/// distribution.
-///
-/// # Errors
-/// As [`interior_slowdown_errors_by_class`].
-fn risk_error_distributions(
-    means: &TrainingSet,
-    train: &[Point],
-    req: &EvalRequest,
-    risk: f64,
-    by_class: bool,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
-    let labeled =
-        interior_slowdown_errors_by_class(means, train, &req.train_knob, req.kind, &req.params)?;
-    let sorted = |keep: &dyn Fn(bool) -> bool| -> Vec<f64> {
-        let mut v: Vec<f64> = labeled
-            .iter()
-            .filter(|(_, c)| keep(*c))
-            .map(|(e, _)| *e)
-            .collect();
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let errors = sorted(&|_| true);
-    let min_class = (1.0 / risk).ceil() as usize;
-    let class_errors = |cb: bool| -> Vec<f64> {
-        let v = sorted(&|c| c == cb);
-        if by_class && v.len() >= min_class {
-            v
-        } else {
-            errors.clone()
-        }
-    };
-    let (errors_cb, errors_other) = (class_errors(true), class_errors(false));
-    Ok((errors, errors_cb, errors_other))
-}
-
-/// Per workload, the predicted options within the bound `b` (and the maximum setting):
-/// (knobs, predicted slowdown, predicted gain), both fractions against the predicted
-/// maximum setting.
-///
-/// # Errors
-/// The model gives no prediction at a workload's maximum setting.
-fn predicted_options(
-    tables: &[Table],
-    obj: planner::Objective,
-    b: f64,
-) -> Result<Vec<Vec<(Knobs, f64, f64)>>> {
-    let mut opts: Vec<Vec<(Knobs, f64, f64)>> = Vec::new();
-    for Table {
-        cands, ref_knobs, ..
-    } in tables
-    {
-        let Some(rc) = cands.iter().find(|c| same_knobs(&c.knobs, ref_knobs)) else {
-            anyhow::bail!(
-                "the model gives no prediction at the maximum setting {}",
-                planner::format_knobs(ref_knobs)
-            );
-        };
-        let v_ref = obj.value(rc.energy_j, rc.time_s);
-        opts.push(
-            cands
-                .iter()
-                .map(|c| {
-                    (
-                        c.knobs.clone(),
-                        c.time_s / rc.time_s - 1.0,
-                        1.0 - obj.value(c.energy_j, c.time_s) / v_ref,
-                    )
-                })
-                .filter(|o| o.1 <= b + 1e-12 || same_knobs(&o.0, ref_knobs))
-                .collect(),
-        );
-    }
-    Ok(opts)
-}
-
 /// The risk-budget guard ([`Guard::RiskBudget`], [`Guard::RiskByClass`] with `by_class`):
-/// every workload's choice in `per` is replaced by [`risk_budget_choice`]'s among its
-/// predicted options within the bound `b` and judged again; returns the guard's numbers.
+/// the errors measured on the training points and the choice made by the code `plan
+/// --model` runs ([`crate::dvfs::guard`]), so both choose alike; every workload's choice in
+/// `per` is replaced and judged again; returns the guard's numbers.
 ///
 /// # Errors
 /// No error distribution, no prediction at a maximum setting, or a chosen setting that was
@@ -491,54 +459,69 @@ fn apply_risk_guard(
     req: &EvalRequest,
     tables: &[Table],
     per: &mut [WorkloadResult],
-    (r, by_class): (f64, bool),
+    guard: crate::dvfs::guard::GuardKind,
     b: f64,
 ) -> Result<RiskSummary> {
+    let r = guard.risk().unwrap_or(DEFAULT_RISK);
     let obj = req.config.objective;
-    let (errors, errors_cb, errors_other) =
-        risk_error_distributions(means, train, req, r, by_class)?;
-    let tol = req.params.analytic.calibration_tolerance;
-    let opts = predicted_options(tables, obj, b)?;
-    let mut options: Vec<Vec<(f64, f64)>> = opts
+    let errors = crate::dvfs::guard::measure_slowdown_errors(
+        req.kind,
+        &means.meta,
+        train,
+        &req.params,
+        &req.train_knob,
+        req.cv_folds,
+        &|w: &str| req.judge_on.is_empty() || !req.judged(w),
+    )?;
+    let regions: Vec<RegionInput> = tables
         .iter()
-        .zip(tables)
-        .map(|(o, t)| {
-            o.iter()
-                .map(|(k, s, g)| {
-                    let cb =
-                        compute_bound(train, &t.workload, k, &req.train_knob, tol).unwrap_or(false);
-                    let errs = if cb { &errors_cb } else { &errors_other };
-                    let p = if same_knobs(k, &t.ref_knobs) {
-                        0.0
-                    } else {
-                        violation_probability(errs, *s, b)
-                    };
-                    (*g, p)
-                })
-                .collect()
+        .map(|t| RegionInput {
+            name: t.workload.clone(),
+            candidates: t.cands.clone(),
         })
         .collect();
-    as_share_of_predicted_oracle(&mut options);
-    let (idx, expected) = risk_budget_choice(&options, r);
-    for (i, (c, t)) in idx.iter().zip(tables).enumerate() {
-        let (k, s, g) = opts[i][*c].clone();
+    let refs: Vec<Knobs> = tables.iter().map(|t| t.ref_knobs.clone()).collect();
+    let choice = crate::dvfs::guard::risk_choice(
+        &regions,
+        &refs,
+        obj,
+        b,
+        req.config.power_cap_w,
+        &errors,
+        guard,
+    )?;
+    for (i, (c, t)) in choice.chosen.iter().zip(tables).enumerate() {
+        let cand = &t.cands[*c];
+        let rc = t
+            .cands
+            .iter()
+            .find(|x| same_knobs(&x.knobs, &t.ref_knobs))
+            .context("the model gives no prediction at the maximum setting")?;
         per[i] = judge(
             obj,
             Some(b),
             &t.workload,
             &t.pts,
             (&t.ref_knobs, t.t_ref, t.e_ref),
-            k,
-            s,
-            g,
+            cand.knobs.clone(),
+            cand.time_s / rc.time_s - 1.0,
+            1.0 - obj.value(cand.energy_j, cand.time_s) / obj.value(rc.energy_j, rc.time_s),
         )?;
     }
+    let pooled = errors.pooled();
     Ok(RiskSummary {
         risk: r,
-        expected_violations: expected,
-        errors: errors.len(),
-        error_q50: quantile(&errors, 0.5),
-        error_q95: quantile(&errors, 0.95),
+        expected_violations: choice.expected_violations,
+        errors: pooled.len(),
+        error_q50: quantile(&pooled, 0.5),
+        error_q95: quantile(&pooled, 0.95),
+        protocol: errors.protocol.clone(),
+        guard: guard.name().into(),
+        spread_z: if matches!(guard, crate::dvfs::guard::GuardKind::RiskNear(_)) {
+            crate::dvfs::guard::GUARD_SPREAD_Z
+        } else {
+            0.0
+        },
     })
 }
 
@@ -661,23 +644,32 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
     let margin = match req.guard {
         Guard::Margin(m) => m,
         Guard::AutoMargin => auto_margin(&means, &train, req.kind, &req.params)?,
-        Guard::RiskBudget(_) | Guard::RiskByClass(_) => 0.0,
+        Guard::RiskBudget(_) | Guard::RiskByClass(_) | Guard::RiskNear(_) => 0.0,
     };
     let mut plan_cfg = req.config.clone();
     plan_cfg.max_slowdown = bound.map(|b| (b - margin).max(0.0));
     let Planned {
-        mut per,
+        per,
         tables,
         skipped,
     } = plan_workloads(&means, &model, &plan_cfg, obj, bound)?;
+    let (per, tables): (Vec<WorkloadResult>, Vec<Table>) = per
+        .into_iter()
+        .zip(tables)
+        .filter(|(r, _)| req.judged(&r.workload))
+        .unzip();
+    let mut per = per;
+    if per.is_empty() && !req.judge_on.is_empty() {
+        anyhow::bail!(
+            "no evaluated workload starts with {} (fix: give --judge-on prefixes of the set's workload names, e.g. {})",
+            req.judge_on.join(", "),
+            means.workloads().iter().take(3).cloned().collect::<Vec<_>>().join(",")
+        );
+    }
     if per.is_empty() {
         anyhow::bail!("no workload could be evaluated: {:?}", skipped);
     }
-    let risk_guard = match req.guard {
-        Guard::RiskBudget(r) => Some((r, false)),
-        Guard::RiskByClass(r) => Some((r, true)),
-        _ => None,
-    };
+    let risk_guard = req.guard.kind();
     let risk = match (risk_guard, bound) {
         (Some(guard), Some(b)) => Some(apply_risk_guard(
             &means, &train, req, &tables, &mut per, guard, b,
@@ -769,11 +761,14 @@ pub fn render(r: &EvalReport) -> String {
     if let Some(g) = &r.risk_guard {
         let _ = writeln!(
             s,
-            "guard: risk budget {:.1}% of workloads above the bound (expected {:.2} of {}), slowdown error from {} leave-one-out interior training points: median {:+.2}%, 95th percentile {:+.2}%",
+            "guard: risk budget {:.1}% of workloads above the bound ({}, spread z {}; expected {:.2} of {}), slowdown error from {} {} predictions at interior training points: median {:+.2}%, 95th percentile {:+.2}%",
             g.risk * 100.0,
+            g.guard,
+            g.spread_z,
             g.expected_violations,
             r.workloads,
             g.errors,
+            g.protocol,
             g.error_q50 * 100.0,
             g.error_q95 * 100.0
         );

@@ -40,6 +40,8 @@ fn plan_reaches_the_oracle_on_model_exact_data() {
         params: FitParams::default(),
         idle_power_w: None,
         guard: Guard::Margin(0.0),
+        cv_folds: None,
+        judge_on: vec![],
     };
     let r = evaluate(&set, &req).unwrap();
     assert_eq!(r.workloads, 2);

@@ -387,6 +387,9 @@ fn a_model_file_round_trips_and_passes_the_number_checks() {
         training_knobs: Default::default(),
         unreliable: Vec::new(),
         held_out_error: None,
+        slowdown_errors: None,
+        slowdown_errors_missing: None,
+        knob_devices: Default::default(),
         model: m.clone(),
     };
     let dir = std::env::temp_dir().join(format!("pp-joint-{}", std::process::id()));

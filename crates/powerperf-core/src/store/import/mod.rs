@@ -173,6 +173,10 @@ pub struct KnobSpec {
     /// Unit of bare numbers (default MHz for `*_mhz` knobs). A suffix in a value wins.
     #[serde(default)]
     pub unit: Option<String>,
+    /// The device whose setting this knob is: `cpu`, `gpu` (GPU 0) or `gpu<i>`. Optional;
+    /// without it the set says the device is unknown and `plan` asks for `--device`.
+    #[serde(default)]
+    pub device: Option<String>,
 }
 
 /// A counter column.
@@ -679,6 +683,19 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
             });
         }
     }
+    let mut knob_devices = BTreeMap::new();
+    for k in &spec.knobs {
+        if let Some(d) = &k.device {
+            let d = powerperf_format::set::canonical_device(d).map_err(|why| {
+                anyhow::anyhow!(
+                    "spec `{}`, [[knob]] `{}`: {why} (fix: write device = \"cpu\" or device = \"gpu\", or leave it out)",
+                    spec.name,
+                    k.name
+                )
+            })?;
+            knob_devices.insert(k.name.clone(), d);
+        }
+    }
     let mut knobs: Vec<String> = spec.knobs.iter().map(|k| k.name.clone()).collect();
     knobs.extend(
         spec.constant_knobs
@@ -711,6 +728,7 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
             .collect(),
         static_features: static_names,
         unreliable,
+        knob_devices,
     };
     set.column_names()?;
     Ok(Imported {

@@ -213,3 +213,36 @@ fn inconsistent_specs_are_rejected() {
         "{e:#}"
     );
 }
+
+/// Issue 20, item 4: `[[knob]] device` goes to the set's `knob_devices` (`gpu` as `gpu0`);
+/// a knob without it is on an unknown device; a bad name is refused with the spec and knob.
+#[test]
+fn knob_devices_come_from_the_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("m.csv"),
+        "app,f,m,t\na,1000,800,2\na,2000,800,1\n",
+    )
+    .unwrap();
+    let spec = |dev: &str| {
+        format!(
+            "name = \"t\"\nfile = \"m.csv\"\nworkload = \"app\"\n[[knob]]\nname = \"core_freq_mhz\"\ncolumn = \"f\"\n{dev}\n[[knob]]\nname = \"mem_freq_mhz\"\ncolumn = \"m\"\n[time]\ncolumn = \"t\"\n"
+        )
+    };
+    let s = spec_from(&spec("device = \"gpu\""), dir.path()).unwrap();
+    let imp = import(&s, Some(&dir.path().join("m.csv"))).unwrap();
+    assert_eq!(imp.set.meta.knob_devices["core_freq_mhz"], "gpu0");
+    assert!(!imp.set.meta.knob_devices.contains_key("mem_freq_mhz"));
+    let s = spec_from(&spec(""), dir.path()).unwrap();
+    let imp = import(&s, Some(&dir.path().join("m.csv"))).unwrap();
+    assert!(imp.set.meta.knob_devices.is_empty());
+    let s = spec_from(&spec("device = \"tpu\""), dir.path()).unwrap();
+    let e = format!(
+        "{:#}",
+        import(&s, Some(&dir.path().join("m.csv"))).unwrap_err()
+    );
+    assert!(
+        e.contains("`core_freq_mhz`") && e.contains("`tpu` is not `cpu`"),
+        "{e}"
+    );
+}
