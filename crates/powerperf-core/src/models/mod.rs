@@ -19,6 +19,7 @@
 
 pub mod analytic;
 pub mod analytic_counters;
+pub mod baseline;
 pub mod error;
 pub mod eval;
 pub mod features;
@@ -26,6 +27,7 @@ pub mod memclock;
 pub mod noise;
 pub mod regression;
 pub mod scaling;
+pub mod split;
 pub mod threads;
 pub mod threads_bw;
 
@@ -173,8 +175,13 @@ impl Fitted {
     ///
     /// # Errors
     /// See each kind's `predict`.
+    ///
+    /// Every kind answers alike (issue 21): a prediction with no target at all is
+    /// [`ModelError::NoPrediction`], and one that is not physical (a time ≤ 0, a negative
+    /// power or energy, a value that is not finite) is [`ModelError::Unphysical`], never a
+    /// number.
     pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
-        match self {
+        let p = match self {
             Fitted::Analytic(m) => m.predict(workload, knobs),
             Fitted::AnalyticMem(m) => m.predict(workload, knobs),
             Fitted::AnalyticCounters(m) => m.predict(workload, knobs),
@@ -182,7 +189,8 @@ impl Fitted {
             Fitted::Threads(m) => m.predict(workload, knobs),
             Fitted::ThreadsBw(m) => m.predict(workload, knobs),
             Fitted::Scaling(m) => m.predict(workload, knobs),
-        }
+        }?;
+        check_physical(self.kind(), workload, knobs, p)
     }
 
     /// The kind's name.
@@ -271,6 +279,50 @@ impl Fitted {
             }
         }
     }
+}
+
+/// `p` if it predicts at least one target and every target it predicts is physical: time
+/// above 0, power and energy at least 0, all finite (issue 21, item 5).
+///
+/// # Errors
+/// [`ModelError::NoPrediction`] or [`ModelError::Unphysical`].
+pub fn check_physical(
+    model: &str,
+    workload: &str,
+    knobs: &Knobs,
+    p: Prediction,
+) -> Result<Prediction, ModelError> {
+    if p.time_s.is_none() && p.power_w.is_none() && p.energy_j.is_none() {
+        return Err(ModelError::NoPrediction {
+            model: model.into(),
+            workload: workload.into(),
+            knobs: features::knob_key(knobs),
+        });
+    }
+    for (target, v, min_exclusive) in [
+        ("time_s", p.time_s, true),
+        ("power_w", p.power_w, false),
+        ("energy_j", p.energy_j, false),
+    ] {
+        let Some(v) = v else { continue };
+        let bad = !v.is_finite() || v < 0.0 || (min_exclusive && v == 0.0);
+        if bad {
+            return Err(ModelError::Unphysical {
+                model: model.into(),
+                workload: workload.into(),
+                knobs: features::knob_key(knobs),
+                target: target.into(),
+                value: v,
+                rule: if min_exclusive {
+                    "must be above 0"
+                } else {
+                    "must be at least 0"
+                }
+                .into(),
+            });
+        }
+    }
+    Ok(p)
 }
 
 /// Fit `kind` on mean points (see [`features::mean_points`]). `Auto` resolves as for a fit
