@@ -114,6 +114,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         set.workloads().len(),
         points.len()
     ));
+    let mut versus = None;
     let held_out_error = if args.no_loo {
         None
     } else {
@@ -161,12 +162,18 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         }
         if !ev.failures.is_empty() {
             say(format!(
-                "  {} point(s) could not be predicted when left out, e.g. {}: {}",
+                "  {} of {} point(s) could not be predicted when left out, e.g. {}: {}",
                 ev.failures.len(),
+                ev.held_out_points,
                 ev.failures[0].0,
                 ev.failures[0].1
             ));
         }
+        let v = ev.versus(&set.meta);
+        say(crate::output::evaluate::versus_text(&ev.baseline.rule, &v)
+            .trim_end()
+            .to_string());
+        versus = Some((ev.baseline.rule.clone(), v));
         Some(ev.summary)
     };
     if args.explain {
@@ -207,12 +214,15 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         let table = crate::output::evaluate::error_table(&targets);
         out!("{}", table.render(args.format).unwrap_or_default());
     } else if json {
+        let (baseline_rule, versus_baseline) = versus.unzip();
         let out = crate::output::fit::FitOutput {
+            baseline_rule,
             held_out_error: file.held_out_error,
             kind: file.kind,
             model: args.output.display().to_string(),
             points: points.len(),
             set: file.set_path,
+            versus_baseline,
             workloads: set.workloads().len(),
         };
         outln!("{}", out.to_json()?);

@@ -23,8 +23,9 @@
 //!   `b` (targets the set marks unreliable for `v` left out), per target.
 //!
 //! Baseline predictions obey the same physical rules as a model's ([`super::check_physical`]):
-//! a value that is not (a time ≤ 0, a negative power) is a refusal with its reason, and the
-//! baseline's coverage is reported beside its error, as the model's is.
+//! a value that is not (a time ≤ 0, a negative power) is refused, target by target (a point
+//! with no target left is a refusal with its reason), and the baseline's coverage is
+//! reported beside its error, as the model's is.
 
 use super::eval::{PointResult, TargetError};
 use super::features::knob_key;
@@ -179,7 +180,7 @@ fn curve(line: &[&Point], knob: &str, value: f64) -> Prediction {
     let time_s = along("time_s", true);
     let power_w = along("power_w", false);
     let energy_j = match (time_s, power_w) {
-        (Some(t), Some(w)) => Some(t * w),
+        (Some(t), Some(w)) if t > 0.0 && w >= 0.0 => Some(t * w),
         _ => along("energy_j", false),
     };
     Prediction {
@@ -267,6 +268,39 @@ fn knob_rule(wp: &WorkloadPoints, q: &Point) -> Result<(Prediction, &'static str
     }
 }
 
+/// `pred` without the targets that are not physical (each is dropped on its own: a curve
+/// through a convex power can go negative far out while its time stays valid); an error
+/// with the reason when no target is left.
+fn keep_physical(q: &Point, pred: Prediction) -> Result<Prediction, super::ModelError> {
+    let mut out = pred;
+    let mut why = None;
+    for t in TARGETS {
+        let one = Prediction {
+            time_s: (t == "time_s").then_some(pred.time_s).flatten(),
+            power_w: (t == "power_w").then_some(pred.power_w).flatten(),
+            energy_j: (t == "energy_j").then_some(pred.energy_j).flatten(),
+        };
+        if one == Prediction::default() {
+            continue;
+        }
+        if let Err(e) = check_physical("baseline", &q.workload, &q.knobs, one) {
+            why.get_or_insert(e);
+            match t {
+                "time_s" => out.time_s = None,
+                "power_w" => out.power_w = None,
+                _ => out.energy_j = None,
+            }
+        }
+    }
+    match why {
+        Some(e) if out == Prediction::default() => Err(e),
+        _ if out == Prediction::default() => {
+            check_physical("baseline", &q.workload, &q.knobs, out)
+        }
+        _ => Ok(out),
+    }
+}
+
 /// The knob-curve baseline (or the separable rule where no curve applies) of `test` from
 /// `train`.
 pub fn knob_baseline(train: &[Point], test: &[&Point]) -> BaselineEval {
@@ -288,7 +322,7 @@ pub fn knob_baseline(train: &[Point], test: &[&Point]) -> BaselineEval {
             continue;
         };
         match knob_rule(wp, q) {
-            Ok((pred, how)) => match check_physical("baseline", &q.workload, &q.knobs, pred) {
+            Ok((pred, how)) => match keep_physical(q, pred) {
                 Ok(pred) => {
                     if how == "curve" {
                         curves += 1;
@@ -375,7 +409,7 @@ pub fn median_ratio_baseline(
             power_w: own.power_w.zip(ratio("power_w")).map(|(a, b)| a * b),
             energy_j: own.energy_j.zip(ratio("energy_j")).map(|(a, b)| a * b),
         };
-        match check_physical("baseline", &q.workload, &q.knobs, pred) {
+        match keep_physical(q, pred) {
             Ok(pred) => out.results.push(PointResult {
                 workload: q.workload.clone(),
                 knobs: q.knobs.clone(),
@@ -548,17 +582,20 @@ mod tests {
     }
 
     #[test]
-    fn negative_curve_values_are_refused_with_the_reason() {
-        // Time rising steeply with 1/n: a quadratic through n = 1, 2, 3 extrapolated to
-        // n = 0.5 is fine, but falling power extrapolated far goes negative.
-        let train = vec![
-            pt("a", 1.0, 1.0, 10.0, 30.0),
-            pt("a", 2.0, 1.0, 6.0, 20.0),
-            pt("a", 3.0, 1.0, 5.0, 10.0),
-        ];
-        let q = pt("a", 8.0, 1.0, 4.0, 5.0);
+    fn unphysical_curve_values_are_refused_with_the_reason() {
+        // A line in 1/n through t(1) = 10, t(2) = 2 is 16/n − 6: −4 s at n = 8; power
+        // 40 − 10·n: −40 W there. Energy, a line in n through 300 and 40 J, is −1520 J.
+        let train = vec![pt("a", 1.0, 1.0, 10.0, 30.0), pt("a", 2.0, 1.0, 2.0, 20.0)];
+        let q = pt("a", 8.0, 1.0, 1.0, 5.0);
         let b = knob_baseline(&train, &[&q]);
-        assert!(b.results.is_empty());
-        assert!(b.failures[0].1.contains("power_w"), "{:?}", b.failures);
+        assert!(b.results.is_empty(), "{:?}", b.results);
+        assert!(b.failures[0].1.contains("time_s"), "{:?}", b.failures);
+        // Time valid, power negative: only power (and energy through it) is dropped.
+        let train = vec![pt("a", 1.0, 1.0, 10.0, 30.0), pt("a", 2.0, 1.0, 6.0, 20.0)];
+        let b = knob_baseline(&train, &[&q]);
+        assert!(b.failures.is_empty(), "{:?}", b.failures);
+        let r = &b.results[0];
+        assert!((r.predicted.time_s.unwrap() - 3.0).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.predicted.power_w, None);
     }
 }
