@@ -40,7 +40,7 @@ pub struct EvaluateArgs {
     #[arg(long, value_enum)]
     pub protocol: Protocol,
     /// Model kind (`auto`: analytic for clock knobs in knob holdout, scaling in workload holdout,
-    /// threads for thread counts).
+    /// threads for thread counts in knob holdout).
     #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub model: ModelKind,
     /// Knob holdout: training values of a knob, `NAME=A,B,…`; every point with one of them

@@ -119,11 +119,11 @@ impl ModelKind {
         }
     }
 
-    /// Resolve `auto`: `threads` when the set's only varying knob is `threads`; otherwise
-    /// `analytic` when every workload has its own training points at two or more clock values
-    /// (fit, knob holdout), and `scaling` when workloads must be predicted from a baseline only
-    /// (workload holdout; lower error than `spca` on the V100, XU3 and Titan X sets,
-    /// docs/models.md). Other kinds are returned unchanged.
+    /// Resolve `auto`: `scaling` when workloads must be predicted from a baseline only
+    /// (workload holdout, on any knob; lower error than `spca` on the V100, XU3 and Titan X
+    /// sets and below the median-ratio baseline on the thread sweeps, docs/models.md);
+    /// otherwise (fit, knob holdout) `threads` when the set's only varying knob is `threads`,
+    /// else `analytic`. Other kinds are returned unchanged.
     pub fn resolve(self, points: &[Point], workload_holdout: bool) -> ModelKind {
         if self != ModelKind::Auto {
             return self;
@@ -136,10 +136,13 @@ impl ModelKind {
             v.iter().any(|x| *x != v[0])
         };
         let has_clock = analytic::FREQ_KNOBS.iter().any(|k| varies(k));
-        if !has_clock && varies(threads::THREADS_KNOB) {
-            ModelKind::Threads
-        } else if workload_holdout {
+        if workload_holdout {
+            // Also on a thread sweep: `threads` fits a curve per workload and has none for a
+            // workload known at its baseline point only (issue 21: it resolved to `threads`
+            // there and predicted nothing).
             ModelKind::Scaling
+        } else if !has_clock && varies(threads::THREADS_KNOB) {
+            ModelKind::Threads
         } else {
             ModelKind::Analytic
         }
