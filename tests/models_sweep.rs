@@ -76,7 +76,9 @@ fn subset(set: &TrainingSet) -> TrainingSet {
 
 /// One command's outcome, checked.
 fn check(label: &str, cmd: &mut Command, evaluate: bool) -> Result<String, String> {
-    let out = cmd.output().map_err(|e| format!("{label}: cannot run: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{label}: cannot run: {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let code = out.status.code();
@@ -85,7 +87,9 @@ fn check(label: &str, cmd: &mut Command, evaluate: bool) -> Result<String, Strin
     }
     if out.status.success() {
         if stdout.trim().is_empty() {
-            return Err(format!("{label}: exit 0 with empty output; stderr: {stderr}"));
+            return Err(format!(
+                "{label}: exit 0 with empty output; stderr: {stderr}"
+            ));
         }
         if evaluate {
             let v: serde_json::Value = serde_json::from_str(&stdout)
@@ -99,7 +103,10 @@ fn check(label: &str, cmd: &mut Command, evaluate: bool) -> Result<String, Strin
                     "{label}: exit 0 but no point scored (points {points}): {stdout}\n{stderr}"
                 ));
             }
-            if v["versus_baseline"].as_object().is_none_or(|o| o.is_empty()) {
+            if v["versus_baseline"]
+                .as_object()
+                .is_none_or(|o| o.is_empty())
+            {
                 return Err(format!("{label}: no baseline beside the score: {stdout}"));
             }
         }
@@ -107,7 +114,10 @@ fn check(label: &str, cmd: &mut Command, evaluate: bool) -> Result<String, Strin
     } else {
         let why = stderr.lines().rev().find(|l| !l.trim().is_empty());
         match why {
-            Some(l) => Ok(format!("{label}: refused ({})", l.chars().take(140).collect::<String>())),
+            Some(l) => Ok(format!(
+                "{label}: refused ({})",
+                l.chars().take(140).collect::<String>()
+            )),
             None => Err(format!("{label}: exit {code:?} without a reason on stderr")),
         }
     }
@@ -126,10 +136,19 @@ fn commands(set_dir: &Path, set: &TrainingSet, tmp: &Path) -> Vec<(String, Comma
     for model in MODELS {
         for protocol in ["knob-holdout", "workload-holdout"] {
             let mut c = pp();
-            c.arg("evaluate")
-                .arg(set_dir)
-                .args(["--protocol", protocol, "--model", model, "--format", "json"]);
-            out.push((format!("{name} evaluate {protocol} --model {model}"), c, true));
+            c.arg("evaluate").arg(set_dir).args([
+                "--protocol",
+                protocol,
+                "--model",
+                model,
+                "--format",
+                "json",
+            ]);
+            out.push((
+                format!("{name} evaluate {protocol} --model {model}"),
+                c,
+                true,
+            ));
         }
         if varying.len() >= 2 {
             // A joint split: every value of the first knob at the lowest value of the second,
@@ -154,14 +173,22 @@ fn commands(set_dir: &Path, set: &TrainingSet, tmp: &Path) -> Vec<(String, Comma
                 "--train-points",
             ]);
             c.arg(&file);
-            out.push((format!("{name} evaluate joint split --model {model}"), c, true));
+            out.push((
+                format!("{name} evaluate joint split --model {model}"),
+                c,
+                true,
+            ));
         }
         let mut c = pp();
         c.arg("fit")
             .arg(set_dir)
             .args(["--model", model, "-o"])
             .arg(tmp.join(format!("{name}-{model}.json")));
-        out.push((format!("{name} fit (leave-one-out) --model {model}"), c, false));
+        out.push((
+            format!("{name} fit (leave-one-out) --model {model}"),
+            c,
+            false,
+        ));
     }
     out
 }

@@ -8,8 +8,8 @@
 use super::fit::{error_table, parse_params};
 use super::predict::{parse_knob, parse_knob_flag};
 use crate::models::eval::{split_holdout, workload_holdout, Evaluation};
-use crate::models::split::TrainSplit;
 use crate::models::features::mean_points;
+use crate::models::split::TrainSplit;
 use crate::models::{Knobs, ModelKind};
 use crate::output::csv_cell;
 use crate::output::evaluate::EvaluateOutput;
@@ -108,7 +108,9 @@ pub(crate) fn parse_train_grid(specs: &[String]) -> anyhow::Result<Vec<(String, 
         for part in spec.split(';').filter(|p| !p.trim().is_empty()) {
             let (k, v) = parse_knob_flag(part.trim(), "--train")?;
             if lists.iter().any(|(n, _)| *n == k) {
-                anyhow::bail!("--train names knob `{k}` twice (fix: one list per knob, e.g. --train {k}=A,B)");
+                anyhow::bail!(
+                    "--train names knob `{k}` twice (fix: one list per knob, e.g. --train {k}=A,B)"
+                );
             }
             lists.push((k, v));
         }

@@ -186,7 +186,11 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             s.check(
                 &means,
                 &set.meta.knobs,
-                if args.train_points.is_some() { "--train-points" } else { "--train" },
+                if args.train_points.is_some() {
+                    "--train-points"
+                } else {
+                    "--train"
+                },
             )?;
         }
         let req = crate::dvfs::evaluate::EvalRequest {

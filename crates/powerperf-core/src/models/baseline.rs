@@ -4,9 +4,10 @@
 //!
 //! - **Knob curve** (knob holdout, leave-one-out, k-fold): each held-out point from the
 //!   same workload's training points that differ from it in one knob only (the *line*
-//!   through it; at least two of them, else the separable rule below is tried first), by a least-squares polynomial of degree `min(2, m − 1)` through the `m`
-//!   training values on that line: time in `1/k` (time ∝ 1/f for a compute-bound run; Amdahl's
-//!   `s + p/n` is degree 1 in `1/n`), power in `k` (the quadratic in f of issue 21), energy as
+//!   through it; at least two of them, else the separable rule below is tried first), by a
+//!   least-squares polynomial of degree `min(2, m − 1)` through the `m` training values on
+//!   that line: time in `1/k` (time ∝ 1/f for a compute-bound run; Amdahl's `s + p/n` is
+//!   degree 1 in `1/n`), power in `k` (the quadratic in f of issue 21), energy as
 //!   that power × time (or, when power or time is missing, the same polynomial in `k` through
 //!   the energies). With one training value on the line it is that value; with two, a line.
 //!   When several knobs give a line, the one with the most training values is used.
@@ -14,8 +15,9 @@
 //!   one in a single knob): `y(k1, k2) = y(k1, b2) · y(b1, k2) / y(b1, b2)` for a training
 //!   point `b` of the workload that differs from the held-out point in exactly the two knobs
 //!   `k1`, `k2`; `y(k1, b2)` and `y(b1, k2)` are knob curves through the training points on
-//!   the lines through `b` (the measured values when they are training points). The `b` with
-//!   the most training points on its two lines is used. This is the product form of a
+//!   the lines through `b` (the measured values when they are training points; a factor
+//!   that is neither measured nor on a line of two training values at least makes that `b`
+//!   unusable). The `b` with the most training points on its two lines is used. This is the product form of a
 //!   separable (multiplicative) model, E-AMOM's and COS's starting point (Curtis-Maury et
 //!   al., ICS 2008).
 //! - **Median ratio** (workload holdout): `y(w, s) = y(w, b) · median_v y(v, s)/y(v, b)` over
@@ -237,6 +239,14 @@ fn knob_rule(wp: &WorkloadPoints, q: &Point) -> Result<(Prediction, &'static str
                 // y(q1, b2): along k1 through b; y(b1, q2): along k2 through b.
                 let line1 = wp.line(&b.knobs, &[k1]);
                 let line2 = wp.line(&b.knobs, &[k2]);
+                // Each factor is measured, or a curve through two training values at least
+                // (a single other value says nothing about the knob).
+                let usable = |line: &[&Point], k: &str| {
+                    line.len() >= 2 || line.iter().any(|p| p.knobs.get(k) == q.knobs.get(k))
+                };
+                if !usable(&line1, k1) || !usable(&line2, k2) {
+                    continue;
+                }
                 let support = line1.len() + line2.len();
                 if best_sep.as_ref().is_some_and(|(s, _)| *s >= support) {
                     continue;
@@ -294,9 +304,7 @@ fn keep_physical(q: &Point, pred: Prediction) -> Result<Prediction, super::Model
     }
     match why {
         Some(e) if out == Prediction::default() => Err(e),
-        _ if out == Prediction::default() => {
-            check_physical("baseline", &q.workload, &q.knobs, out)
-        }
+        _ if out == Prediction::default() => check_physical("baseline", &q.workload, &q.knobs, out),
         _ => Ok(out),
     }
 }
@@ -418,7 +426,9 @@ pub fn median_ratio_baseline(
             }),
             Err(_) if pred == Prediction::default() => out.failures.push((
                 label(q),
-                format!("baseline: no other workload is measured at both this setting and {base_label}"),
+                format!(
+                    "baseline: no other workload is measured at both this setting and {base_label}"
+                ),
             )),
             Err(e) => out.failures.push((label(q), e.to_string())),
         }
@@ -563,7 +573,12 @@ mod tests {
     #[test]
     fn median_ratio_transfers_the_other_workloads_shape() {
         let mut pts = Vec::new();
-        for (w, scale, bend) in [("a", 1.0, 1.0), ("b", 2.0, 1.1), ("c", 3.0, 0.9), ("d", 5.0, 1.0)] {
+        for (w, scale, bend) in [
+            ("a", 1.0, 1.0),
+            ("b", 2.0, 1.1),
+            ("c", 3.0, 0.9),
+            ("d", 5.0, 1.0),
+        ] {
             for f in [1000.0, 2000.0] {
                 let t = scale * if f == 1000.0 { 2.0 * bend } else { 1.0 };
                 pts.push(pt(w, 1.0, f, t, 10.0 * scale));

@@ -349,7 +349,11 @@ pub fn split_holdout(
     params: &FitParams,
 ) -> Evaluation {
     let kind = kind.resolve(points, false);
-    let train: Vec<Point> = points.iter().filter(|p| split.is_train(p)).cloned().collect();
+    let train: Vec<Point> = points
+        .iter()
+        .filter(|p| split.is_train(p))
+        .cloned()
+        .collect();
     let test: Vec<&Point> = points.iter().filter(|p| !split.is_train(p)).collect();
     let mut results = Vec::new();
     let mut failures = Vec::new();

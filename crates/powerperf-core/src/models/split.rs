@@ -106,8 +106,10 @@ impl TrainSplit {
         match self {
             TrainSplit::Grid(lists) => {
                 for (k, vals) in lists {
-                    let mut known: Vec<f64> =
-                        points.iter().filter_map(|p| p.knobs.get(k).copied()).collect();
+                    let mut known: Vec<f64> = points
+                        .iter()
+                        .filter_map(|p| p.knobs.get(k).copied())
+                        .collect();
                     known.sort_by(f64::total_cmp);
                     known.dedup();
                     for v in vals {
@@ -117,7 +119,11 @@ impl TrainSplit {
                     }
                 }
             }
-            TrainSplit::Settings { knobs, rows, source } => {
+            TrainSplit::Settings {
+                knobs,
+                rows,
+                source,
+            } => {
                 for row in rows {
                     let hit = points.iter().any(|p| {
                         knobs
@@ -158,7 +164,9 @@ impl TrainSplit {
             .map(String::from)
             .collect();
         if knobs.is_empty() || knobs.iter().any(|k| k.is_empty()) {
-            anyhow::bail!("--train-points {shown}: the header must name knobs, e.g. `threads,core_freq_mhz`");
+            anyhow::bail!(
+                "--train-points {shown}: the header must name knobs, e.g. `threads,core_freq_mhz`"
+            );
         }
         let mut rows = Vec::new();
         for (i, rec) in rd.records().enumerate() {
@@ -176,9 +184,14 @@ impl TrainSplit {
                 .iter()
                 .zip(&knobs)
                 .map(|(v, k)| {
-                    v.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
-                        anyhow::anyhow!("--train-points {shown}, line {line}: {k} = `{v}` is not a number")
-                    })
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|x| x.is_finite())
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "--train-points {shown}, line {line}: {k} = `{v}` is not a number"
+                            )
+                        })
                 })
                 .collect::<anyhow::Result<Vec<f64>>>()?;
             rows.push(row);
@@ -220,11 +233,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pp-split-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("train.csv");
-        std::fs::write(&f, "threads,core_freq_mhz\n1,1000\n1,1400\n1,1800\n2,1000\n").unwrap();
+        std::fs::write(
+            &f,
+            "threads,core_freq_mhz\n1,1000\n1,1400\n1,1800\n2,1000\n",
+        )
+        .unwrap();
         let s = TrainSplit::read_settings(&f).unwrap();
         assert!(s.is_train(&pt(2.0, 1000.0)));
         assert!(!s.is_train(&pt(2.0, 1400.0)));
-        assert!(s.describe().starts_with("joint split: train on the 4 settings"));
+        assert!(s
+            .describe()
+            .starts_with("joint split: train on the 4 settings"));
         std::fs::write(&f, "threads,core_freq_mhz\n1,abc\n").unwrap();
         let e = TrainSplit::read_settings(&f).unwrap_err().to_string();
         assert!(e.contains("line 2") && e.contains("`abc`"), "{e}");
@@ -234,7 +253,10 @@ mod tests {
         std::fs::write(&f, "threads\n").unwrap();
         assert!(TrainSplit::read_settings(&f).is_err());
         let pts = vec![pt(1.0, 1000.0)];
-        let e = s.check(&pts, &[], "--train-points").unwrap_err().to_string();
+        let e = s
+            .check(&pts, &[], "--train-points")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no point at"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -153,7 +153,14 @@ pub fn versus_text(rule: &str, versus: &BTreeMap<String, Versus>) -> String {
     let _ = writeln!(
         s,
         "{:<9} {:>13} {:>7} {:>16} {:>7} {:>9} {:>15} {:>7}",
-        "target", "model MAPE_%", "points", "baseline MAPE_%", "points", "held out", "model/baseline", "on"
+        "target",
+        "model MAPE_%",
+        "points",
+        "baseline MAPE_%",
+        "points",
+        "held out",
+        "model/baseline",
+        "on"
     );
     let f = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
     for t in crate::store::set::TARGETS {
@@ -201,9 +208,8 @@ pub fn error_table_versus(
     versus: &BTreeMap<String, Versus>,
 ) -> super::Table {
     let mut t = error_table(targets);
-    t.header.extend(
-        ["baseline_mape_pct", "baseline_n", "held_out", "ratio"].map(String::from),
-    );
+    t.header
+        .extend(["baseline_mape_pct", "baseline_n", "held_out", "ratio"].map(String::from));
     for row in &mut t.rows {
         let v = versus.get(&row[0]).copied().unwrap_or_default();
         row.extend([

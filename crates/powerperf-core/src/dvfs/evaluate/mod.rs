@@ -261,7 +261,10 @@ fn training_points(means: &TrainingSet, req: &EvalRequest) -> Result<Vec<Point>>
         .collect();
     if train.is_empty() {
         if let Some(split) = &req.split {
-            anyhow::bail!("no point of the set is a training point of {}", split.describe());
+            anyhow::bail!(
+                "no point of the set is a training point of {}",
+                split.describe()
+            );
         }
         let have = means.knob_values(&req.train_knob);
         anyhow::bail!(
@@ -729,7 +732,10 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
                 .map(|(k, v)| {
                     format!(
                         "{k}={}",
-                        v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+                        v.iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
                     )
                 })
                 .collect::<Vec<_>>()

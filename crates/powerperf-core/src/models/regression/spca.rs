@@ -753,7 +753,9 @@ pub(super) fn spca_select(
     if vals.iter().chain(vecs.iter()).any(|v| !v.is_finite()) {
         return Err(ModelError::Fit {
             model: "spca".into(),
-            what: "PCA eigendecomposition did not converge to finite values (rank-deficient columns)".into(),
+            what:
+                "PCA eigendecomposition did not converge to finite values (rank-deficient columns)"
+                    .into(),
         });
     }
     // Singular values (√ of the eigenvalues, negative rounding clamped to 0) and components
