@@ -205,10 +205,14 @@ fn unknown_workload_is_an_error() {
         .contains("w0"));
 }
 
-/// Issue 21: linfa-reduction's truncated SVD panicked ("NaN values in array") on a
-/// rank-deficient correlation matrix. Near-collinear columns (1 − R² about 1e-11, above step
-/// 0's 1e-12 cut), constant and NaN columns and a set of three rows give a fit or an error,
-/// never a panic.
+/// Issue 21: spca panicked in linfa-linalg's eigenvalue sort ("NaN values in array", reached
+/// through linfa-reduction's truncated SVD) on two external GPU grids; the exact trigger was
+/// not reproduced on the bundled data. The PCA step no longer sorts through linfa (it runs
+/// `eigh` on the correlation matrix and sorts with `total_cmp`) and refuses a non-finite
+/// matrix with its cause. Near-collinear columns (1 − R² about 1e-11, above step 0's 1e-12
+/// cut), constant and NaN columns, a column too large to square (its standard deviation
+/// overflows) and sets of three to forty rows give a fit or an error naming spca, never a
+/// panic.
 #[test]
 fn spca_matrix_survives_rank_deficient_constant_and_nan_columns() {
     let mut seed = 5;
@@ -233,6 +237,14 @@ fn spca_matrix_survives_rank_deficient_constant_and_nan_columns() {
             coef_min_frac: 0.0,
             ..SpcaParams::default()
         };
+        // A column whose squares overflow: an error naming it, not a panic.
+        let mut huge = x.clone();
+        for i in 0..n {
+            huge[[i, 4]] = 1e160 * (1.0 + lcg(&mut seed));
+        }
+        if let Err(e) = fit_spca_matrix(huge.view(), y.view(), &names, &p) {
+            assert!(e.to_string().contains("spca"), "{e}");
+        }
         match fit_spca_matrix(x.view(), y.view(), &names, &p) {
             Ok(f) => {
                 assert!(f.coefficients.iter().all(|c| c.is_finite()), "{f:?}");
