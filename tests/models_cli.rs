@@ -794,3 +794,155 @@ fn plan_refuses_arguments_that_are_not_numbers_of_their_kind() {
         );
     }
 }
+
+/// Issue 21: a joint split (`--train-points`) and a multi-knob `--train` on the XU3 PARSEC
+/// set (1-2 cores × 3 clocks): the baseline is the separable rule on the 8 held-out points,
+/// a model that predicts none of them exits non-zero with a count and a reason per point,
+/// and `--train` errors name `--train`.
+#[test]
+fn joint_split_scores_the_separable_baseline_and_never_fails_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("parsec");
+    pp().args(["import", "xu3-parsec-joint", "-o"])
+        .arg(&set)
+        .assert()
+        .success();
+    let csv = dir.path().join("train.csv");
+    std::fs::write(
+        &csv,
+        "threads,core_freq_mhz\n1,1000\n1,1400\n1,1800\n2,1000\n",
+    )
+    .unwrap();
+    // No model of this build predicts 2 cores from one training clock there (joint models
+    // are another item of issue 21): the command fails, but its JSON still scores the
+    // baseline, and stderr gives each refused point its reason.
+    let out = pp()
+        .arg("evaluate")
+        .arg(&set)
+        .args([
+            "--protocol",
+            "knob-holdout",
+            "--model",
+            "analytic",
+            "--format",
+            "json",
+        ])
+        .arg("--train-points")
+        .arg(&csv)
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["protocol"].as_str().unwrap().starts_with("joint split"),
+        "{v}"
+    );
+    assert_eq!(v["held_out"], 8, "{v}");
+    assert_eq!(v["points"], 0, "{v}");
+    assert_eq!(v["refused"].as_array().unwrap().len(), 8, "{v}");
+    assert!(
+        v["baseline"]["rule"]
+            .as_str()
+            .unwrap()
+            .starts_with("separable"),
+        "{v}"
+    );
+    let t = &v["versus_baseline"]["time_s"];
+    assert_eq!(t["held_out"], 8, "{v}");
+    assert_eq!(t["baseline"]["n"], 8, "{v}");
+    assert!(t["baseline"]["mape_pct"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(t["model"]["n"], 0, "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("8 of 8 held-out point(s) could not be predicted"),
+        "{err}"
+    );
+    // analytic has no curve at 2 cores (one training clock there): every point is refused
+    // with its reason, and the command fails.
+    let out = pp()
+        .arg("evaluate")
+        .arg(&set)
+        .args(["--protocol", "knob-holdout", "--model", "analytic"])
+        .args([
+            "--train",
+            "threads=1",
+            "--train",
+            "core_freq_mhz=1000,1400,1800",
+        ])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("of 12 held-out point(s) could not be predicted"),
+        "{err}"
+    );
+    assert!(err.contains("parsec.dedup core_freq_mhz="), "{err}");
+    // The same grid in one flag, joined with ';'.
+    let out = pp()
+        .arg("evaluate")
+        .arg(&set)
+        .args(["--protocol", "knob-holdout", "--model", "analytic"])
+        .args(["--train", "threads=1;core_freq_mhz=1000,1400,1800"])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("of 12 held-out"));
+    for bad in ["threads", "threads=x", "cores=1"] {
+        let out = pp()
+            .arg("evaluate")
+            .arg(&set)
+            .args(["--protocol", "knob-holdout", "--train", bad])
+            .assert()
+            .failure()
+            .get_output()
+            .clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--train") && !err.contains("--knob"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+/// Issue 21: `auto` in workload holdout on a thread sweep resolved to `threads` and printed
+/// nothing with exit 0. It now takes `scaling`, scores every held-out point and prints the
+/// median-ratio baseline beside it.
+#[test]
+fn auto_workload_holdout_on_a_thread_sweep_predicts_with_a_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("i7");
+    pp().args(["import", "multicore-i7", "-o"])
+        .arg(&set)
+        .assert()
+        .success();
+    let v = common::json_stdout(pp().arg("evaluate").arg(&set).args([
+        "--protocol",
+        "workload-holdout",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["model"], "scaling", "{v}");
+    assert!(v["points"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["points"], v["held_out"], "{v}");
+    assert!(
+        v["baseline"]["rule"]
+            .as_str()
+            .unwrap()
+            .starts_with("median-ratio"),
+        "{v}"
+    );
+    // threads itself cannot: a non-zero exit with the reason.
+    let out = pp()
+        .arg("evaluate")
+        .arg(&set)
+        .args(["--protocol", "workload-holdout", "--model", "threads"])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no prediction for"));
+}

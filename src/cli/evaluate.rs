@@ -6,9 +6,10 @@
 //! counts held-out (workload, knob values) means.
 
 use super::fit::{error_table, parse_params};
-use super::predict::parse_knob;
-use crate::models::eval::{knob_holdout, workload_holdout, Evaluation};
+use super::predict::{parse_knob, parse_knob_flag};
+use crate::models::eval::{split_holdout, workload_holdout, Evaluation};
 use crate::models::features::mean_points;
+use crate::models::split::TrainSplit;
 use crate::models::{Knobs, ModelKind};
 use crate::output::csv_cell;
 use crate::output::evaluate::EvaluateOutput;
@@ -39,14 +40,21 @@ pub struct EvaluateArgs {
     #[arg(long, value_enum)]
     pub protocol: Protocol,
     /// Model kind (`auto`: analytic for clock knobs in knob holdout, scaling in workload holdout,
-    /// threads for thread counts).
+    /// threads for thread counts in knob holdout).
     #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub model: ModelKind,
-    /// Knob holdout: training values of one knob, `NAME=A,B,…`; every point with one of them
-    /// (at any value of the other knobs) trains, the rest are predicted. Default: the lowest,
-    /// middle and highest value of the set's first knob.
+    /// Knob holdout: training values of a knob, `NAME=A,B,…`; every point with one of them
+    /// (at any value of the other knobs) trains, the rest are predicted. Repeat the flag (or
+    /// join with `;`: `core_freq_mhz=595,1164;mem_freq_mhz=810`) for several knobs: the
+    /// points in the cross product of the lists train. Default: the lowest, middle and
+    /// highest value of the set's first knob.
     #[arg(long)]
-    pub train: Option<String>,
+    pub train: Vec<String>,
+    /// Knob holdout over any subset of the settings (a joint split): a CSV whose header names
+    /// knobs and whose rows are the training settings, e.g. `threads,core_freq_mhz` then
+    /// `1,1000`, `1,1400`, `1,1800`, `2,1000`; every other point is predicted.
+    #[arg(long, value_name = "FILE", conflicts_with = "train")]
+    pub train_points: Option<PathBuf>,
     /// Workload holdout: the baseline setting, `NAME=V[,NAME2=V2]` or repeated; default: the
     /// maximum of every knob.
     #[arg(long)]
@@ -91,6 +99,26 @@ fn parse_baseline(specs: &[String]) -> anyhow::Result<Knobs> {
         }
     }
     Ok(k)
+}
+
+/// `--train` values: `NAME=A,B,…`, repeated or joined with `;` (one list per knob).
+pub(crate) fn parse_train_grid(specs: &[String]) -> anyhow::Result<Vec<(String, Vec<f64>)>> {
+    let mut lists: Vec<(String, Vec<f64>)> = Vec::new();
+    for spec in specs {
+        for part in spec.split(';').filter(|p| !p.trim().is_empty()) {
+            let (k, v) = parse_knob_flag(part.trim(), "--train")?;
+            if lists.iter().any(|(n, _)| *n == k) {
+                anyhow::bail!(
+                    "--train names knob `{k}` twice (fix: one list per knob, e.g. --train {k}=A,B)"
+                );
+            }
+            lists.push((k, v));
+        }
+    }
+    if lists.is_empty() {
+        anyhow::bail!("--train is empty (fix: --train NAME=A,B, e.g. core_freq_mhz=595,861,1164)");
+    }
+    Ok(lists)
 }
 
 fn write_points(path: &PathBuf, ev: &Evaluation) -> anyhow::Result<()> {
@@ -183,8 +211,8 @@ fn print_noise_floor(
     points: &[crate::store::set::Point],
     degree: usize,
 ) -> anyhow::Result<i32> {
-    let knob = match &args.train {
-        Some(s) => parse_knob(s)?.0,
+    let knob = match args.train.first() {
+        Some(s) => parse_knob_flag(s, "--train")?.0,
         None => set
             .meta
             .knobs
@@ -219,6 +247,27 @@ fn print_noise_floor(
     Ok(0)
 }
 
+/// The held-out points the model refused, on stderr: the count, then each point with its
+/// reason (the first 20; all of them in `--format json`'s `refused`).
+fn report_failures(ev: &Evaluation) {
+    const SHOWN: usize = 20;
+    eprintln!(
+        "{} of {} held-out point(s) could not be predicted by {}:",
+        ev.failures.len(),
+        ev.held_out_points,
+        ev.kind.name()
+    );
+    for (point, why) in ev.failures.iter().take(SHOWN) {
+        eprintln!("  {point}: {why}");
+    }
+    if ev.failures.len() > SHOWN {
+        eprintln!(
+            "  … and {} more (every point and reason: --format json, key `refused`)",
+            ev.failures.len() - SHOWN
+        );
+    }
+}
+
 /// Run `powerperf evaluate`.
 pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     let set = TrainingSet::read(&args.set)?;
@@ -232,9 +281,10 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     }
     let ev = match args.protocol {
         Protocol::KnobHoldout => {
-            let (knob, values) = match &args.train {
-                Some(s) => parse_knob(s)?,
-                None => {
+            let split = match (&args.train_points, args.train.is_empty()) {
+                (Some(file), _) => TrainSplit::read_settings(file)?,
+                (None, false) => TrainSplit::Grid(parse_train_grid(&args.train)?),
+                (None, true) => {
                     let knob = set.meta.knobs.first().cloned().with_context(|| {
                         format!(
                             "set {} has no knobs (fix: pass --train NAME=A,B)",
@@ -253,22 +303,21 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
                         "note: --train {knob}={},{},{} (lowest, middle, highest)",
                         v[0], v[1], v[2]
                     );
-                    (knob, v)
+                    TrainSplit::Grid(vec![(knob, v)])
                 }
             };
-            let known = set.knob_values(&knob);
-            if known.is_empty() {
+            let flag = if args.train_points.is_some() {
+                "--train-points"
+            } else {
+                "--train"
+            };
+            split.check(&points, &set.meta.knobs, flag)?;
+            if points.iter().all(|p| split.is_train(p)) {
                 anyhow::bail!(
-                    "--train names knob `{knob}`, which the set does not have; its knobs: {}",
-                    set.meta.knobs.join(", ")
+                    "{flag}: every point of the set trains, none is left to predict (fix: train on fewer values)"
                 );
             }
-            for v in &values {
-                if !known.contains(v) {
-                    anyhow::bail!("--train {knob}={v}: the set has no point at that value; its values: {known:?}");
-                }
-            }
-            knob_holdout(args.model, &set.meta, &points, &knob, &values, &params)
+            split_holdout(args.model, &set.meta, &points, &split, &params)
         }
         Protocol::WorkloadHoldout => {
             let mut base = parse_baseline(&args.baseline)?;
@@ -295,11 +344,14 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     }
     match args.format {
         Format::Json => {
-            outln!("{}", EvaluateOutput::new(&ev).to_json()?);
+            outln!("{}", EvaluateOutput::new(&ev, &set.meta).to_json()?);
         }
         Format::Csv | Format::Markdown => {
             // One row per target with a measured error.
-            let table = crate::output::evaluate::error_table(&ev.summary.targets);
+            let table = crate::output::evaluate::error_table_versus(
+                &ev.summary.targets,
+                &ev.versus(&set.meta),
+            );
             out!("{}", table.render(args.format).unwrap_or_default());
         }
         Format::Table => {
@@ -323,15 +375,14 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
                     u.reason
                 );
             }
+            out!(
+                "{}",
+                crate::output::evaluate::versus_text(&ev.baseline.rule, &ev.versus(&set.meta))
+            );
         }
     }
     if !ev.failures.is_empty() {
-        eprintln!(
-            "{} held-out point(s) could not be predicted, e.g. {}: {}",
-            ev.failures.len(),
-            ev.failures[0].0,
-            ev.failures[0].1
-        );
+        report_failures(&ev);
     }
     if ev.results.is_empty() {
         anyhow::bail!(

@@ -116,6 +116,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     ));
     let mut slowdown_errors = None;
     let mut slowdown_missing = None;
+    let mut versus = None;
     let held_out_error = if args.no_loo {
         slowdown_missing = Some("fitted with --no-loo".to_string());
         None
@@ -164,8 +165,9 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         }
         if !ev.failures.is_empty() {
             say(format!(
-                "  {} point(s) could not be predicted when left out, e.g. {}: {}",
+                "  {} of {} point(s) could not be predicted when left out, e.g. {}: {}",
                 ev.failures.len(),
+                ev.held_out_points,
                 ev.failures[0].0,
                 ev.failures[0].1
             ));
@@ -208,6 +210,11 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
                 )
             }
         }
+        let v = ev.versus(&set.meta);
+        say(crate::output::evaluate::versus_text(&ev.baseline.rule, &v)
+            .trim_end()
+            .to_string());
+        versus = Some((ev.baseline.rule.clone(), v));
         Some(ev.summary)
     };
     if args.explain {
@@ -251,12 +258,15 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         let table = crate::output::evaluate::error_table(&targets);
         out!("{}", table.render(args.format).unwrap_or_default());
     } else if json {
+        let (baseline_rule, versus_baseline) = versus.unzip();
         let out = crate::output::fit::FitOutput {
+            baseline_rule,
             held_out_error: file.held_out_error,
             kind: file.kind,
             model: args.output.display().to_string(),
             points: points.len(),
             set: file.set_path,
+            versus_baseline,
             workloads: set.workloads().len(),
         };
         outln!("{}", out.to_json()?);

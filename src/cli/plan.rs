@@ -21,11 +21,16 @@ pub struct PlanArgs {
     pub model: Option<PathBuf>,
     /// Judge plans on measured data instead: fit on the --train settings of this set, plan
     /// from the predictions, compare with the measured values (docs/dvfs.md).
-    #[arg(long, value_name = "SET", conflicts_with_all = ["model", "output", "job", "srun", "geopm"], requires = "train")]
+    #[arg(long, value_name = "SET", conflicts_with_all = ["model", "output", "job", "srun", "geopm"])]
     pub evaluate: Option<PathBuf>,
-    /// With --evaluate: the training settings, `KNOB=A,B,C` (e.g. core_freq_mhz=595,861,1164).
+    /// With --evaluate: the training settings, `KNOB=A,B,C` (e.g. core_freq_mhz=595,861,1164);
+    /// repeat the flag (or join with `;`) for several knobs: their cross product trains.
     #[arg(long, value_name = "KNOB=A,B,C")]
-    pub train: Option<String>,
+    pub train: Vec<String>,
+    /// With --evaluate: the training settings as a CSV whose header names knobs and whose rows
+    /// are settings (a joint split, as `evaluate --train-points`).
+    #[arg(long, value_name = "FILE", conflicts_with = "train")]
+    pub train_points: Option<PathBuf>,
     /// With --evaluate: the model kind to fit.
     #[arg(long, value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub kind: crate::models::ModelKind,
@@ -194,12 +199,38 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     };
     if let Some(set_dir) = &args.evaluate {
         let set = crate::store::set::TrainingSet::read(set_dir)?;
-        let (train_knob, train_values) =
-            crate::dvfs::evaluate::parse_train(args.train.as_deref().unwrap_or_default())?;
+        let split = match (&args.train_points, args.train.as_slice()) {
+            (Some(file), _) => Some(crate::models::split::TrainSplit::read_settings(file)?),
+            (None, []) => anyhow::bail!(
+                "plan --evaluate needs the training settings: --train KNOB=A,B,C (e.g. core_freq_mhz=595,861,1164) or --train-points FILE"
+            ),
+            (None, [_]) if !args.train[0].contains(';') => None,
+            (None, specs) => Some(crate::models::split::TrainSplit::Grid(
+                crate::cli::evaluate::parse_train_grid(specs)?,
+            )),
+        };
+        let (train_knob, train_values) = match &split {
+            None => crate::dvfs::evaluate::parse_train(&args.train[0])?,
+            // The guards' interior points run along the split's first knob.
+            Some(s) => (s.knobs().first().cloned().unwrap_or_default(), Vec::new()),
+        };
+        if let Some(s) = &split {
+            let means = crate::models::features::mean_points(&set);
+            s.check(
+                &means,
+                &set.meta.knobs,
+                if args.train_points.is_some() {
+                    "--train-points"
+                } else {
+                    "--train"
+                },
+            )?;
+        }
         let req = crate::dvfs::evaluate::EvalRequest {
             config,
             train_knob,
             train_values,
+            split,
             kind: args.kind,
             params: crate::cli::fit::parse_params(args.params.as_deref())?,
             idle_power_w: args.idle_power,

@@ -41,21 +41,26 @@ pub struct PredictArgs {
     pub format: crate::output::OutputFormat,
 }
 
-/// Parse `NAME=V1,V2,…`.
+/// Parse `NAME=V1,V2,…` (errors name `--knob`).
 pub(crate) fn parse_knob(spec: &str) -> anyhow::Result<(String, Vec<f64>)> {
+    parse_knob_flag(spec, "--knob")
+}
+
+/// Parse `NAME=V1,V2,…`; errors name `flag` (`--knob`, `--train`).
+pub(crate) fn parse_knob_flag(spec: &str, flag: &str) -> anyhow::Result<(String, Vec<f64>)> {
     let (name, vals) = spec.split_once('=').with_context(|| {
-        format!("--knob `{spec}`: expected NAME=V1,V2,… (e.g. core_freq_mhz=595,861,1164)")
+        format!("{flag} `{spec}`: expected NAME=V1,V2,… (e.g. core_freq_mhz=595,861,1164)")
     })?;
     let name = name.trim();
     if name.is_empty() {
-        anyhow::bail!("--knob `{spec}`: empty knob name (e.g. core_freq_mhz=595)");
+        anyhow::bail!("{flag} `{spec}`: empty knob name (e.g. core_freq_mhz=595)");
     }
     let mut out = Vec::new();
     for (i, v) in vals.split(',').enumerate() {
         let v = v.trim();
         let x: f64 = v.parse().map_err(|_| {
             anyhow::anyhow!(
-                "--knob `{spec}`: value {} `{v}` is not a number (e.g. {name}=595,861)",
+                "{flag} `{spec}`: value {} `{v}` is not a number (e.g. {name}=595,861)",
                 i + 1
             )
         })?;
@@ -65,7 +70,7 @@ pub(crate) fn parse_knob(spec: &str) -> anyhow::Result<(String, Vec<f64>)> {
             "knob",
             x,
         )
-        .map_err(|why| anyhow::anyhow!("--knob `{spec}`: value {} `{v}` {why}", i + 1))?;
+        .map_err(|why| anyhow::anyhow!("{flag} `{spec}`: value {} `{v}` {why}", i + 1))?;
         out.push(x);
     }
     Ok((name.to_string(), out))

@@ -23,6 +23,24 @@ pub enum ModelError {
         knobs: String,
         known: String,
     },
+    /// The model gives no target at all at this setting (issue 21: it printed nothing).
+    #[error("model `{model}` has no prediction for `{workload}` at {knobs}: it has no curve for any target there (e.g. fewer than two training settings of this workload, or none with these values of the other knobs); fix: train on more settings of this workload, or use a model for new workloads (`--model scaling`)")]
+    NoPrediction {
+        model: String,
+        workload: String,
+        knobs: String,
+    },
+    /// The model's value is not physical (a time ≤ 0, a negative power or energy, NaN):
+    /// refused rather than printed (issue 21).
+    #[error("model `{model}` refused `{workload}` at {knobs}: it gives {target} = {value:.6}, which {rule} (the setting is outside what the model describes; fix: predict within the training settings, or use another model)")]
+    Unphysical {
+        model: String,
+        workload: String,
+        knobs: String,
+        target: String,
+        value: f64,
+        rule: String,
+    },
     /// The model does not know the workload.
     #[error("unknown workload `{workload}`; the model knows: {known}")]
     UnknownWorkload { workload: String, known: String },

@@ -16,7 +16,9 @@
 //! the held-out points that have a measured value and a prediction, skipping targets the set
 //! marks unreliable for the workload.
 
+use super::baseline::{self, BaselineEval, Versus};
 use super::features::knob_key;
+use super::split::TrainSplit;
 use super::{fit_kind, FitParams, HeldOutError, Knobs, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
@@ -51,6 +53,26 @@ pub struct Evaluation {
     /// Held-out points that could not be predicted, with the reason.
     pub failures: Vec<(String, String)>,
     pub summary: HeldOutError,
+    /// Held-out points in all, predicted or not.
+    pub held_out_points: usize,
+    /// Per target, the held-out points with a reliable measurement: what every score is
+    /// out of (issue 21: refusing hard points must not improve a score unseen).
+    pub held_out: BTreeMap<String, usize>,
+    /// The naive baseline on the same split ([`super::baseline`]).
+    pub baseline: BaselineEval,
+}
+
+impl Evaluation {
+    /// The model's error beside the baseline's, per target.
+    pub fn versus(&self, meta: &SetMeta) -> BTreeMap<String, Versus> {
+        baseline::versus(
+            meta,
+            &self.held_out,
+            &self.results,
+            &self.summary,
+            &self.baseline,
+        )
+    }
 }
 
 fn measured(p: &Point) -> Prediction {
@@ -257,6 +279,7 @@ pub fn cross_validate_progress(
         let mut r = Vec::new();
         let mut failures = Vec::new();
         fit_and_predict(kind, meta, &train, &test, params, &mut r, &mut failures);
+        let base = baseline::knob_baseline(&train, &test);
         // fit_and_predict skips the points it cannot predict: put the rest back in place.
         let results: Vec<(usize, PointResult)> = r
             .into_iter()
@@ -269,9 +292,10 @@ pub fn cross_validate_progress(
             })
             .collect();
         progress.inc(1);
-        (results, failures)
+        ((results, failures), base)
     });
     progress.finish_and_clear();
+    let (parts, bases): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
     let (mut indexed, failures) = concat_parts(parts);
     indexed.sort_by_key(|(i, _)| *i);
     let results: Vec<PointResult> = indexed.into_iter().map(|(_, r)| r).collect();
@@ -283,11 +307,15 @@ pub fn cross_validate_progress(
         )
     };
     let summary = summarise(meta, &results, &how);
+    let all: Vec<&Point> = points.iter().collect();
     Evaluation {
         kind,
         results,
         failures,
         summary,
+        held_out_points: points.len(),
+        held_out: baseline::held_out_counts(meta, &all),
+        baseline: BaselineEval::merge(bases),
     }
 }
 
@@ -300,16 +328,35 @@ pub fn knob_holdout(
     train_values: &[f64],
     params: &FitParams,
 ) -> Evaluation {
-    let is_train = |p: &Point| {
-        p.knobs
-            .get(knob)
-            .is_some_and(|v| train_values.iter().any(|t| (t - v).abs() < 1e-9))
-    };
-    let train: Vec<Point> = points.iter().filter(|p| is_train(p)).cloned().collect();
+    split_holdout(
+        kind,
+        meta,
+        points,
+        &TrainSplit::Grid(vec![(knob.to_string(), train_values.to_vec())]),
+        params,
+    )
+}
+
+/// A knob split: train on the points `split` picks (one knob's values, a grid over several
+/// knobs, or a list of settings), predict the rest; the baseline is the per-workload knob
+/// curve, or the separable rule where a held-out point differs from every training point of
+/// its workload in two knobs ([`super::baseline`]).
+pub fn split_holdout(
+    kind: ModelKind,
+    meta: &SetMeta,
+    points: &[Point],
+    split: &TrainSplit,
+    params: &FitParams,
+) -> Evaluation {
+    let train: Vec<Point> = points
+        .iter()
+        .filter(|p| split.is_train(p))
+        .cloned()
+        .collect();
     // `auto` looks at the points the model is fitted on (issue 21: a joint model when
     // they vary several knobs in a cross).
     let kind = kind.resolve(&train, false);
-    let test: Vec<&Point> = points.iter().filter(|p| !is_train(p)).collect();
+    let test: Vec<&Point> = points.iter().filter(|p| !split.is_train(p)).collect();
     let mut results = Vec::new();
     let mut failures = Vec::new();
     fit_and_predict(
@@ -321,20 +368,15 @@ pub fn knob_holdout(
         &mut results,
         &mut failures,
     );
-    let vals: Vec<String> = train_values.iter().map(|v| v.to_string()).collect();
-    let summary = summarise(
-        meta,
-        &results,
-        &format!(
-            "knob holdout: train on {knob} = {}, predict the rest",
-            vals.join(",")
-        ),
-    );
+    let summary = summarise(meta, &results, &split.describe());
     Evaluation {
         kind,
         results,
         failures,
         summary,
+        held_out_points: test.len(),
+        held_out: baseline::held_out_counts(meta, &test),
+        baseline: baseline::knob_baseline(&train, &test),
     }
 }
 
@@ -404,11 +446,16 @@ pub fn workload_holdout(
             knob_key(baseline)
         ),
     );
+    let test: Vec<&Point> = points.iter().filter(|p| !at_base(p)).collect();
+    let base = baseline::median_ratio_baseline(meta, points, &test, &at_base, &knob_key(baseline));
     Evaluation {
         kind,
         results,
         failures,
         summary,
+        held_out_points: test.len(),
+        held_out: baseline::held_out_counts(meta, &test),
+        baseline: base,
     }
 }
 

@@ -21,6 +21,7 @@
 
 pub mod analytic;
 pub mod analytic_counters;
+pub mod baseline;
 pub mod error;
 pub mod eval;
 pub mod features;
@@ -30,6 +31,7 @@ pub mod noise;
 pub mod regression;
 pub mod scaling;
 pub mod slowdown_errors;
+pub mod split;
 pub mod threads;
 pub mod threads_bw;
 
@@ -124,15 +126,15 @@ impl ModelKind {
         }
     }
 
-    /// Resolve `auto`: `joint` when the (training) points vary two or more knobs and some
-    /// workload's points at one setting of the other knobs have fewer than two values of
-    /// the clock (or thread) knob, so that no one-knob curve reaches the other settings
-    /// (a cross design: a full sweep of one knob plus one point across; issue 21); else
-    /// `threads` when the set's only varying knob is `threads`; otherwise
-    /// `analytic` when every workload has its own training points at two or more clock values
-    /// (fit, knob holdout), and `scaling` when workloads must be predicted from a baseline only
-    /// (workload holdout; lower error than `spca` on the V100, XU3 and Titan X sets,
-    /// docs/models.md). Other kinds are returned unchanged.
+    /// Resolve `auto`: `scaling` when workloads must be predicted from a baseline only
+    /// (workload holdout, on any knob; lower error than `spca` on the V100, XU3 and Titan X
+    /// sets and below the median-ratio baseline on the thread sweeps, docs/models.md);
+    /// otherwise (fit, knob holdout, on the training points) `joint` when they vary two or
+    /// more knobs and some workload's points at one setting of the other knobs have fewer
+    /// than two values of the clock (or thread) knob, so that no one-knob curve reaches the
+    /// other settings (a cross design: a full sweep of one knob plus one point across;
+    /// issue 21); else `threads` when the set's only varying knob is `threads`, else
+    /// `analytic`. Other kinds are returned unchanged.
     pub fn resolve(self, points: &[Point], workload_holdout: bool) -> ModelKind {
         if self != ModelKind::Auto {
             return self;
@@ -145,12 +147,15 @@ impl ModelKind {
             v.iter().any(|x| *x != v[0])
         };
         let has_clock = analytic::FREQ_KNOBS.iter().any(|k| varies(k));
-        if !workload_holdout && joint::needs_joint(points) {
+        if workload_holdout {
+            // Also on a thread sweep: `threads` fits a curve per workload and has none for a
+            // workload known at its baseline point only (issue 21: it resolved to `threads`
+            // there and predicted nothing).
+            ModelKind::Scaling
+        } else if joint::needs_joint(points) {
             ModelKind::Joint
         } else if !has_clock && varies(threads::THREADS_KNOB) {
             ModelKind::Threads
-        } else if workload_holdout {
-            ModelKind::Scaling
         } else {
             ModelKind::Analytic
         }
@@ -188,8 +193,13 @@ impl Fitted {
     ///
     /// # Errors
     /// See each kind's `predict`.
+    ///
+    /// Every kind answers alike (issue 21): a prediction with no target at all is
+    /// [`ModelError::NoPrediction`], and one that is not physical (a time ≤ 0, a negative
+    /// power or energy, a value that is not finite) is [`ModelError::Unphysical`], never a
+    /// number.
     pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
-        match self {
+        let p = match self {
             Fitted::Analytic(m) => m.predict(workload, knobs),
             Fitted::AnalyticMem(m) => m.predict(workload, knobs),
             Fitted::AnalyticCounters(m) => m.predict(workload, knobs),
@@ -198,7 +208,8 @@ impl Fitted {
             Fitted::ThreadsBw(m) => m.predict(workload, knobs),
             Fitted::Scaling(m) => m.predict(workload, knobs),
             Fitted::Joint(m) => m.predict(workload, knobs),
-        }
+        }?;
+        check_physical(self.kind(), workload, knobs, p)
     }
 
     /// The kind's name.
@@ -289,6 +300,50 @@ impl Fitted {
             }
         }
     }
+}
+
+/// `p` if it predicts at least one target and every target it predicts is physical: time
+/// above 0, power and energy at least 0, all finite (issue 21, item 5).
+///
+/// # Errors
+/// [`ModelError::NoPrediction`] or [`ModelError::Unphysical`].
+pub fn check_physical(
+    model: &str,
+    workload: &str,
+    knobs: &Knobs,
+    p: Prediction,
+) -> Result<Prediction, ModelError> {
+    if p.time_s.is_none() && p.power_w.is_none() && p.energy_j.is_none() {
+        return Err(ModelError::NoPrediction {
+            model: model.into(),
+            workload: workload.into(),
+            knobs: features::knob_key(knobs),
+        });
+    }
+    for (target, v, min_exclusive) in [
+        ("time_s", p.time_s, true),
+        ("power_w", p.power_w, false),
+        ("energy_j", p.energy_j, false),
+    ] {
+        let Some(v) = v else { continue };
+        let bad = !v.is_finite() || v < 0.0 || (min_exclusive && v == 0.0);
+        if bad {
+            return Err(ModelError::Unphysical {
+                model: model.into(),
+                workload: workload.into(),
+                knobs: features::knob_key(knobs),
+                target: target.into(),
+                value: v,
+                rule: if min_exclusive {
+                    "must be above 0"
+                } else {
+                    "must be at least 0"
+                }
+                .into(),
+            });
+        }
+    }
+    Ok(p)
 }
 
 /// Fit `kind` on mean points (see [`features::mean_points`]). `Auto` resolves as for a fit

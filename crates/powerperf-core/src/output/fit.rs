@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 /// [`super::json_sorted`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FitOutput {
+    /// The naive baseline scored on the same held-out points (added by issue 21).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_rule: Option<String>,
     /// Leave-one-out (or `--cv`) error; `null` with `--no-loo`.
     pub held_out_error: Option<HeldOutError>,
     /// The fitted model kind.
@@ -17,6 +20,10 @@ pub struct FitOutput {
     pub points: usize,
     /// The training set, as given.
     pub set: String,
+    /// The model's held-out error beside the baseline's, per target (added by issue 21).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versus_baseline:
+        Option<std::collections::BTreeMap<String, crate::models::baseline::Versus>>,
     /// Workloads in the set.
     pub workloads: usize,
 }

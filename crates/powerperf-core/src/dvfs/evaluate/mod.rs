@@ -40,6 +40,9 @@ pub struct EvalRequest {
     /// The knob whose values split training from held-out settings.
     pub train_knob: String,
     pub train_values: Vec<f64>,
+    /// When set, the training points instead (several knobs or a list of settings, issue
+    /// 21); `train_knob` then names the knob the guards' interior points run along.
+    pub split: Option<crate::models::split::TrainSplit>,
     pub kind: ModelKind,
     pub params: FitParams,
     /// Idle power for race-to-idle, W.
@@ -284,10 +287,12 @@ fn mean(v: &[f64]) -> f64 {
 /// # Errors
 /// No point has a training value.
 fn training_points(means: &TrainingSet, req: &EvalRequest) -> Result<Vec<Point>> {
-    let is_train = |p: &Point| {
-        p.knobs
+    let is_train = |p: &Point| match &req.split {
+        Some(split) => split.is_train(p),
+        None => p
+            .knobs
             .get(&req.train_knob)
-            .is_some_and(|v| req.train_values.iter().any(|t| (t - v).abs() < 1e-9))
+            .is_some_and(|v| req.train_values.iter().any(|t| (t - v).abs() < 1e-9)),
     };
     let train: Vec<Point> = means
         .points
@@ -301,6 +306,12 @@ fn training_points(means: &TrainingSet, req: &EvalRequest) -> Result<Vec<Point>>
         })
         .collect();
     if train.is_empty() {
+        if let Some(split) = &req.split {
+            anyhow::bail!(
+                "no point of the set is a training point of {}",
+                split.describe()
+            );
+        }
         let have = means.knob_values(&req.train_knob);
         anyhow::bail!(
             "no point has {} in {:?}; the set has {} = {:?} (fix: give --train with values from that list, e.g. its lowest, a middle and its highest)",
@@ -707,15 +718,31 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
         model_kind: model.kind().to_string(),
         slowdown_margin: margin,
         risk_guard: risk,
-        train: format!(
-            "{}={}",
-            req.train_knob,
-            req.train_values
+        train: match &req.split {
+            Some(crate::models::split::TrainSplit::Grid(lists)) => lists
                 .iter()
-                .map(|v| v.to_string())
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        v.iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )
+                })
                 .collect::<Vec<_>>()
-                .join(",")
-        ),
+                .join(" × "),
+            Some(split) => split.describe(),
+            None => format!(
+                "{}={}",
+                req.train_knob,
+                req.train_values
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        },
         mean_gain: mean(&per.iter().map(|r| r.gain).collect::<Vec<_>>()),
         mean_oracle_gain: mean(&per.iter().map(|r| r.oracle_gain).collect::<Vec<_>>()),
         small_oracle_gain: small,

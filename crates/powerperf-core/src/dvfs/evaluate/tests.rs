@@ -36,6 +36,7 @@ fn plan_reaches_the_oracle_on_model_exact_data() {
         },
         train_knob: "core_freq_mhz".into(),
         train_values: vec![1000.0, 1600.0, 2000.0],
+        split: None,
         kind: ModelKind::Analytic,
         params: FitParams::default(),
         idle_power_w: None,

@@ -11,8 +11,10 @@
 //! `y(k) = y(b) · Π_j y(b with k_j) / y(b)`. Among several such `b`, the one that
 //! differs from `k` in the fewest knobs, then the first in the set's order.
 
+use super::super::baseline::{held_out_counts, BaselineEval};
 use super::super::eval::{summarise, Evaluation, PointResult};
 use super::super::features::knob_key;
+use super::super::split::TrainSplit;
 use super::super::{fit_kind, FitParams, Knobs, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta};
 
@@ -47,8 +49,9 @@ fn describe(settings: &[Knobs]) -> String {
     settings.iter().map(knob_key).collect::<Vec<_>>().join("; ")
 }
 
-/// Train `kind` on the points at `settings`, predict the others. `auto` resolves on the
-/// training points.
+/// Train `kind` on the points at `settings`, predict the others: the joint split of
+/// `evaluate --train-points` ([`super::super::eval::split_holdout`], whose baseline is the
+/// separable rule where it applies). `auto` resolves on the training points.
 pub fn settings_holdout(
     kind: ModelKind,
     meta: &SetMeta,
@@ -56,50 +59,25 @@ pub fn settings_holdout(
     settings: &[Knobs],
     params: &FitParams,
 ) -> Evaluation {
-    let (train, test) = split(points, settings);
-    let kind = kind.resolve(&train, false);
-    let mut results = Vec::new();
-    let mut failures = Vec::new();
-    match fit_kind(kind, meta, &train, params) {
-        Ok(m) => {
-            for p in &test {
-                match m.predict(&p.workload, &p.knobs) {
-                    Ok(pred) => results.push(PointResult {
-                        workload: p.workload.clone(),
-                        knobs: p.knobs.clone(),
-                        measured: measured(p),
-                        predicted: pred,
-                    }),
-                    Err(e) => failures.push((
-                        format!("{} {}", p.workload, knob_key(&p.knobs)),
-                        e.to_string(),
-                    )),
-                }
-            }
-        }
-        Err(e) => {
-            for p in &test {
-                failures.push((
-                    format!("{} {}", p.workload, knob_key(&p.knobs)),
-                    e.to_string(),
-                ));
-            }
-        }
-    }
-    let summary = summarise(
-        meta,
-        &results,
-        &format!(
-            "joint split: train on {}, predict the rest",
-            describe(settings)
-        ),
-    );
-    Evaluation {
-        kind,
-        results,
-        failures,
-        summary,
-    }
+    let knobs: Vec<String> = settings
+        .first()
+        .map(|s| s.keys().cloned().collect())
+        .unwrap_or_default();
+    let rows = settings
+        .iter()
+        .map(|s| {
+            knobs
+                .iter()
+                .map(|k| s.get(k).copied().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    let split = TrainSplit::Settings {
+        source: describe(settings),
+        knobs,
+        rows,
+    };
+    super::super::eval::split_holdout(kind, meta, points, &split, params)
 }
 
 /// The separable rule's prediction of `p` from `train` (see the module docs), per target;
@@ -153,6 +131,8 @@ pub fn separable_rule(train: &[Point], p: &Point) -> Option<Prediction> {
 /// split. Points it cannot reach are failures with the reason.
 pub fn separable_baseline(meta: &SetMeta, points: &[Point], settings: &[Knobs]) -> Evaluation {
     let (train, test) = split(points, settings);
+    let held_out_points = test.len();
+    let held_out = held_out_counts(meta, &test);
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for p in test {
@@ -182,6 +162,9 @@ pub fn separable_baseline(meta: &SetMeta, points: &[Point], settings: &[Knobs]) 
         results,
         failures,
         summary,
+        held_out_points,
+        held_out,
+        baseline: BaselineEval::default(),
     }
 }
 
@@ -207,6 +190,7 @@ pub fn cross_workload_holdout(
     let mut results = Vec::new();
     let mut failures = Vec::new();
     let mut resolved = kind;
+    let mut all_test: Vec<&Point> = Vec::new();
     for w in workloads {
         let train: Vec<Point> = points
             .iter()
@@ -217,6 +201,7 @@ pub fn cross_workload_holdout(
             .iter()
             .filter(|p| p.workload == w && !on_cross(p))
             .collect();
+        all_test.extend(test.iter().copied());
         resolved = kind.resolve(&train, false);
         match fit_kind(resolved, meta, &train, params) {
             Ok(m) => {
@@ -258,5 +243,8 @@ pub fn cross_workload_holdout(
         results,
         failures,
         summary,
+        held_out_points: all_test.len(),
+        held_out: held_out_counts(meta, &all_test),
+        baseline: BaselineEval::default(),
     }
 }

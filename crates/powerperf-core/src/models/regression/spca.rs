@@ -4,8 +4,6 @@
 
 use super::{ols, FeatureNote, SpcaParams, SpcaStep, TargetFit};
 use crate::models::ModelError;
-use linfa::traits::Fit;
-use linfa::DatasetBase;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{s, Array2, ArrayView1, ArrayView2, Axis};
 
@@ -535,8 +533,8 @@ impl SpcaFit {
 /// columns. 1–2. Spearman ρ of each column with `y` (average ranks for ties, as
 /// `scipy.stats.spearmanr`); drop `|ρ| < rho_min` (if none passes, keep the largest `|ρ|`).
 /// 3–4. least squares (linfa-linear) on the kept standardised columns; drop those whose
-/// `|coefficient|` is below `coef_min_frac` × the largest. 5. PCA (linfa-reduction) of the
-/// remaining standardised columns; leading components up to `variance_kept` of the variance.
+/// `|coefficient|` is below `coef_min_frac` × the largest. 5. PCA (the symmetric eigendecomposition, linfa-linalg,
+/// of their cross-products) of the remaining standardised columns; leading components up to `variance_kept` of the variance.
 /// 6. keep the `per_component` largest `|loadings|` of each leading component (at most
 /// `max_features`); final least squares (linfa-linear) on them.
 ///
@@ -721,23 +719,53 @@ pub(super) fn spca_select(
         });
         return Ok((cur, steps));
     }
-    // 5. PCA.
-    // linfa-reduction sees the sketch: same centred cross-products, so the same singular
-    // values and components as the rows of `z`.
+    // 5. PCA of the standardised columns: the eigenvectors of their cross-product matrix
+    // (n × their correlation matrix) are the principal axes, its eigenvalues the squared
+    // singular values. A dense symmetric eigendecomposition (linfa-linalg's `eigh`, the
+    // solver linfa-reduction's PCA ends in) of this small p×p matrix: linfa-reduction's
+    // truncated SVD (LOBPCG) panicked with "NaN values in array" when the matrix is rank
+    // deficient (collinear survivors, fewer rows than columns: issue 21).
     let gsub = zg.sub(&cur, false);
-    let total: f64 = gsub.diag().sum();
-    let ncomp = cur.len().min(zg.n.saturating_sub(1)).max(1);
-    let sub = sketch(&gsub, &vec![0.0; cur.len()]);
-    let pca = linfa_reduction::Pca::params(ncomp)
-        .fit(&DatasetBase::new(sub, ()))
-        .map_err(|e| ModelError::Fit {
+    if let Some(((a, b), v)) = gsub.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        return Err(ModelError::Fit {
             model: "spca".into(),
-            what: format!("PCA: {e}"),
-        })?;
-    let sig = pca.singular_values();
-    let comps = pca.components();
-    let mut order: Vec<usize> = (0..sig.len()).collect();
-    order.sort_by(|a, b| sig[*b].total_cmp(&sig[*a]));
+            what: format!(
+                "PCA: the cross-product of `{}` and `{}` is {v} (a column with values too large to standardise); drop that counter or rescale it",
+                names[cur[a]], names[cur[b]]
+            ),
+        });
+    }
+    let total: f64 = gsub.diag().sum();
+    if !(total > 0.0) {
+        return Err(ModelError::Fit {
+            model: "spca".into(),
+            what: "PCA: the kept columns have no variance over the training rows".into(),
+        });
+    }
+    let ncomp = cur.len().min(zg.n.saturating_sub(1)).max(1);
+    let (vals, vecs) = {
+        use linfa_linalg::eigh::Eigh;
+        gsub.eigh().map_err(|e| ModelError::Fit {
+            model: "spca".into(),
+            what: format!("PCA eigendecomposition: {e}"),
+        })?
+    };
+    if vals.iter().chain(vecs.iter()).any(|v| !v.is_finite()) {
+        return Err(ModelError::Fit {
+            model: "spca".into(),
+            what:
+                "PCA eigendecomposition did not converge to finite values (rank-deficient columns)"
+                    .into(),
+        });
+    }
+    // Singular values (√ of the eigenvalues, negative rounding clamped to 0) and components
+    // (one per row), largest first, the first `ncomp`.
+    let mut by_size: Vec<usize> = (0..vals.len()).collect();
+    by_size.sort_by(|a, b| vals[*b].total_cmp(&vals[*a]));
+    by_size.truncate(ncomp);
+    let sig: Vec<f64> = by_size.iter().map(|&c| vals[c].max(0.0).sqrt()).collect();
+    let comps = Array2::from_shape_fn((by_size.len(), cur.len()), |(r, i)| vecs[[i, by_size[r]]]);
+    let order: Vec<usize> = (0..sig.len()).collect();
     let mut cum = 0.0;
     let mut leading = Vec::new();
     for &c in &order {
@@ -780,7 +808,7 @@ pub(super) fn spca_select(
         })
         .collect();
     steps.push(SpcaStep {
-        step: format!("5-6. PCA (linfa-reduction): {} leading component(s) explain {:.1} % ≥ {} of the variance; keep the largest loadings", leading.len(), 100.0 * cum, p.variance_kept),
+        step: format!("5-6. PCA (eigendecomposition of the correlation matrix): {} leading component(s) explain {:.1} % ≥ {} of the variance; keep the largest loadings", leading.len(), 100.0 * cum, p.variance_kept),
         kept,
         dropped,
     });

@@ -1,0 +1,114 @@
+//! Speed of workload holdout on about 1,000 points (issue 21, item 7: under 10 s).
+//!
+//! `cargo build --release --bin holdout-speed-bench && target/release/holdout-speed-bench [REPEATS]`
+//!
+//! Sets: two bundled sets cut to about 1,000 mean points through their shipped specs
+//! (`datasets/*.toml`): the Titan X microbenchmarks, the first 32 workloads by name × 32
+//! settings (1,024 points, PTX static features), and the V100 sweep, the first 9 applications
+//! by name × 117 clocks (1,053 points, DCGM counters). Each model runs the whole protocol
+//! ([`powerperf::models::eval::workload_holdout`], held-out workloads refitted in parallel on
+//! the available cores) from the maximum of every knob; the table gives the wall-clock seconds
+//! (median of REPEATS runs, default 1; loading not included), the points predicted and the
+//! time and power MAPE beside the median-ratio baseline's.
+
+use powerperf::models::eval::workload_holdout;
+use powerperf::models::features::mean_points;
+use powerperf::models::{FitParams, Knobs, ModelKind};
+use powerperf::store::import::{import, ImportSpec};
+use powerperf::store::set::{Point, TrainingSet};
+use std::path::Path;
+use std::time::Instant;
+
+fn load(name: &str, workloads: usize) -> anyhow::Result<(TrainingSet, Vec<Point>)> {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("datasets")
+        .join(format!("{name}.toml"));
+    let spec = ImportSpec::load(&spec)?;
+    let set = import(&spec, None)?.set;
+    let mut names = set.workloads();
+    names.sort();
+    names.truncate(workloads);
+    let pts: Vec<Point> = mean_points(&set)
+        .into_iter()
+        .filter(|p| names.contains(&p.workload))
+        .collect();
+    Ok((set, pts))
+}
+
+fn main() -> anyhow::Result<()> {
+    let repeats: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1)
+        .max(1);
+    println!(
+        "workload holdout speed (issue 21, item 7), {} core(s), median of {repeats} run(s)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "{:<16} {:>6} {:>9} {:<10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "set",
+        "points",
+        "workloads",
+        "model",
+        "seconds",
+        "predicted",
+        "time_%",
+        "base_time%",
+        "power_%",
+        "base_pow%"
+    );
+    for (name, workloads) in [("titanx-micro", 32), ("v100-dcgm-sweep", 9)] {
+        let (set, pts) = load(name, workloads)?;
+        let mut base = Knobs::new();
+        for k in &set.meta.knobs {
+            if let Some(v) = pts
+                .iter()
+                .filter_map(|p| p.knobs.get(k).copied())
+                .max_by(f64::total_cmp)
+            {
+                base.insert(k.clone(), v);
+            }
+        }
+        let nw = {
+            let mut w: Vec<&str> = pts.iter().map(|p| p.workload.as_str()).collect();
+            w.sort();
+            w.dedup();
+            w.len()
+        };
+        for kind in [ModelKind::Auto, ModelKind::Spca, ModelKind::Linear] {
+            let mut secs = Vec::new();
+            let mut last = None;
+            for _ in 0..repeats {
+                let t0 = Instant::now();
+                let ev = workload_holdout(kind, &set.meta, &pts, &base, &FitParams::default());
+                secs.push(t0.elapsed().as_secs_f64());
+                last = Some(ev);
+            }
+            secs.sort_by(f64::total_cmp);
+            let ev = last.expect("at least one run");
+            let v = ev.versus(&set.meta);
+            let f = |t: &str, base: bool| {
+                v.get(t)
+                    .map(|x| if base { x.baseline } else { x.model })
+                    .filter(|e| e.n > 0)
+                    .map_or("-".to_string(), |e| format!("{:.2}", e.mape_pct))
+            };
+            println!(
+                "{:<16} {:>6} {:>9} {:<10} {:>9.2} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                name,
+                pts.len(),
+                nw,
+                ev.kind.name(),
+                secs[secs.len() / 2],
+                format!("{}/{}", ev.results.len(), ev.held_out_points),
+                f("time_s", false),
+                f("time_s", true),
+                f("power_w", false),
+                f("power_w", true)
+            );
+        }
+    }
+    Ok(())
+}
