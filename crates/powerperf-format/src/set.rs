@@ -565,6 +565,18 @@ impl TrainingSet {
 /// Knobs read from a run's `[knobs]` into set columns.
 pub const RUN_KNOBS: [&str; 3] = ["core_freq_mhz", "mem_freq_mhz", "threads"];
 
+/// The devices of a collected run's knobs (issue 20, item 4): `core_freq_mhz` is cpufreq's
+/// clock of CPU 0 (run.toml `knobs.core_freq_mhz`, docs/run-format.md), so `cpu`. The
+/// others are left unknown (`mem_freq_mhz` names no device in a run; `threads` is no
+/// clock).
+pub fn run_knob_devices(points: &[Point]) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    if points.iter().any(|p| p.knobs.contains_key("core_freq_mhz")) {
+        m.insert("core_freq_mhz".to_string(), "cpu".to_string());
+    }
+    m
+}
+
 /// A set column name for a collected event: every character other than an ASCII letter,
 /// digit or `_` becomes `_` (`cache-misses` -> `cache_misses`).
 pub fn counter_column_name(event: &str) -> String {
@@ -744,7 +756,7 @@ pub fn from_runs_labelled(
         counters,
         static_features: Vec::new(),
         unreliable: Vec::new(),
-        knob_devices: BTreeMap::new(),
+        knob_devices: run_knob_devices(&points),
     };
     Ok((TrainingSet { meta, points }, notes))
 }

@@ -138,6 +138,7 @@ pub fn from_runs_by_region(dirs: &[PathBuf]) -> Result<(TrainingSet, Vec<String>
         ),
         knobs,
         targets,
+        knob_devices: crate::set::run_knob_devices(&points),
         ..Default::default()
     };
     Ok((TrainingSet { meta, points }, notes))
