@@ -284,27 +284,16 @@ pub fn measure_slowdown_errors(
 /// candidates with the same other knobs (the rule of [`super::evaluate::compute_bound`], on
 /// predictions, so `plan --model` and `plan --evaluate` classify alike).
 fn predicted_compute_bound(r: &RegionInput, k: &Knobs, knob: &str, tolerance: f64) -> bool {
-    let others = |x: &Knobs| -> Knobs {
-        x.iter()
-            .filter(|(n, _)| n.as_str() != knob)
-            .map(|(n, v)| (n.clone(), *v))
-            .collect()
-    };
-    let want = others(k);
-    let mut tf: Vec<(f64, f64)> = r
+    use super::evaluate::guard::{other_knobs, tf_agrees};
+    let want = other_knobs(k, knob);
+    let tf: Vec<(f64, f64)> = r
         .candidates
         .iter()
-        .filter(|c| same_knobs(&others(&c.knobs), &want))
+        .filter(|c| same_knobs(&other_knobs(&c.knobs, knob), &want))
         .filter_map(|c| Some((*c.knobs.get(knob)?, c.time_s)))
         .filter(|(_, t)| *t > 0.0)
         .collect();
-    if tf.len() < 2 {
-        return false;
-    }
-    tf.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (f1, t1) = tf[0];
-    let (f2, t2) = tf[1];
-    ((t1 * f1) / (t2 * f2) - 1.0).abs() <= tolerance
+    tf_agrees(tf, tolerance).unwrap_or(false)
 }
 
 /// The risk budget's choice over independent workloads.

@@ -118,7 +118,7 @@ pub fn summarise(meta: &SetMeta, results: &[PointResult], protocol: &str) -> Hel
 }
 
 /// Fit on `train`, predict every point of `test`; failures are collected, not fatal.
-fn fit_and_predict(
+pub(crate) fn fit_and_predict(
     kind: ModelKind,
     meta: &SetMeta,
     train: &[Point],

@@ -107,6 +107,41 @@ struct Inner {
     conns_per_uid: HashMap<u32, usize>,
 }
 
+impl Inner {
+    /// Journal what session `session`'s first change of a control overwrites (the journal
+    /// first, so a crash after the write still restores it), then keep it for the session's
+    /// restore. `Err`: the refusal to answer; nothing was changed.
+    fn save_first(
+        &mut self,
+        session: u64,
+        who: (u32, i32, Option<String>),
+        control: &str,
+        saved: Saved,
+    ) -> Result<(), Response> {
+        let (uid, pid, job) = who;
+        let (snapshot, gpu) = match &saved {
+            Saved::Cpus(_, s) | Saved::Uncore(s) => (s.clone(), None),
+            Saved::Gpu(g) => (Snapshot::default(), Some(g.clone())),
+        };
+        if let Err(e) = self.journal.append(&Entry::Save {
+            session,
+            uid,
+            pid,
+            job,
+            control: control.into(),
+            snapshot,
+            gpu,
+        }) {
+            tracing::error!(error = %format!("{e:#}"), "journal");
+            return Err(Response::refused(format!("nothing was changed: {e:#}")));
+        }
+        if let Some(sess) = self.sessions.get_mut(&session) {
+            sess.saves.push(saved);
+        }
+        Ok(())
+    }
+}
+
 /// The daemon's state shared by the connection threads.
 pub struct Daemon {
     opts: Options,
@@ -776,20 +811,13 @@ impl Daemon {
                     return Response::refused(format!("cannot read the current settings: {e}"))
                 }
             };
-            if let Err(e) = g.journal.append(&Entry::Save {
-                session: id,
-                uid,
-                pid,
-                job,
-                control: control.into(),
-                snapshot: snap.clone(),
-                gpu: None,
-            }) {
-                tracing::error!(error = %format!("{e:#}"), "journal");
-                return Response::refused(format!("nothing was changed: {e:#}"));
-            }
-            if let Some(sess) = g.sessions.get_mut(&id) {
-                sess.saves.push(Saved::Cpus(new.clone(), snap));
+            if let Err(r) = g.save_first(
+                id,
+                (uid, pid, job.clone()),
+                control,
+                Saved::Cpus(new.clone(), snap),
+            ) {
+                return r;
             }
         }
         let what = setting.describe();

@@ -6,7 +6,6 @@
 //! `collect::nvml`.
 
 use super::{Daemon, Hold, Inner, Saved};
-use crate::journal::Entry;
 use powerperf::collect::events::{EventKind, EventSpec};
 use powerperf::collect::perf_event::{self, OpenCounter, Opened, Target};
 use powerperf::collect::pmu::PowerEvent;
@@ -161,19 +160,7 @@ impl Daemon {
         // the device's own check before anything is saved or written
         let checked = match ask {
             GpuAsk::LockedClocks(a, b) => gc.check_locked_clocks(gpu, a, b).map(|_| ()),
-            GpuAsk::PowerLimit(w) => gc.power_limit_range_w(gpu).and_then(|(lo, hi)| {
-                if w >= lo - 1e-9 && w <= hi + 1e-9 {
-                    Ok(())
-                } else {
-                    Err(powerperf::dvfs::gpu_control::GpuControlError::OutOfRange {
-                        gpu,
-                        what: format!("power limit {w} W"),
-                        allowed: format!(
-                            "{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"
-                        ),
-                    })
-                }
-            }),
+            GpuAsk::PowerLimit(w) => gc.check_power_limit(gpu, w),
         };
         if let Err(e) = checked {
             return self.refuse(sess, id, e.to_string());
@@ -207,20 +194,8 @@ impl Daemon {
                     return Response::refused(format!("cannot read the current setting: {e}"))
                 }
             };
-            if let Err(e) = g.journal.append(&Entry::Save {
-                session: id,
-                uid,
-                pid,
-                job,
-                control: control.into(),
-                snapshot: Default::default(),
-                gpu: Some(saved.clone()),
-            }) {
-                tracing::error!(error = %format!("{e:#}"), "journal");
-                return Response::refused(format!("nothing was changed: {e:#}"));
-            }
-            if let Some(sess) = g.sessions.get_mut(&id) {
-                sess.saves.push(Saved::Gpu(saved));
+            if let Err(r) = g.save_first(id, (uid, pid, job.clone()), control, Saved::Gpu(saved)) {
+                return r;
             }
         }
         let what = ask.describe();

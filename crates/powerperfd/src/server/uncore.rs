@@ -4,7 +4,6 @@
 //! first change of a domain overwrites go to the journal before the write.
 
 use super::{Daemon, Hold, Inner, Saved};
-use crate::journal::Entry;
 use powerperf::daemon::Response;
 
 impl Daemon {
@@ -83,20 +82,9 @@ impl Daemon {
                     return Response::refused(format!("cannot read the current settings: {e}"))
                 }
             };
-            if let Err(e) = g.journal.append(&Entry::Save {
-                session: id,
-                uid,
-                pid,
-                job,
-                control: control.into(),
-                snapshot: snap.clone(),
-                gpu: None,
-            }) {
-                tracing::error!(error = %format!("{e:#}"), "journal");
-                return Response::refused(format!("nothing was changed: {e:#}"));
-            }
-            if let Some(sess) = g.sessions.get_mut(&id) {
-                sess.saves.push(Saved::Uncore(snap));
+            if let Err(r) = g.save_first(id, (uid, pid, job.clone()), control, Saved::Uncore(snap))
+            {
+                return r;
             }
         }
         let what = format!("uncore {mhz} MHz");

@@ -46,18 +46,27 @@ pub fn compute_bound(
     knob: &str,
     tolerance: f64,
 ) -> Option<bool> {
-    let others = |k: &Knobs| -> Knobs {
-        k.iter()
-            .filter(|(n, _)| n.as_str() != knob)
-            .map(|(n, v)| (n.clone(), *v))
-            .collect()
-    };
-    let want = others(knobs);
-    let mut tf: Vec<(f64, f64)> = train
+    let want = other_knobs(knobs, knob);
+    let tf: Vec<(f64, f64)> = train
         .iter()
-        .filter(|p| p.workload == workload && same_knobs(&others(&p.knobs), &want))
+        .filter(|p| p.workload == workload && same_knobs(&other_knobs(&p.knobs, knob), &want))
         .filter_map(|p| Some((*p.knobs.get(knob)?, p.time_s.filter(|t| *t > 0.0)?)))
         .collect();
+    tf_agrees(tf, tolerance)
+}
+
+/// `knobs` without `knob`.
+pub(crate) fn other_knobs(knobs: &Knobs, knob: &str) -> Knobs {
+    knobs
+        .iter()
+        .filter(|(n, _)| n.as_str() != knob)
+        .map(|(n, v)| (n.clone(), *v))
+        .collect()
+}
+
+/// The compute-bound rule on `(f, t)` pairs: `t·f` agrees within `tolerance` at the two
+/// lowest `f`. `None`: fewer than two pairs.
+pub(crate) fn tf_agrees(mut tf: Vec<(f64, f64)>, tolerance: f64) -> Option<bool> {
     if tf.len() < 2 {
         return None;
     }

@@ -140,6 +140,22 @@ pub trait GpuControl: Send + std::fmt::Debug {
     /// # Errors
     /// Unreadable, no such GPU.
     fn power_limit_range_w(&self, gpu: u32) -> Result<(f64, f64), GpuControlError>;
+    /// Check a power limit, W, against [`GpuControl::power_limit_range_w`]. Changes nothing.
+    ///
+    /// # Errors
+    /// [`GpuControlError::OutOfRange`] (also for a value that is not finite), unreadable.
+    fn check_power_limit(&self, gpu: u32, watts: f64) -> Result<(), GpuControlError> {
+        let (lo, hi) = self.power_limit_range_w(gpu)?;
+        if watts.is_finite() && watts >= lo - 1e-9 && watts <= hi + 1e-9 {
+            Ok(())
+        } else {
+            Err(GpuControlError::OutOfRange {
+                gpu,
+                what: format!("power limit {watts} W"),
+                allowed: format!("{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"),
+            })
+        }
+    }
     /// Lock the SM clock to `[min, max]` MHz (checked first); returns what was done.
     ///
     /// # Errors
@@ -473,14 +489,7 @@ impl GpuControl for FakeGpu {
         )
     }
     fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError> {
-        let (lo, hi) = self.power_limit_range_w(gpu)?;
-        if !(watts.is_finite() && watts >= lo - 1e-9 && watts <= hi + 1e-9) {
-            return Err(GpuControlError::OutOfRange {
-                gpu,
-                what: format!("power limit {watts} W"),
-                allowed: format!("{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"),
-            });
-        }
+        self.check_power_limit(gpu, watts)?;
         self.write(
             gpu,
             "power_limit_w",

@@ -247,14 +247,7 @@ impl GpuControl for NvmlGpu {
         )
     }
     fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError> {
-        let (lo, hi) = self.power_limit_range_w(gpu)?;
-        if !(watts.is_finite() && watts >= lo - 1e-9 && watts <= hi + 1e-9) {
-            return Err(GpuControlError::OutOfRange {
-                gpu,
-                what: format!("power limit {watts} W"),
-                allowed: format!("{lo}..{hi} W (nvmlDeviceGetPowerManagementLimitConstraints)"),
-            });
-        }
+        self.check_power_limit(gpu, watts)?;
         let mw = nvml_uint(watts * 1e3).map_err(|why| GpuControlError::OutOfRange {
             gpu,
             what: format!("power limit {watts} W"),

@@ -12,10 +12,10 @@
 //! differs from `k` in the fewest knobs, then the first in the set's order.
 
 use super::super::baseline::{held_out_counts, BaselineEval};
-use super::super::eval::{summarise, Evaluation, PointResult};
+use super::super::eval::{fit_and_predict, summarise, Evaluation, PointResult};
 use super::super::features::knob_key;
 use super::super::split::TrainSplit;
-use super::super::{fit_kind, FitParams, Knobs, ModelKind, Prediction};
+use super::super::{FitParams, Knobs, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta};
 
 fn matches(p: &Point, s: &Knobs) -> bool {
@@ -203,32 +203,15 @@ pub fn cross_workload_holdout(
             .collect();
         all_test.extend(test.iter().copied());
         resolved = kind.resolve(&train, false);
-        match fit_kind(resolved, meta, &train, params) {
-            Ok(m) => {
-                for p in test {
-                    match m.predict(&p.workload, &p.knobs) {
-                        Ok(pred) => results.push(PointResult {
-                            workload: p.workload.clone(),
-                            knobs: p.knobs.clone(),
-                            measured: measured(p),
-                            predicted: pred,
-                        }),
-                        Err(e) => failures.push((
-                            format!("{} {}", p.workload, knob_key(&p.knobs)),
-                            e.to_string(),
-                        )),
-                    }
-                }
-            }
-            Err(e) => {
-                for p in test {
-                    failures.push((
-                        format!("{} {}", p.workload, knob_key(&p.knobs)),
-                        e.to_string(),
-                    ));
-                }
-            }
-        }
+        fit_and_predict(
+            resolved,
+            meta,
+            &train,
+            &test,
+            params,
+            &mut results,
+            &mut failures,
+        );
     }
     let summary = summarise(
         meta,
