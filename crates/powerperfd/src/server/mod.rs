@@ -107,6 +107,30 @@ struct Inner {
     conns_per_uid: HashMap<u32, usize>,
 }
 
+/// The answer to a write: the writes made, or the refusal saying that what the session
+/// changed is restored when it ends (logged with `what`, e.g. `cpufreq`).
+fn write_answer<W: std::fmt::Display, E: std::fmt::Display>(
+    session: u64,
+    (uid, pid): (u32, i32),
+    what: &str,
+    done: std::result::Result<Vec<W>, E>,
+) -> Response {
+    match done {
+        Ok(w) => Response {
+            ok: true,
+            session: Some(session),
+            writes: w.iter().map(|x| x.to_string()).collect(),
+            ..Default::default()
+        },
+        Err(e) => {
+            tracing::error!(session, uid, pid, error = %e, "a {what} write failed; the session restores what it changed when it ends");
+            Response::refused(format!(
+                "{e}; what this session changed is restored when it ends"
+            ))
+        }
+    }
+}
+
 impl Inner {
     /// Journal what session `session`'s first change of a control overwrites (the journal
     /// first, so a crash after the write still restores it), then keep it for the session's
@@ -837,23 +861,10 @@ impl Daemon {
             Setting::CoreFreq(mhz) => sub.set(*mhz),
             Setting::Governor(gov) => sub.set_governor(gov),
         };
-        match done {
-            Ok(w) => {
-                tracing::info!(session = id, uid, pid, control, value = %what, cpus = ?cpus, "set");
-                Response {
-                    ok: true,
-                    session: Some(id),
-                    writes: w.iter().map(|x| x.to_string()).collect(),
-                    ..Default::default()
-                }
-            }
-            Err(e) => {
-                tracing::error!(session = id, uid, pid, error = %e, "a cpufreq write failed; the session restores what it changed when it ends");
-                Response::refused(format!(
-                    "{e}; what this session changed is restored when it ends"
-                ))
-            }
+        if done.is_ok() {
+            tracing::info!(session = id, uid, pid, control, value = %what, cpus = ?cpus, "set");
         }
+        write_answer(id, (uid, pid), "cpufreq", done)
     }
 
     /// Put back what session `id` changed, latest first; journal `end`; release its CPUs.

@@ -100,23 +100,11 @@ impl Daemon {
             );
         }
         let mut c = ctl.clone();
-        match c.set_uncore(mhz, &doms) {
-            Ok(w) => {
-                let names: Vec<&str> = keys.iter().map(|(_, n)| n.as_str()).collect();
-                tracing::info!(session = id, uid, pid, control, value = %what, domains = ?names, "set");
-                Response {
-                    ok: true,
-                    session: Some(id),
-                    writes: w.iter().map(|x| x.to_string()).collect(),
-                    ..Default::default()
-                }
-            }
-            Err(e) => {
-                tracing::error!(session = id, uid, pid, error = %e, "an uncore write failed; the session restores what it changed when it ends");
-                Response::refused(format!(
-                    "{e}; what this session changed is restored when it ends"
-                ))
-            }
+        let done = c.set_uncore(mhz, &doms);
+        if done.is_ok() {
+            let names: Vec<&str> = keys.iter().map(|(_, n)| n.as_str()).collect();
+            tracing::info!(session = id, uid, pid, control, value = %what, domains = ?names, "set");
         }
+        super::write_answer(id, (uid, pid), "uncore", done)
     }
 }
