@@ -247,11 +247,7 @@ pub fn measure_slowdown_errors(
                                     out.push(PointResult {
                                         workload: p.workload.clone(),
                                         knobs: p.knobs.clone(),
-                                        measured: crate::models::Prediction {
-                                            time_s: p.time_s,
-                                            power_w: p.power_w,
-                                            energy_j: p.energy_j,
-                                        },
+                                        measured: crate::models::eval::measured(p),
                                         predicted: pred,
                                     });
                                 }

@@ -29,6 +29,7 @@
 //! with no target left is a refusal with its reason), and the baseline's coverage is
 //! reported beside its error, as the model's is.
 
+use super::eval::measured;
 use super::eval::{PointResult, TargetError};
 use super::features::knob_key;
 use super::{check_physical, HeldOutError, Knobs, Prediction};
@@ -100,14 +101,6 @@ pub struct Versus {
 
 fn label(p: &Point) -> String {
     format!("{} {}", p.workload, knob_key(&p.knobs))
-}
-
-fn measured(p: &Point) -> Prediction {
-    Prediction {
-        time_s: p.time_s,
-        power_w: p.power_w,
-        energy_j: p.energy_j,
-    }
 }
 
 /// Least-squares polynomial of degree `min(2, m − 1)` through `(x, y)` (`m` points, distinct

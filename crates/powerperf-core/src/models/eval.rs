@@ -75,7 +75,8 @@ impl Evaluation {
     }
 }
 
-fn measured(p: &Point) -> Prediction {
+/// A point's measured targets, as a [`Prediction`] to score against.
+pub(crate) fn measured(p: &Point) -> Prediction {
     Prediction {
         time_s: p.time_s,
         power_w: p.power_w,

@@ -12,7 +12,7 @@
 //! differs from `k` in the fewest knobs, then the first in the set's order.
 
 use super::super::baseline::{held_out_counts, BaselineEval};
-use super::super::eval::{fit_and_predict, summarise, Evaluation, PointResult};
+use super::super::eval::{fit_and_predict, measured, summarise, Evaluation, PointResult};
 use super::super::features::knob_key;
 use super::super::split::TrainSplit;
 use super::super::{FitParams, Knobs, ModelKind, Prediction};
@@ -21,14 +21,6 @@ use crate::store::set::{Point, SetMeta};
 fn matches(p: &Point, s: &Knobs) -> bool {
     s.iter()
         .all(|(k, v)| p.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
-}
-
-fn measured(p: &Point) -> Prediction {
-    Prediction {
-        time_s: p.time_s,
-        power_w: p.power_w,
-        energy_j: p.energy_j,
-    }
 }
 
 /// Split `points` into training (matching one of `settings`) and held-out points.
