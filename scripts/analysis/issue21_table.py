@@ -32,9 +32,12 @@ TITANX_JOINT_CSV = "core_freq_mhz,mem_freq_mhz\n" + "".join(
 PARSEC_JOINT_CSV = "threads,core_freq_mhz\n1,1000\n1,1400\n1,1800\n2,1000\n"
 
 KH, WH = "knob-holdout", "workload-holdout"
+VF = '{"analytic":{"power_shape":"voltage_floor"}}'
 # (set, label, protocol, extra args, models, rule)
 ROWS = [
     ("titanx-micro", "knob holdout 595/861/1164", KH, ["--train", "core_freq_mhz=595,861,1164"], ["auto"], None),
+    ("titanx-micro", "knob holdout 595/861/1164, voltage floor (opt-in)", KH,
+     ["--train", "core_freq_mhz=595,861,1164", "--params", VF], ["analytic"], None),
     ("titanx-micro", "595/861/1164 × memory 3505 only", KH,
      ["--train", "core_freq_mhz=595,861,1164", "--train", "mem_freq_mhz=3505"], ["auto"], None),
     ("titanx-micro", "joint split: 3505 MHz at 16 clocks + 810 MHz at 595", KH,
@@ -42,6 +45,8 @@ ROWS = [
     ("titanx-micro", "workload holdout from 1164/3505 MHz", WH,
      ["--baseline", "core_freq_mhz=1164,mem_freq_mhz=3505"], ["auto", "spca"], "wh"),
     ("v100-dcgm-sweep", "knob holdout 510/945/1380", KH, ["--train", "core_freq_mhz=510,945,1380"], ["auto"], "v100kh"),
+    ("v100-dcgm-sweep", "knob holdout 510/945/1380, voltage floor (opt-in)", KH,
+     ["--train", "core_freq_mhz=510,945,1380", "--params", VF], ["analytic"], "v100kh"),
     ("v100-dcgm-sweep", "workload holdout from 1380 MHz", WH, ["--baseline", "core_freq_mhz=1380"], ["auto", "spca"], "wh-v100"),
     ("xu3-cbench", "knob holdout 1000/2000 → 1500", KH, ["--train", "core_freq_mhz=1000,2000"], ["auto"], None),
     ("xu3-cbench", "workload holdout from 2000 MHz", WH, ["--baseline", "core_freq_mhz=2000"], ["auto", "spca"], "wh"),
@@ -123,7 +128,8 @@ def main():
         for model in models:
             cmd = [a.bin, "evaluate", set_dir, "--protocol", proto, *args, "--model", model, "--format", "json"]
             shown = " ".join(["powerperf", "evaluate", set_name, "--protocol", proto,
-                              *[x.replace("@", "") for x in extra], "--model", model, "--format", "json"])
+                              *[x.replace("@", "") if not x.startswith("{") else f"'{x}'" for x in extra],
+                              "--model", model, "--format", "json"])
             p, secs = run(cmd)
             cmds.append(f"{shown}   # {secs:.1f} s, exit {p.returncode}")
             if p.returncode != 0 and not p.stdout.strip():

@@ -47,7 +47,8 @@
 //! With a voltage table (`voltage_table`, the chip's operating points `[[MHz, V], …]`), the
 //! dynamic term is Moore's `c·V(f)²·f` directly, with `V` interpolated from the table.
 //!
-//! **Voltage floor** ([`PowerShape::VoltageFloor`], the default since issue 21). A GPU or CPU
+//! **Voltage floor** ([`PowerShape::VoltageFloor`], `"power_shape": "voltage_floor"`, opt-in
+//! since issue 21). A GPU or CPU
 //! runs its low clocks at its minimum supply voltage and raises the voltage only above a knee
 //! clock (Mei, Wang, Chu, "A survey and measurement study of GPU DVFS on energy conservation",
 //! Digital Communications and Networks 3(2), 2017: measured core voltage flat at the low core
@@ -57,7 +58,10 @@
 //! below the knee, cubic above. `f_knee` belongs to the chip, like `k`, and takes `k`'s place
 //! as the one shared shape parameter, fitted the same way (three or more training clocks);
 //! with two clocks per group, a fixed `power_exponent` or a voltage table, the power law
-//! above applies. `"power_shape": "power_law"` restores it everywhere.
+//! above applies. It is not the default: with three training clocks both shapes fit the
+//! training points equally (each has one shared parameter for the one shape number three
+//! clocks determine), and measured on held-out clocks it wins on the V100 and loses on the
+//! Titan X, whose power rises faster than the cube (fitted k ≈ 3.9) over its whole range.
 //!
 //! # Energy
 //!
@@ -111,13 +115,15 @@ pub struct AnalyticParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum PowerShape {
-    /// `V ∝ f^γ`: dynamic power `∝ f^k`, `k = 1 + 2γ` fitted (the shape before issue 21).
+    /// `V ∝ f^γ`: dynamic power `∝ f^k`, `k = 1 + 2γ` fitted (the default).
+    #[default]
     PowerLaw,
     /// A voltage floor: `V(f) = V_0·max(1, f/f_knee)`, the supply voltage at its minimum up to
     /// a knee clock and proportional to the clock above it; dynamic power `∝ f` below the knee
     /// and `∝ f³` above. `f_knee` (one per chip) is fitted between the lowest and highest
-    /// training clocks.
-    #[default]
+    /// training clocks. Opt-in (issue 21): on the V100 knob holdout it beats the power law,
+    /// on the Titan X it loses to it (docs/models.md), and with three training clocks the
+    /// training points cannot tell the two apart.
     VoltageFloor,
 }
 
@@ -135,7 +141,7 @@ impl Default for AnalyticParams {
             power_exponent_range: (1.0, 6.0),
             voltage_table: None,
             shared_static_power: false,
-            power_shape: PowerShape::VoltageFloor,
+            power_shape: PowerShape::PowerLaw,
         }
     }
 }
@@ -696,11 +702,40 @@ fn fit_power_model(
                 .sum()
         }
     };
+    let (power_exponent, mut power_exponent_source) = if table.is_some() {
+        (
+            params.default_power_exponent,
+            "not used: P = P_static + c·V(f)²·f with V(f) from the voltage table".to_string(),
+        )
+    } else if let Some(k) = params.power_exponent {
+        (k, "fixed by parameter".to_string())
+    } else if dof == 0 && !shared_static {
+        (
+            params.default_power_exponent,
+            "default: no residual degree of freedom (two clocks per workload)".to_string(),
+        )
+    } else {
+        let (lo, hi) = params.power_exponent_range;
+        // Golden-section search on the total relative squared error.
+        let k = golden_section_min(lo, hi, 1e-9, 100, total_sse);
+        let how = if shared_static {
+            format!("one P_static shared by {n_groups} groups (two clocks per group leave no per-group residual), {} residual degrees of freedom", n_power - n_groups - 2)
+        } else {
+            format!("{fitted_groups} groups, {dof} residual degrees of freedom")
+        };
+        (
+            k,
+            format!("fitted: least relative squared error at the training clocks; {how}"),
+        )
+    };
     // The voltage floor's knee (PowerShape::VoltageFloor): one per chip, fitted like `k` on
-    // the total relative squared error, where `k` would be fitted and with per-group
-    // P_static. The error is not unimodal in the knee (a knee between two training clocks
-    // moves only the upper ones), so a grid of 96 steps over [lowest, highest training clock]
-    // finds its valley and a golden-section search refines it there.
+    // the total relative squared error, where `k` would be fitted (per-group P_static, a
+    // residual degree of freedom). With three training clocks both shapes have one shared
+    // parameter and reach the same training error, so the training points cannot choose
+    // between them: the shape is the user's (`power_shape`). The error is not unimodal in
+    // the knee (a knee between two training clocks moves only the upper ones), so a grid of
+    // 96 steps over [lowest, highest training clock] finds its valley and a golden-section
+    // search refines it there.
     let knee = if table.is_none()
         && params.power_exponent.is_none()
         && params.power_shape == PowerShape::VoltageFloor
@@ -732,37 +767,9 @@ fn fit_power_model(
     } else {
         None
     };
-    let (power_exponent, power_exponent_source) = if let Some(kn) = knee {
-        (
-            params.default_power_exponent,
-            format!("not used: voltage floor V(f) = V0·max(1, f/f_knee), P = P_static + c·f·max(1, f/f_knee)², f_knee = {kn:.1} MHz fitted (least relative squared error at the training clocks; {fitted_groups} groups, {dof} residual degrees of freedom)"),
-        )
-    } else if table.is_some() {
-        (
-            params.default_power_exponent,
-            "not used: P = P_static + c·V(f)²·f with V(f) from the voltage table".to_string(),
-        )
-    } else if let Some(k) = params.power_exponent {
-        (k, "fixed by parameter".to_string())
-    } else if dof == 0 && !shared_static {
-        (
-            params.default_power_exponent,
-            "default: no residual degree of freedom (two clocks per workload)".to_string(),
-        )
-    } else {
-        let (lo, hi) = params.power_exponent_range;
-        // Golden-section search on the total relative squared error.
-        let k = golden_section_min(lo, hi, 1e-9, 100, total_sse);
-        let how = if shared_static {
-            format!("one P_static shared by {n_groups} groups (two clocks per group leave no per-group residual), {} residual degrees of freedom", n_power - n_groups - 2)
-        } else {
-            format!("{fitted_groups} groups, {dof} residual degrees of freedom")
-        };
-        (
-            k,
-            format!("fitted: least relative squared error at the training clocks; {how}"),
-        )
-    };
+    if let Some(kn) = knee {
+        power_exponent_source = format!("not used (power_shape voltage_floor): V(f) = V0·max(1, f/f_knee), P = P_static + c·f·max(1, f/f_knee)², f_knee = {kn:.1} MHz fitted (least relative squared error at the training clocks; {fitted_groups} groups, {dof} residual degrees of freedom); the power law was {power_exponent_source}");
+    }
     let shared = if shared_static {
         fit_power_shared(&power_pts, &|f| {
             dynamic_term(f, f_ref, power_exponent, table)
@@ -842,8 +849,7 @@ fn fit_group(
                 }
             }),
             None => {
-                fit_power(ppts, &|f| model_term(f, f_ref, power_exponent, knee, table))
-                    .map(|c| c.0)
+                fit_power(ppts, &|f| model_term(f, f_ref, power_exponent, knee, table)).map(|c| c.0)
             }
         };
         if c.is_none() {

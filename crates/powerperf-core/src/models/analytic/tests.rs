@@ -242,14 +242,30 @@ fn voltage_floor_knee_is_recovered_and_old_files_keep_the_power_law() {
     }
     let params = AnalyticParams {
         calibrate_clock: false,
+        power_shape: PowerShape::VoltageFloor,
         ..AnalyticParams::default()
     };
+    // The default power law keeps no knee.
+    let law = fit(
+        &SetMeta::default(),
+        &pts,
+        &AnalyticParams {
+            calibrate_clock: false,
+            ..AnalyticParams::default()
+        },
+    )
+    .unwrap();
+    assert!(law.voltage_knee_mhz.is_none());
     let m = fit(&SetMeta::default(), &pts, &params).unwrap();
     let kn = m.voltage_knee_mhz.expect("knee fitted");
     assert!((kn - knee).abs() < 1.0, "knee {kn}");
     let pr = m.predict("b", &knobs(1000.0, 1.0)).unwrap();
     let want = 60.0 + 0.08 * g(1000.0);
-    assert!((pr.power_w.unwrap() / want - 1.0).abs() < 1e-4, "{:?} {want}", pr.power_w);
+    assert!(
+        (pr.power_w.unwrap() / want - 1.0).abs() < 1e-4,
+        "{:?} {want}",
+        pr.power_w
+    );
     // A model file without `voltage_knee_mhz` (before issue 21) predicts with its `k`.
     let mut json = serde_json::to_value(&m).unwrap();
     json.as_object_mut().unwrap().remove("voltage_knee_mhz");
@@ -258,6 +274,10 @@ fn voltage_floor_knee_is_recovered_and_old_files_keep_the_power_law() {
     assert!(old.voltage_knee_mhz.is_none());
     let gb = old.groups.iter().find(|g| g.workload == "b").unwrap();
     let c = gb.power.as_ref().unwrap();
-    let p = old.predict("b", &knobs(1000.0, 1.0)).unwrap().power_w.unwrap();
+    let p = old
+        .predict("b", &knobs(1000.0, 1.0))
+        .unwrap()
+        .power_w
+        .unwrap();
     assert!((p - (c.p_static_w + c.c_w * (1000.0f64 / 1400.0).powi(2))).abs() < 1e-9);
 }
