@@ -235,6 +235,9 @@ impl Fitted {
                      clock knob: {}, f_ref = {} MHz\npower exponent k = {:.4} ({})\nstatic power: {}\neffective clocks: {}\n",
                     m.freq_knob, m.f_ref_mhz, m.power_exponent, m.power_exponent_source, m.static_power, m.calibration_note
                 );
+                if let Some(kn) = m.voltage_knee_mhz {
+                    s += &format!("power: voltage floor, P(f) = P_static + c·f·max(1, f/f_knee)²/(f_ref·max(1, f_ref/f_knee)²), f_knee = {kn:.1} MHz (k above is not used)\n");
+                }
                 for e in &m.effective_clocks {
                     s += &format!(
                         "  {} MHz runs as {:.1} MHz (median of {} compute-bound groups)\n",

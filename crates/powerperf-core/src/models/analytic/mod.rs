@@ -47,6 +47,22 @@
 //! With a voltage table (`voltage_table`, the chip's operating points `[[MHz, V], …]`), the
 //! dynamic term is Moore's `c·V(f)²·f` directly, with `V` interpolated from the table.
 //!
+//! **Voltage floor** ([`PowerShape::VoltageFloor`], `"power_shape": "voltage_floor"`, opt-in
+//! since issue 21). A GPU or CPU
+//! runs its low clocks at its minimum supply voltage and raises the voltage only above a knee
+//! clock (Mei, Wang, Chu, "A survey and measurement study of GPU DVFS on energy conservation",
+//! Digital Communications and Networks 3(2), 2017: measured core voltage flat at the low core
+//! clocks of NVIDIA Fermi and Maxwell GPUs; Guerreiro, Ilic, Roma, Tomás, "Modeling and
+//! decoupling the GPU power consumption for cross-domain DVFS", IEEE TPDS 30(11), 2019). With
+//! `V(f) = V_0·max(1, f/f_knee)` the dynamic term is `c·f·max(1, f/f_knee)²`: linear in `f`
+//! below the knee, cubic above. `f_knee` belongs to the chip, like `k`, and takes `k`'s place
+//! as the one shared shape parameter, fitted the same way (three or more training clocks);
+//! with two clocks per group, a fixed `power_exponent` or a voltage table, the power law
+//! above applies. It is not the default: with three training clocks both shapes fit the
+//! training points equally (each has one shared parameter for the one shape number three
+//! clocks determine), and measured on held-out clocks it wins on the V100 and loses on the
+//! Titan X, whose power rises faster than the cube (fitted k ≈ 3.9) over its whole range.
+//!
 //! # Energy
 //!
 //! `E(f) = P(f) · t(f)` (Moore 2012: energy is power integrated over time).
@@ -89,6 +105,26 @@ pub struct AnalyticParams {
     /// With two clocks per group, share one `P_static` over all groups so that `k` can be
     /// fitted (off by default: on the XU3 set it measured worse than the default `k`).
     pub shared_static_power: bool,
+    /// The voltage curve behind the dynamic term when no voltage table is given and the
+    /// shape can be fitted (three or more training clocks): see [`PowerShape`].
+    pub power_shape: PowerShape,
+}
+
+/// The voltage curve `V(f)` of the dynamic power term `c·V(f)²·f` when the chip's table is
+/// not given (see the module's **Power**).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PowerShape {
+    /// `V ∝ f^γ`: dynamic power `∝ f^k`, `k = 1 + 2γ` fitted (the default).
+    #[default]
+    PowerLaw,
+    /// A voltage floor: `V(f) = V_0·max(1, f/f_knee)`, the supply voltage at its minimum up to
+    /// a knee clock and proportional to the clock above it; dynamic power `∝ f` below the knee
+    /// and `∝ f³` above. `f_knee` (one per chip) is fitted between the lowest and highest
+    /// training clocks. Opt-in (issue 21): on the V100 knob holdout it beats the power law,
+    /// on the Titan X it loses to it (docs/models.md), and with three training clocks the
+    /// training points cannot tell the two apart.
+    VoltageFloor,
 }
 
 impl Default for AnalyticParams {
@@ -105,6 +141,7 @@ impl Default for AnalyticParams {
             power_exponent_range: (1.0, 6.0),
             voltage_table: None,
             shared_static_power: false,
+            power_shape: PowerShape::PowerLaw,
         }
     }
 }
@@ -152,7 +189,9 @@ impl TimeCurve {
     }
 }
 
-/// `P(f) = P_static + c·(f/f_ref)^k`, watts (`k` is the model's `power_exponent`).
+/// `P(f) = P_static + c·D(f)`, watts, with `D` the model's dynamic term relative to `f_ref`:
+/// `(f/f_ref)^k` (`k` the model's `power_exponent`), the voltage table's `V²f`, or the
+/// voltage floor's `f·max(1, f/f_knee)²` (the model's `voltage_knee_mhz`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerCurve {
     pub p_static_w: f64,
@@ -200,6 +239,11 @@ pub struct AnalyticModel {
     /// Whether `P_static` is per group or one value shared by all groups.
     #[serde(default)]
     pub static_power: String,
+    /// The knee of the voltage floor, MHz, when the dynamic term is
+    /// `f·max(1, f/f_knee)²` ([`PowerShape::VoltageFloor`]); absent: `(f/f_ref)^k` or the
+    /// voltage table (model files written before issue 21 have none and keep their `k`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voltage_knee_mhz: Option<f64>,
     /// Effective clocks of training settings (empty when not calibrated).
     pub effective_clocks: Vec<EffectiveClock>,
     /// Why calibration was or was not applied.
@@ -392,6 +436,22 @@ pub fn dynamic_term(f: f64, f_ref: f64, k: f64, table: Option<&[(f64, f64)]>) ->
             (v * v * f) / (vr * vr * f_ref)
         }
         None => (f / f_ref).powf(k),
+    }
+}
+
+/// The dynamic-power term of a voltage floor relative to `f_ref`: `g(f)/g(f_ref)` with
+/// `g(f) = f·max(1, f/f_knee)²`, i.e. `V(f)²·f` for `V(f) = V_0·max(1, f/f_knee)`.
+pub fn knee_term(f: f64, f_ref: f64, knee: f64) -> f64 {
+    let g = |x: f64| x * (x / knee).max(1.0).powi(2);
+    g(f) / g(f_ref)
+}
+
+/// The dynamic term a fitted model uses: the voltage table, else the voltage floor's knee,
+/// else `(f/f_ref)^k`.
+fn model_term(f: f64, f_ref: f64, k: f64, knee: Option<f64>, table: Option<&[(f64, f64)]>) -> f64 {
+    match (table, knee) {
+        (None, Some(kn)) => knee_term(f, f_ref, kn),
+        _ => dynamic_term(f, f_ref, k, table),
     }
 }
 
@@ -594,6 +654,8 @@ struct PowerFit {
     shared: Option<(f64, Vec<Option<f64>>, f64)>,
     /// How static power is modelled, for the model file.
     static_power: String,
+    /// The voltage floor's knee, MHz ([`PowerShape::VoltageFloor`]), when fitted.
+    knee: Option<f64>,
 }
 
 /// Fit the power exponent (or take it from the parameters) and, when the groups have no
@@ -640,7 +702,7 @@ fn fit_power_model(
                 .sum()
         }
     };
-    let (power_exponent, power_exponent_source) = if table.is_some() {
+    let (power_exponent, mut power_exponent_source) = if table.is_some() {
         (
             params.default_power_exponent,
             "not used: P = P_static + c·V(f)²·f with V(f) from the voltage table".to_string(),
@@ -666,6 +728,48 @@ fn fit_power_model(
             format!("fitted: least relative squared error at the training clocks; {how}"),
         )
     };
+    // The voltage floor's knee (PowerShape::VoltageFloor): one per chip, fitted like `k` on
+    // the total relative squared error, where `k` would be fitted (per-group P_static, a
+    // residual degree of freedom). With three training clocks both shapes have one shared
+    // parameter and reach the same training error, so the training points cannot choose
+    // between them: the shape is the user's (`power_shape`). The error is not unimodal in
+    // the knee (a knee between two training clocks moves only the upper ones), so a grid of
+    // 96 steps over [lowest, highest training clock] finds its valley and a golden-section
+    // search refines it there.
+    let knee = if table.is_none()
+        && params.power_exponent.is_none()
+        && params.power_shape == PowerShape::VoltageFloor
+        && dof > 0
+        && !shared_static
+    {
+        let lo = power_pts
+            .iter()
+            .filter(|p| p.len() >= 3)
+            .flat_map(|p| p.iter().map(|q| q.0))
+            .fold(f64::INFINITY, f64::min);
+        let sse = |kn: f64| -> f64 {
+            power_pts
+                .iter()
+                .filter_map(|p| fit_power(p, &|f| knee_term(f, f_ref, kn)).map(|(_, s)| s))
+                .sum()
+        };
+        (lo.is_finite() && lo > 0.0 && lo < f_ref).then(|| {
+            let steps = 96;
+            let at = |i: usize| lo + (f_ref - lo) * i as f64 / steps as f64;
+            let best = (0..=steps)
+                .map(|i| (i, sse(at(i))))
+                .filter(|(_, e)| e.is_finite())
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or(steps, |b| b.0);
+            let (a, b) = (at(best.saturating_sub(1)), at((best + 1).min(steps)));
+            golden_section_min(a, b, 1e-6, 100, sse)
+        })
+    } else {
+        None
+    };
+    if let Some(kn) = knee {
+        power_exponent_source = format!("not used (power_shape voltage_floor): V(f) = V0·max(1, f/f_knee), P = P_static + c·f·max(1, f/f_knee)², f_knee = {kn:.1} MHz fitted (least relative squared error at the training clocks; {fitted_groups} groups, {dof} residual degrees of freedom); the power law was {power_exponent_source}");
+    }
     let shared = if shared_static {
         fit_power_shared(&power_pts, &|f| {
             dynamic_term(f, f_ref, power_exponent, table)
@@ -684,6 +788,7 @@ fn fit_power_model(
         power_exponent_source,
         shared,
         static_power,
+        knee,
     }
 }
 
@@ -698,10 +803,11 @@ fn fit_group(
     f_ref: f64,
     eff: &dyn Fn(f64) -> f64,
 ) -> AnalyticGroup {
-    let (ppts, power_exponent, table) = (
+    let (ppts, power_exponent, table, knee) = (
         &pf.power_pts[gi],
         pf.power_exponent,
         params.voltage_table.as_deref().filter(|t| !t.is_empty()),
+        pf.knee,
     );
     let time_ok = |g: &Group| meta.is_reliable("time_s", &g.workload);
     let mut notes = Vec::new();
@@ -732,7 +838,8 @@ fn fit_group(
                 let sse: f64 = ppts
                     .iter()
                     .map(|(f, y)| {
-                        ((p0 + c * dynamic_term(*f, f_ref, power_exponent, table) - y) / y).powi(2)
+                        ((p0 + c * model_term(*f, f_ref, power_exponent, knee, table) - y) / y)
+                            .powi(2)
                     })
                     .sum();
                 PowerCurve {
@@ -742,7 +849,7 @@ fn fit_group(
                 }
             }),
             None => {
-                fit_power(ppts, &|f| dynamic_term(f, f_ref, power_exponent, table)).map(|c| c.0)
+                fit_power(ppts, &|f| model_term(f, f_ref, power_exponent, knee, table)).map(|c| c.0)
             }
         };
         if c.is_none() {
@@ -821,6 +928,7 @@ pub fn fit(
         power_exponent,
         power_exponent_source,
         static_power,
+        knee,
         ..
     } = pf;
     Ok(AnalyticModel {
@@ -830,6 +938,7 @@ pub fn fit(
         power_exponent,
         power_exponent_source,
         static_power,
+        voltage_knee_mhz: knee,
         effective_clocks,
         calibration_note,
         groups: out,
@@ -862,10 +971,11 @@ impl AnalyticModel {
         let power_w = g.power.as_ref().map(|c| {
             c.p_static_w
                 + c.c_w
-                    * dynamic_term(
+                    * model_term(
                         f,
                         self.f_ref_mhz,
                         self.power_exponent,
+                        self.voltage_knee_mhz,
                         self.params
                             .voltage_table
                             .as_deref()

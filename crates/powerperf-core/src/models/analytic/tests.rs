@@ -70,9 +70,11 @@ fn recovers_roofline_and_power_exponent() {
     }
     let params = AnalyticParams {
         calibrate_clock: false,
+        power_shape: PowerShape::PowerLaw,
         ..AnalyticParams::default()
     };
     let m = fit(&SetMeta::default(), &pts, &params).unwrap();
+    assert!(m.voltage_knee_mhz.is_none());
     assert!(
         (m.power_exponent - 4.0).abs() < 1e-3,
         "{}",
@@ -224,4 +226,58 @@ fn unreliable_time_is_not_fitted_and_unknown_setting_is_an_error() {
     assert!(pr.power_w.is_some());
     let err = m.predict("a", &knobs(700.0, 2.0)).unwrap_err().to_string();
     assert!(err.contains("mem_freq_mhz=1"), "{err}");
+}
+
+#[test]
+fn voltage_floor_knee_is_recovered_and_old_files_keep_the_power_law() {
+    // P = P_s + c·f·max(1, f/1100)² (V flat up to 1100 MHz, then ∝ f) for three workloads
+    // at five clocks: the knee and every held-out clock are recovered.
+    let knee = 1100.0;
+    let g = |f: f64| f * (f / knee).max(1.0).powi(2);
+    let mut pts = Vec::new();
+    for (w, ps, c) in [("a", 40.0, 0.05), ("b", 60.0, 0.08), ("c", 30.0, 0.02)] {
+        for f in [600.0, 900.0, 1200.0, 1300.0, 1400.0] {
+            pts.push(pt(w, f, 1.0, 1.0, ps + c * g(f)));
+        }
+    }
+    let params = AnalyticParams {
+        calibrate_clock: false,
+        power_shape: PowerShape::VoltageFloor,
+        ..AnalyticParams::default()
+    };
+    // The default power law keeps no knee.
+    let law = fit(
+        &SetMeta::default(),
+        &pts,
+        &AnalyticParams {
+            calibrate_clock: false,
+            ..AnalyticParams::default()
+        },
+    )
+    .unwrap();
+    assert!(law.voltage_knee_mhz.is_none());
+    let m = fit(&SetMeta::default(), &pts, &params).unwrap();
+    let kn = m.voltage_knee_mhz.expect("knee fitted");
+    assert!((kn - knee).abs() < 1.0, "knee {kn}");
+    let pr = m.predict("b", &knobs(1000.0, 1.0)).unwrap();
+    let want = 60.0 + 0.08 * g(1000.0);
+    assert!(
+        (pr.power_w.unwrap() / want - 1.0).abs() < 1e-4,
+        "{:?} {want}",
+        pr.power_w
+    );
+    // A model file without `voltage_knee_mhz` (before issue 21) predicts with its `k`.
+    let mut json = serde_json::to_value(&m).unwrap();
+    json.as_object_mut().unwrap().remove("voltage_knee_mhz");
+    json["power_exponent"] = serde_json::json!(2.0);
+    let old: AnalyticModel = serde_json::from_value(json).unwrap();
+    assert!(old.voltage_knee_mhz.is_none());
+    let gb = old.groups.iter().find(|g| g.workload == "b").unwrap();
+    let c = gb.power.as_ref().unwrap();
+    let p = old
+        .predict("b", &knobs(1000.0, 1.0))
+        .unwrap()
+        .power_w
+        .unwrap();
+    assert!((p - (c.p_static_w + c.c_w * (1000.0f64 / 1400.0).powi(2))).abs() < 1e-9);
 }
