@@ -84,7 +84,15 @@ fn template(dir: &Path, bin: &Path) -> PathBuf {
         pkg.display()
     );
     let st = Command::new(bin)
-        .args(["collect", "-q", "--nvml", "off", "--interval", "10ms", "--sysfs-root"])
+        .args([
+            "collect",
+            "-q",
+            "--nvml",
+            "off",
+            "--interval",
+            "10ms",
+            "--sysfs-root",
+        ])
         .arg(&root)
         .arg("-o")
         .arg(&out)

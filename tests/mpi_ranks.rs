@@ -36,7 +36,9 @@ fn rapl_root(dir: &Path) -> PathBuf {
 #[test]
 fn mpirun_np4_one_rank_per_node_samples_rapl_and_report_counts_it_once() {
     let Some(mpirun) = mpirun() else {
-        println!("skipped: mpirun_np4: mpirun is not installed (Debian: apt-get install openmpi-bin)");
+        println!(
+            "skipped: mpirun_np4: mpirun is not installed (Debian: apt-get install openmpi-bin)"
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -129,7 +131,10 @@ fn mpirun_np4_one_rank_per_node_samples_rapl_and_report_counts_it_once() {
     for (e, j) in [("energy-package-0", PACKAGE_J), ("energy-dram-0", DRAM_J)] {
         let node = nodes[0]["energy_j"][e].as_f64().unwrap();
         let job_total = v["energy_j"][e].as_f64().unwrap();
-        assert!((node - j).abs() < 1e-9 && (job_total - j).abs() < 1e-9, "{e}: {v}");
+        assert!(
+            (node - j).abs() < 1e-9 && (job_total - j).abs() < 1e-9,
+            "{e}: {v}"
+        );
     }
     // task-clock over 4 ranks of unequal work.
     let tc = v["events"]
@@ -140,7 +145,10 @@ fn mpirun_np4_one_rank_per_node_samples_rapl_and_report_counts_it_once() {
         .expect("task-clock over ranks");
     assert_eq!(tc["ranks"], 4);
     assert_eq!(tc["unit"], "ns");
-    assert!(tc["min"].as_f64().unwrap() < tc["max"].as_f64().unwrap(), "{tc}");
+    assert!(
+        tc["min"].as_f64().unwrap() < tc["max"].as_f64().unwrap(),
+        "{tc}"
+    );
 
     let text = Command::cargo_bin("powerperf")
         .unwrap()

@@ -115,7 +115,12 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
         .arg(&root)
         .arg("-o")
         .arg(&template)
-        .args(["--", "sh", "-c", &format!("echo 1000000 > {}", pkg.display())])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("echo 1000000 > {}", pkg.display()),
+        ])
         .env_remove("OMPI_COMM_WORLD_LOCAL_RANK")
         .env_remove("SLURM_LOCALID")
         .assert()
@@ -153,24 +158,41 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
         .arg(&job)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("rank6"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["shards"].as_array().unwrap().len(), 6);
     let bad = v["unreadable"].as_array().unwrap();
     assert_eq!(bad.len(), 1);
-    assert!(bad[0]["shard"].as_str().unwrap().ends_with("rank6"), "{bad:?}");
-    assert!(bad[0]["error"].as_str().unwrap().contains("run.toml"), "{bad:?}");
+    assert!(
+        bad[0]["shard"].as_str().unwrap().ends_with("rank6"),
+        "{bad:?}"
+    );
+    assert!(
+        bad[0]["error"].as_str().unwrap().contains("run.toml"),
+        "{bad:?}"
+    );
     let nodes = v["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2);
     for (k, n) in nodes.iter().enumerate() {
         assert_eq!(n["host"], format!("node{k}"));
         assert_eq!(n["shards"].as_array().unwrap().len(), 3);
-        assert_eq!(n["sampled_by"], serde_json::json!([format!("rank{}", 3 * k)]));
+        assert_eq!(
+            n["sampled_by"],
+            serde_json::json!([format!("rank{}", 3 * k)])
+        );
         assert_eq!(n["energy_j"]["energy-package-0"].as_f64(), Some(pkg_j));
     }
-    assert_eq!(v["energy_j"]["energy-package-0"].as_f64(), Some(2.0 * pkg_j));
+    assert_eq!(
+        v["energy_j"]["energy-package-0"].as_f64(),
+        Some(2.0 * pkg_j)
+    );
 
     let o = Command::cargo_bin("powerperf")
         .unwrap()
@@ -183,7 +205,9 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
     assert!(text.contains("over 6 ranks on 2 nodes"), "{text}");
     let j = format!("{pkg_j:.2} Joules energy-package-0");
     let after = |head: &str| {
-        let i = text.find(head).unwrap_or_else(|| panic!("no {head:?}: {text}"));
+        let i = text
+            .find(head)
+            .unwrap_or_else(|| panic!("no {head:?}: {text}"));
         text[i..].lines().nth(1).unwrap().trim().to_string()
     };
     assert_eq!(after("node0: 3 ranks, sampled by rank0"), j);

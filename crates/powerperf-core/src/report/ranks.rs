@@ -354,7 +354,11 @@ fn label(s: &Spread) -> String {
         u => super::perf_value(0.0, u).1,
     };
     // The event's name for a RAPL column (`energy_package_0_j` is `energy-package-0`).
-    let name = match s.name.strip_prefix("energy_").and_then(|d| d.strip_suffix("_j")) {
+    let name = match s
+        .name
+        .strip_prefix("energy_")
+        .and_then(|d| d.strip_suffix("_j"))
+    {
         _ if s.name == WALL => "time elapsed".to_string(),
         Some(d) => format!("energy-{}", d.replace('_', "-")),
         None => s.name.clone(),

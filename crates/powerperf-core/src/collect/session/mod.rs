@@ -12,7 +12,8 @@ mod sampler;
 mod sources;
 
 use super::{
-    events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend, Mode, Outcome,
+    events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend, Mode,
+    Outcome,
 };
 use crate::store::run::{self, Ending, RunInfo, RunMeta};
 use anyhow::{Context, Result};
