@@ -144,11 +144,21 @@ fn regions_file(path: &Path) {
     powerperf_format::regions::write(path, &[], &rows, Some(0), &[]).unwrap();
 }
 
+/// Hard-link `src` as `dst`; where `src` has as many links as the file system allows
+/// (65,000 on ext4), copy it and link the copy from then on.
+fn link(src: &mut PathBuf, dst: &Path) {
+    if std::fs::hard_link(&*src, dst).is_err() {
+        std::fs::copy(&*src, dst).unwrap();
+        *src = dst.to_path_buf();
+    }
+}
+
 /// Write `n` shards into `job`, from `template`.
 fn make_job(job: &Path, template: &Path, n: usize, regions: Option<&Path>) {
     use powerperf::store::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
     let t = RunMeta::read(template).unwrap();
-    let tl = template.join(powerperf::store::run::TIMELINE);
+    let mut tl = template.join(powerperf::store::run::TIMELINE);
+    let mut rg = regions.map(Path::to_path_buf);
     std::fs::create_dir_all(job).unwrap();
     for i in 0..n {
         let r = i as u32;
@@ -180,10 +190,10 @@ fn make_job(job: &Path, template: &Path, n: usize, regions: Option<&Path>) {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("run.toml"), toml::to_string_pretty(&m).unwrap()).unwrap();
         if tl.is_file() {
-            std::fs::hard_link(&tl, d.join(powerperf::store::run::TIMELINE)).unwrap();
+            link(&mut tl, &d.join(powerperf::store::run::TIMELINE));
         }
-        if let Some(rg) = regions {
-            std::fs::hard_link(rg, d.join("regions.parquet")).unwrap();
+        if let Some(rg) = rg.as_mut() {
+            link(rg, &d.join("regions.parquet"));
         }
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! Each shard's totals come from its `run.toml` (the totals `report RUN` prints, rebuilt from
 //! the journal for a run whose powerperf was killed) and its regions from the `path` and
-//! `incl_ns` columns of `regions.parquet`. Shards are read in parallel (rayon) and reduced to
+//! `incl_ns` columns of `regions.parquet`. Shards are read in parallel (a thread per CPU) and reduced to
 //! per-shard sums, in shard order, so the report does not depend on the thread count. A shard
 //! that cannot be read is named in the report and left out of it; the others are reported.
 
@@ -15,7 +15,6 @@ use crate::store::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLE
 use anyhow::Result;
 use polars::prelude::*;
 use powerperf_format::regions::REGIONS;
-use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -203,6 +202,8 @@ fn region_times(path: &Path) -> Result<Vec<(String, i128)>> {
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
     let df = ParquetReader::new(f)
         .with_columns(Some(vec!["path".into(), "incl_ns".into()]))
+        // A small table read on one of read_all's threads: no hand-off to polars' pool.
+        .read_parallel(ParallelStrategy::None)
         .finish()
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let bad = |e: PolarsError| anyhow::anyhow!("{}: {e}", path.display());
@@ -223,6 +224,28 @@ fn region_times(path: &Path) -> Result<Vec<(String, i128)>> {
     Ok(shard.into_iter().map(|(p, n)| (p.to_string(), n)).collect())
 }
 
+/// Read the shards on one thread per CPU, each a contiguous slice of them, and return them in
+/// shard order, so the sums of the report do not depend on the number of threads. Plain
+/// threads, not rayon's: a rayon worker that waits for polars' own pool (regions.parquet)
+/// runs other shards' reads meanwhile, nested on its stack, which overflowed it at 4,096
+/// shards with regions.
+fn read_all(paths: &[PathBuf]) -> Vec<Result<Shard>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, paths.len().max(1));
+    let chunk = paths.len().div_ceil(threads).max(1);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = paths
+            .chunks(chunk)
+            .map(|c| sc.spawn(move || c.iter().map(|p| read_shard(p)).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// Build the report of the shards under `dir`.
 ///
 /// # Errors
@@ -236,9 +259,7 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
         dir.display(),
         dir.display()
     );
-    // In parallel, in shard order (collect keeps it): the sums below do not depend on the
-    // number of threads.
-    let read: Vec<Result<Shard>> = paths.par_iter().map(|p| read_shard(p)).collect();
+    let read = read_all(&paths);
     let mut ok = Vec::with_capacity(read.len());
     let mut unreadable = Vec::new();
     for (p, r) in paths.iter().zip(read) {
