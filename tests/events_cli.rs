@@ -54,6 +54,8 @@ fn write_run(dir: &Path) {
             kernel: "k".into(),
             tool_version: "0".into(),
             rank: None,
+            local_rank: None,
+            node_sources: None,
             interval_ns: 10_000_000,
             samples: 200,
             truncated: false,

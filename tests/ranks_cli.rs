@@ -2,6 +2,8 @@
 //! the first rank of the node samples node-wide sources, and `report JOB` gives min, mean,
 //! max and imbalance over ranks (issue 4, item 7).
 
+mod common;
+
 use assert_cmd::Command;
 
 #[test]
@@ -88,4 +90,131 @@ fn ranks_write_shards_and_report_aggregates_them() {
         .unwrap();
     let t = String::from_utf8(text.stdout).unwrap();
     assert!(t.contains("over 3 ranks") && t.contains("imbalance"), "{t}");
+}
+
+/// A job on two nodes (shards of different `run.host`), three ranks each, plus a shard whose
+/// run.toml is broken: `report JOB` takes each node's energy from the shard that sampled it
+/// (local rank 0), lists the node lines and their sum, and names the broken shard while
+/// reporting the others (exit status 1). The shards are derived from one real collect over
+/// the powercap fixture, re-labelled as ranks of two hosts.
+#[test]
+fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
+    use powerperf::store::run::{Backend, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sysfs");
+    common::copy_tree(
+        &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/rapl-wrap"),
+        &root,
+    );
+    let pkg = root.join("sys/class/powercap/intel-rapl:0/energy_uj");
+    let template = dir.path().join("template");
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["collect", "-q", "--nvml", "off", "--sysfs-root"])
+        .arg(&root)
+        .arg("-o")
+        .arg(&template)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("echo 1000000 > {}", pkg.display()),
+        ])
+        .env_remove("OMPI_COMM_WORLD_LOCAL_RANK")
+        .env_remove("SLURM_LOCALID")
+        .assert()
+        .success();
+    let t = powerperf::store::run::RunMeta::read(&template).unwrap();
+    assert_eq!(t.run.node_sources.as_deref(), Some(NODE_SOURCES_SAMPLED));
+    let pkg_j = t
+        .events
+        .iter()
+        .find(|e| e.name == "energy-package-0")
+        .and_then(|e| e.total)
+        .expect("package energy from the fixture");
+    let job = dir.path().join("job");
+    for r in 0..6u32 {
+        let mut m = t.clone();
+        let local = r % 3;
+        m.run.rank = Some(r);
+        m.run.local_rank = Some(local);
+        m.run.host = format!("node{}", r / 3);
+        if local > 0 {
+            m.run.node_sources = Some(NODE_SOURCES_LEFT.into());
+            m.events.retain(|e| e.backend != Backend::Rapl);
+        }
+        let d = job.join(format!("rank{r}"));
+        std::fs::create_dir_all(&d).unwrap();
+        m.write(&d).unwrap();
+    }
+    let broken = job.join("rank6");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("run.toml"), "[run\nid = ").unwrap();
+
+    let o = Command::cargo_bin("powerperf")
+        .unwrap()
+        .args(["report", "--format", "json"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("rank6"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["shards"].as_array().unwrap().len(), 6);
+    let bad = v["unreadable"].as_array().unwrap();
+    assert_eq!(bad.len(), 1);
+    assert!(
+        bad[0]["shard"].as_str().unwrap().ends_with("rank6"),
+        "{bad:?}"
+    );
+    assert!(
+        bad[0]["error"].as_str().unwrap().contains("run.toml"),
+        "{bad:?}"
+    );
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2);
+    for (k, n) in nodes.iter().enumerate() {
+        assert_eq!(n["host"], format!("node{k}"));
+        assert_eq!(n["shards"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            n["sampled_by"],
+            serde_json::json!([format!("rank{}", 3 * k)])
+        );
+        assert_eq!(n["energy_j"]["energy-package-0"].as_f64(), Some(pkg_j));
+    }
+    assert_eq!(
+        v["energy_j"]["energy-package-0"].as_f64(),
+        Some(2.0 * pkg_j)
+    );
+
+    let o = Command::cargo_bin("powerperf")
+        .unwrap()
+        .arg("report")
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("over 6 ranks on 2 nodes"), "{text}");
+    let j = format!("{pkg_j:.2} Joules energy-package-0");
+    let after = |head: &str| {
+        let i = text
+            .find(head)
+            .unwrap_or_else(|| panic!("no {head:?}: {text}"));
+        text[i..].lines().nth(1).unwrap().trim().to_string()
+    };
+    assert_eq!(after("node0: 3 ranks, sampled by rank0"), j);
+    assert_eq!(after("node1: 3 ranks, sampled by rank3"), j);
+    assert_eq!(
+        after("all 2 nodes:"),
+        format!("{:.2} Joules energy-package-0", 2.0 * pkg_j)
+    );
+    assert!(text.contains("1 shard could not be read"), "{text}");
 }

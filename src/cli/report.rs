@@ -24,8 +24,9 @@ for --predictions; each plot that has data. See docs/report.md.")]
 pub struct ReportArgs {
     /// A run directory written by `powerperf collect`, or a directory of per-rank run
     /// directories (`collect -o JOB/rank%r` under srun/mpirun): then min, mean, max and
-    /// imbalance over ranks of every event and region (optional with --evaluate or
-    /// --predictions).
+    /// imbalance over ranks of every event and region, and the node energy summed per node
+    /// (sampled by local rank 0 of each node) and over nodes; a shard that cannot be read is
+    /// named and left out, and the status is 1 (optional with --evaluate or --predictions).
     #[arg(required_unless_present_any = ["evaluate", "predictions"])]
     pub run: Option<PathBuf>,
     /// Output format of the text report (default: table; with --html or --plot it is printed
@@ -83,7 +84,12 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             Some(Format::Json) => outln!("{}", serde_json::to_string_pretty(&r)?),
             _ => out!("{}", crate::report::ranks::render_text(&r)),
         }
-        return Ok(0);
+        // The others are reported; the broken shards are named, and the status says so
+        // (as grep's 2 after a file it could not read).
+        for u in &r.unreadable {
+            eprintln!("powerperf report: left out {}: {}", u.shard, u.error);
+        }
+        return Ok(if r.unreadable.is_empty() { 0 } else { 1 });
     }
     if (args.evaluate.is_some() || args.predictions.is_some())
         && args.plot.is_none()

@@ -52,6 +52,20 @@ pub enum Ending {
     Running,
 }
 
+/// `run.node_sources` of a run that sampled the node-wide sources (RAPL, NVML) itself.
+pub const NODE_SOURCES_SAMPLED: &str = "sampled";
+/// `run.node_sources` of a rank that left the node-wide sources to local rank 0 of its node.
+pub const NODE_SOURCES_LEFT: &str = "local_rank_0";
+
+/// `run.node_sources` for a run of node-local rank `local_rank` (`None`: no launcher):
+/// only local rank 0 samples the node-wide sources, once per node.
+pub fn node_sources_for(local_rank: Option<u32>) -> &'static str {
+    match local_rank {
+        Some(l) if l > 0 => NODE_SOURCES_LEFT,
+        _ => NODE_SOURCES_SAMPLED,
+    }
+}
+
 /// `[run]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -79,6 +93,16 @@ pub struct RunInfo {
     pub kernel: String,
     pub tool_version: String,
     pub rank: Option<u32>,
+    /// The node-local rank under an MPI launcher (`OMPI_COMM_WORLD_LOCAL_RANK`,
+    /// `SLURM_LOCALID`, `MPI_LOCALRANKID`, `PMI_LOCAL_RANK`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    /// Who sampled the node-wide sources (RAPL, NVML) for this run's node:
+    /// [`NODE_SOURCES_SAMPLED`] (this run: no launcher, or local rank 0) or
+    /// [`NODE_SOURCES_LEFT`] (left to local rank 0 of the node, whose shard holds them).
+    /// Absent in runs of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_sources: Option<String>,
     pub interval_ns: u64,
     pub samples: u64,
     /// True when the run could not be written completely (e.g. a full disk).

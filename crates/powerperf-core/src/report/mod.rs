@@ -244,8 +244,31 @@ pub fn thousands(v: f64) -> String {
     format!("{}{digits}{out}", if neg { "-" } else { "" })
 }
 
-/// A value and its unit as perf stat prints them: clocks in msec, energy in joules, counts
-/// grouped by thousands; the marker (`<not supported>`) where there is no value.
+/// A value in `unit` as perf stat prints it, and the unit it prints: clocks (`ns`) in msec
+/// with two decimals, energy (`J`) in joules, counts (any other unit) as integers grouped by
+/// thousands.
+pub fn perf_value(v: f64, unit: Option<&str>) -> (String, &'static str) {
+    match unit {
+        Some("ns") => {
+            // Rounded to hundredths of a msec first, so that 1.999999 msec prints 2.00.
+            let h = (v.abs() * 1e-4).round();
+            let sign = if v < 0.0 && h > 0.0 { "-" } else { "" };
+            (
+                format!(
+                    "{sign}{}.{:02}",
+                    thousands((h / 100.0).trunc()),
+                    (h % 100.0) as u64
+                ),
+                "msec",
+            )
+        }
+        Some("J") => (format!("{v:.2}"), "Joules"),
+        _ => (thousands(v), ""),
+    }
+}
+
+/// A value and its unit as perf stat prints them ([`perf_value`]); the marker (`<not
+/// supported>`) where there is no value.
 pub fn value_and_unit(r: &Row) -> (String, &'static str) {
     match (r.value, r.unit.as_deref()) {
         (None, _) => (
@@ -257,16 +280,7 @@ pub fn value_and_unit(r: &Row) -> (String, &'static str) {
             .into(),
             "",
         ),
-        (Some(v), Some("ns")) => (
-            format!(
-                "{}.{:02}",
-                thousands((v * 1e-6).trunc()),
-                ((v * 1e-4).round() as u64) % 100
-            ),
-            "msec",
-        ),
-        (Some(v), Some("J")) => (format!("{v:.2}"), "Joules"),
-        (Some(v), _) => (thousands(v), ""),
+        (Some(v), u) => perf_value(v, u),
     }
 }
 
@@ -328,6 +342,8 @@ mod tests {
                 kernel: "k".into(),
                 tool_version: "0".into(),
                 rank: None,
+                local_rank: None,
+                node_sources: None,
                 interval_ns: 10_000_000,
                 samples: 200,
                 truncated: false,

@@ -12,9 +12,10 @@ mod sampler;
 mod sources;
 
 use super::{
-    events, global_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend, Mode, Outcome,
+    events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend, Mode,
+    Outcome,
 };
-use crate::store::run::{Ending, RunInfo, RunMeta};
+use crate::store::run::{self, Ending, RunInfo, RunMeta};
 use anyhow::{Context, Result};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -249,6 +250,9 @@ fn initial_meta(
             kernel,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             rank,
+            // Node-wide sources are sampled once per node, by local rank 0 (sources.rs).
+            local_rank: local_rank(),
+            node_sources: Some(run::node_sources_for(local_rank()).to_string()),
             interval_ns: cfg.interval.as_nanos() as u64,
             samples: 0,
             truncated: false,

@@ -12,7 +12,7 @@ use super::super::perf_event::{self, LeaderSampling, OpenCounter, Opened, Target
 use super::super::timeline::{Journal, TimelineWriter, JOURNAL};
 #[cfg(feature = "papi")]
 use super::super::CounterBackend;
-use super::super::{local_rank, Mode, NvmlMode, TimelineSampler};
+use super::super::{Mode, NvmlMode, TimelineSampler};
 use super::sampler::{Sampler, LEADER_RING_BYTES};
 use super::Session;
 use crate::store::run::{Backend, EventRecord, EventStatus, PcSampling};
@@ -147,17 +147,19 @@ impl Session<'_> {
     fn open_node_sources(&mut self) -> (Energy, GpuSampler) {
         let cfg = self.cfg;
         let meta = &mut self.meta;
-        let energy = match local_rank() {
+        // run.toml's `local_rank` and `node_sources` say the same (session/mod.rs).
+        let local = meta.run.local_rank;
+        let energy = match local {
             Some(l) if l > 0 => Energy::none(format!(
-                "node-wide sources (RAPL) are sampled by the first rank on each node; this is local rank {l}"
+                "node-wide sources (RAPL) are sampled by the first rank on each node (local rank 0, whose shard holds them); this is local rank {l}"
             )),
             _ => Energy::open(&cfg.sysfs_root),
         };
         meta.notes.extend(energy.notes.iter().cloned());
-        let gpu = match (cfg.nvml, local_rank()) {
+        let gpu = match (cfg.nvml, local) {
             (NvmlMode::Off, _) => GpuSampler::none("NVML sampling turned off (--nvml off)"),
             (_, Some(l)) if l > 0 => GpuSampler::none(format!(
-                "node-wide sources (NVML) are sampled by the first rank on each node; this is local rank {l}"
+                "node-wide sources (NVML) are sampled by the first rank on each node (local rank 0, whose shard holds them); this is local rank {l}"
             )),
             _ => match super::super::nvml::open_nvml() {
                 Ok(src) => GpuSampler::new(src),

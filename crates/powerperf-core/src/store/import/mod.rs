@@ -851,6 +851,8 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
                 kernel: String::new(),
                 tool_version: env!("CARGO_PKG_VERSION").to_string(),
                 rank: None,
+                local_rank: None,
+                node_sources: None,
                 interval_ns: g.dur_ns.first().copied().unwrap_or(0),
                 samples: g.t_ns.len() as u64,
                 truncated: false,
