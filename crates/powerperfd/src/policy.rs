@@ -128,6 +128,10 @@ pub struct Config {
     /// The sysfs root (the `--sysfs-root` flag takes precedence).
     #[serde(default)]
     pub sysfs_root: Option<PathBuf>,
+    /// Serve Prometheus metrics on this IP:PORT (the `--metrics-listen` flag takes
+    /// precedence); off when absent.
+    #[serde(default)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     #[serde(default)]
     pub everyone: Everyone,
     #[serde(default)]
