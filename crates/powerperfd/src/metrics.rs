@@ -869,6 +869,28 @@ mod tests {
     }
 
     #[test]
+    fn job_ids_are_escaped_in_labels() {
+        let t = tempfile::tempdir().unwrap();
+        let mut st = State::new(Sources {
+            rapl: vec![domain(t.path(), "package-0", 0, 1000)],
+            sysfs_root: t.path().into(),
+            gpu: None,
+        });
+        st.handle(Event::Open { id: 1, uid: 0 });
+        // hello allows any printable ASCII but spaces
+        st.handle(Event::Identity {
+            id: 1,
+            uid: 5,
+            job: Some(r#"a"b\c}"#.into()),
+        });
+        let text = st.render();
+        assert!(
+            text.contains(r#"powerperf_job_sessions{job="a\"b\\c}"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn listen_addresses_are_ip_and_port() {
         assert!(parse_listen("127.0.0.1:9712").is_ok());
         assert!(parse_listen("[::1]:0").is_ok());
