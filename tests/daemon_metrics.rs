@@ -63,7 +63,11 @@ impl Prometheus {
     /// Start `prometheus` scraping `target` every second, in `dir`; `None` (after
     /// `skipped: …`) when the binary is absent.
     fn start(dir: &Path, target: &str) -> Option<Self> {
-        if Command::new("prometheus").arg("--version").output().is_err() {
+        if Command::new("prometheus")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             println!("skipped: daemon_metrics: the `prometheus` binary is absent (Debian: apt-get install prometheus; .ci/run installs it)");
             return None;
         }
@@ -80,7 +84,10 @@ impl Prometheus {
             ("scrape_interval: 15s".into(), "scrape_interval: 1s".into()),
             ("scrape_timeout: 5s".into(), "scrape_timeout: 1s".into()),
         ] {
-            assert!(cfg.contains(&from), "the shipped scrape config lost `{from}`");
+            assert!(
+                cfg.contains(&from),
+                "the shipped scrape config lost `{from}`"
+            );
             cfg = cfg.replace(&from, &to);
         }
         let dir = dir.join("prometheus");
@@ -89,8 +96,14 @@ impl Prometheus {
         let port = free_port();
         let log = dir.join("prometheus.log");
         let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -203,9 +216,23 @@ fn prometheus_scrapes_energy_jobs_gpus_frequencies_and_settings() {
         text.contains("# TYPE powerperf_rapl_energy_joules_total counter"),
         "{text}"
     );
-    let ct = curl(&["-o", "/dev/null", "-w", "%{content_type} %{http_code}", &format!("http://{addr}/metrics")]).unwrap();
+    let ct = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{content_type} %{http_code}",
+        &format!("http://{addr}/metrics"),
+    ])
+    .unwrap();
     assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8 200");
-    let nf = curl(&["-o", "/dev/null", "-w", "%{http_code}", &format!("http://{addr}/")]).unwrap();
+    let nf = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &format!("http://{addr}/"),
+    ])
+    .unwrap();
     assert_eq!(nf, "404");
 
     let Some(prom) = Prometheus::start(w.dir.path(), &addr) else {
@@ -243,7 +270,11 @@ fn prometheus_scrapes_energy_jobs_gpus_frequencies_and_settings() {
     // the other gauges: GPU power (the fake GPU's power_w), a CPU's scaling_cur_freq
     prom.wait_value(&w, "powerperf_gpu_power_watts{gpu=\"0\"}", Some(250.5));
     prom.wait_value(&w, "powerperf_cpu_frequency_hertz{cpu=\"1\"}", Some(1.8e9));
-    prom.wait_value(&w, "powerperf_gpu_energy_joules_total{gpu=\"0\"}", Some(0.0));
+    prom.wait_value(
+        &w,
+        "powerperf_gpu_energy_joules_total{gpu=\"0\"}",
+        Some(0.0),
+    );
 
     // a Slurm job: a root client (as the SPANK plugin) opens a session for uid OTHER and
     // job 4242 and pins CPU 0 at 1600 MHz
@@ -293,7 +324,11 @@ fn prometheus_scrapes_energy_jobs_gpus_frequencies_and_settings() {
     put(&pkg, raw);
     put(&gpu_mj, 1000 + 5000 + 7000);
     prom.wait_value(&w, q_pkg, Some(total_uj as f64 / 1e6));
-    prom.wait_value(&w, "powerperf_gpu_energy_joules_total{gpu=\"0\"}", Some(12.0));
+    prom.wait_value(
+        &w,
+        "powerperf_gpu_energy_joules_total{gpu=\"0\"}",
+        Some(12.0),
+    );
     assert_eq!(prom.value(q_job), Some(job_uj as f64 / 1e6));
     assert_eq!(
         prom.value("powerperf_job_gpu_energy_joules_total{job=\"4242\",gpu=\"0\"}"),
@@ -305,12 +340,14 @@ fn prometheus_scrapes_energy_jobs_gpus_frequencies_and_settings() {
     // a scraper that never finishes its request: cut off after the daemon's I/O timeout,
     // while the control socket answers and Prometheus goes on scraping
     let mut slow = std::net::TcpStream::connect(&addr).unwrap();
-    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
     let t = Instant::now();
     let status = w.request(0, &[r#"{"op":"status"}"#]);
     assert!(status.status.success(), "{status:?}");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    slow.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     let mut rest = Vec::new();
     let _ = slow.read_to_end(&mut rest);
     let cut = t.elapsed();

@@ -38,7 +38,11 @@ fn scrape(addr: SocketAddr) -> usize {
         .unwrap();
     let mut buf = Vec::with_capacity(1 << 16);
     s.read_to_end(&mut buf).unwrap();
-    assert!(buf.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf));
+    assert!(
+        buf.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf)
+    );
     buf.len()
 }
 
@@ -80,7 +84,8 @@ fn wait_for(addr: SocketAddr, needle: &str) {
     let t = Instant::now();
     loop {
         let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n")
+            .unwrap();
         let mut b = String::new();
         s.read_to_string(&mut b).unwrap();
         if b.contains(needle) {
@@ -176,12 +181,10 @@ fn main() {
         }
         let mut body = String::new();
         let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n")
+            .unwrap();
         s.read_to_string(&mut body).unwrap();
-        let series = body
-            .lines()
-            .filter(|l| l.starts_with("powerperf_"))
-            .count();
+        let series = body.lines().filter(|l| l.starts_with("powerperf_")).count();
         let (min, med, p90) = stats(t);
         println!("{label:<44} {series:>8} {bytes:>9} {min:>10.3} {med:>10.3} {p90:>10.3}");
     }
@@ -219,7 +222,10 @@ fn main() {
     let scrapes = scraper.join().unwrap();
     println!();
     println!("control socket: `status` requests on one connection for 2 s (state of the last row)");
-    println!("{:<44} {:>10} {:>10} {:>10}", "", "min µs", "median µs", "p90 µs");
+    println!(
+        "{:<44} {:>10} {:>10} {:>10}",
+        "", "min µs", "median µs", "p90 µs"
+    );
     for (label, (a, b, c)) in [
         ("no scraper", quiet),
         ("a scraper scraping back to back", busy),

@@ -72,17 +72,27 @@ pub enum Applied {
 /// What the control threads tell the sampler (never waiting for it).
 #[derive(Debug)]
 pub(crate) enum Event {
-    Open { id: u64, uid: u32 },
+    Open {
+        id: u64,
+        uid: u32,
+    },
     /// `hello` with `on_behalf_of`.
     Identity {
         id: u64,
         uid: u32,
         job: Option<String>,
     },
-    Applied { id: u64, what: Vec<Applied> },
+    Applied {
+        id: u64,
+        what: Vec<Applied>,
+    },
     /// The session's settings were put back (`restore`, or its end).
-    Restored { id: u64 },
-    End { id: u64 },
+    Restored {
+        id: u64,
+    },
+    End {
+        id: u64,
+    },
     /// Render the text now.
     Scrape(tokio::sync::oneshot::Sender<String>),
 }
@@ -476,7 +486,9 @@ impl State {
         let cpu_freq = Family::<Labels, F64Gauge>::default();
         for (cpu, p) in &self.cpu_freq {
             if let Some(h) = khz_file(p) {
-                cpu_freq.get_or_create(&l(&[("cpu", &cpu.to_string())])).set(h);
+                cpu_freq
+                    .get_or_create(&l(&[("cpu", &cpu.to_string())]))
+                    .set(h);
             }
         }
         reg.register_with_unit(
@@ -500,7 +512,11 @@ impl State {
 
         let sessions = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
         sessions.set(self.sessions.len() as i64);
-        reg.register("sessions", "Sessions (client connections) open now", sessions);
+        reg.register(
+            "sessions",
+            "Sessions (client connections) open now",
+            sessions,
+        );
 
         let set_hz = Family::<Labels, F64Gauge>::default();
         let set_w = Family::<Labels, F64Gauge>::default();
@@ -508,7 +524,11 @@ impl State {
         for (id, s) in &self.sessions {
             let (id, uid) = (id.to_string(), s.uid.to_string());
             let job = s.job.as_deref().unwrap_or("");
-            let base = [("session", id.as_str()), ("uid", uid.as_str()), ("job", job)];
+            let base = [
+                ("session", id.as_str()),
+                ("uid", uid.as_str()),
+                ("job", job),
+            ];
             for a in &s.applied {
                 match a {
                     Applied::Hertz {
@@ -689,7 +709,10 @@ async fn serve_http(listener: std::net::TcpListener, tx: mpsc::Sender<Event>) {
                 .header_read_timeout(IO_TIMEOUT)
                 .keep_alive(false)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
-            if tokio::time::timeout(CONNECTION_TIMEOUT, conn).await.is_err() {
+            if tokio::time::timeout(CONNECTION_TIMEOUT, conn)
+                .await
+                .is_err()
+            {
                 tracing::debug!("metrics: a connection timed out");
             }
             drop(slot);
@@ -894,7 +917,13 @@ mod tests {
     fn listen_addresses_are_ip_and_port() {
         assert!(parse_listen("127.0.0.1:9712").is_ok());
         assert!(parse_listen("[::1]:0").is_ok());
-        for bad in ["localhost:9712", "127.0.0.1", ":9712", "127.0.0.1:99999", ""] {
+        for bad in [
+            "localhost:9712",
+            "127.0.0.1",
+            ":9712",
+            "127.0.0.1:99999",
+            "",
+        ] {
             assert!(parse_listen(bad).is_err(), "{bad}");
         }
     }

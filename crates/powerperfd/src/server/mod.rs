@@ -329,7 +329,10 @@ impl Daemon {
     ///
     /// # Errors
     /// The address cannot be bound, or the metrics were started already.
-    pub fn serve_metrics(self: &Arc<Self>, addr: std::net::SocketAddr) -> Result<std::net::SocketAddr> {
+    pub fn serve_metrics(
+        self: &Arc<Self>,
+        addr: std::net::SocketAddr,
+    ) -> Result<std::net::SocketAddr> {
         if self.metrics.get().is_some() {
             anyhow::bail!("the metrics endpoint is already started");
         }
