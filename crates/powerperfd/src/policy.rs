@@ -495,6 +495,30 @@ write = ["cpu.core_freq"]
     }
 
     #[test]
+    fn metrics_listen_is_an_ip_and_a_port() {
+        assert_eq!(Config::parse("", "cfg").unwrap().metrics_listen, None);
+        let c = Config::parse("metrics_listen = \"127.0.0.1:9712\"\n", "cfg").unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9712".parse().unwrap()));
+        // the shipped config's commented example, uncommented
+        let shipped = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/powerperfd.toml"),
+        )
+        .unwrap();
+        let line = shipped
+            .lines()
+            .find_map(|l| l.strip_prefix("# metrics_listen = "))
+            .expect("dist/powerperfd.toml documents metrics_listen");
+        let c = Config::parse(&format!("metrics_listen = {line}\n"), "cfg").unwrap();
+        assert!(c.metrics_listen.unwrap().ip().is_loopback());
+        for bad in ["\"localhost:9712\"", "\"127.0.0.1\"", "9712"] {
+            assert!(
+                Config::parse(&format!("metrics_listen = {bad}\n"), "cfg").is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn the_shipped_config_parses() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/powerperfd.toml");
         let c = Config::read(&p).unwrap();
