@@ -38,6 +38,13 @@ struct Args {
     /// demonstrations; no GPU is touched (tests/fixtures/fake-gpu).
     #[arg(long, value_name = "DIR")]
     fake_gpu: Option<PathBuf>,
+    /// Serve Prometheus metrics (GET /metrics: energy per RAPL domain, GPU and Slurm job,
+    /// power, frequencies, sessions' settings) on IP:PORT, e.g. 127.0.0.1:9712 (default: the
+    /// config's `metrics_listen`, else off). Read-only, no authentication, and it shows uids
+    /// and job ids: bind it to localhost or a management network (docs/cluster.md,
+    /// "Metrics"). Port 0 picks a free port, logged at start.
+    #[arg(long, value_name = "IP:PORT", value_parser = parse_metrics_listen)]
+    metrics_listen: Option<std::net::SocketAddr>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -80,6 +87,7 @@ fn main() {
             args.state_dir,
             args.sysfs_root,
             args.fake_gpu,
+            args.metrics_listen,
         ),
     };
     match r {
@@ -97,6 +105,7 @@ fn daemon(
     state_dir: Option<PathBuf>,
     sysfs_root: Option<PathBuf>,
     fake_gpu: Option<PathBuf>,
+    metrics_listen: Option<std::net::SocketAddr>,
 ) -> Result<i32> {
     let cfg = match &config {
         Some(p) => Config::read(p)?,
@@ -106,6 +115,7 @@ fn daemon(
     if unsafe { libc::geteuid() } != 0 {
         tracing::warn!("powerperfd is not running as root: it can only do what this user may");
     }
+    let cfg_metrics = cfg.metrics_listen;
     let opts = Options {
         socket: socket
             .or_else(|| cfg.socket.clone())
@@ -120,8 +130,17 @@ fn daemon(
         fake_gpu,
     };
     let socket = opts.socket.clone();
+    let metrics_listen = metrics_listen.or(cfg_metrics);
     // the journal is replayed before the socket exists: no client sees the old settings
     let d = Daemon::start(opts)?;
+    // the metrics before the socket: every session is seen from its start
+    if let Some(addr) = metrics_listen {
+        let bound = d.serve_metrics(addr)?;
+        if !bound.ip().is_loopback() {
+            tracing::warn!(address = %bound, "the metrics endpoint has no authentication and shows uids and job ids: keep it on a management network (docs/cluster.md)");
+        }
+        tracing::info!(address = %bound, "metrics: serving GET /metrics");
+    }
     let listener = bind_socket(&socket)?;
     {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -141,6 +160,10 @@ fn daemon(
     tracing::info!(socket = %socket.display(), config = ?config, "listening");
     d.serve(listener);
     Ok(0)
+}
+
+fn parse_metrics_listen(s: &str) -> Result<std::net::SocketAddr> {
+    powerperfd::metrics::parse_listen(s)
 }
 
 fn request(socket: Option<PathBuf>, hold: bool, requests: &[String]) -> Result<i32> {

@@ -46,6 +46,8 @@ pub struct World {
     pub config: PathBuf,
     pub log: PathBuf,
     pub daemon: Option<Child>,
+    /// More arguments for the daemon (e.g. `--metrics-listen 127.0.0.1:0`).
+    pub daemon_args: Vec<String>,
 }
 
 pub const CPUFREQ: &str = "sys/devices/system/cpu";
@@ -90,6 +92,7 @@ impl World {
             root,
             dir,
             daemon: None,
+            daemon_args: Vec::new(),
         };
         Some(w)
     }
@@ -112,6 +115,7 @@ impl World {
             .arg(&self.root)
             .arg("--fake-gpu")
             .arg(self.dir.path().join("gpu"))
+            .args(&self.daemon_args)
             .env("RUST_LOG", "powerperfd=debug")
             .stdout(Stdio::null())
             .stderr(log)

@@ -4,6 +4,7 @@
 //! powerperf library (`powerperf::daemon`).
 
 pub mod journal;
+pub mod metrics;
 pub mod policy;
 pub mod server;
 pub mod users;

@@ -128,6 +128,10 @@ pub struct Config {
     /// The sysfs root (the `--sysfs-root` flag takes precedence).
     #[serde(default)]
     pub sysfs_root: Option<PathBuf>,
+    /// Serve Prometheus metrics on this IP:PORT (the `--metrics-listen` flag takes
+    /// precedence); off when absent.
+    #[serde(default)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     #[serde(default)]
     pub everyone: Everyone,
     #[serde(default)]
@@ -487,6 +491,30 @@ write = ["cpu.core_freq"]
         ] {
             let e = format!("{:#}", Config::parse(text, "cfg").unwrap_err());
             assert!(e.contains(named), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn metrics_listen_is_an_ip_and_a_port() {
+        assert_eq!(Config::parse("", "cfg").unwrap().metrics_listen, None);
+        let c = Config::parse("metrics_listen = \"127.0.0.1:9712\"\n", "cfg").unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9712".parse().unwrap()));
+        // the shipped config's commented example, uncommented
+        let shipped = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/powerperfd.toml"),
+        )
+        .unwrap();
+        let line = shipped
+            .lines()
+            .find_map(|l| l.strip_prefix("# metrics_listen = "))
+            .expect("dist/powerperfd.toml documents metrics_listen");
+        let c = Config::parse(&format!("metrics_listen = {line}\n"), "cfg").unwrap();
+        assert!(c.metrics_listen.unwrap().ip().is_loopback());
+        for bad in ["\"localhost:9712\"", "\"127.0.0.1\"", "9712"] {
+            assert!(
+                Config::parse(&format!("metrics_listen = {bad}\n"), "cfg").is_err(),
+                "{bad}"
+            );
         }
     }
 

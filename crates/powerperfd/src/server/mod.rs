@@ -181,6 +181,8 @@ pub struct Daemon {
     /// Why there are no NVML power reads.
     no_nvml: Option<String>,
     inner: Mutex<Inner>,
+    /// The metrics sampler's channel, once `serve_metrics` started it (`--metrics-listen`).
+    metrics: std::sync::OnceLock<crate::metrics::Hook>,
     /// Held for the daemon's life: no `powerperf apply` as root races it on this tree.
     _lock: state::SysfsLock,
 }
@@ -316,8 +318,53 @@ impl Daemon {
                 conns_per_uid: HashMap::new(),
             }),
             opts: Options { state_dir, ..opts },
+            metrics: std::sync::OnceLock::new(),
             _lock: lock,
         }))
+    }
+
+    /// Serve `GET /metrics` on `addr` (`--metrics-listen`; [`crate::metrics`]): a sampler
+    /// thread and an HTTP thread of their own; the control threads only send it events,
+    /// never waiting. Returns the address bound (port 0 picks a free one).
+    ///
+    /// # Errors
+    /// The address cannot be bound, or the metrics were started already.
+    pub fn serve_metrics(
+        self: &Arc<Self>,
+        addr: std::net::SocketAddr,
+    ) -> Result<std::net::SocketAddr> {
+        if self.metrics.get().is_some() {
+            anyhow::bail!("the metrics endpoint is already started");
+        }
+        let gpu: Option<Box<dyn powerperf::collect::nvml::GpuSource>> = match &self.opts.fake_gpu {
+            Some(d) => Some(Box::new(crate::metrics::FakeGpuSource::open(d))),
+            None => match powerperf::collect::nvml::open_nvml() {
+                Ok(g) => Some(g),
+                Err(why) => {
+                    tracing::info!(reason = %why, "metrics: no GPU energy or power");
+                    None
+                }
+            },
+        };
+        let (hook, bound) = crate::metrics::start(
+            addr,
+            crate::metrics::Sources {
+                rapl: self.rapl.clone(),
+                sysfs_root: self.opts.sysfs_root.clone(),
+                gpu,
+            },
+        )?;
+        // sessions open before now are not in the metrics (the binary starts the metrics
+        // before it accepts clients)
+        let _ = self.metrics.set(hook);
+        Ok(bound)
+    }
+
+    /// Tell the metrics sampler (when there is one); never waits.
+    fn note(&self, e: crate::metrics::Event) {
+        if let Some(h) = self.metrics.get() {
+            h.send(e);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -424,6 +471,7 @@ impl Daemon {
                     started: false,
                 },
             );
+            self.note(crate::metrics::Event::Open { id, uid: cred.uid });
             id
         };
         tracing::debug!(session = id, uid = cred.uid, pid = cred.pid, "connected");
@@ -439,6 +487,7 @@ impl Daemon {
             }
         }
         g.sessions.remove(&id);
+        self.note(crate::metrics::Event::End { id });
         g.conns_total = g.conns_total.saturating_sub(1);
         if let Some(n) = g.conns_per_uid.get_mut(&cred.uid) {
             *n = n.saturating_sub(1);
@@ -693,6 +742,11 @@ impl Daemon {
             job = ob.job.as_deref().unwrap_or(""),
             "acting on behalf of a user"
         );
+        self.note(crate::metrics::Event::Identity {
+            id,
+            uid: ob.uid,
+            job: ob.job.clone(),
+        });
         if let Some(sess) = g.sessions.get_mut(&id) {
             sess.who = who;
             sess.job = ob.job;
@@ -863,6 +917,22 @@ impl Daemon {
         };
         if done.is_ok() {
             tracing::info!(session = id, uid, pid, control, value = %what, cpus = ?cpus, "set");
+            let what = cpus
+                .iter()
+                .map(|c| match &setting {
+                    Setting::CoreFreq(mhz) => crate::metrics::Applied::Hertz {
+                        control,
+                        target: format!("cpu{c}"),
+                        min: mhz * 1e6,
+                        max: mhz * 1e6,
+                    },
+                    Setting::Governor(gov) => crate::metrics::Applied::Governor {
+                        target: format!("cpu{c}"),
+                        governor: gov.clone(),
+                    },
+                })
+                .collect();
+            self.note(crate::metrics::Event::Applied { id, what });
         }
         write_answer(id, (uid, pid), "cpufreq", done)
     }
@@ -923,6 +993,7 @@ impl Daemon {
             return Err(e.context(format!("restoring session {id}")));
         }
         g.journal.append(&Entry::End { session: id })?;
+        self.note(crate::metrics::Event::Restored { id });
         Ok(writes)
     }
 
@@ -963,10 +1034,15 @@ impl Daemon {
 
 /// Read a counter file (at most 64 bytes) as a number.
 fn read_counter(p: &Path) -> Option<u64> {
+    read_small(p)?.parse().ok()
+}
+
+/// The first 64 bytes of a small sysfs-style file, trimmed (`None`: unreadable or not UTF-8).
+pub(crate) fn read_small(p: &Path) -> Option<String> {
     let mut f = std::fs::File::open(p).ok()?;
     let mut b = [0u8; 64];
     let n = f.read(&mut b).ok()?;
-    std::str::from_utf8(&b[..n]).ok()?.trim().parse().ok()
+    Some(std::str::from_utf8(&b[..n]).ok()?.trim().to_string())
 }
 
 fn write_response(s: &mut UnixStream, r: &Response) -> std::io::Result<()> {

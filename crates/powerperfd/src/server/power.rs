@@ -218,6 +218,24 @@ impl Daemon {
         match done {
             Ok(w) => {
                 tracing::info!(session = id, uid, pid, control, gpu, value = %what, "set");
+                let target = format!("gpu{gpu}");
+                let applied = match ask {
+                    GpuAsk::LockedClocks(a, b) => crate::metrics::Applied::Hertz {
+                        control,
+                        target,
+                        min: a * 1e6,
+                        max: b * 1e6,
+                    },
+                    GpuAsk::PowerLimit(w) => crate::metrics::Applied::Watts {
+                        control,
+                        target,
+                        watts: w,
+                    },
+                };
+                self.note(crate::metrics::Event::Applied {
+                    id,
+                    what: vec![applied],
+                });
                 Response {
                     ok: true,
                     session: Some(id),

@@ -104,6 +104,16 @@ impl Daemon {
         if done.is_ok() {
             let names: Vec<&str> = keys.iter().map(|(_, n)| n.as_str()).collect();
             tracing::info!(session = id, uid, pid, control, value = %what, domains = ?names, "set");
+            let what = names
+                .iter()
+                .map(|n| crate::metrics::Applied::Hertz {
+                    control,
+                    target: (*n).to_string(),
+                    min: mhz * 1e6,
+                    max: mhz * 1e6,
+                })
+                .collect();
+            self.note(crate::metrics::Event::Applied { id, what });
         }
         super::write_answer(id, (uid, pid), "uncore", done)
     }
