@@ -177,6 +177,11 @@ pub struct SpankPowerperf {
     args: Option<PluginArgs>,
     /// The powerperfd session of this step on this node (slurmstepd only).
     client: Option<Client>,
+    /// Why `--powerperf-plan` could not be applied in slurmstepd (logged when it happened):
+    /// every task then fails in `task_init`, before its command runs. (Slurm 22.05's srun
+    /// exits 0 when a step's launch fails in a plugin's `init_post_opt` or `user_init`; a
+    /// task that fails gives srun a non-zero exit.)
+    failed: Option<String>,
 }
 
 impl SpankPowerperf {
@@ -199,6 +204,13 @@ impl SpankPowerperf {
             Some(v) => Ok(Some(v.into_owned())),
             None => Ok(None),
         }
+    }
+
+    /// Remember and log why the plan is not in place; the tasks fail in `task_init`.
+    fn fail(&mut self, e: anyhow::Error) {
+        let why = format!("{e:#}");
+        slurm_spank::spank_log_error!("powerperf: {why}");
+        self.failed = Some(why);
     }
 
     /// slurmstepd: the session on behalf of the job's user and job id.
@@ -288,21 +300,41 @@ unsafe impl Plugin for SpankPowerperf {
             (Context::Local, Some((path, w))) => {
                 plan_setting(&path, w.as_deref())?;
             }
-            (Context::Remote, Some(_)) => self.connect(spank)?,
+            (Context::Remote, Some(_)) => {
+                if let Err(e) = self.connect(spank) {
+                    self.fail(e);
+                }
+            }
             _ => {}
         }
         Ok(())
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        if let Some((path, w)) = Self::plan_option(spank)? {
-            self.apply(spank, &path, w.as_deref())?;
+        if self.failed.is_some() {
+            return Ok(());
         }
+        if let Some((path, w)) = Self::plan_option(spank)? {
+            if let Err(e) = self.apply(spank, &path, w.as_deref()) {
+                self.fail(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn task_init_privileged(&mut self, _spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        // A task is a fork of slurmstepd: close its copies of the session's descriptors
+        // (they are close-on-exec anyway), so that only slurmstepd holds the session and
+        // powerperfd restores as soon as slurmstepd ends, even before a task has exec'd.
+        drop(self.client.take());
         Ok(())
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         use std::os::unix::process::CommandExt as _;
+        if let Some(why) = &self.failed {
+            return Err(format!("the task does not run: {why}").into());
+        }
         let Some(dir) = Self::collect_option(spank)? else {
             return Ok(());
         };
