@@ -30,7 +30,13 @@ write = ["cpu.core_freq"]
 "#;
 
 const PROGRAMS: [&str; 7] = [
-    "munged", "slurmctld", "slurmd", "srun", "sinfo", "scancel", "squeue",
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "srun",
+    "sinfo",
+    "scancel",
+    "squeue",
 ];
 
 /// The plugin built by this test's `cargo test` (a dev-dependency of the powerperf
@@ -119,18 +125,29 @@ impl Slurm {
         )));
         let log = |name: &str| std::fs::File::create(dir.join("log").join(name)).unwrap();
         let m = Command::new("setpriv")
-            .args(["--reuid=munge", "--regid=munge", "--init-groups", "munged", "-F"])
+            .args([
+                "--reuid=munge",
+                "--regid=munge",
+                "--init-groups",
+                "munged",
+                "-F",
+            ])
             .arg(format!("--socket={}", msock.display()))
             .arg("--key-file=/etc/munge/munge.key")
             .arg(format!("--log-file={}", munge.join("munged.log").display()))
             .arg(format!("--pid-file={}", munge.join("munged.pid").display()))
-            .arg(format!("--seed-file={}", munge.join("munged.seed").display()))
+            .arg(format!(
+                "--seed-file={}",
+                munge.join("munged.seed").display()
+            ))
             .stdout(Stdio::null())
             .stderr(log("munged.out"))
             .spawn()
             .unwrap();
         s.children.push(("munged".into(), m));
-        s.wait_until("munged's socket", Duration::from_secs(10), || msock.exists());
+        s.wait_until("munged's socket", Duration::from_secs(10), || {
+            msock.exists()
+        });
         let conf = format!(
             "ClusterName=powerperf\nSlurmctldHost={host}\nSlurmUser=root\nSlurmdUser=root\n\
              AuthType=auth/munge\nAuthInfo=socket={msock}\nCredType=cred/munge\n\
@@ -186,8 +203,11 @@ impl Slurm {
 
     /// plugstack.conf with `line` (or empty); srun and slurmstepd read it at every step.
     fn set_plugstack(&mut self, line: Option<&str>) {
-        std::fs::write(&self.plugstack, line.map(|l| format!("{l}\n")).unwrap_or_default())
-            .unwrap();
+        std::fs::write(
+            &self.plugstack,
+            line.map(|l| format!("{l}\n")).unwrap_or_default(),
+        )
+        .unwrap();
     }
 
     /// A Slurm client command as root.
@@ -262,7 +282,10 @@ fn cpufreq_snapshot(w: &World) -> Vec<(PathBuf, String)> {
             .map(|e| e.unwrap().path())
             .collect();
         files.sort();
-        for f in files.into_iter().filter(|f| !f.ends_with("scaling_setspeed")) {
+        for f in files
+            .into_iter()
+            .filter(|f| !f.ends_with("scaling_setspeed"))
+        {
             let t = std::fs::read_to_string(&f).unwrap();
             v.push((f, t));
         }
@@ -302,7 +325,7 @@ fn show_cpufreq(w: &World) -> String {
 
 #[test]
 fn srun_with_the_plugin_applies_restores_and_collects() {
-    let Some((w, slurm)) = setup("srun with the powerperf SPANK plugin") else {
+    let Some((w, mut slurm)) = setup("srun with the powerperf SPANK plugin") else {
         return;
     };
     let before = cpufreq_snapshot(&w);
@@ -335,19 +358,24 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
         "the daemon did not act on behalf of the job's user and job id: {log}"
     );
 
-    // PLAN:WORKLOAD, relative to the step's working directory
+    // PLAN:WORKLOAD, relative to the step's working directory; `threads` in the tasks'
+    // environment
+    let threads = w.dir.path().join("plan-threads.toml");
+    let t = std::fs::read_to_string(w.plan(2000.0)).unwrap();
+    let t = t.replace(
+        "core_freq_mhz = 2000.0",
+        "core_freq_mhz = 2000.0\nthreads = 3.0",
+    );
+    std::fs::write(&threads, t).unwrap();
     let o = slurm
         .as_nobody("srun")
-        .args(["-n", "2"])
-        .arg(format!(
-            "--powerperf-plan={}:fma",
-            plan.file_name().unwrap().to_string_lossy()
-        ))
+        .args(["-n", "2", "--powerperf-plan=plan-threads.toml:fma"])
         .args(["sh", "-c", &show_cpufreq(&w)])
         .output()
         .unwrap();
     assert!(
-        o.status.success() && text(&o).contains("gov0=userspace set0=1600000"),
+        o.status.success()
+            && text(&o).contains("gov0=userspace set0=2000000 gov1=userspace set1=2000000 omp=3"),
         "{}",
         text(&o)
     );
@@ -358,8 +386,14 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
     let refused = w.plan(1400.0);
     let bad = [
         (format!("{}", refused.display()), "1400 MHz is outside"),
-        (format!("{}:nope", plan.display()), "no region or workload `nope`"),
-        (format!("{}/missing.toml", w.dir.path().display()), "cannot read the plan"),
+        (
+            format!("{}:nope", plan.display()),
+            "no region or workload `nope`",
+        ),
+        (
+            format!("{}/missing.toml", w.dir.path().display()),
+            "cannot read the plan",
+        ),
         (String::new(), "needs a plan file"),
     ];
     for (arg, why) in bad {
@@ -407,6 +441,23 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
     check_shards(&job);
     slurm.wait_idle();
 
+    // a plugstack.conf argument the plugin does not know: every step fails, saying why
+    let line = std::fs::read_to_string(&slurm.plugstack).unwrap();
+    slurm.set_plugstack(Some(&format!("{} sockett=/x", line.trim())));
+    let o = slurm
+        .as_nobody("srun")
+        .args(["-n", "1", "true"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("unknown plugstack.conf argument `sockett=/x`"),
+        "{}",
+        text(&o)
+    );
+    slurm.set_plugstack(Some(line.trim()));
+    slurm.wait_idle();
+
     // scancel of a running step: restored
     let mut srun = slurm
         .as_nobody("srun")
@@ -419,7 +470,11 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
         .unwrap();
     let gov = || w.read(0, "scaling_governor");
     w.wait_for("the plan in place", || gov() == "userspace");
-    let o = slurm.as_nobody("scancel").args(["-u", "nobody"]).output().unwrap();
+    let o = slurm
+        .as_nobody("scancel")
+        .args(["-u", "nobody"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     w.wait_for("the restore after scancel", restored);
     let _ = srun.wait();
@@ -433,7 +488,10 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
         .arg(format!("--powerperf-plan={}", plan.display()))
         .arg("sh")
         .arg("-c")
-        .arg(format!("echo $$ >> {}/tasks.pid; exec sleep 60", shards.display()))
+        .arg(format!(
+            "echo $$ >> {}/tasks.pid; exec sleep 60",
+            shards.display()
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -462,12 +520,23 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
     }
     if !restored() {
         let ss = Command::new("ss").arg("-xp").output().unwrap();
-        let ps = Command::new("ps").args(["-eo", "pid,ppid,stat,args"]).output().unwrap();
-        panic!("not restored after slurmstepd {stepd} was killed:\n{}\n{}\n{}", String::from_utf8_lossy(&ss.stdout), String::from_utf8_lossy(&ps.stdout), w.log_text());
+        let ps = Command::new("ps")
+            .args(["-eo", "pid,ppid,stat,args"])
+            .output()
+            .unwrap();
+        panic!(
+            "not restored after slurmstepd {stepd} was killed:\n{}\n{}\n{}",
+            String::from_utf8_lossy(&ss.stdout),
+            String::from_utf8_lossy(&ps.stdout),
+            w.log_text()
+        );
     }
     // the orphaned tasks and the step: ended by this test
     let pids = std::fs::read_to_string(&pidfile).unwrap_or_default();
-    for p in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+    for p in pids
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
         // SAFETY: kill(2) of a task this test's step started.
         unsafe { libc::kill(p, libc::SIGKILL) };
     }

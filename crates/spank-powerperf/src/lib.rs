@@ -66,7 +66,9 @@ pub fn parse_plugin_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<
         match k {
             "socket" => out.socket = p,
             "powerperf" => out.powerperf = Some(p),
-            _ => bail!("unknown plugstack.conf argument `{a}` (known: socket=PATH, powerperf=PATH)"),
+            _ => {
+                bail!("unknown plugstack.conf argument `{a}` (known: socket=PATH, powerperf=PATH)")
+            }
         }
     }
     Ok(out)
@@ -115,7 +117,10 @@ pub fn read_plan(path: &Path) -> Result<powerperf::dvfs::plan_file::Plan> {
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
-                anyhow::anyhow!("plan {}: a symbolic link; name the file itself", path.display())
+                anyhow::anyhow!(
+                    "plan {}: a symbolic link; name the file itself",
+                    path.display()
+                )
             } else {
                 anyhow::anyhow!("cannot read the plan {}: {e}", path.display())
             }
@@ -136,7 +141,10 @@ pub fn read_plan(path: &Path) -> Result<powerperf::dvfs::plan_file::Plan> {
         .read_to_string(&mut text)
         .with_context(|| format!("cannot read the plan {}", path.display()))?;
     if text.len() as u64 > MAX_PLAN_BYTES {
-        bail!("plan {}: grew past {MAX_PLAN_BYTES} bytes while read", path.display());
+        bail!(
+            "plan {}: grew past {MAX_PLAN_BYTES} bytes while read",
+            path.display()
+        );
     }
     powerperf::dvfs::plan_file::Plan::from_toml(&text)
         .map_err(|m| anyhow::anyhow!("plan {}: {m}", path.display()))
@@ -231,7 +239,12 @@ impl SpankPowerperf {
     }
 
     /// slurmstepd, with the job user's effective uid: read the plan and set it.
-    fn apply(&mut self, spank: &mut SpankHandle, path: &Path, workload: Option<&str>) -> Result<()> {
+    fn apply(
+        &mut self,
+        spank: &mut SpankHandle,
+        path: &Path,
+        workload: Option<&str>,
+    ) -> Result<()> {
         let uid = spank.job_uid()?;
         // SAFETY: geteuid has no preconditions.
         let euid = unsafe { libc::geteuid() };
@@ -423,7 +436,10 @@ mod tests {
             p("/p/plan.toml:dgemm").unwrap(),
             ("/p/plan.toml".into(), Some("dgemm".into()))
         );
-        assert_eq!(p("/a:b/plan.toml").unwrap(), ("/a:b/plan.toml".into(), None));
+        assert_eq!(
+            p("/a:b/plan.toml").unwrap(),
+            ("/a:b/plan.toml".into(), None)
+        );
         assert!(p("/p/plan.toml:").is_err());
         assert!(p(":dgemm").is_err());
         assert!(p("").is_err());
@@ -438,15 +454,24 @@ mod tests {
         );
         assert_eq!(
             c,
-            ["/usr/bin/powerperf", "collect", "-o", "/scratch/job/rank%r", "--", "./app", "-n"]
-                .map(OsString::from)
+            [
+                "/usr/bin/powerperf",
+                "collect",
+                "-o",
+                "/scratch/job/rank%r",
+                "--",
+                "./app",
+                "-n"
+            ]
+            .map(OsString::from)
         );
     }
 
     #[test]
     fn plans_are_read_without_links_and_with_a_bound() {
         let d = tempfile::tempdir().unwrap();
-        let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/plans/cpu-static.toml");
+        let plan =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/plans/cpu-static.toml");
         let f = d.path().join("plan.toml");
         std::fs::copy(&plan, &f).unwrap();
         let s = plan_setting(&f, None).unwrap();

@@ -243,7 +243,11 @@ pub fn static_setting(
     let region = select_region(plan, workload, path)?;
     let mut s = StaticSetting {
         region: region.name.clone(),
-        knobs: region.setting.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        knobs: region
+            .setting
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
         core_mhz: None,
         gpu_core_mhz: None,
         gpu_mem_mhz: None,
@@ -369,6 +373,9 @@ slowdown = 0.0
         let e = static_setting(&plan, None, Path::new("plan.toml")).unwrap_err();
         assert!(e.to_string().contains("dgemm, stream"), "{e}");
         let e = static_setting(&plan, Some("nope"), Path::new("plan.toml")).unwrap_err();
-        assert!(e.to_string().contains("no region or workload `nope`"), "{e}");
+        assert!(
+            e.to_string().contains("no region or workload `nope`"),
+            "{e}"
+        );
     }
 }
