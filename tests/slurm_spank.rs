@@ -213,17 +213,28 @@ impl Slurm {
     /// A Slurm client command as root.
     fn client(&self, prog: &str) -> Command {
         let mut c = Command::new(prog);
-        c.env("SLURM_CONF", &self.conf);
+        self.slurm_env(&mut c);
         c
     }
 
     /// A Slurm client command as `nobody`, from the test's directory.
     fn as_nobody(&self, prog: &str) -> Command {
         let mut c = common::as_nobody(prog);
-        c.env("SLURM_CONF", &self.conf)
-            .env_remove(powerperf::daemon::ENV_DAEMON)
+        self.slurm_env(&mut c);
+        c.env_remove(powerperf::daemon::ENV_DAEMON)
             .current_dir(&self.dir);
         c
+    }
+
+    /// This test's Slurm only: SLURM_CONF, and none of the SLURM_* variables of a job
+    /// the tests may run in (srun would join that job's allocation).
+    fn slurm_env(&self, c: &mut Command) {
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("SLURM_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("SLURM_CONF", &self.conf);
     }
 
     fn wait_until(&self, what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
