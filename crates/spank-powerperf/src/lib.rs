@@ -193,8 +193,10 @@ pub struct SpankPowerperf {
 }
 
 impl SpankPowerperf {
-    fn args(&self) -> &PluginArgs {
-        self.args.as_ref().expect("init parsed the arguments")
+    fn args(&self) -> Result<&PluginArgs> {
+        self.args
+            .as_ref()
+            .context("the plugin's arguments were not parsed (slurm_spank_init did not run)")
     }
 
     fn plan_option(spank: &SpankHandle) -> Result<Option<(PathBuf, Option<String>)>> {
@@ -225,7 +227,7 @@ impl SpankPowerperf {
     fn connect(&mut self, spank: &SpankHandle) -> Result<()> {
         let uid = spank.job_uid()?;
         let job = spank.job_id()?;
-        let socket = self.args().socket.clone();
+        let socket = self.args()?.socket.clone();
         let c = Client::connect_with(
             &socket,
             Some(OnBehalf {
@@ -352,7 +354,7 @@ unsafe impl Plugin for SpankPowerperf {
             return Ok(());
         };
         let powerperf = self
-            .args()
+            .args()?
             .powerperf
             .clone()
             .map(PathBuf::into_os_string)
