@@ -15,6 +15,7 @@ mod common;
 
 use common::daemon::{World, CPUFREQ};
 use common::NOBODY;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -258,6 +259,16 @@ impl Slurm {
     }
 }
 
+/// A command started in its own process group (srun forks a second srun), killed with
+/// everything in the group on drop, also when the test fails.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        common::daemon::kill_group(&mut self.0);
+    }
+}
+
 fn s_logs(dir: &Path) -> String {
     let mut s = String::new();
     for f in ["slurmctld.out", "slurmd.out", "slurmd.log", "munged.out"] {
@@ -470,15 +481,18 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
     slurm.wait_idle();
 
     // scancel of a running step: restored
-    let mut srun = slurm
-        .as_nobody("srun")
-        .args(["-n", "2"])
-        .arg(format!("--powerperf-plan={}", plan.display()))
-        .args(["sleep", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut srun = Group(
+        slurm
+            .as_nobody("srun")
+            .args(["-n", "2"])
+            .arg(format!("--powerperf-plan={}", plan.display()))
+            .args(["sleep", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
     let gov = || w.read(0, "scaling_governor");
     w.wait_for("the plan in place", || gov() == "userspace");
     let o = slurm
@@ -488,25 +502,29 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     w.wait_for("the restore after scancel", restored);
-    let _ = srun.wait();
+    let _ = srun.0.wait();
+    drop(srun);
     slurm.wait_idle();
 
     // slurmstepd killed (SIGKILL, no exit callback): powerperfd restores when its session's
     // connection closes
-    let mut srun = slurm
-        .as_nobody("srun")
-        .args(["-n", "2"])
-        .arg(format!("--powerperf-plan={}", plan.display()))
-        .arg("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ >> {}/tasks.pid; exec sleep 60",
-            shards.display()
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let srun = Group(
+        slurm
+            .as_nobody("srun")
+            .args(["-n", "2"])
+            .arg(format!("--powerperf-plan={}", plan.display()))
+            .arg("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ >> {}/tasks.pid; exec sleep 60",
+                shards.display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
     let pidfile = shards.join("tasks.pid");
     w.wait_for("both tasks running", || {
         std::fs::read_to_string(&pidfile).is_ok_and(|t| t.lines().count() == 2)
@@ -524,7 +542,16 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
     let comm = std::fs::read_to_string(format!("/proc/{stepd}/comm")).unwrap_or_default();
     assert!(comm.starts_with("slurmstepd"), "pid {stepd} is {comm:?}");
     // SAFETY: kill(2) of the slurmstepd this test's step started.
-    unsafe { libc::kill(stepd, libc::SIGKILL) };
+    let rc = unsafe { libc::kill(stepd, libc::SIGKILL) };
+    assert_eq!(rc, 0, "kill {stepd}: {}", std::io::Error::last_os_error());
+    // dead: gone, or a zombie (this machine's pid 1 may not reap it)
+    w.wait_for("slurmstepd's death", || {
+        std::fs::read_to_string(format!("/proc/{stepd}/stat")).map_or(true, |st| {
+            st.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+    });
     let t = Instant::now();
     while !restored() && t.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(50));
@@ -551,8 +578,7 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
         // SAFETY: kill(2) of a task this test's step started.
         unsafe { libc::kill(p, libc::SIGKILL) };
     }
-    let _ = srun.kill();
-    let _ = srun.wait();
+    drop(srun);
     assert!(restored());
     drop(slurm);
 }
