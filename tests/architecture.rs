@@ -35,7 +35,8 @@ fn deps(manifest: &str) -> BTreeSet<String> {
     out
 }
 
-const WORKSPACE: [&str; 7] = [
+const WORKSPACE: [&str; 8] = [
+    "spank-powerperf",
     "powerperf-events",
     "powerperf-rt",
     "powerperf-microbench",
@@ -47,7 +48,7 @@ const WORKSPACE: [&str; 7] = [
 
 #[test]
 fn crates_depend_only_on_the_layers_below() {
-    let allowed: [(&str, &[&str]); 6] = [
+    let allowed: [(&str, &[&str]); 7] = [
         ("crates/powerperf-events/Cargo.toml", &[]),
         ("rt/Cargo.toml", &[]),
         ("microbench/Cargo.toml", &[]),
@@ -65,6 +66,7 @@ fn crates_depend_only_on_the_layers_below() {
             ],
         ),
         ("crates/powerperfd/Cargo.toml", &["powerperf-core"]),
+        ("crates/spank-powerperf/Cargo.toml", &["powerperf-core"]),
     ];
     for (manifest, ok) in allowed {
         let d = deps(manifest);

@@ -94,34 +94,12 @@ struct Summary {
     exit_status: i32,
 }
 
-/// Pick the region whose setting is applied.
-fn select<'a>(plan: &'a Plan, name: Option<&str>, path: &Path) -> Result<&'a PlanRegion> {
-    let names = || {
-        plan.regions
-            .iter()
-            .map(|r| r.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if let Some(n) = name {
-        return plan.regions.iter().find(|r| r.name == n).with_context(|| {
-            format!(
-                "{} has no region or workload `{n}`; it has: {}",
-                path.display(),
-                names()
-            )
-        });
-    }
-    let first = &plan.regions[0];
-    if plan.regions.iter().all(|r| r.setting == first.setting) {
-        return Ok(first);
-    }
-    anyhow::bail!(
-        "{} has {} workloads with different settings ({}); name the one to apply with --workload NAME (switching at region boundaries needs a plan with scope = \"job\")",
-        path.display(),
-        plan.regions.len(),
-        names()
-    )
+/// The region `static_setting` chose.
+fn select_region<'a>(plan: &'a Plan, name: &str) -> Result<&'a PlanRegion> {
+    plan.regions
+        .iter()
+        .find(|r| r.name == name)
+        .context("the chosen region is not in the plan")
 }
 
 /// Run `powerperf apply`.
@@ -291,31 +269,19 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         sum.region_settings = settings.clone();
         return run_regions(args, &plan, &plan_path, settings, run_as, sum);
     }
-    let region = select(&plan, args.workload.as_deref(), &plan_path)?;
+    // the plan's setting sorted by controller: the same function the SPANK plugin uses
+    let setting =
+        crate::dvfs::apply::daemon::static_setting(&plan, args.workload.as_deref(), &plan_path)?;
+    let region = select_region(&plan, &setting.region)?;
     sum.region = Some(region.name.clone());
-    sum.setting = region
-        .setting
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
-
-    let mut core_mhz = None;
-    let mut gpu = (None, None);
-    let mut env = Vec::new();
-    let mut notes = Vec::new();
-    for (knob, v) in &region.setting {
-        let kind = plan.device_of(knob).map(|d| d.kind);
-        match (knob.as_str(), kind) {
-            ("threads", _) => env.push((
-                "OMP_NUM_THREADS".to_string(),
-                format!("{}", v.round() as u64),
-            )),
-            ("core_freq_mhz", Some(DeviceKind::Gpu)) => gpu.0 = Some(*v),
-            ("mem_freq_mhz", Some(DeviceKind::Gpu)) => gpu.1 = Some(*v),
-            ("core_freq_mhz", _) => core_mhz = Some(*v),
-            (k, _) => notes.push(format!("no controller for knob {k} = {v}: left unchanged")),
-        }
-    }
+    sum.setting = setting.knobs.clone();
+    let core_mhz = setting.core_mhz;
+    let gpu = (
+        setting.gpu_core_mhz.map(|(_, v)| v),
+        setting.gpu_mem_mhz.map(|(_, v)| v),
+    );
+    let env = setting.env.clone();
+    let notes = setting.notes.clone();
     eprintln!(
         "powerperf: applying `{}` from {}: {}",
         region.name,

@@ -77,6 +77,16 @@ impl Client {
     /// # Errors
     /// No daemon at `path` (the message names the fixes), or a refusal.
     pub fn connect(path: &Path) -> Result<Self> {
+        Self::connect_with(path, None)
+    }
+
+    /// Connect and say hello on behalf of a job's user (`on_behalf_of`): only a uid-0
+    /// client may (the Slurm SPANK plugin in slurmstepd); the daemon then judges the session
+    /// by that uid's policy and logs the job id. `None` is [`connect`](Self::connect).
+    ///
+    /// # Errors
+    /// As `connect`; the daemon refuses `on_behalf_of` from any uid but 0.
+    pub fn connect_with(path: &Path, on_behalf_of: Option<super::OnBehalf>) -> Result<Self> {
         let s = UnixStream::connect(path).map_err(|e| {
             anyhow::anyhow!(
                 "cannot reach powerperfd at {}: {e}. Start the node service (`systemctl start powerperfd`, docs/cluster.md), or name its socket with --daemon PATH or ${ENV_DAEMON}",
@@ -94,7 +104,7 @@ impl Client {
         };
         let r = c.request(&Request::Hello {
             version: Some(super::PROTOCOL_VERSION),
-            on_behalf_of: None,
+            on_behalf_of,
         })?;
         c.session = r.session;
         Ok(c)

@@ -1,0 +1,1 @@
+#include <slurm/spank.h>
