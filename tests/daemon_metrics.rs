@@ -40,14 +40,6 @@ impl Drop for Prometheus {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn curl(args: &[&str]) -> Option<String> {
     let o = Command::new("curl")
         .args(["-sS", "--max-time", "5"])
@@ -93,7 +85,7 @@ impl Prometheus {
         let dir = dir.join("prometheus");
         std::fs::create_dir_all(dir.join("data")).unwrap();
         std::fs::write(dir.join("prometheus.yml"), cfg).unwrap();
-        let port = free_port();
+        let port = common::free_port();
         let log = dir.join("prometheus.log");
         let child = Command::new("prometheus")
             .arg(format!(

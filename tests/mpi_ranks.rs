@@ -113,14 +113,8 @@ fn mpirun_np4_one_rank_per_node_samples_rapl_and_report_counts_it_once() {
     }
     assert_eq!(samplers, vec![0], "exactly local rank 0 samples the node");
 
-    let o = Command::cargo_bin("powerperf")
-        .unwrap()
-        .args(["report", "--format", "json"])
-        .arg(&job)
-        .output()
-        .unwrap();
+    let (o, v) = common::report_json(&job);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["shards"].as_array().unwrap().len(), 4);
     let nodes = v["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 1, "{v}");

@@ -55,14 +55,8 @@ fn ranks_write_shards_and_report_aggregates_them() {
             );
         }
     }
-    let o = Command::cargo_bin("powerperf")
-        .unwrap()
-        .args(["report", "--format", "json"])
-        .arg(&job)
-        .output()
-        .unwrap();
+    let (o, v) = common::report_json(&job);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["shards"].as_array().unwrap().len(), 3);
     let tc = v["events"]
         .as_array()
@@ -152,12 +146,7 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
     std::fs::create_dir_all(&broken).unwrap();
     std::fs::write(broken.join("run.toml"), "[run\nid = ").unwrap();
 
-    let o = Command::cargo_bin("powerperf")
-        .unwrap()
-        .args(["report", "--format", "json"])
-        .arg(&job)
-        .output()
-        .unwrap();
+    let (o, v) = common::report_json(&job);
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -166,7 +155,6 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("rank6"), "{err}");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["shards"].as_array().unwrap().len(), 6);
     let bad = v["unreadable"].as_array().unwrap();
     assert_eq!(bad.len(), 1);

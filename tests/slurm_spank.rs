@@ -60,14 +60,6 @@ fn which(prog: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn short_hostname() -> String {
     let o = Command::new("hostname").arg("-s").output().unwrap();
     String::from_utf8(o.stdout).unwrap().trim().to_string()
@@ -164,8 +156,8 @@ impl Slurm {
              PartitionName=pp Nodes={host} Default=YES MaxTime=INFINITE State=UP\n",
             msock = msock.display(),
             d = dir.display(),
-            p1 = free_port(),
-            p2 = free_port(),
+            p1 = common::free_port(),
+            p2 = common::free_port(),
             ps = plugstack.display(),
         );
         std::fs::write(&s.conf, conf).unwrap();

@@ -183,3 +183,31 @@ pub fn shared_corpora() -> Option<PathBuf> {
         None
     }
 }
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released), for
+/// the real servers the tests start (Prometheus, slurmctld, slurmd).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `powerperf report --format json JOB`: its output and its JSON (the caller checks the
+/// exit status: a job with an unreadable shard exits 1 and still reports the others).
+pub fn report_json(job: &std::path::Path) -> (std::process::Output, serde_json::Value) {
+    let o = std::process::Command::new(assert_cmd::cargo::cargo_bin("powerperf"))
+        .args(["report", "--format", "json"])
+        .arg(job)
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "report JSON of {}: {e}\nstderr: {}",
+            job.display(),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o, v)
+}

@@ -222,45 +222,26 @@ pub fn measure_slowdown_errors(
             (ev.results, format!("{k}-fold cross-validation"))
         }
         None => {
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .clamp(1, 16);
-            let chunk = interior.len().div_ceil(threads).max(1);
-            let results: Vec<PointResult> = std::thread::scope(|s| {
-                let handles: Vec<_> = interior
-                    .chunks(chunk)
-                    .map(|part| {
-                        s.spawn(move || {
-                            let mut out = Vec::new();
-                            for &i in part {
-                                let p = &train[i];
-                                let rest: Vec<Point> = train
-                                    .iter()
-                                    .enumerate()
-                                    .filter(|(j, _)| *j != i)
-                                    .map(|(_, q)| q.clone())
-                                    .collect();
-                                let Ok(m) = fit_kind(kind, meta, &rest, params) else {
-                                    continue;
-                                };
-                                if let Ok(pred) = m.predict(&p.workload, &p.knobs) {
-                                    out.push(PointResult {
-                                        workload: p.workload.clone(),
-                                        knobs: p.knobs.clone(),
-                                        measured: crate::models::eval::measured(p),
-                                        predicted: pred,
-                                    });
-                                }
-                            }
-                            out
-                        })
-                    })
+            let results: Vec<PointResult> = crate::models::eval::parallel_map(&interior, |&i| {
+                let p = &train[i];
+                let rest: Vec<Point> = train
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, q)| q.clone())
                     .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap_or_default())
-                    .collect()
-            });
+                let m = fit_kind(kind, meta, &rest, params).ok()?;
+                let pred = m.predict(&p.workload, &p.knobs).ok()?;
+                Some(PointResult {
+                    workload: p.workload.clone(),
+                    knobs: p.knobs.clone(),
+                    measured: crate::models::eval::measured(p),
+                    predicted: pred,
+                })
+            })
+            .into_iter()
+            .flatten()
+            .collect();
             (results, "leave-one-out".to_string())
         }
     };

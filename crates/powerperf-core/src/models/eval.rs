@@ -167,7 +167,7 @@ fn concat_parts<A, B>(parts: Vec<(Vec<A>, Vec<B>)>) -> (Vec<A>, Vec<B>) {
 
 /// `f` over `items` on up to 16 scoped threads (the available cores), results in item
 /// order. Each item is an independent refit in the protocols below.
-fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 16);

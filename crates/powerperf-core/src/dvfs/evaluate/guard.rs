@@ -109,55 +109,33 @@ pub fn interior_slowdown_errors_by_class(
         );
     }
     let kind = kind.resolve(train, false);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 16);
-    let chunk = interior.len().div_ceil(threads).max(1);
-    let errs: Vec<(f64, bool)> = std::thread::scope(|s| {
-        let handles: Vec<_> = interior
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    let mut out = Vec::new();
-                    for &i in part {
-                        let p = &train[i];
-                        let ref_knobs = set.reference_knobs(&p.workload);
-                        let Some(t_ref) = train
-                            .iter()
-                            .find(|q| q.workload == p.workload && same_knobs(&q.knobs, &ref_knobs))
-                            .and_then(|q| q.time_s)
-                        else {
-                            continue;
-                        };
-                        let Some(t) = p.time_s else { continue };
-                        let rest: Vec<Point> = train
-                            .iter()
-                            .enumerate()
-                            .filter(|(j, _)| *j != i)
-                            .map(|(_, q)| q.clone())
-                            .collect();
-                        let Ok(m) = fit_kind(kind, &set.meta, &rest, params) else {
-                            continue;
-                        };
-                        if let Some(tp) =
-                            m.predict(&p.workload, &p.knobs).ok().and_then(|x| x.time_s)
-                        {
-                            if tp.is_finite() && t_ref > 0.0 {
-                                let cb = compute_bound(train, &p.workload, &p.knobs, knob, tol)
-                                    .unwrap_or(false);
-                                out.push(((t - tp) / t_ref, cb));
-                            }
-                        }
-                    }
-                    out
-                })
-            })
+    let errs: Vec<(f64, bool)> = crate::models::eval::parallel_map(&interior, |&i| {
+        let p = &train[i];
+        let ref_knobs = set.reference_knobs(&p.workload);
+        let t_ref = train
+            .iter()
+            .find(|q| q.workload == p.workload && same_knobs(&q.knobs, &ref_knobs))
+            .and_then(|q| q.time_s)?;
+        let t = p.time_s?;
+        let rest: Vec<Point> = train
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, q)| q.clone())
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("leave-one-out worker panicked"))
-            .collect()
-    });
+        let m = fit_kind(kind, &set.meta, &rest, params).ok()?;
+        let tp = m
+            .predict(&p.workload, &p.knobs)
+            .ok()
+            .and_then(|x| x.time_s)?;
+        (tp.is_finite() && t_ref > 0.0).then(|| {
+            let cb = compute_bound(train, &p.workload, &p.knobs, knob, tol).unwrap_or(false);
+            ((t - tp) / t_ref, cb)
+        })
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     if errs.is_empty() {
         anyhow::bail!("no interior training point could be predicted by leave-one-out; give a fixed margin, e.g. --slowdown-margin 1% (taken off the bound; 0 for the raw plan)");
     }
