@@ -7,7 +7,7 @@ use crate::dvfs::apply::{self, ApplyRequest, RegionSettings, RunAs, SignalForwar
 use crate::dvfs::controller::{
     ControllerError, CpufreqController, FrequencyController, NvmlLockedClocks,
 };
-use crate::dvfs::plan_file::{DeviceKind, Plan, PlanRegion, Scope};
+use crate::dvfs::plan_file::{DeviceKind, Plan, Scope};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -92,14 +92,6 @@ struct Summary {
     restored: Vec<String>,
     log: Option<PathBuf>,
     exit_status: i32,
-}
-
-/// The region `static_setting` chose.
-fn select_region<'a>(plan: &'a Plan, name: &str) -> Result<&'a PlanRegion> {
-    plan.regions
-        .iter()
-        .find(|r| r.name == name)
-        .context("the chosen region is not in the plan")
 }
 
 /// Run `powerperf apply`.
@@ -272,22 +264,20 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     // the plan's setting sorted by controller: the same function the SPANK plugin uses
     let setting =
         crate::dvfs::apply::daemon::static_setting(&plan, args.workload.as_deref(), &plan_path)?;
-    let region = select_region(&plan, &setting.region)?;
-    sum.region = Some(region.name.clone());
-    sum.setting = setting.knobs.clone();
+    eprintln!(
+        "powerperf: applying `{}` from {}: {}",
+        setting.region,
+        plan_path.display(),
+        crate::dvfs::planner::format_knobs(&setting.knobs)
+    );
     let core_mhz = setting.core_mhz;
     let gpu = (
         setting.gpu_core_mhz.map(|(_, v)| v),
         setting.gpu_mem_mhz.map(|(_, v)| v),
     );
-    let env = setting.env.clone();
-    let notes = setting.notes.clone();
-    eprintln!(
-        "powerperf: applying `{}` from {}: {}",
-        region.name,
-        plan_path.display(),
-        crate::dvfs::planner::format_knobs(&region.setting)
-    );
+    let (env, notes) = (setting.env, setting.notes);
+    sum.region = Some(setting.region);
+    sum.setting = setting.knobs;
     for n in &notes {
         eprintln!("powerperf: {n}");
     }
