@@ -18,8 +18,12 @@ three internal replications that the physics provides:
               log t across the twins at one setting, about their mean over the settings
 
   python3 scripts/analysis/titanx_noise.py ../shared/datasets/titanx-dvfs/micro_140.csv
+  python3 scripts/analysis/titanx_noise.py ../shared/datasets/titanx-dvfs/micro_140.csv \
+      tab_all.jl tab_3.jl   # also: the plan's predictions there (guard20_variants.py dumps)
 """
 import csv
+import json
+import os
 import sys
 from collections import defaultdict
 
@@ -134,6 +138,43 @@ def main():
     z = (B - slow.mean()) / s_slow
     print(f"  a kernel at the class mean ({slow.mean() * 100:.2f} %) lands above 5 % with "
           f"probability {0.5 * (1 - erf(z / sqrt(2))):.2f} (normal noise)")
+    if len(sys.argv) >= 4:
+        predictions(t, cb, sys.argv[2], sys.argv[3])
+
+
+def predictions(t, cb, tab_all, tab_3):
+    """The plan's predicted slowdown at 1088/810 MHz against the measured one, per fold
+    (evaluation data: describes, chooses nothing)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import guard20_variants as g
+    tabs = {}
+    for name, path in (("all", tab_all), ("3", tab_3)):
+        tabs[name] = {r["w"]: r for r in map(json.loads, open(path))}
+    k = {"core_freq_mhz": 1088.0, "mem_freq_mhz": 810.0}
+
+    def pred(tab):
+        ref = [x for x in tab["c"] if g.same(x[0], tab["ref"])][0]
+        return [x for x in tab["c"] if g.same(x[0], k)][0][1] / ref[1] - 1
+
+    for fold in ("fadd_*", "others"):
+        rows, oracle = [], 0
+        for n in cb:
+            if n.startswith("fadd_") != (fold == "fadd_*"):
+                continue
+            ta = tabs["all"][n]
+            meas = [p for p in ta["pts"] if g.same(p[0], k)][0][1] / ta["t_ref"] - 1
+            within = [p for p in ta["pts"] if p[1] / ta["t_ref"] - 1 <= B + 1e-12]
+            oracle += g.same(min(within, key=lambda p: p[2])[0], k)
+            rows.append((meas, pred(ta), pred(tabs["3"][n])))
+        r = np.array(rows)
+        over = r[:, 0] > B
+        print(f"{fold}: {len(r)} compute-bound kernels, measured oracle at 1088/810 MHz: "
+              f"{oracle}; predicted vs measured slowdown there: corr "
+              f"{np.corrcoef(r[:, 0], r[:, 1])[0, 1]:.2f} (every setting, residual sd "
+              f"{(r[:, 0] - r[:, 1]).std() * 100:.2f} %), "
+              f"{np.corrcoef(r[:, 0], r[:, 2])[0, 1]:.2f} (3 clocks); measured above 5 %: "
+              f"{over.sum()}, of them predicted above: {(over & (r[:, 1] > B)).sum()}, "
+              f"predicted above in all: {(r[:, 1] > B).sum()}")
 
 
 if __name__ == "__main__":
