@@ -308,44 +308,58 @@ fn power_reads_follow_the_policy_and_name_what_is_missing() {
         "{}",
         out(&o)
     );
-    // granted: real readings where this node has them, else the reasons, per source
+    // granted: the fake GPU's readings (the files power_w and energy_mj of --fake-gpu, the
+    // GPUs the controls act on), the perf power PMU's where this kernel has it, else its
+    // reasons per event in the notes
     let o = w.request(NOBODY, &[r#"{"op":"read_power"}"#]);
     let t = out(&o);
-    if o.status.success() {
-        let v: serde_json::Value = serde_json::from_str(t.lines().next().unwrap()).unwrap();
-        for r in v["power"].as_array().unwrap() {
-            println!(
-                "{} {}: {} J, {} W",
-                r["name"], r["source"], r["energy_j"], r["power_w"]
-            );
-        }
-        assert!(!v["power"].as_array().unwrap().is_empty());
-    } else {
+    assert!(o.status.success(), "{t}");
+    let v: serde_json::Value = serde_json::from_str(t.lines().next().unwrap()).unwrap();
+    let power = v["power"].as_array().unwrap();
+    for r in power {
+        println!(
+            "{} {}: {} J, {} W",
+            r["name"], r["source"], r["energy_j"], r["power_w"]
+        );
+    }
+    let gpu: Vec<_> = power.iter().filter(|r| r["origin"] == "nvml").collect();
+    assert_eq!(gpu.len(), 1, "{t}");
+    assert_eq!(gpu[0]["name"], "gpu-0");
+    assert_eq!(gpu[0]["power_w"].as_f64(), Some(250.5), "{t}");
+    assert_eq!(gpu[0]["energy_j"].as_f64(), Some(1.0), "{t}");
+    assert!(
+        gpu[0]["source"].as_str().unwrap().starts_with("fake GPU 0"),
+        "{t}"
+    );
+    if power.iter().all(|r| r["origin"] != "perf_power_pmu") {
         // the daemon parsed the PMU's sysfs description (events, scale, unit, cpumask) and
         // tried each event on its package CPU; this kernel has no such PMU
+        let info = v["info"].to_string();
         for ev in [
             "power/energy-pkg/ on CPU 0",
             "power/energy-ram/ on CPU 0",
             "power/energy-psys/ on CPU 0",
         ] {
-            assert!(t.contains(ev), "{ev}: {t}");
+            assert!(info.contains(ev), "{ev}: {t}");
         }
-        assert!(
-            t.contains("no power readings on this node") && t.contains("NVML"),
-            "{t}"
-        );
-        println!("skipped: real power reads: {t}");
+        println!("skipped: real perf power PMU reads: {info}");
     }
-    // without the PMU's directory the refusal names the missing directory
+    // without the PMU's directory and without GPUs, the refusal names both missing sources
     w.kill_daemon();
     std::fs::remove_dir_all(w.root.join("sys/bus/event_source/devices/power")).unwrap();
+    std::fs::remove_dir_all(w.dir.path().join("gpu/gpu0")).unwrap();
     w.start();
     let o = w.request(NOBODY, &[r#"{"op":"read_power"}"#]);
     let t = out(&o);
-    if !o.status.success() {
+    if o.status.success() {
+        println!("skipped: the refusal (this node has NVML): {t}");
+    } else {
         assert!(
-            t.contains("no perf power PMU")
-                && t.contains("event_source/devices/power does not exist"),
+            t.contains("no power readings on this node")
+                && t.contains("no perf power PMU")
+                && t.contains("event_source/devices/power does not exist")
+                && t.contains("fake GPUs")
+                && t.contains("no gpu0 directory"),
             "{t}"
         );
     }
@@ -394,8 +408,9 @@ fn collect_asks_the_daemon_for_the_power_pmu_a_user_may_not_open() {
     match meta.find("RAPL (perf power PMU) through powerperfd") {
         Some(i) => {
             let note = &meta[i..meta[i..].find('\n').map_or(meta.len(), |j| i + j)];
+            // the daemon answers with the fake GPU's readings and the PMU's reasons
             assert!(
-                note.contains("no power readings on this node")
+                note.contains("no perf power PMU readings")
                     && note.contains("power/energy-pkg/ on CPU 0"),
                 "{note}"
             );

@@ -21,7 +21,7 @@
 //! jobs are kept.
 
 use anyhow::{Context, Result};
-use powerperf::collect::nvml::{GpuReading, GpuSource};
+use powerperf::collect::nvml::GpuSource;
 use powerperf::collect::rapl::{RaplDomain, RaplReader};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -107,50 +107,6 @@ impl Hook {
     pub(crate) fn send(&self, e: Event) {
         // the sampler is gone only when the process ends
         let _ = self.tx.send(e);
-    }
-}
-
-/// The GPUs whose energy and power are served: NVML, or the fake GPUs of `--fake-gpu DIR`
-/// (`gpuN/energy_mj`, the total energy counter in mJ, and `gpuN/power_w`, both optional).
-#[derive(Debug)]
-pub struct FakeGpuSource {
-    dir: PathBuf,
-    n: u32,
-}
-
-impl FakeGpuSource {
-    pub fn open(dir: &Path) -> Self {
-        let mut n = 0;
-        while dir.join(format!("gpu{n}")).is_dir() {
-            n += 1;
-        }
-        FakeGpuSource {
-            dir: dir.to_path_buf(),
-            n,
-        }
-    }
-    fn file(&self, i: u32, f: &str) -> Option<String> {
-        let p = self.dir.join(format!("gpu{i}")).join(f);
-        crate::server::read_small(&p)
-    }
-}
-
-impl GpuSource for FakeGpuSource {
-    fn count(&self) -> u32 {
-        self.n
-    }
-    fn name(&self, i: u32) -> String {
-        format!("fake GPU {i}")
-    }
-    fn power_source(&self, _: u32) -> &'static str {
-        "the file power_w"
-    }
-    fn read(&mut self, i: u32) -> GpuReading {
-        GpuReading {
-            power_w: self.file(i, "power_w").and_then(|s| s.parse().ok()),
-            energy_mj: self.file(i, "energy_mj").and_then(|s| s.parse().ok()),
-            ..Default::default()
-        }
     }
 }
 

@@ -293,10 +293,7 @@ impl Daemon {
             None
         };
         let power_pmu = powerperf::collect::pmu::power_events(&opts.sysfs_root);
-        let (nvml, no_nvml) = match powerperf::collect::nvml::open_nvml() {
-            Ok(n) => (Some(n), None),
-            Err(why) => (None, Some(why)),
-        };
+        let (nvml, no_nvml) = gpu_readings(opts.fake_gpu.as_deref());
         tracing::info!(gpu = %gpu.as_ref().map(|g| g.describe()).unwrap_or_else(|| no_gpu.clone().unwrap_or_default()), power_pmu = ?power_pmu.as_ref().map(|v| v.len()), nvml_reads = %no_nvml.as_deref().unwrap_or("yes"), "signals and controls");
         Ok(Arc::new(Daemon {
             ctl,
@@ -336,15 +333,12 @@ impl Daemon {
         if self.metrics.get().is_some() {
             anyhow::bail!("the metrics endpoint is already started");
         }
-        let gpu: Option<Box<dyn powerperf::collect::nvml::GpuSource>> = match &self.opts.fake_gpu {
-            Some(d) => Some(Box::new(crate::metrics::FakeGpuSource::open(d))),
-            None => match powerperf::collect::nvml::open_nvml() {
-                Ok(g) => Some(g),
-                Err(why) => {
-                    tracing::info!(reason = %why, "metrics: no GPU energy or power");
-                    None
-                }
-            },
+        let gpu = match gpu_readings(self.opts.fake_gpu.as_deref()) {
+            (Some(g), _) => Some(g),
+            (None, why) => {
+                tracing::info!(reason = %why.unwrap_or_default(), "metrics: no GPU energy or power");
+                None
+            }
         };
         let (hook, bound) = crate::metrics::start(
             addr,
@@ -1035,6 +1029,26 @@ impl Daemon {
 /// Read a counter file (at most 64 bytes) as a number.
 fn read_counter(p: &Path) -> Option<u64> {
     read_small(p)?.parse().ok()
+}
+
+/// Where GPU power and energy readings come from: the fake GPUs of `--fake-gpu DIR` (the
+/// same ones the GPU controls act on), else NVML; `(None, why)` when neither is there.
+fn gpu_readings(
+    fake_gpu: Option<&Path>,
+) -> (
+    Option<Box<dyn powerperf::collect::nvml::GpuSource>>,
+    Option<String>,
+) {
+    let opened = match fake_gpu {
+        Some(d) => powerperf::dvfs::gpu_control::FakeGpu::open(d)
+            .map(|g| Box::new(g) as Box<dyn powerperf::collect::nvml::GpuSource>)
+            .map_err(|e| format!("fake GPUs: {e}")),
+        None => powerperf::collect::nvml::open_nvml(),
+    };
+    match opened {
+        Ok(g) => (Some(g), None),
+        Err(why) => (None, Some(why)),
+    }
 }
 
 /// The first 64 bytes of a small sysfs-style file, trimmed (`None`: unreadable or not UTF-8).

@@ -290,7 +290,7 @@ impl Daemon {
         }
         match g.nvml.as_mut() {
             None => notes.push(format!(
-                "NVML: {}",
+                "GPU readings: {}",
                 self.no_nvml.as_deref().unwrap_or("not available")
             )),
             Some(src) => {
@@ -299,7 +299,15 @@ impl Daemon {
                     readings.push(PowerReading {
                         name: format!("gpu-{i}"),
                         origin: powerperf::daemon::ORIGIN_NVML.into(),
-                        source: format!("NVML GPU {i} ({}; power: {}; energy: nvmlDeviceGetTotalEnergyConsumption)", src.name(i), src.power_source(i)),
+                        source: if self.opts.fake_gpu.is_some() {
+                            format!(
+                                "{} (power: {}; energy: the file energy_mj)",
+                                src.name(i),
+                                src.power_source(i)
+                            )
+                        } else {
+                            format!("NVML GPU {i} ({}; power: {}; energy: nvmlDeviceGetTotalEnergyConsumption)", src.name(i), src.power_source(i))
+                        },
                         energy_j: r.energy_mj.map(|mj| mj as f64 * 1e-3),
                         power_w: r.power_w,
                     });

@@ -315,10 +315,40 @@ pub fn check_clock_range(
 /// `power_limit_w` (current, written) and `locked_clocks_mhz` (`MIN MAX` or `none`,
 /// written). For tests and demonstrations (`powerperfd --fake-gpu DIR`): no GPU is
 /// touched. Files are written `O_NOFOLLOW`, never created.
+///
+/// It is also a [`crate::collect::nvml::GpuSource`] (the readings `read_power` and the
+/// metrics endpoint serve): `gpuN/power_w` (watts) and `gpuN/energy_mj` (the total energy
+/// counter, mJ), both optional; a missing or unreadable file is a missing value.
 #[derive(Debug, Clone)]
 pub struct FakeGpu {
     dir: PathBuf,
     count: u32,
+}
+
+impl crate::collect::nvml::GpuSource for FakeGpu {
+    fn count(&self) -> u32 {
+        self.count
+    }
+    fn name(&self, i: u32) -> String {
+        format!("fake GPU {i}")
+    }
+    fn power_source(&self, _: u32) -> &'static str {
+        "the file power_w"
+    }
+    fn read(&mut self, i: u32) -> crate::collect::nvml::GpuReading {
+        crate::collect::nvml::GpuReading {
+            power_w: self
+                .read_file(i, "power_w")
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .filter(|w| w.is_finite() && *w >= 0.0),
+            energy_mj: self
+                .read_file(i, "energy_mj")
+                .ok()
+                .and_then(|t| t.parse().ok()),
+            ..Default::default()
+        }
+    }
 }
 
 impl FakeGpu {
@@ -347,7 +377,7 @@ impl FakeGpu {
         self.dir.join(format!("gpu{gpu}")).join(f)
     }
 
-    fn read(&self, gpu: u32, f: &'static str) -> Result<String, GpuControlError> {
+    fn read_file(&self, gpu: u32, f: &'static str) -> Result<String, GpuControlError> {
         self.check_gpu(gpu)?;
         std::fs::read_to_string(self.path(gpu, f))
             .map(|s| s.trim().to_string())
@@ -359,7 +389,7 @@ impl FakeGpu {
     }
 
     fn numbers(&self, gpu: u32, f: &'static str) -> Result<Vec<f64>, GpuControlError> {
-        let t = self.read(gpu, f)?;
+        let t = self.read_file(gpu, f)?;
         t.split_whitespace()
             .map(|x| {
                 x.parse::<f64>()
@@ -407,7 +437,7 @@ impl FakeGpu {
     /// # Errors
     /// Unreadable.
     pub fn locked_clocks(&self, gpu: u32) -> Result<Option<(f64, f64)>, GpuControlError> {
-        if self.read(gpu, "locked_clocks_mhz")? == "none" {
+        if self.read_file(gpu, "locked_clocks_mhz")? == "none" {
             return Ok(None);
         }
         match self.numbers(gpu, "locked_clocks_mhz")?[..] {
