@@ -145,6 +145,8 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
     let broken = job.join("rank6");
     std::fs::create_dir_all(&broken).unwrap();
     std::fs::write(broken.join("run.toml"), "[run\nid = ").unwrap();
+    // a rank whose collect never started (no run.toml): named in a note, not a shard
+    std::fs::create_dir_all(job.join("rank7")).unwrap();
 
     let (o, v) = common::report_json(&job);
     assert_eq!(
@@ -165,6 +167,13 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
     assert!(
         bad[0]["error"].as_str().unwrap().contains("run.toml"),
         "{bad:?}"
+    );
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("1 directory under")
+            && notes.contains("no run.toml")
+            && notes.contains("rank7"),
+        "{notes}"
     );
     let nodes = v["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2);

@@ -99,6 +99,21 @@ pub fn shards(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// The names of the directories directly under `dir` that hold no run.toml, sorted.
+fn not_runs(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter(|e| !e.path().join(RUN_TOML).is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
 impl Spread {
     /// Min, mean, max and imbalance of one quantity's values, one per rank.
     fn of(name: impl Into<String>, unit: Option<&str>, v: &[f64]) -> Spread {
@@ -345,6 +360,19 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
                 n.sampled_by.join(", ")
             )),
         }
+    }
+    let others = not_runs(dir);
+    if !others.is_empty() {
+        notes.push(format!(
+            "{} director{} under {} hold{} no run.toml and {} left out (not a run, or a collect that died before it started): {}{}",
+            others.len(),
+            if others.len() == 1 { "y" } else { "ies" },
+            dir.display(),
+            if others.len() == 1 { "s" } else { "" },
+            if others.len() == 1 { "is" } else { "are" },
+            others.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if others.len() > 5 { ", …" } else { "" }
+        ));
     }
     Ok(RankReport {
         dir: dir.display().to_string(),
