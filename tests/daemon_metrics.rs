@@ -354,3 +354,75 @@ fn prometheus_scrapes_energy_jobs_gpus_frequencies_and_settings() {
     assert!(scrapes >= 2.0, "Prometheus scraped {scrapes} times in 4 s");
     prom.wait_value(&w, "up{job=\"powerperfd\"}", Some(1.0));
 }
+
+/// The shipped unit and its metrics drop-in (dist/powerperfd.service,
+/// dist/powerperfd.service.d/metrics.conf) as systemd reads them: `systemd-analyze verify`
+/// on copies whose ExecStart names this build's powerperfd loads both without an error,
+/// and the drop-in turns the unit's network on (PrivateNetwork, the address families) and
+/// lets only localhost connect until the administrator edits it. Every flag of ExecStart is
+/// one powerperfd takes.
+#[test]
+fn the_shipped_unit_and_its_metrics_drop_in_load_in_systemd() {
+    let Ok(v) = Command::new("systemd-analyze").arg("--version").output() else {
+        println!("skipped: systemd-analyze is not installed (Debian's systemd package)");
+        return;
+    };
+    assert!(v.status.success());
+    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("dist");
+    let daemon = common::daemon::powerperfd_src();
+    let unit = std::fs::read_to_string(dist.join("powerperfd.service")).unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("the unit has an ExecStart");
+    let mut words = exec.split_whitespace();
+    assert_eq!(words.next(), Some("/usr/local/sbin/powerperfd"), "{exec}");
+    let help = Command::new(&daemon).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    for flag in words.filter(|w| w.starts_with("--")) {
+        assert!(
+            help.contains(flag),
+            "ExecStart's {flag} is not a powerperfd flag: {help}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("powerperfd.service");
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/local/sbin/powerperfd", daemon.to_str().unwrap()),
+    )
+    .unwrap();
+    let verify = || {
+        let o = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&copy)
+            .env("SYSTEMD_LOG_LEVEL", "debug")
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "systemd-analyze verify: {all}");
+        all
+    };
+    let plain = verify();
+    assert!(plain.contains("PrivateNetwork: yes"), "{plain}");
+    std::fs::create_dir(dir.path().join("powerperfd.service.d")).unwrap();
+    std::fs::copy(
+        dist.join("powerperfd.service.d/metrics.conf"),
+        dir.path().join("powerperfd.service.d/metrics.conf"),
+    )
+    .unwrap();
+    let with = verify();
+    for want in [
+        "DropIn Path:",
+        "metrics.conf",
+        "PrivateNetwork: no",
+        "IPAddressAllow: 127.0.0.0/8",
+        "IPAddressDeny: 0.0.0.0/0",
+    ] {
+        assert!(with.contains(want), "{want}: {with}");
+    }
+}
