@@ -25,6 +25,32 @@
 //! held-out workload has only its baseline point, where `1 − f0/f = 0`: `α` comes from the
 //! other workloads, and the held-out workload's curve from its baseline time and counters.
 //!
+//! ## Bound and bottleneck (`"combine": "max"`, opt-in)
+//!
+//! The sum above charges all the memory time on top of the compute time, as on an in-order
+//! CPU. A GPU overlaps them (Nath & Tullsen, "The CRISP performance model for dynamic voltage
+//! and frequency scaling in a GPGPU", MICRO 2015: "the high degree of overlap between memory
+//! access and computation"), and the bound-and-bottleneck view (Williams, Waterman &
+//! Patterson, "Roofline", CACM 52(4), 2009) makes the run as long as its busiest unit. From the
+//! DCGM activity fractions at the reference point (ratios of elapsed time or cycles):
+//!
+//! - `a`: the engine is active at all (`gr_engine_active`; 1 when the set lacks it). The rest,
+//!   `1 − a`, is host-side time (launches, copies, CPU work), independent of the GPU clock;
+//! - `m = min(α·M/t0, a)`: the DRAM interface busy (`dram_active`, the memory terms above):
+//!   at a fixed memory clock this time does not change with the core clock;
+//! - `c = min(max_i u_i, a)`: the busiest arithmetic pipe (`fp64_active`, `fp32_active`,
+//!   `fp16_active`, `tensor_active`, or [`AnalyticCountersParams::compute_counters`]): its
+//!   busy time is a count of core cycles, ∝ 1/f;
+//! - the remainder `a − max(c, m)`, active time with neither unit saturated (issue, latency,
+//!   on-chip caches, synchronisation), counted in core cycles, ∝ 1/f.
+//!
+//! ```text
+//! t(f) = t0 · [ (1 − a) + max(c·f0/f, m) + (a − max(c, m))·f0/f ]
+//! ```
+//!
+//! Nothing is fitted (α = 1: with `combine = max` the `calibrate` flag is not used). Without
+//! compute counters (`c = 0`) it is the sum form with α = 1 plus the host-side part.
+//!
 //! Power and energy: power from [`super::analytic`] fitted on the same training points where
 //! the group has two or more clocks; a group with only its reference point (workload holdout)
 //! gets `P(f) = P(f0) × median_g P_g(f)/P_g(f0)` over the other groups' fitted power curves.
@@ -61,8 +87,49 @@ pub struct MemoryTerm {
 pub struct AnalyticCountersParams {
     /// The terms; empty: `dram_active` as a fraction when the set has it.
     pub memory_terms: Vec<MemoryTerm>,
-    /// Fit one shared scale α on the training points (else α = 1).
+    /// Fit one shared scale α on the training points (else α = 1). Not used with
+    /// `combine = max`.
     pub calibrate: bool,
+    /// How the memory and compute parts combine: `sum` (default, Moore's
+    /// `t_mem + t_comp·f0/f`) or `max` (bound and bottleneck, see the module docs).
+    pub combine: Combine,
+    /// `combine = max`: the arithmetic-pipe activity counters (fractions 0..1) whose maximum
+    /// is the compute bottleneck; empty: those of `fp64_active`, `fp32_active`,
+    /// `fp16_active`, `tensor_active` the set has.
+    pub compute_counters: Vec<String>,
+    /// `combine = max`: the engine-active fraction (host-side time is `1 − a`); `None`:
+    /// `gr_engine_active` when the set has it, else `a = 1`.
+    pub active_counter: Option<String>,
+}
+
+/// How the memory and compute parts of the time combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// `t = t_mem + t_comp·f0/f` (Moore 2012).
+    #[default]
+    Sum,
+    /// `t = t_host + max(t_comp·f0/f, t_mem) + t_rest·f0/f` (Roofline's bound and bottleneck).
+    Max,
+}
+
+/// Compute-pipe counters `combine = max` takes by default (DCGM profiling fields).
+pub const DEFAULT_COMPUTE_COUNTERS: [&str; 4] =
+    ["fp64_active", "fp32_active", "fp16_active", "tensor_active"];
+
+/// Engine-active counter `combine = max` takes by default.
+pub const DEFAULT_ACTIVE_COUNTER: &str = "gr_engine_active";
+
+/// Whether the bound-and-bottleneck form (`combine = max`) has what it needs on a set with
+/// these counters: a memory fraction (`dram_active`) and at least one compute-pipe counter,
+/// all rates. For `auto`'s resolution in workload holdout.
+pub fn roofline_applicable(meta: &SetMeta) -> bool {
+    let has = |name: &str| {
+        meta.counters
+            .iter()
+            .any(|(n, k)| n.eq_ignore_ascii_case(name) && *k == CounterKind::Rate)
+    };
+    has("dram_active") && DEFAULT_COMPUTE_COUNTERS.iter().any(|c| has(c))
 }
 
 impl Default for AnalyticCountersParams {
@@ -70,6 +137,9 @@ impl Default for AnalyticCountersParams {
         Self {
             memory_terms: Vec::new(),
             calibrate: true,
+            combine: Combine::Sum,
+            compute_counters: Vec::new(),
+            active_counter: None,
         }
     }
 }
@@ -85,6 +155,12 @@ pub struct CounterGroup {
     pub p0_w: Option<f64>,
     /// The counter estimate `M` of memory time at `f0`, seconds.
     pub memory_s: Option<f64>,
+    /// `combine = max`: the busiest compute pipe's activity at `f0` (0..1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_fraction: Option<f64>,
+    /// `combine = max`: the engine-active fraction at `f0` (0..1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_fraction: Option<f64>,
 }
 
 /// The fitted model.
@@ -98,6 +174,14 @@ pub struct AnalyticCountersModel {
     pub groups: Vec<CounterGroup>,
     /// The power model (analytic, on the same points), when it could be fitted.
     pub power: Option<AnalyticModel>,
+    /// How memory and compute time combine (files before it: `sum`).
+    #[serde(default)]
+    pub combine: Combine,
+    /// `combine = max`: the compute-pipe and engine-active counters used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compute_counters: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_counter: Option<String>,
 }
 
 fn split(knobs: &Knobs, freq: &str) -> Knobs {
@@ -119,6 +203,25 @@ fn memory_time(p: &Point, terms: &[MemoryTerm], f0_mhz: f64, t0: f64) -> Option<
         };
     }
     m.is_finite().then_some(m.max(0.0))
+}
+
+/// The fractions `(a, c, m)` of a group with memory time `tm` and reference time `t0`.
+fn fractions(g: &CounterGroup, tm: f64, t0: f64) -> (f64, f64, f64) {
+    let clamp01 = |v: f64| if v.is_finite() { v.clamp(0.0, 1.0) } else { 0.0 };
+    let a = g.active_fraction.map_or(1.0, clamp01);
+    let m = if t0 > 0.0 { clamp01(tm / t0) } else { 0.0 }.min(a);
+    let c = g.compute_fraction.map_or(0.0, clamp01).min(a);
+    (a, c, m)
+}
+
+/// `t(f)/t0` of the bound-and-bottleneck form at `r = f0/f` (module docs), for a group with
+/// memory time `tm` seconds at its reference point.
+fn roofline_ratio(g: &CounterGroup, tm: f64, r: f64) -> f64 {
+    let Some(t0) = g.t0_s.filter(|t| *t > 0.0) else {
+        return 1.0;
+    };
+    let (a, c, m) = fractions(g, tm, t0);
+    (1.0 - a) + (c * r).max(m) + (a - c.max(m)) * r
 }
 
 /// Fit on mean points.
@@ -173,6 +276,58 @@ pub fn fit(
             ),
         });
     }
+    // Bound and bottleneck: the compute-pipe and engine-active counters.
+    let rate_counter = |name: &str| {
+        meta.counters
+            .iter()
+            .find(|(n, k)| n.eq_ignore_ascii_case(name) && **k == CounterKind::Rate)
+            .map(|(n, _)| n.clone())
+    };
+    let (compute_counters, active_counter) = if params.combine == Combine::Max {
+        let compute: Vec<String> = if params.compute_counters.is_empty() {
+            DEFAULT_COMPUTE_COUNTERS
+                .iter()
+                .filter_map(|c| rate_counter(c))
+                .collect()
+        } else {
+            for c in &params.compute_counters {
+                if !meta.counters.contains_key(c) {
+                    return Err(ModelError::NotEnoughData {
+                        model: "analytic_counters".into(),
+                        what: format!(
+                            "compute counter `{c}` is not a counter of the set; its counters: [{}]",
+                            meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    });
+                }
+            }
+            params.compute_counters.clone()
+        };
+        let active = match &params.active_counter {
+            Some(c) if !meta.counters.contains_key(c) => {
+                return Err(ModelError::NotEnoughData {
+                    model: "analytic_counters".into(),
+                    what: format!(
+                        "active counter `{c}` is not a counter of the set; its counters: [{}]",
+                        meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                })
+            }
+            Some(c) => Some(c.clone()),
+            None => rate_counter(DEFAULT_ACTIVE_COUNTER),
+        };
+        (compute, active)
+    } else {
+        (Vec::new(), None)
+    };
+    // A fraction counter at the reference point, finite and clamped to 0..1.
+    let fraction = |p: &Point, c: &str| {
+        p.counters
+            .get(c)
+            .copied()
+            .filter(|v| v.is_finite())
+            .map(|v| v.clamp(0.0, 1.0))
+    };
     // Groups and their reference points.
     let mut groups: Vec<(String, Knobs, Vec<&Point>)> = Vec::new();
     for p in points.iter().filter(|p| p.knobs.contains_key(&freq)) {
@@ -205,6 +360,11 @@ pub fn fit(
                 sxx += x * x / (t * t);
             }
         }
+        let compute_fraction = compute_counters
+            .iter()
+            .filter_map(|c| fraction(r, c))
+            .reduce(f64::max);
+        let active_fraction = active_counter.as_deref().and_then(|c| fraction(r, c));
         out.push(CounterGroup {
             workload: w.clone(),
             other_knobs: o.clone(),
@@ -212,9 +372,16 @@ pub fn fit(
             t0_s: t0,
             p0_w: r.power_w.filter(|_| meta.is_reliable("power_w", w)),
             memory_s: m,
+            compute_fraction,
+            active_fraction,
         });
     }
-    let (alpha, alpha_source) = if !params.calibrate {
+    let (alpha, alpha_source) = if params.combine == Combine::Max {
+        (
+            1.0,
+            "1 (combine = max: the counters as they are, nothing fitted)".to_string(),
+        )
+    } else if !params.calibrate {
         (
             1.0,
             "1 (calibrate off: the counters as they are)".to_string(),
@@ -247,6 +414,9 @@ pub fn fit(
         alpha_source,
         groups: out,
         power,
+        combine: params.combine,
+        compute_counters,
+        active_counter,
     })
 }
 
@@ -274,9 +444,18 @@ impl AnalyticCountersModel {
                 what: format!("workload `{}`: t0_s = {t0}", g.workload),
             });
         }
-        let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| {
-            let tm = (self.alpha * m).clamp(0.0, t0);
-            tm + (t0 - tm) * g.f0_mhz / f
+        if !(f.is_finite() && f > 0.0) {
+            return Err(ModelError::Inconsistent {
+                model: "analytic_counters".into(),
+                what: format!("{} = {f}: the clock must be positive", self.freq_knob),
+            });
+        }
+        let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| match self.combine {
+            Combine::Sum => {
+                let tm = (self.alpha * m).clamp(0.0, t0);
+                tm + (t0 - tm) * g.f0_mhz / f
+            }
+            Combine::Max => t0 * roofline_ratio(g, self.alpha * m, g.f0_mhz / f),
         });
         let power_w = self.power_at(g, f, knobs);
         Ok(Prediction {
@@ -284,6 +463,13 @@ impl AnalyticCountersModel {
             power_w,
             energy_j: time_s.zip(power_w).map(|(t, p)| t * p),
         })
+    }
+
+    /// `combine = max`: the fractions `(a, c, m)` of a group (host-side complement, compute
+    /// bottleneck, memory), as [`roofline_ratio`] uses them; `None` without a reference time.
+    pub fn roofline_fractions(&self, g: &CounterGroup) -> Option<(f64, f64, f64)> {
+        let (t0, m) = g.t0_s.zip(g.memory_s)?;
+        Some(fractions(g, self.alpha * m, t0))
     }
 
     fn power_at(&self, g: &CounterGroup, f: f64, knobs: &Knobs) -> Option<f64> {
@@ -321,8 +507,16 @@ impl AnalyticCountersModel {
 
     /// What was fitted, for `fit --explain`.
     pub fn explain(&self) -> String {
+        let form = match self.combine {
+            Combine::Sum => "t(f) = t_mem + (t0 − t_mem)·f0/f, t_mem = α·M".to_string(),
+            Combine::Max => format!(
+                "bound and bottleneck (Roofline; CRISP): t(f) = t0·[(1 − a) + max(c·f0/f, m) + (a − max(c, m))·f0/f], m = α·M/t0, c = max of [{}], a = {}",
+                self.compute_counters.join(", "),
+                self.active_counter.as_deref().unwrap_or("1 (no active counter)")
+            ),
+        };
         let mut s = format!(
-            "analytic DVFS model, memory part from counters (Moore 2012; Choi et al. 2004): t(f) = t_mem + (t0 − t_mem)·f0/f, t_mem = α·M\nclock knob: {}\nmemory terms: {}\nα = {:.4} ({})\n",
+            "analytic DVFS model, memory part from counters (Moore 2012; Choi et al. 2004): {form}\nclock knob: {}\nmemory terms: {}\nα = {:.4} ({})\n",
             self.freq_knob,
             self.memory_terms
                 .iter()
@@ -332,7 +526,9 @@ impl AnalyticCountersModel {
             self.alpha,
             self.alpha_source
         );
-        s += "workload                         other knobs            f0_mhz      t0_s    M_s  t_mem/t0\n";
+        let max = self.combine == Combine::Max;
+        s += "workload                         other knobs            f0_mhz      t0_s    M_s  t_mem/t0";
+        s += if max { "        c        a\n" } else { "\n" };
         for g in &self.groups {
             let frac = g
                 .t0_s
@@ -347,6 +543,14 @@ impl AnalyticCountersModel {
                 g.memory_s.map_or("-".into(), |v| format!("{v:.4}")),
                 frac.map_or("-".into(), |v| format!("{v:.3}")),
             );
+            if max {
+                s.pop();
+                s += &format!(
+                    " {:>8} {:>8}\n",
+                    g.compute_fraction.map_or("-".into(), |v| format!("{v:.3}")),
+                    g.active_fraction.map_or("-".into(), |v| format!("{v:.3}")),
+                );
+            }
         }
         s
     }
