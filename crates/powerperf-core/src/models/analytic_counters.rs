@@ -113,6 +113,17 @@ pub enum Combine {
     Max,
 }
 
+impl AnalyticCountersParams {
+    /// The bound-and-bottleneck form with its default counters (`combine = max`), for
+    /// `auto`'s resolution where [`roofline_applicable`].
+    pub fn roofline() -> Self {
+        Self {
+            combine: Combine::Max,
+            ..Self::default()
+        }
+    }
+}
+
 /// Compute-pipe counters `combine = max` takes by default (DCGM profiling fields).
 pub const DEFAULT_COMPUTE_COUNTERS: [&str; 4] =
     ["fp64_active", "fp32_active", "fp16_active", "tensor_active"];
@@ -207,7 +218,13 @@ fn memory_time(p: &Point, terms: &[MemoryTerm], f0_mhz: f64, t0: f64) -> Option<
 
 /// The fractions `(a, c, m)` of a group with memory time `tm` and reference time `t0`.
 fn fractions(g: &CounterGroup, tm: f64, t0: f64) -> (f64, f64, f64) {
-    let clamp01 = |v: f64| if v.is_finite() { v.clamp(0.0, 1.0) } else { 0.0 };
+    let clamp01 = |v: f64| {
+        if v.is_finite() {
+            v.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
     let a = g.active_fraction.map_or(1.0, clamp01);
     let m = if t0 > 0.0 { clamp01(tm / t0) } else { 0.0 }.min(a);
     let c = g.compute_fraction.map_or(0.0, clamp01).min(a);
@@ -626,6 +643,7 @@ mod tests {
             &AnalyticCountersParams {
                 memory_terms: terms.clone(),
                 calibrate: false,
+                ..AnalyticCountersParams::default()
             },
         )
         .unwrap();
@@ -635,6 +653,7 @@ mod tests {
             &AnalyticCountersParams {
                 memory_terms: terms,
                 calibrate: true,
+                ..AnalyticCountersParams::default()
             },
         )
         .unwrap();
@@ -663,6 +682,7 @@ mod tests {
                     kind: MemoryTermKind::CyclesPerEvent(2.0),
                 }],
                 calibrate: true,
+                ..AnalyticCountersParams::default()
             },
         )
         .unwrap();
@@ -682,6 +702,198 @@ mod tests {
             e.contains("memory_terms") && e.contains("docs/models.md"),
             "{e}"
         );
+    }
+
+    fn meta_gpu() -> SetMeta {
+        let mut m = meta();
+        m.counters.insert("fp64_active".into(), CounterKind::Rate);
+        m.counters.insert("fp32_active".into(), CounterKind::Rate);
+        m.counters
+            .insert("gr_engine_active".into(), CounterKind::Rate);
+        m
+    }
+
+    /// A GPU workload measured at `f`: host time `th`, compute-pipe time `tc` at 1000 MHz
+    /// (∝ 1/f), DRAM time `tm` (fixed), the rest `tr` at 1000 MHz (∝ 1/f); the run lasts
+    /// `th + max(tc·1000/f, tm) + tr·1000/f` and its DCGM fractions are the busy times over
+    /// that. P = 20 + 30·(f/1000)^3.
+    fn gpu_pt(w: &str, f: f64, th: f64, tc: f64, tm: f64, tr: f64) -> Point {
+        let r = 1000.0 / f;
+        let t = th + (tc * r).max(tm) + tr * r;
+        Point {
+            workload: w.into(),
+            knobs: k(f),
+            time_s: Some(t),
+            power_w: Some(20.0 + 30.0 * (f / 1000.0f64).powi(3)),
+            counters: [
+                ("dram_active".to_string(), tm / t),
+                ("fp64_active".to_string(), tc * r / t),
+                ("fp32_active".to_string(), 0.1 * tc * r / t),
+                ("gr_engine_active".to_string(), (t - th) / t),
+            ]
+            .into_iter()
+            .collect(),
+            ..Point::default()
+        }
+    }
+
+    fn max_params() -> AnalyticCountersParams {
+        AnalyticCountersParams::roofline()
+    }
+
+    /// (workload, host, compute, memory, rest) seconds at 1000 MHz: compute-bound,
+    /// memory-bound at 1000 MHz that turns compute-bound below 600 MHz, host-heavy.
+    const GPU_WORKLOADS: [(&str, f64, f64, f64, f64); 3] = [
+        ("dgemm", 0.0, 3.0, 1.5, 0.2),
+        ("stream", 0.1, 1.2, 2.0, 0.3),
+        ("histo", 4.0, 0.2, 0.1, 0.5),
+    ];
+
+    #[test]
+    fn bound_and_bottleneck_known_answer_from_one_point() {
+        for (w, th, tc, tm, tr) in GPU_WORKLOADS {
+            let m = fit(
+                &meta_gpu(),
+                &[gpu_pt(w, 1000.0, th, tc, tm, tr)],
+                &max_params(),
+            )
+            .unwrap();
+            assert_eq!(m.alpha, 1.0);
+            assert_eq!(m.combine, Combine::Max);
+            assert_eq!(m.active_counter.as_deref(), Some("gr_engine_active"));
+            for f in [1000.0, 800.0, 600.0, 500.0, 300.0] {
+                let want = gpu_pt(w, f, th, tc, tm, tr).time_s.unwrap();
+                let got = m.predict(w, &k(f)).unwrap().time_s.unwrap();
+                assert!(
+                    (got - want).abs() < 1e-9 * want,
+                    "{w} at {f}: {got} vs {want}"
+                );
+            }
+        }
+        // The sum form charges the overlapped memory time again: off for the compute-bound one.
+        let (w, th, tc, tm, tr) = GPU_WORKLOADS[0];
+        let sum = fit(
+            &meta_gpu(),
+            &[gpu_pt(w, 1000.0, th, tc, tm, tr)],
+            &AnalyticCountersParams::default(),
+        )
+        .unwrap();
+        let want = gpu_pt(w, 500.0, th, tc, tm, tr).time_s.unwrap();
+        let got = sum.predict(w, &k(500.0)).unwrap().time_s.unwrap();
+        assert!((got - want).abs() > 0.1 * want, "{got} vs {want}");
+    }
+
+    #[test]
+    fn bound_and_bottleneck_in_workload_holdout_is_exact_and_fits_nothing() {
+        use crate::models::{eval, FitParams, ModelKind};
+        let mut pts = Vec::new();
+        for (w, th, tc, tm, tr) in GPU_WORKLOADS {
+            for f in [400.0, 700.0, 1000.0] {
+                pts.push(gpu_pt(w, f, th, tc, tm, tr));
+            }
+        }
+        let params = FitParams {
+            analytic_counters: max_params(),
+            ..FitParams::default()
+        };
+        let e = eval::workload_holdout(
+            ModelKind::AnalyticCounters,
+            &meta_gpu(),
+            &pts,
+            &k(1000.0),
+            &params,
+        );
+        assert_eq!(e.results.len(), 6);
+        for r in &e.results {
+            let want = pts
+                .iter()
+                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
+                .unwrap()
+                .time_s
+                .unwrap();
+            let got = r.predicted.time_s.unwrap();
+            assert!(
+                (got - want).abs() < 1e-9 * want,
+                "{}: {got} vs {want}",
+                r.workload
+            );
+        }
+    }
+
+    #[test]
+    fn bound_and_bottleneck_degenerate_input_gives_no_panic() {
+        let mut p = gpu_pt("a", 1000.0, 0.5, 1.0, 2.0, 0.1);
+        // Out-of-range and non-finite fractions are clamped or dropped.
+        p.counters.insert("fp64_active".into(), f64::NAN);
+        p.counters.insert("fp32_active".into(), 7.0);
+        p.counters.insert("gr_engine_active".into(), -3.0);
+        let m = fit(&meta_gpu(), &[p.clone()], &max_params()).unwrap();
+        assert_eq!(m.groups[0].compute_fraction, Some(1.0));
+        assert_eq!(m.groups[0].active_fraction, Some(0.0));
+        // a = 0: all host time, the same at every clock.
+        let t = m.predict("a", &k(500.0)).unwrap().time_s.unwrap();
+        assert!((t - p.time_s.unwrap()).abs() < 1e-12, "{t}");
+        // A zero, negative or NaN clock is an error, not a panic or an infinity.
+        for f in [0.0, -100.0, f64::NAN] {
+            assert!(m.predict("a", &k(f)).is_err(), "{f}");
+        }
+        // No compute counter in the set: c = 0, the sum form with α = 1 and the host part.
+        let mut meta = meta();
+        meta.counters
+            .insert("gr_engine_active".into(), CounterKind::Rate);
+        assert!(!roofline_applicable(&meta));
+        assert!(roofline_applicable(&meta_gpu()));
+        let q = gpu_pt("b", 1000.0, 0.0, 1.0, 2.0, 1.0);
+        let m = fit(&meta, &[q.clone()], &max_params()).unwrap();
+        assert_eq!(m.groups[0].compute_fraction, None);
+        let t0 = q.time_s.unwrap();
+        let t = m.predict("b", &k(500.0)).unwrap().time_s.unwrap();
+        let md = q.counters["dram_active"];
+        assert!((t - t0 * (md + (1.0 - md) * 2.0)).abs() < 1e-12, "{t}");
+        // Zero reference time: t stays 0, no NaN.
+        let mut z = gpu_pt("c", 1000.0, 0.0, 1.0, 1.0, 0.0);
+        z.time_s = Some(0.0);
+        let m = fit(&meta_gpu(), &[z], &max_params()).unwrap();
+        assert_eq!(m.predict("c", &k(500.0)).unwrap().time_s, None);
+        // An unknown compute or active counter names the set's counters.
+        for params in [
+            AnalyticCountersParams {
+                compute_counters: vec!["nope".into()],
+                ..max_params()
+            },
+            AnalyticCountersParams {
+                active_counter: Some("nope".into()),
+                ..max_params()
+            },
+        ] {
+            let e = fit(&meta_gpu(), &[p.clone()], &params)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("nope") && e.contains("dram_active"), "{e}");
+        }
+    }
+
+    #[test]
+    fn model_files_without_the_new_fields_read_as_the_sum_form() {
+        let (w, th, tc, tm, tr) = GPU_WORKLOADS[1];
+        let m = fit(
+            &meta_gpu(),
+            &[gpu_pt(w, 1000.0, th, tc, tm, tr)],
+            &AnalyticCountersParams::default(),
+        )
+        .unwrap();
+        let mut v = serde_json::to_value(&m).unwrap();
+        let o = v.as_object_mut().unwrap();
+        assert!(o.remove("combine").is_some());
+        assert!(!o.contains_key("compute_counters") && !o.contains_key("active_counter"));
+        let back: AnalyticCountersModel = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.combine, Combine::Sum);
+        let p: AnalyticCountersParams =
+            serde_json::from_str(r#"{"combine":"max","compute_counters":["fp64_active"]}"#)
+                .unwrap();
+        assert_eq!(p.combine, Combine::Max);
+        assert!(p.calibrate);
     }
 
     #[test]
