@@ -100,6 +100,33 @@ pub struct AnalyticCountersParams {
     /// `combine = max`: the engine-active fraction (host-side time is `1 − a`); `None`:
     /// `gr_engine_active` when the set has it, else `a = 1`.
     pub active_counter: Option<String>,
+    /// Power of a workload with only its reference point (workload holdout): `median_ratio`
+    /// (default) or `roofline` (see [`PowerTransfer`]).
+    pub power_transfer: PowerTransfer,
+}
+
+/// How a workload with only its reference point gets its power curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PowerTransfer {
+    /// `P(f) = P0 × median_g P_g(f)/P_g(f0)` over the other groups' fitted curves.
+    #[default]
+    MedianRatio,
+    /// Dynamic energy per run fixed at a voltage, so dynamic power ∝ `V²/t`:
+    /// `P(f) = S(f) + v(f)·(P0 − s)·ρ(f)` with `ρ(f) = t0/t(f)` from the bound-and-bottleneck
+    /// form's counters (needs `combine = max`), a chip static curve `S(f)` (`S(f0) = s`) and
+    /// voltage factor `v(f)` fitted per clock on the training groups.
+    Roofline,
+}
+
+/// The chip curves of [`PowerTransfer::Roofline`] for one value of the other knobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerTransferTable {
+    pub other_knobs: Knobs,
+    /// Static power at the reference clock, W.
+    pub static_ref_w: f64,
+    /// `[f_mhz, S(f) W, v(f)]`, ascending in f.
+    pub rows: Vec<[f64; 3]>,
 }
 
 /// How the memory and compute parts of the time combine.
@@ -151,6 +178,7 @@ impl Default for AnalyticCountersParams {
             combine: Combine::Sum,
             compute_counters: Vec::new(),
             active_counter: None,
+            power_transfer: PowerTransfer::MedianRatio,
         }
     }
 }
@@ -172,6 +200,10 @@ pub struct CounterGroup {
     /// `combine = max`: the engine-active fraction at `f0` (0..1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_fraction: Option<f64>,
+    /// The memory fraction of the reference time from fraction-kind terms alone (known
+    /// without a reliable time), for [`PowerTransfer::Roofline`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_fraction: Option<f64>,
 }
 
 /// The fitted model.
@@ -193,6 +225,9 @@ pub struct AnalyticCountersModel {
     pub compute_counters: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_counter: Option<String>,
+    /// [`PowerTransfer::Roofline`]'s chip curves (empty: the median ratio).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power_transfer: Vec<PowerTransferTable>,
 }
 
 fn split(knobs: &Knobs, freq: &str) -> Knobs {
@@ -239,6 +274,113 @@ fn roofline_ratio(g: &CounterGroup, tm: f64, r: f64) -> f64 {
     };
     let (a, c, m) = fractions(g, tm, t0);
     (1.0 - a) + (c * r).max(m) + (a - c.max(m)) * r
+}
+
+/// `t0/t(f)` of a group from its fractions alone (no time needed), at `r = f0/f`.
+fn speed_ratio(g: &CounterGroup, r: f64) -> Option<f64> {
+    let m = g.memory_fraction?;
+    let clamp01 = |v: f64| {
+        if v.is_finite() {
+            v.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let a = g.active_fraction.map_or(1.0, clamp01);
+    let (m, c) = (m.min(a), g.compute_fraction.map_or(0.0, clamp01).min(a));
+    let t = (1.0 - a) + (c * r).max(m) + (a - c.max(m)) * r;
+    (t > 0.0 && t.is_finite()).then(|| 1.0 / t)
+}
+
+/// [`PowerTransfer::Roofline`]: per value of the other knobs, the static power at the
+/// reference clock `s` (a 20-step grid in `[0, 0.95·min P0]`, least relative squared error
+/// over the training points) and per clock `S(f)`, `v(f)` by weighted least squares of
+/// `P_i(f) = S(f) + v(f)·(P_i0 − s)·ρ_i(f)` over the groups with power there (three or more).
+fn fit_power_transfer(
+    meta: &SetMeta,
+    groups: &[(String, Knobs, Vec<&Point>)],
+    fitted: &[CounterGroup],
+    freq: &str,
+) -> Vec<PowerTransferTable> {
+    let mut keys: Vec<&Knobs> = Vec::new();
+    for (_, o, _) in groups {
+        if !keys.contains(&o) {
+            keys.push(o);
+        }
+    }
+    let mut out = Vec::new();
+    for o in keys {
+        // (clock, P_i(f), P_i0, ρ_i(f)) of the training groups' non-reference points.
+        let mut rows: Vec<(f64, f64, f64, f64)> = Vec::new();
+        let mut min_p0 = f64::INFINITY;
+        for ((w, go, pts), g) in groups.iter().zip(fitted) {
+            if go != o || !meta.is_reliable("power_w", w) {
+                continue;
+            }
+            let Some(p0) = g.p0_w.filter(|p| *p > 0.0 && p.is_finite()) else {
+                continue;
+            };
+            let mut any = false;
+            for p in pts {
+                let f = p.knobs[freq];
+                let Some(pw) = p.power_w.filter(|v| *v > 0.0 && v.is_finite()) else {
+                    continue;
+                };
+                if f == g.f0_mhz || f <= 0.0 {
+                    continue;
+                }
+                if let Some(rho) = speed_ratio(g, g.f0_mhz / f) {
+                    rows.push((f, pw, p0, rho));
+                    any = true;
+                }
+            }
+            if any {
+                min_p0 = min_p0.min(p0);
+            }
+        }
+        if rows.is_empty() || !min_p0.is_finite() {
+            continue;
+        }
+        let mut clocks: Vec<f64> = rows.iter().map(|r| r.0).collect();
+        clocks.sort_by(f64::total_cmp);
+        clocks.dedup();
+        let fit_at = |s: f64| -> (f64, Vec<[f64; 3]>) {
+            let mut err = 0.0;
+            let mut table = Vec::new();
+            for &f in &clocks {
+                let at: Vec<&(f64, f64, f64, f64)> = rows.iter().filter(|r| r.0 == f).collect();
+                if at.len() < 3 {
+                    continue;
+                }
+                let a: Vec<f64> = at.iter().flat_map(|r| [1.0, (r.2 - s) * r.3]).collect();
+                let y: Vec<f64> = at.iter().map(|r| r.1).collect();
+                let wt: Vec<f64> = at.iter().map(|r| 1.0 / (r.1 * r.1)).collect();
+                let Some(b) = super::scaling::weighted_least_squares(&a, 2, &y, &wt) else {
+                    continue;
+                };
+                for r in &at {
+                    let e = (b[0] + b[1] * (r.2 - s) * r.3 - r.1) / r.1;
+                    err += e * e;
+                }
+                table.push([f, b[0], b[1]]);
+            }
+            (err, table)
+        };
+        let top = 0.95 * min_p0;
+        let best = (0..20)
+            .map(|k| top * k as f64 / 19.0)
+            .map(|s| (s, fit_at(s)))
+            .filter(|(_, (e, t))| e.is_finite() && !t.is_empty())
+            .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+        if let Some((s, (_, table))) = best {
+            out.push(PowerTransferTable {
+                other_knobs: o.clone(),
+                static_ref_w: s,
+                rows: table,
+            });
+        }
+    }
+    out
 }
 
 /// Fit on mean points.
@@ -382,6 +524,14 @@ pub fn fit(
             .filter_map(|c| fraction(r, c))
             .reduce(f64::max);
         let active_fraction = active_counter.as_deref().and_then(|c| fraction(r, c));
+        let memory_fraction = terms
+            .iter()
+            .map(|t| match t.kind {
+                MemoryTermKind::Fraction => fraction(r, &t.counter),
+                _ => None,
+            })
+            .sum::<Option<f64>>()
+            .map(|v| v.clamp(0.0, 1.0));
         out.push(CounterGroup {
             workload: w.clone(),
             other_knobs: o.clone(),
@@ -391,6 +541,7 @@ pub fn fit(
             memory_s: m,
             compute_fraction,
             active_fraction,
+            memory_fraction,
         });
     }
     let (alpha, alpha_source) = if params.combine == Combine::Max {
@@ -424,6 +575,12 @@ pub fn fit(
         },
     )
     .ok();
+    let power_transfer =
+        if params.power_transfer == PowerTransfer::Roofline && params.combine == Combine::Max {
+            fit_power_transfer(meta, &groups, &out, &freq)
+        } else {
+            Vec::new()
+        };
     Ok(AnalyticCountersModel {
         freq_knob: freq,
         memory_terms: terms,
@@ -431,6 +588,7 @@ pub fn fit(
         alpha_source,
         groups: out,
         power,
+        power_transfer,
         combine: params.combine,
         compute_counters,
         active_counter,
@@ -499,8 +657,34 @@ impl AnalyticCountersModel {
         if own {
             return pm.predict(&g.workload, knobs).ok()?.power_w;
         }
-        // Only the reference point: scale P0 by the median ratio of the other groups.
+        // Only the reference point.
         let p0 = g.p0_w?;
+        if let Some(tab) = self
+            .power_transfer
+            .iter()
+            .find(|t| t.other_knobs == g.other_knobs)
+        {
+            // The chip curves between the two nearest fitted clocks (none beyond them).
+            let rows = &tab.rows;
+            let i = rows.partition_point(|r| r[0] < f);
+            let at = if rows.get(i).is_some_and(|r| r[0] == f) {
+                Some((rows[i][1], rows[i][2]))
+            } else if i > 0 && i < rows.len() {
+                let (lo, hi) = (rows[i - 1], rows[i]);
+                let u = (f - lo[0]) / (hi[0] - lo[0]);
+                Some((lo[1] + u * (hi[1] - lo[1]), lo[2] + u * (hi[2] - lo[2])))
+            } else if f == g.f0_mhz {
+                return Some(p0);
+            } else {
+                None
+            };
+            let rho = speed_ratio(g, g.f0_mhz / f);
+            if let (Some((sf, vf)), Some(rho)) = (at, rho) {
+                return Some(sf + vf * (p0 - tab.static_ref_w) * rho);
+            }
+            return None;
+        }
+        // Scale P0 by the median ratio of the other groups.
         let mut ratios: Vec<f64> = pm
             .groups
             .iter()
