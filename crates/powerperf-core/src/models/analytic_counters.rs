@@ -727,6 +727,14 @@ impl AnalyticCountersModel {
             self.alpha,
             self.alpha_source
         );
+        for t in &self.power_transfer {
+            s += &format!(
+                "power of a workload with only its reference point (other knobs {}): P(f) = S(f) + v(f)·(P0 − {:.2} W)·t0/t(f), S and v fitted at {} clocks\n",
+                knob_key(&t.other_knobs),
+                t.static_ref_w,
+                t.rows.len()
+            );
+        }
         let max = self.combine == Combine::Max;
         s += "workload                         other knobs            f0_mhz      t0_s    M_s  t_mem/t0";
         s += if max { "        c        a\n" } else { "\n" };
@@ -1055,6 +1063,98 @@ mod tests {
                 .to_string();
             assert!(e.contains("nope") && e.contains("dram_active"), "{e}");
         }
+    }
+
+    #[test]
+    fn roofline_power_transfer_known_answer_in_workload_holdout() {
+        // P_i(f) = S(f) + v(f)·D_i·t_i(f0)/t_i(f), S(f0) = 0 and v(f0) = 1 (so P_i0 = D_i and
+        // the static grid's first value is exact): a held-out workload's power follows from
+        // its baseline power and counters alone. The median ratio misses it.
+        use crate::models::{eval, FitParams, ModelKind};
+        let sf = |f: f64| 15.0 * (1.0 - f / 1000.0);
+        let vf = |f: f64| (0.6 + 0.4 * f / 1000.0).powi(2);
+        let mut pts = Vec::new();
+        let mut work = GPU_WORKLOADS.to_vec();
+        work.push(("lbm", 0.3, 0.4, 1.8, 0.6));
+        for (i, &(w, th, tc, tm, tr)) in work.iter().enumerate() {
+            let d = 100.0 + 40.0 * i as f64;
+            let t0 = gpu_pt(w, 1000.0, th, tc, tm, tr).time_s.unwrap();
+            for f in [400.0, 550.0, 700.0, 850.0, 1000.0] {
+                let mut p = gpu_pt(w, f, th, tc, tm, tr);
+                p.power_w = Some(sf(f) + vf(f) * d * t0 / p.time_s.unwrap());
+                pts.push(p);
+            }
+        }
+        let run = |pt: PowerTransfer| {
+            let params = FitParams {
+                analytic_counters: AnalyticCountersParams {
+                    power_transfer: pt,
+                    ..AnalyticCountersParams::roofline()
+                },
+                ..FitParams::default()
+            };
+            eval::workload_holdout(
+                ModelKind::AnalyticCounters,
+                &meta_gpu(),
+                &pts,
+                &k(1000.0),
+                &params,
+            )
+        };
+        let (roof, median) = (
+            run(PowerTransfer::Roofline),
+            run(PowerTransfer::MedianRatio),
+        );
+        assert_eq!(roof.results.len(), 16);
+        let mut worst_median = 0.0f64;
+        for (r, m) in roof.results.iter().zip(&median.results) {
+            let want = pts
+                .iter()
+                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
+                .unwrap()
+                .power_w
+                .unwrap();
+            let got = r.predicted.power_w.unwrap();
+            assert!(
+                (got - want).abs() < 1e-6 * want,
+                "{}: {got} vs {want}",
+                r.workload
+            );
+            worst_median = worst_median.max((m.predicted.power_w.unwrap() / want - 1.0).abs());
+        }
+        assert!(worst_median > 0.01, "{worst_median}");
+        // dgemm with only its reference point: exact between the fitted clocks, no power
+        // beyond them rather than an extrapolation, none without the memory fraction.
+        let part: Vec<Point> = pts
+            .iter()
+            .filter(|p| p.workload != "dgemm" || p.knobs["core_freq_mhz"] == 1000.0)
+            .cloned()
+            .collect();
+        let m = fit(
+            &meta_gpu(),
+            &part,
+            &AnalyticCountersParams {
+                power_transfer: PowerTransfer::Roofline,
+                ..AnalyticCountersParams::roofline()
+            },
+        )
+        .unwrap();
+        assert_eq!(m.power_transfer.len(), 1);
+        let want = pts
+            .iter()
+            .find(|p| p.workload == "dgemm" && p.knobs["core_freq_mhz"] == 700.0)
+            .unwrap()
+            .power_w
+            .unwrap();
+        let got = m.predict("dgemm", &k(700.0)).unwrap().power_w.unwrap();
+        assert!((got - want).abs() < 1e-6 * want, "{got} vs {want}");
+        assert!(m.predict("dgemm", &k(625.0)).unwrap().power_w.is_some());
+        assert_eq!(m.predict("dgemm", &k(300.0)).unwrap().power_w, None);
+        let mut broken = m.clone();
+        for g in broken.groups.iter_mut() {
+            g.memory_fraction = None;
+        }
+        assert_eq!(broken.predict("dgemm", &k(700.0)).unwrap().power_w, None);
     }
 
     #[test]
