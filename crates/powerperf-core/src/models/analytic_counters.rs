@@ -1019,7 +1019,7 @@ mod tests {
         p.counters.insert("fp64_active".into(), f64::NAN);
         p.counters.insert("fp32_active".into(), 7.0);
         p.counters.insert("gr_engine_active".into(), -3.0);
-        let m = fit(&meta_gpu(), &[p.clone()], &max_params()).unwrap();
+        let m = fit(&meta_gpu(), std::slice::from_ref(&p), &max_params()).unwrap();
         assert_eq!(m.groups[0].compute_fraction, Some(1.0));
         assert_eq!(m.groups[0].active_fraction, Some(0.0));
         // a = 0: all host time, the same at every clock.
@@ -1036,7 +1036,7 @@ mod tests {
         assert!(!roofline_applicable(&meta));
         assert!(roofline_applicable(&meta_gpu()));
         let q = gpu_pt("b", 1000.0, 0.0, 1.0, 2.0, 1.0);
-        let m = fit(&meta, &[q.clone()], &max_params()).unwrap();
+        let m = fit(&meta, std::slice::from_ref(&q), &max_params()).unwrap();
         assert_eq!(m.groups[0].compute_fraction, None);
         let t0 = q.time_s.unwrap();
         let t = m.predict("b", &k(500.0)).unwrap().time_s.unwrap();
@@ -1058,7 +1058,7 @@ mod tests {
                 ..max_params()
             },
         ] {
-            let e = fit(&meta_gpu(), &[p.clone()], &params)
+            let e = fit(&meta_gpu(), std::slice::from_ref(&p), &params)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("nope") && e.contains("dram_active"), "{e}");
