@@ -477,6 +477,85 @@ fn analytic_counters_fit_explain_and_evaluate() {
     );
 }
 
+/// The bound-and-bottleneck form through the binary: `fit` records `combine`, `--explain`
+/// names the form and that nothing was fitted, `predict` reads the file back. The set has no
+/// compute-pipe counter, so the form is the sum with α = 1: t(f) = M + (t0 − M)·f0/f.
+#[test]
+fn analytic_counters_bound_and_bottleneck_fit_and_predict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    dvfs_set(&set);
+    let model = tmp.path().join("m.json");
+    let params = r#"{"analytic_counters":{"combine":"max","memory_terms":[{"counter":"mem_ops","kind":{"ns_per_event":1}}]}}"#;
+    let out = pp()
+        .args([
+            "fit",
+            set.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--model",
+            "analytic-counters",
+            "--params",
+            params,
+            "--explain",
+            "--no-loo",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("bound and bottleneck"), "{text}");
+    assert!(text.contains("nothing fitted"), "{text}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    let ac = &m["model"]["analytic_counters"];
+    assert_eq!(ac["combine"], "max", "{m}");
+    let g = &ac["groups"][0];
+    let (w, t0, ms, f0) = (
+        g["workload"].as_str().unwrap().to_string(),
+        g["t0_s"].as_f64().unwrap(),
+        g["memory_s"].as_f64().unwrap(),
+        g["f0_mhz"].as_f64().unwrap(),
+    );
+    assert!(ms > 0.0 && ms < t0, "{g}");
+    let f = f0 / 2.0;
+    let out = pp()
+        .args([
+            "predict",
+            "--model",
+            model.to_str().unwrap(),
+            "--workload",
+            &w,
+            "--knob",
+            &format!("core_freq_mhz={f}"),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let want = ms + (t0 - ms) * 2.0;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let got = find_f64(&v, "time_s").unwrap();
+    assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}: {text}");
+}
+
+fn find_f64(v: &serde_json::Value, key: &str) -> Option<f64> {
+    match v {
+        serde_json::Value::Object(o) => o
+            .get(key)
+            .and_then(|x| x.as_f64())
+            .or_else(|| o.values().find_map(|x| find_f64(x, key))),
+        serde_json::Value::Array(a) => a.iter().find_map(|x| find_f64(x, key)),
+        _ => None,
+    }
+}
+
 /// stdout on /dev/full, or a pipe whose reader has gone.
 fn full_stdout() -> std::process::Stdio {
     std::fs::OpenOptions::new()

@@ -33,6 +33,8 @@ PARSEC_JOINT_CSV = "threads,core_freq_mhz\n1,1000\n1,1400\n1,1800\n2,1000\n"
 
 KH, WH = "knob-holdout", "workload-holdout"
 VF = '{"analytic":{"power_shape":"voltage_floor"}}'
+ROOF = '{"analytic_counters":{"combine":"max"}}'
+ROOFP = '{"analytic_counters":{"combine":"max","power_transfer":"roofline"}}'
 # (set, label, protocol, extra args, models, rule)
 ROWS = [
     ("titanx-micro", "knob holdout 595/861/1164", KH, ["--train", "core_freq_mhz=595,861,1164"], ["auto"], None),
@@ -48,6 +50,10 @@ ROWS = [
     ("v100-dcgm-sweep", "knob holdout 510/945/1380, voltage floor (opt-in)", KH,
      ["--train", "core_freq_mhz=510,945,1380", "--params", VF], ["analytic"], "v100kh"),
     ("v100-dcgm-sweep", "workload holdout from 1380 MHz", WH, ["--baseline", "core_freq_mhz=1380"], ["auto", "spca"], "wh-v100"),
+    ("v100-dcgm-sweep", "workload holdout from 1380 MHz, bound and bottleneck (opt-in)", WH,
+     ["--baseline", "core_freq_mhz=1380", "--params", ROOF], ["analytic-counters"], "wh-v100"),
+    ("v100-dcgm-sweep", "workload holdout from 1380 MHz, bound and bottleneck + roofline power (opt-in)", WH,
+     ["--baseline", "core_freq_mhz=1380", "--params", ROOFP], ["analytic-counters"], "wh-v100"),
     ("xu3-cbench", "knob holdout 1000/2000 → 1500", KH, ["--train", "core_freq_mhz=1000,2000"], ["auto"], None),
     ("xu3-cbench", "workload holdout from 2000 MHz", WH, ["--baseline", "core_freq_mhz=2000"], ["auto", "spca"], "wh"),
     ("xu3-parsec-joint", "knob holdout 1000/1800 → 1400", KH, ["--train", "core_freq_mhz=1000,1800"], ["auto"], None),

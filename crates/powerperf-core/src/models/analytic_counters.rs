@@ -25,6 +25,32 @@
 //! held-out workload has only its baseline point, where `1 − f0/f = 0`: `α` comes from the
 //! other workloads, and the held-out workload's curve from its baseline time and counters.
 //!
+//! ## Bound and bottleneck (`"combine": "max"`, opt-in)
+//!
+//! The sum above charges all the memory time on top of the compute time, as on an in-order
+//! CPU. A GPU overlaps them (Nath & Tullsen, "The CRISP performance model for dynamic voltage
+//! and frequency scaling in a GPGPU", MICRO 2015: "the high degree of overlap between memory
+//! access and computation"), and the bound-and-bottleneck view (Williams, Waterman &
+//! Patterson, "Roofline", CACM 52(4), 2009) makes the run as long as its busiest unit. From the
+//! DCGM activity fractions at the reference point (ratios of elapsed time or cycles):
+//!
+//! - `a`: the engine is active at all (`gr_engine_active`; 1 when the set lacks it). The rest,
+//!   `1 − a`, is host-side time (launches, copies, CPU work), independent of the GPU clock;
+//! - `m = min(α·M/t0, a)`: the DRAM interface busy (`dram_active`, the memory terms above):
+//!   at a fixed memory clock this time does not change with the core clock;
+//! - `c = min(max_i u_i, a)`: the busiest arithmetic pipe (`fp64_active`, `fp32_active`,
+//!   `fp16_active`, `tensor_active`, or [`AnalyticCountersParams::compute_counters`]): its
+//!   busy time is a count of core cycles, ∝ 1/f;
+//! - the remainder `a − max(c, m)`, active time with neither unit saturated (issue, latency,
+//!   on-chip caches, synchronisation), counted in core cycles, ∝ 1/f.
+//!
+//! ```text
+//! t(f) = t0 · [ (1 − a) + max(c·f0/f, m) + (a − max(c, m))·f0/f ]
+//! ```
+//!
+//! Nothing is fitted (α = 1: with `combine = max` the `calibrate` flag is not used). Without
+//! compute counters (`c = 0`) it is the sum form with α = 1 plus the host-side part.
+//!
 //! Power and energy: power from [`super::analytic`] fitted on the same training points where
 //! the group has two or more clocks; a group with only its reference point (workload holdout)
 //! gets `P(f) = P(f0) × median_g P_g(f)/P_g(f0)` over the other groups' fitted power curves.
@@ -61,8 +87,87 @@ pub struct MemoryTerm {
 pub struct AnalyticCountersParams {
     /// The terms; empty: `dram_active` as a fraction when the set has it.
     pub memory_terms: Vec<MemoryTerm>,
-    /// Fit one shared scale α on the training points (else α = 1).
+    /// Fit one shared scale α on the training points (else α = 1). Not used with
+    /// `combine = max`.
     pub calibrate: bool,
+    /// How the memory and compute parts combine: `sum` (default, Moore's
+    /// `t_mem + t_comp·f0/f`) or `max` (bound and bottleneck, see the module docs).
+    pub combine: Combine,
+    /// `combine = max`: the arithmetic-pipe activity counters (fractions 0..1) whose maximum
+    /// is the compute bottleneck; empty: those of `fp64_active`, `fp32_active`,
+    /// `fp16_active`, `tensor_active` the set has.
+    pub compute_counters: Vec<String>,
+    /// `combine = max`: the engine-active fraction (host-side time is `1 − a`); `None`:
+    /// `gr_engine_active` when the set has it, else `a = 1`.
+    pub active_counter: Option<String>,
+    /// Power of a workload with only its reference point (workload holdout): `median_ratio`
+    /// (default) or `roofline` (see [`PowerTransfer`]).
+    pub power_transfer: PowerTransfer,
+}
+
+/// How a workload with only its reference point gets its power curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PowerTransfer {
+    /// `P(f) = P0 × median_g P_g(f)/P_g(f0)` over the other groups' fitted curves.
+    #[default]
+    MedianRatio,
+    /// Dynamic energy per run fixed at a voltage, so dynamic power ∝ `V²/t`:
+    /// `P(f) = S(f) + v(f)·(P0 − s)·ρ(f)` with `ρ(f) = t0/t(f)` from the bound-and-bottleneck
+    /// form's counters (needs `combine = max`), a chip static curve `S(f)` (`S(f0) = s`) and
+    /// voltage factor `v(f)` fitted per clock on the training groups.
+    Roofline,
+}
+
+/// The chip curves of [`PowerTransfer::Roofline`] for one value of the other knobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerTransferTable {
+    pub other_knobs: Knobs,
+    /// Static power at the reference clock, W.
+    pub static_ref_w: f64,
+    /// `[f_mhz, S(f) W, v(f)]`, ascending in f.
+    pub rows: Vec<[f64; 3]>,
+}
+
+/// How the memory and compute parts of the time combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// `t = t_mem + t_comp·f0/f` (Moore 2012).
+    #[default]
+    Sum,
+    /// `t = t_host + max(t_comp·f0/f, t_mem) + t_rest·f0/f` (Roofline's bound and bottleneck).
+    Max,
+}
+
+impl AnalyticCountersParams {
+    /// The bound-and-bottleneck form with its default counters (`combine = max`), for
+    /// `auto`'s resolution where [`roofline_applicable`].
+    pub fn roofline() -> Self {
+        Self {
+            combine: Combine::Max,
+            ..Self::default()
+        }
+    }
+}
+
+/// Compute-pipe counters `combine = max` takes by default (DCGM profiling fields).
+pub const DEFAULT_COMPUTE_COUNTERS: [&str; 4] =
+    ["fp64_active", "fp32_active", "fp16_active", "tensor_active"];
+
+/// Engine-active counter `combine = max` takes by default.
+pub const DEFAULT_ACTIVE_COUNTER: &str = "gr_engine_active";
+
+/// Whether the bound-and-bottleneck form (`combine = max`) has what it needs on a set with
+/// these counters: a memory fraction (`dram_active`) and at least one compute-pipe counter,
+/// all rates. For `auto`'s resolution in workload holdout.
+pub fn roofline_applicable(meta: &SetMeta) -> bool {
+    let has = |name: &str| {
+        meta.counters
+            .iter()
+            .any(|(n, k)| n.eq_ignore_ascii_case(name) && *k == CounterKind::Rate)
+    };
+    has("dram_active") && DEFAULT_COMPUTE_COUNTERS.iter().any(|c| has(c))
 }
 
 impl Default for AnalyticCountersParams {
@@ -70,6 +175,10 @@ impl Default for AnalyticCountersParams {
         Self {
             memory_terms: Vec::new(),
             calibrate: true,
+            combine: Combine::Sum,
+            compute_counters: Vec::new(),
+            active_counter: None,
+            power_transfer: PowerTransfer::MedianRatio,
         }
     }
 }
@@ -85,6 +194,16 @@ pub struct CounterGroup {
     pub p0_w: Option<f64>,
     /// The counter estimate `M` of memory time at `f0`, seconds.
     pub memory_s: Option<f64>,
+    /// `combine = max`: the busiest compute pipe's activity at `f0` (0..1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_fraction: Option<f64>,
+    /// `combine = max`: the engine-active fraction at `f0` (0..1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_fraction: Option<f64>,
+    /// The memory fraction of the reference time from fraction-kind terms alone (known
+    /// without a reliable time), for [`PowerTransfer::Roofline`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_fraction: Option<f64>,
 }
 
 /// The fitted model.
@@ -98,6 +217,17 @@ pub struct AnalyticCountersModel {
     pub groups: Vec<CounterGroup>,
     /// The power model (analytic, on the same points), when it could be fitted.
     pub power: Option<AnalyticModel>,
+    /// How memory and compute time combine (files before it: `sum`).
+    #[serde(default)]
+    pub combine: Combine,
+    /// `combine = max`: the compute-pipe and engine-active counters used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compute_counters: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_counter: Option<String>,
+    /// [`PowerTransfer::Roofline`]'s chip curves (empty: the median ratio).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power_transfer: Vec<PowerTransferTable>,
 }
 
 fn split(knobs: &Knobs, freq: &str) -> Knobs {
@@ -119,6 +249,138 @@ fn memory_time(p: &Point, terms: &[MemoryTerm], f0_mhz: f64, t0: f64) -> Option<
         };
     }
     m.is_finite().then_some(m.max(0.0))
+}
+
+/// The fractions `(a, c, m)` of a group with memory time `tm` and reference time `t0`.
+fn fractions(g: &CounterGroup, tm: f64, t0: f64) -> (f64, f64, f64) {
+    let clamp01 = |v: f64| {
+        if v.is_finite() {
+            v.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let a = g.active_fraction.map_or(1.0, clamp01);
+    let m = if t0 > 0.0 { clamp01(tm / t0) } else { 0.0 }.min(a);
+    let c = g.compute_fraction.map_or(0.0, clamp01).min(a);
+    (a, c, m)
+}
+
+/// `t(f)/t0` of the bound-and-bottleneck form at `r = f0/f` (module docs), for a group with
+/// memory time `tm` seconds at its reference point.
+fn roofline_ratio(g: &CounterGroup, tm: f64, r: f64) -> f64 {
+    let Some(t0) = g.t0_s.filter(|t| *t > 0.0) else {
+        return 1.0;
+    };
+    let (a, c, m) = fractions(g, tm, t0);
+    (1.0 - a) + (c * r).max(m) + (a - c.max(m)) * r
+}
+
+/// `t0/t(f)` of a group from its fractions alone (no time needed), at `r = f0/f`.
+fn speed_ratio(g: &CounterGroup, r: f64) -> Option<f64> {
+    let m = g.memory_fraction?;
+    let clamp01 = |v: f64| {
+        if v.is_finite() {
+            v.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let a = g.active_fraction.map_or(1.0, clamp01);
+    let (m, c) = (m.min(a), g.compute_fraction.map_or(0.0, clamp01).min(a));
+    let t = (1.0 - a) + (c * r).max(m) + (a - c.max(m)) * r;
+    (t > 0.0 && t.is_finite()).then(|| 1.0 / t)
+}
+
+/// [`PowerTransfer::Roofline`]: per value of the other knobs, the static power at the
+/// reference clock `s` (a 20-step grid in `[0, 0.95·min P0]`, least relative squared error
+/// over the training points) and per clock `S(f)`, `v(f)` by weighted least squares of
+/// `P_i(f) = S(f) + v(f)·(P_i0 − s)·ρ_i(f)` over the groups with power there (three or more).
+fn fit_power_transfer(
+    meta: &SetMeta,
+    groups: &[(String, Knobs, Vec<&Point>)],
+    fitted: &[CounterGroup],
+    freq: &str,
+) -> Vec<PowerTransferTable> {
+    let mut keys: Vec<&Knobs> = Vec::new();
+    for (_, o, _) in groups {
+        if !keys.contains(&o) {
+            keys.push(o);
+        }
+    }
+    let mut out = Vec::new();
+    for o in keys {
+        // (clock, P_i(f), P_i0, ρ_i(f)) of the training groups' non-reference points.
+        let mut rows: Vec<(f64, f64, f64, f64)> = Vec::new();
+        let mut min_p0 = f64::INFINITY;
+        for ((w, go, pts), g) in groups.iter().zip(fitted) {
+            if go != o || !meta.is_reliable("power_w", w) {
+                continue;
+            }
+            let Some(p0) = g.p0_w.filter(|p| *p > 0.0 && p.is_finite()) else {
+                continue;
+            };
+            let mut any = false;
+            for p in pts {
+                let f = p.knobs[freq];
+                let Some(pw) = p.power_w.filter(|v| *v > 0.0 && v.is_finite()) else {
+                    continue;
+                };
+                if f == g.f0_mhz || f <= 0.0 {
+                    continue;
+                }
+                if let Some(rho) = speed_ratio(g, g.f0_mhz / f) {
+                    rows.push((f, pw, p0, rho));
+                    any = true;
+                }
+            }
+            if any {
+                min_p0 = min_p0.min(p0);
+            }
+        }
+        if rows.is_empty() || !min_p0.is_finite() {
+            continue;
+        }
+        let mut clocks: Vec<f64> = rows.iter().map(|r| r.0).collect();
+        clocks.sort_by(f64::total_cmp);
+        clocks.dedup();
+        let fit_at = |s: f64| -> (f64, Vec<[f64; 3]>) {
+            let mut err = 0.0;
+            let mut table = Vec::new();
+            for &f in &clocks {
+                let at: Vec<&(f64, f64, f64, f64)> = rows.iter().filter(|r| r.0 == f).collect();
+                if at.len() < 3 {
+                    continue;
+                }
+                let a: Vec<f64> = at.iter().flat_map(|r| [1.0, (r.2 - s) * r.3]).collect();
+                let y: Vec<f64> = at.iter().map(|r| r.1).collect();
+                let wt: Vec<f64> = at.iter().map(|r| 1.0 / (r.1 * r.1)).collect();
+                let Some(b) = super::scaling::weighted_least_squares(&a, 2, &y, &wt) else {
+                    continue;
+                };
+                for r in &at {
+                    let e = (b[0] + b[1] * (r.2 - s) * r.3 - r.1) / r.1;
+                    err += e * e;
+                }
+                table.push([f, b[0], b[1]]);
+            }
+            (err, table)
+        };
+        let top = 0.95 * min_p0;
+        let best = (0..20)
+            .map(|k| top * k as f64 / 19.0)
+            .map(|s| (s, fit_at(s)))
+            .filter(|(_, (e, t))| e.is_finite() && !t.is_empty())
+            .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+        if let Some((s, (_, table))) = best {
+            out.push(PowerTransferTable {
+                other_knobs: o.clone(),
+                static_ref_w: s,
+                rows: table,
+            });
+        }
+    }
+    out
 }
 
 /// Fit on mean points.
@@ -173,6 +435,58 @@ pub fn fit(
             ),
         });
     }
+    // Bound and bottleneck: the compute-pipe and engine-active counters.
+    let rate_counter = |name: &str| {
+        meta.counters
+            .iter()
+            .find(|(n, k)| n.eq_ignore_ascii_case(name) && **k == CounterKind::Rate)
+            .map(|(n, _)| n.clone())
+    };
+    let (compute_counters, active_counter) = if params.combine == Combine::Max {
+        let compute: Vec<String> = if params.compute_counters.is_empty() {
+            DEFAULT_COMPUTE_COUNTERS
+                .iter()
+                .filter_map(|c| rate_counter(c))
+                .collect()
+        } else {
+            for c in &params.compute_counters {
+                if !meta.counters.contains_key(c) {
+                    return Err(ModelError::NotEnoughData {
+                        model: "analytic_counters".into(),
+                        what: format!(
+                            "compute counter `{c}` is not a counter of the set; its counters: [{}]",
+                            meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    });
+                }
+            }
+            params.compute_counters.clone()
+        };
+        let active = match &params.active_counter {
+            Some(c) if !meta.counters.contains_key(c) => {
+                return Err(ModelError::NotEnoughData {
+                    model: "analytic_counters".into(),
+                    what: format!(
+                        "active counter `{c}` is not a counter of the set; its counters: [{}]",
+                        meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                })
+            }
+            Some(c) => Some(c.clone()),
+            None => rate_counter(DEFAULT_ACTIVE_COUNTER),
+        };
+        (compute, active)
+    } else {
+        (Vec::new(), None)
+    };
+    // A fraction counter at the reference point, finite and clamped to 0..1.
+    let fraction = |p: &Point, c: &str| {
+        p.counters
+            .get(c)
+            .copied()
+            .filter(|v| v.is_finite())
+            .map(|v| v.clamp(0.0, 1.0))
+    };
     // Groups and their reference points.
     let mut groups: Vec<(String, Knobs, Vec<&Point>)> = Vec::new();
     for p in points.iter().filter(|p| p.knobs.contains_key(&freq)) {
@@ -205,6 +519,19 @@ pub fn fit(
                 sxx += x * x / (t * t);
             }
         }
+        let compute_fraction = compute_counters
+            .iter()
+            .filter_map(|c| fraction(r, c))
+            .reduce(f64::max);
+        let active_fraction = active_counter.as_deref().and_then(|c| fraction(r, c));
+        let memory_fraction = terms
+            .iter()
+            .map(|t| match t.kind {
+                MemoryTermKind::Fraction => fraction(r, &t.counter),
+                _ => None,
+            })
+            .sum::<Option<f64>>()
+            .map(|v| v.clamp(0.0, 1.0));
         out.push(CounterGroup {
             workload: w.clone(),
             other_knobs: o.clone(),
@@ -212,9 +539,17 @@ pub fn fit(
             t0_s: t0,
             p0_w: r.power_w.filter(|_| meta.is_reliable("power_w", w)),
             memory_s: m,
+            compute_fraction,
+            active_fraction,
+            memory_fraction,
         });
     }
-    let (alpha, alpha_source) = if !params.calibrate {
+    let (alpha, alpha_source) = if params.combine == Combine::Max {
+        (
+            1.0,
+            "1 (combine = max: the counters as they are, nothing fitted)".to_string(),
+        )
+    } else if !params.calibrate {
         (
             1.0,
             "1 (calibrate off: the counters as they are)".to_string(),
@@ -240,6 +575,12 @@ pub fn fit(
         },
     )
     .ok();
+    let power_transfer =
+        if params.power_transfer == PowerTransfer::Roofline && params.combine == Combine::Max {
+            fit_power_transfer(meta, &groups, &out, &freq)
+        } else {
+            Vec::new()
+        };
     Ok(AnalyticCountersModel {
         freq_knob: freq,
         memory_terms: terms,
@@ -247,6 +588,10 @@ pub fn fit(
         alpha_source,
         groups: out,
         power,
+        power_transfer,
+        combine: params.combine,
+        compute_counters,
+        active_counter,
     })
 }
 
@@ -274,9 +619,18 @@ impl AnalyticCountersModel {
                 what: format!("workload `{}`: t0_s = {t0}", g.workload),
             });
         }
-        let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| {
-            let tm = (self.alpha * m).clamp(0.0, t0);
-            tm + (t0 - tm) * g.f0_mhz / f
+        if !(f.is_finite() && f > 0.0) {
+            return Err(ModelError::Inconsistent {
+                model: "analytic_counters".into(),
+                what: format!("{} = {f}: the clock must be positive", self.freq_knob),
+            });
+        }
+        let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| match self.combine {
+            Combine::Sum => {
+                let tm = (self.alpha * m).clamp(0.0, t0);
+                tm + (t0 - tm) * g.f0_mhz / f
+            }
+            Combine::Max => t0 * roofline_ratio(g, self.alpha * m, g.f0_mhz / f),
         });
         let power_w = self.power_at(g, f, knobs);
         Ok(Prediction {
@@ -284,6 +638,13 @@ impl AnalyticCountersModel {
             power_w,
             energy_j: time_s.zip(power_w).map(|(t, p)| t * p),
         })
+    }
+
+    /// `combine = max`: the fractions `(a, c, m)` of a group (host-side complement, compute
+    /// bottleneck, memory), as [`roofline_ratio`] uses them; `None` without a reference time.
+    pub fn roofline_fractions(&self, g: &CounterGroup) -> Option<(f64, f64, f64)> {
+        let (t0, m) = g.t0_s.zip(g.memory_s)?;
+        Some(fractions(g, self.alpha * m, t0))
     }
 
     fn power_at(&self, g: &CounterGroup, f: f64, knobs: &Knobs) -> Option<f64> {
@@ -296,8 +657,34 @@ impl AnalyticCountersModel {
         if own {
             return pm.predict(&g.workload, knobs).ok()?.power_w;
         }
-        // Only the reference point: scale P0 by the median ratio of the other groups.
+        // Only the reference point.
         let p0 = g.p0_w?;
+        if let Some(tab) = self
+            .power_transfer
+            .iter()
+            .find(|t| t.other_knobs == g.other_knobs)
+        {
+            // The chip curves between the two nearest fitted clocks (none beyond them).
+            let rows = &tab.rows;
+            let i = rows.partition_point(|r| r[0] < f);
+            let at = if rows.get(i).is_some_and(|r| r[0] == f) {
+                Some((rows[i][1], rows[i][2]))
+            } else if i > 0 && i < rows.len() {
+                let (lo, hi) = (rows[i - 1], rows[i]);
+                let u = (f - lo[0]) / (hi[0] - lo[0]);
+                Some((lo[1] + u * (hi[1] - lo[1]), lo[2] + u * (hi[2] - lo[2])))
+            } else if f == g.f0_mhz {
+                return Some(p0);
+            } else {
+                None
+            };
+            let rho = speed_ratio(g, g.f0_mhz / f);
+            if let (Some((sf, vf)), Some(rho)) = (at, rho) {
+                return Some(sf + vf * (p0 - tab.static_ref_w) * rho);
+            }
+            return None;
+        }
+        // Scale P0 by the median ratio of the other groups.
         let mut ratios: Vec<f64> = pm
             .groups
             .iter()
@@ -321,8 +708,16 @@ impl AnalyticCountersModel {
 
     /// What was fitted, for `fit --explain`.
     pub fn explain(&self) -> String {
+        let form = match self.combine {
+            Combine::Sum => "t(f) = t_mem + (t0 − t_mem)·f0/f, t_mem = α·M".to_string(),
+            Combine::Max => format!(
+                "bound and bottleneck (Roofline; CRISP): t(f) = t0·[(1 − a) + max(c·f0/f, m) + (a − max(c, m))·f0/f], m = α·M/t0, c = max of [{}], a = {}",
+                self.compute_counters.join(", "),
+                self.active_counter.as_deref().unwrap_or("1 (no active counter)")
+            ),
+        };
         let mut s = format!(
-            "analytic DVFS model, memory part from counters (Moore 2012; Choi et al. 2004): t(f) = t_mem + (t0 − t_mem)·f0/f, t_mem = α·M\nclock knob: {}\nmemory terms: {}\nα = {:.4} ({})\n",
+            "analytic DVFS model, memory part from counters (Moore 2012; Choi et al. 2004): {form}\nclock knob: {}\nmemory terms: {}\nα = {:.4} ({})\n",
             self.freq_knob,
             self.memory_terms
                 .iter()
@@ -332,7 +727,17 @@ impl AnalyticCountersModel {
             self.alpha,
             self.alpha_source
         );
-        s += "workload                         other knobs            f0_mhz      t0_s    M_s  t_mem/t0\n";
+        for t in &self.power_transfer {
+            s += &format!(
+                "power of a workload with only its reference point (other knobs {}): P(f) = S(f) + v(f)·(P0 − {:.2} W)·t0/t(f), S and v fitted at {} clocks\n",
+                knob_key(&t.other_knobs),
+                t.static_ref_w,
+                t.rows.len()
+            );
+        }
+        let max = self.combine == Combine::Max;
+        s += "workload                         other knobs            f0_mhz      t0_s    M_s  t_mem/t0";
+        s += if max { "        c        a\n" } else { "\n" };
         for g in &self.groups {
             let frac = g
                 .t0_s
@@ -347,6 +752,14 @@ impl AnalyticCountersModel {
                 g.memory_s.map_or("-".into(), |v| format!("{v:.4}")),
                 frac.map_or("-".into(), |v| format!("{v:.3}")),
             );
+            if max {
+                s.pop();
+                s += &format!(
+                    " {:>8} {:>8}\n",
+                    g.compute_fraction.map_or("-".into(), |v| format!("{v:.3}")),
+                    g.active_fraction.map_or("-".into(), |v| format!("{v:.3}")),
+                );
+            }
         }
         s
     }
@@ -422,6 +835,7 @@ mod tests {
             &AnalyticCountersParams {
                 memory_terms: terms.clone(),
                 calibrate: false,
+                ..AnalyticCountersParams::default()
             },
         )
         .unwrap();
@@ -431,6 +845,7 @@ mod tests {
             &AnalyticCountersParams {
                 memory_terms: terms,
                 calibrate: true,
+                ..AnalyticCountersParams::default()
             },
         )
         .unwrap();
@@ -459,6 +874,7 @@ mod tests {
                     kind: MemoryTermKind::CyclesPerEvent(2.0),
                 }],
                 calibrate: true,
+                ..AnalyticCountersParams::default()
             },
         )
         .unwrap();
@@ -478,6 +894,290 @@ mod tests {
             e.contains("memory_terms") && e.contains("docs/models.md"),
             "{e}"
         );
+    }
+
+    fn meta_gpu() -> SetMeta {
+        let mut m = meta();
+        m.counters.insert("fp64_active".into(), CounterKind::Rate);
+        m.counters.insert("fp32_active".into(), CounterKind::Rate);
+        m.counters
+            .insert("gr_engine_active".into(), CounterKind::Rate);
+        m
+    }
+
+    /// A GPU workload measured at `f`: host time `th`, compute-pipe time `tc` at 1000 MHz
+    /// (∝ 1/f), DRAM time `tm` (fixed), the rest `tr` at 1000 MHz (∝ 1/f); the run lasts
+    /// `th + max(tc·1000/f, tm) + tr·1000/f` and its DCGM fractions are the busy times over
+    /// that. P = 20 + 30·(f/1000)^3.
+    fn gpu_pt(w: &str, f: f64, th: f64, tc: f64, tm: f64, tr: f64) -> Point {
+        let r = 1000.0 / f;
+        let t = th + (tc * r).max(tm) + tr * r;
+        Point {
+            workload: w.into(),
+            knobs: k(f),
+            time_s: Some(t),
+            power_w: Some(20.0 + 30.0 * (f / 1000.0f64).powi(3)),
+            counters: [
+                ("dram_active".to_string(), tm / t),
+                ("fp64_active".to_string(), tc * r / t),
+                ("fp32_active".to_string(), 0.1 * tc * r / t),
+                ("gr_engine_active".to_string(), (t - th) / t),
+            ]
+            .into_iter()
+            .collect(),
+            ..Point::default()
+        }
+    }
+
+    fn max_params() -> AnalyticCountersParams {
+        AnalyticCountersParams::roofline()
+    }
+
+    /// (workload, host, compute, memory, rest) seconds at 1000 MHz: compute-bound,
+    /// memory-bound at 1000 MHz that turns compute-bound below 600 MHz, host-heavy.
+    const GPU_WORKLOADS: [(&str, f64, f64, f64, f64); 3] = [
+        ("dgemm", 0.0, 3.0, 1.5, 0.2),
+        ("stream", 0.1, 1.2, 2.0, 0.3),
+        ("histo", 4.0, 0.2, 0.1, 0.5),
+    ];
+
+    #[test]
+    fn bound_and_bottleneck_known_answer_from_one_point() {
+        for (w, th, tc, tm, tr) in GPU_WORKLOADS {
+            let m = fit(
+                &meta_gpu(),
+                &[gpu_pt(w, 1000.0, th, tc, tm, tr)],
+                &max_params(),
+            )
+            .unwrap();
+            assert_eq!(m.alpha, 1.0);
+            assert_eq!(m.combine, Combine::Max);
+            assert_eq!(m.active_counter.as_deref(), Some("gr_engine_active"));
+            for f in [1000.0, 800.0, 600.0, 500.0, 300.0] {
+                let want = gpu_pt(w, f, th, tc, tm, tr).time_s.unwrap();
+                let got = m.predict(w, &k(f)).unwrap().time_s.unwrap();
+                assert!(
+                    (got - want).abs() < 1e-9 * want,
+                    "{w} at {f}: {got} vs {want}"
+                );
+            }
+        }
+        // The sum form charges the overlapped memory time again: off for the compute-bound one.
+        let (w, th, tc, tm, tr) = GPU_WORKLOADS[0];
+        let sum = fit(
+            &meta_gpu(),
+            &[gpu_pt(w, 1000.0, th, tc, tm, tr)],
+            &AnalyticCountersParams::default(),
+        )
+        .unwrap();
+        let want = gpu_pt(w, 500.0, th, tc, tm, tr).time_s.unwrap();
+        let got = sum.predict(w, &k(500.0)).unwrap().time_s.unwrap();
+        assert!((got - want).abs() > 0.1 * want, "{got} vs {want}");
+    }
+
+    #[test]
+    fn bound_and_bottleneck_in_workload_holdout_is_exact_and_fits_nothing() {
+        use crate::models::{eval, FitParams, ModelKind};
+        let mut pts = Vec::new();
+        for (w, th, tc, tm, tr) in GPU_WORKLOADS {
+            for f in [400.0, 700.0, 1000.0] {
+                pts.push(gpu_pt(w, f, th, tc, tm, tr));
+            }
+        }
+        let params = FitParams {
+            analytic_counters: max_params(),
+            ..FitParams::default()
+        };
+        let e = eval::workload_holdout(
+            ModelKind::AnalyticCounters,
+            &meta_gpu(),
+            &pts,
+            &k(1000.0),
+            &params,
+        );
+        assert_eq!(e.results.len(), 6);
+        for r in &e.results {
+            let want = pts
+                .iter()
+                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
+                .unwrap()
+                .time_s
+                .unwrap();
+            let got = r.predicted.time_s.unwrap();
+            assert!(
+                (got - want).abs() < 1e-9 * want,
+                "{}: {got} vs {want}",
+                r.workload
+            );
+        }
+    }
+
+    #[test]
+    fn bound_and_bottleneck_degenerate_input_gives_no_panic() {
+        let mut p = gpu_pt("a", 1000.0, 0.5, 1.0, 2.0, 0.1);
+        // Out-of-range and non-finite fractions are clamped or dropped.
+        p.counters.insert("fp64_active".into(), f64::NAN);
+        p.counters.insert("fp32_active".into(), 7.0);
+        p.counters.insert("gr_engine_active".into(), -3.0);
+        let m = fit(&meta_gpu(), std::slice::from_ref(&p), &max_params()).unwrap();
+        assert_eq!(m.groups[0].compute_fraction, Some(1.0));
+        assert_eq!(m.groups[0].active_fraction, Some(0.0));
+        // a = 0: all host time, the same at every clock.
+        let t = m.predict("a", &k(500.0)).unwrap().time_s.unwrap();
+        assert!((t - p.time_s.unwrap()).abs() < 1e-12, "{t}");
+        // A zero, negative or NaN clock is an error, not a panic or an infinity.
+        for f in [0.0, -100.0, f64::NAN] {
+            assert!(m.predict("a", &k(f)).is_err(), "{f}");
+        }
+        // No compute counter in the set: c = 0, the sum form with α = 1 and the host part.
+        let mut meta = meta();
+        meta.counters
+            .insert("gr_engine_active".into(), CounterKind::Rate);
+        assert!(!roofline_applicable(&meta));
+        assert!(roofline_applicable(&meta_gpu()));
+        let q = gpu_pt("b", 1000.0, 0.0, 1.0, 2.0, 1.0);
+        let m = fit(&meta, std::slice::from_ref(&q), &max_params()).unwrap();
+        assert_eq!(m.groups[0].compute_fraction, None);
+        let t0 = q.time_s.unwrap();
+        let t = m.predict("b", &k(500.0)).unwrap().time_s.unwrap();
+        let md = q.counters["dram_active"];
+        assert!((t - t0 * (md + (1.0 - md) * 2.0)).abs() < 1e-12, "{t}");
+        // Zero reference time: t stays 0, no NaN.
+        let mut z = gpu_pt("c", 1000.0, 0.0, 1.0, 1.0, 0.0);
+        z.time_s = Some(0.0);
+        let m = fit(&meta_gpu(), &[z], &max_params()).unwrap();
+        assert_eq!(m.predict("c", &k(500.0)).unwrap().time_s, None);
+        // An unknown compute or active counter names the set's counters.
+        for params in [
+            AnalyticCountersParams {
+                compute_counters: vec!["nope".into()],
+                ..max_params()
+            },
+            AnalyticCountersParams {
+                active_counter: Some("nope".into()),
+                ..max_params()
+            },
+        ] {
+            let e = fit(&meta_gpu(), std::slice::from_ref(&p), &params)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("nope") && e.contains("dram_active"), "{e}");
+        }
+    }
+
+    #[test]
+    fn roofline_power_transfer_known_answer_in_workload_holdout() {
+        // P_i(f) = S(f) + v(f)·D_i·t_i(f0)/t_i(f), S(f0) = 0 and v(f0) = 1 (so P_i0 = D_i and
+        // the static grid's first value is exact): a held-out workload's power follows from
+        // its baseline power and counters alone. The median ratio misses it.
+        use crate::models::{eval, FitParams, ModelKind};
+        let sf = |f: f64| 15.0 * (1.0 - f / 1000.0);
+        let vf = |f: f64| (0.6 + 0.4 * f / 1000.0).powi(2);
+        let mut pts = Vec::new();
+        let mut work = GPU_WORKLOADS.to_vec();
+        work.push(("lbm", 0.3, 0.4, 1.8, 0.6));
+        for (i, &(w, th, tc, tm, tr)) in work.iter().enumerate() {
+            let d = 100.0 + 40.0 * i as f64;
+            let t0 = gpu_pt(w, 1000.0, th, tc, tm, tr).time_s.unwrap();
+            for f in [400.0, 550.0, 700.0, 850.0, 1000.0] {
+                let mut p = gpu_pt(w, f, th, tc, tm, tr);
+                p.power_w = Some(sf(f) + vf(f) * d * t0 / p.time_s.unwrap());
+                pts.push(p);
+            }
+        }
+        let run = |pt: PowerTransfer| {
+            let params = FitParams {
+                analytic_counters: AnalyticCountersParams {
+                    power_transfer: pt,
+                    ..AnalyticCountersParams::roofline()
+                },
+                ..FitParams::default()
+            };
+            eval::workload_holdout(
+                ModelKind::AnalyticCounters,
+                &meta_gpu(),
+                &pts,
+                &k(1000.0),
+                &params,
+            )
+        };
+        let (roof, median) = (
+            run(PowerTransfer::Roofline),
+            run(PowerTransfer::MedianRatio),
+        );
+        assert_eq!(roof.results.len(), 16);
+        let mut worst_median = 0.0f64;
+        for (r, m) in roof.results.iter().zip(&median.results) {
+            let want = pts
+                .iter()
+                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
+                .unwrap()
+                .power_w
+                .unwrap();
+            let got = r.predicted.power_w.unwrap();
+            assert!(
+                (got - want).abs() < 1e-6 * want,
+                "{}: {got} vs {want}",
+                r.workload
+            );
+            worst_median = worst_median.max((m.predicted.power_w.unwrap() / want - 1.0).abs());
+        }
+        assert!(worst_median > 0.01, "{worst_median}");
+        // dgemm with only its reference point: exact between the fitted clocks, no power
+        // beyond them rather than an extrapolation, none without the memory fraction.
+        let part: Vec<Point> = pts
+            .iter()
+            .filter(|p| p.workload != "dgemm" || p.knobs["core_freq_mhz"] == 1000.0)
+            .cloned()
+            .collect();
+        let m = fit(
+            &meta_gpu(),
+            &part,
+            &AnalyticCountersParams {
+                power_transfer: PowerTransfer::Roofline,
+                ..AnalyticCountersParams::roofline()
+            },
+        )
+        .unwrap();
+        assert_eq!(m.power_transfer.len(), 1);
+        let want = pts
+            .iter()
+            .find(|p| p.workload == "dgemm" && p.knobs["core_freq_mhz"] == 700.0)
+            .unwrap()
+            .power_w
+            .unwrap();
+        let got = m.predict("dgemm", &k(700.0)).unwrap().power_w.unwrap();
+        assert!((got - want).abs() < 1e-6 * want, "{got} vs {want}");
+        assert!(m.predict("dgemm", &k(625.0)).unwrap().power_w.is_some());
+        assert_eq!(m.predict("dgemm", &k(300.0)).unwrap().power_w, None);
+        let mut broken = m.clone();
+        for g in broken.groups.iter_mut() {
+            g.memory_fraction = None;
+        }
+        assert_eq!(broken.predict("dgemm", &k(700.0)).unwrap().power_w, None);
+    }
+
+    #[test]
+    fn model_files_without_the_new_fields_read_as_the_sum_form() {
+        let (w, th, tc, tm, tr) = GPU_WORKLOADS[1];
+        let m = fit(
+            &meta_gpu(),
+            &[gpu_pt(w, 1000.0, th, tc, tm, tr)],
+            &AnalyticCountersParams::default(),
+        )
+        .unwrap();
+        let mut v = serde_json::to_value(&m).unwrap();
+        let o = v.as_object_mut().unwrap();
+        assert!(o.remove("combine").is_some());
+        assert!(!o.contains_key("compute_counters") && !o.contains_key("active_counter"));
+        let back: AnalyticCountersModel = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.combine, Combine::Sum);
+        let p: AnalyticCountersParams =
+            serde_json::from_str(r#"{"combine":"max","compute_counters":["fp64_active"]}"#)
+                .unwrap();
+        assert_eq!(p.combine, Combine::Max);
+        assert!(p.calibrate);
     }
 
     #[test]
