@@ -390,7 +390,23 @@ pub fn workload_holdout(
     baseline: &Knobs,
     params: &FitParams,
 ) -> Evaluation {
-    let kind = kind.resolve(points, true);
+    let auto = kind == ModelKind::Auto;
+    let mut kind = kind.resolve(points, true);
+    let mut params = params.clone();
+    // `auto` on a set with DCGM-style activity fractions (a memory fraction and a compute
+    // pipe's, `analytic_counters::roofline_applicable`), unless `--params` sets
+    // analytic_counters: the bound-and-bottleneck form, time from the held-out workload's
+    // own counters and power by the roofline transfer (docs/models.md, issue 21).
+    if auto
+        && super::analytic_counters::roofline_applicable(meta)
+        && params.analytic_counters == super::analytic_counters::AnalyticCountersParams::default()
+    {
+        kind = ModelKind::AnalyticCounters;
+        params.analytic_counters = super::analytic_counters::AnalyticCountersParams {
+            power_transfer: super::analytic_counters::PowerTransfer::Roofline,
+            ..super::analytic_counters::AnalyticCountersParams::roofline()
+        };
+    }
     let at_base = |p: &Point| {
         baseline
             .iter()
@@ -402,7 +418,6 @@ pub fn workload_holdout(
             workloads.push(&p.workload);
         }
     }
-    let mut params = params.clone();
     params.regression.baseline = Some(baseline.clone());
     params.scaling.baseline = Some(baseline.clone());
     // Each held-out workload is an independent refit.

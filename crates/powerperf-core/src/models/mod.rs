@@ -128,7 +128,10 @@ impl ModelKind {
 
     /// Resolve `auto`: `scaling` when workloads must be predicted from a baseline only
     /// (workload holdout, on any knob; lower error than `spca` on the V100, XU3 and Titan X
-    /// sets and below the median-ratio baseline on the thread sweeps, docs/models.md);
+    /// sets and below the median-ratio baseline on the thread sweeps, docs/models.md; on a
+    /// set with DCGM activity fractions `models::eval::workload_holdout` takes
+    /// `analytic_counters`' bound-and-bottleneck form instead, which needs the set's
+    /// counters and so is decided there);
     /// otherwise (fit, knob holdout, on the training points) `joint` when they vary two or
     /// more knobs and some workload's points at one setting of the other knobs have fewer
     /// than two values of the clock (or thread) knob, so that no one-knob curve reaches the
