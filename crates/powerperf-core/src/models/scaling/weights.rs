@@ -25,6 +25,21 @@ pub(super) struct Data {
     pub(super) prior: Array2<f64>,
 }
 
+impl Data {
+    /// The rows `rows` alone (the settings kept).
+    pub(super) fn subset(&self, rows: &[usize]) -> Data {
+        Data {
+            tb: rows.iter().map(|&i| self.tb[i]).collect(),
+            x: self.x.select(ndarray::Axis(0), rows),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+            group: self.group.clone(),
+            t: self.t.select(ndarray::Axis(0), rows),
+            prior: self.prior.select(ndarray::Axis(0), rows),
+        }
+    }
+}
+
 /// Per-setting weights fitted on a subset of workloads, plus the standardisation.
 pub(super) struct Fit {
     pub(super) feats: Vec<usize>,
