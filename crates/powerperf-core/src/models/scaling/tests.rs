@@ -375,6 +375,17 @@ fn auto_chooses_the_transfer_on_training_workloads() {
         assert_ne!(t.transfer, Some(Transfer::Global));
     }
     assert!(m.explain().contains("transfer chosen by inner-CV MAPE"));
+    // Above the nested budget the choice is made from the selections' own inner-CV
+    // predictions: the same set still takes a local transfer.
+    let p0 = ScalingParams {
+        nested_max_points: 0,
+        ..p.clone()
+    };
+    let m0 = fit(&meta, &pts, &p0).unwrap();
+    for t in &m0.targets {
+        assert_eq!(t.choice.len(), 3, "{:?}", t.choice);
+        assert_ne!(t.transfer, Some(Transfer::Global), "{:?}", t.choice);
+    }
     // On data of the global model's own form (`synthetic`, exact in `mem`), auto keeps a
     // transfer at least as good as the global one in the inner CV.
     let (meta2, pts2) = synthetic();
