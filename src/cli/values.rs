@@ -92,6 +92,8 @@ clap_twin! {
         Scaling,
         /// Several knobs at once from a covering training subgrid ([`joint`]).
         Joint,
+        /// The K nearest training workloads' response ratios (`scaling`'s local transfer).
+        Neighbors,
         /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
         Auto,
     }

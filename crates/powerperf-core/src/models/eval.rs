@@ -420,6 +420,11 @@ pub fn workload_holdout(
     }
     params.regression.baseline = Some(baseline.clone());
     params.scaling.baseline = Some(baseline.clone());
+    // `auto`: per target, the transfer with the lowest inner cross-validated error on the
+    // training workloads (unless `--params` names one).
+    if auto && params.scaling.transfer.is_none() {
+        params.scaling.transfer = Some(super::scaling::Transfer::Choose);
+    }
     // Each held-out workload is an independent refit.
     let parts = parallel_map(&workloads, |&w| {
         let mut results = Vec::new();

@@ -105,6 +105,9 @@ pub enum ModelKind {
     Scaling,
     /// Several knobs at once from a covering training subgrid ([`joint`]).
     Joint,
+    /// `scaling`'s local transfer: the K nearest training workloads' ratios
+    /// ([`scaling::NeighborsParams`]).
+    Neighbors,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
 }
@@ -122,16 +125,18 @@ impl ModelKind {
             ModelKind::ThreadsBw => "threads_bw",
             ModelKind::Scaling => "scaling",
             ModelKind::Joint => "joint",
+            ModelKind::Neighbors => "neighbors",
             ModelKind::Auto => "auto",
         }
     }
 
     /// Resolve `auto`: `scaling` when workloads must be predicted from a baseline only
     /// (workload holdout, on any knob; lower error than `spca` on the V100, XU3 and Titan X
-    /// sets and below the median-ratio baseline on the thread sweeps, docs/models.md; on a
-    /// set with DCGM activity fractions `models::eval::workload_holdout` takes
-    /// `analytic_counters`' bound-and-bottleneck form instead, which needs the set's
-    /// counters and so is decided there);
+    /// sets and below the median-ratio baseline on the thread sweeps, docs/models.md; there
+    /// [`eval::workload_holdout`] lets it choose per target between its global transfer, the
+    /// nearest neighbours' and their mean, [`scaling::Transfer::Choose`]; and on a set with
+    /// DCGM activity fractions it takes `analytic_counters`' bound-and-bottleneck form
+    /// instead, which needs the set's counters and so is decided there);
     /// otherwise (fit, knob holdout, on the training points) `joint` when they vary two or
     /// more knobs and some workload's points at one setting of the other knobs have fewer
     /// than two values of the clock (or thread) knob, so that no one-knob curve reaches the
@@ -224,7 +229,13 @@ impl Fitted {
             Fitted::Regression(m) => &m.method,
             Fitted::Threads(_) => "threads",
             Fitted::ThreadsBw(_) => "threads_bw",
-            Fitted::Scaling(_) => "scaling",
+            Fitted::Scaling(m) => {
+                if m.params.transfer == Some(scaling::Transfer::Neighbors) {
+                    "neighbors"
+                } else {
+                    "scaling"
+                }
+            }
             Fitted::Joint(_) => "joint",
         }
     }
@@ -382,6 +393,11 @@ pub fn fit_kind(
         }
         ModelKind::Scaling => scaling::fit(meta, points, &params.scaling).map(Fitted::Scaling),
         ModelKind::Joint => joint::fit(meta, points, &params.joint).map(Fitted::Joint),
+        ModelKind::Neighbors => {
+            let mut p = params.scaling.clone();
+            p.transfer = Some(scaling::Transfer::Neighbors);
+            scaling::fit(meta, points, &p).map(Fitted::Scaling)
+        }
         ModelKind::Auto => unreachable!("resolve never returns Auto"),
     }
 }

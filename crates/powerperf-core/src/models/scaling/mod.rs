@@ -48,9 +48,13 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod neighbors;
 mod weights;
+pub use neighbors::{NeighborsFit, NeighborsParams, Weighting};
 pub use weights::weighted_least_squares;
-use weights::{errors, fit_subset, inner_cv, robust_prior, search_static, Data};
+use weights::{
+    errors, fit_subset, inner_cv, inner_cv_predictions, robust_prior, search_static, Data,
+};
 
 /// Targets the model fits directly (energy is `P·t`).
 pub const SCALING_TARGETS: [&str; 2] = ["power_w", "time_s"];
@@ -66,6 +70,21 @@ pub enum Loss {
     /// Least absolute relative error, by iteratively reweighted least squares.
     #[default]
     L1Relative,
+}
+
+/// How a target's response is carried over from the training workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transfer {
+    /// The global per-setting linear model in the selected features (`scaling`).
+    Global,
+    /// The K nearest training workloads' ratios ([`neighbors`], `--model neighbors`).
+    Neighbors,
+    /// The mean of the two predictions.
+    Blend,
+    /// Per target, whichever of the three has the lowest inner cross-validated MAPE on the
+    /// training workloads (`auto` in workload holdout).
+    Choose,
 }
 
 /// Parameters of the scaling model.
@@ -98,6 +117,20 @@ pub struct ScalingParams {
     pub candidates: Vec<String>,
     /// Outlier-resistant training (see [`RobustParams`]); `None` switches it off.
     pub robust: Option<RobustParams>,
+    /// The transfer; `None`: [`Transfer::Global`] (`--model neighbors` sets
+    /// [`Transfer::Neighbors`], `auto` in workload holdout [`Transfer::Choose`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<Transfer>,
+    /// Parameters of the local transfer ([`neighbors`]).
+    pub neighbors: NeighborsParams,
+    /// [`Transfer::Choose`] scores the transfers by nested cross-validation (each inner
+    /// fold re-selects the static part, features and K on its own training workloads; Varma
+    /// & Simon, BMC Bioinformatics 7:91, 2006) when the target has at most this many
+    /// measured training points; above it, by the selections' own inner-CV predictions
+    /// (optimistic for the more flexible choice). A compute budget, fixed a priori: the
+    /// nested scores cost a full `scaling` fit per fold, which keeps workload holdout on a
+    /// 1,000-point set (`holdout-speed-bench`) from staying under 10 s.
+    pub nested_max_points: usize,
 }
 
 /// Outlier-resistant training: each training workload's points are compared with their own
@@ -154,6 +187,9 @@ impl Default for ScalingParams {
             static_grid: 20,
             candidates: Vec::new(),
             robust: Some(RobustParams::default()),
+            transfer: None,
+            neighbors: NeighborsParams::default(),
+            nested_max_points: 600,
         }
     }
 }
@@ -199,6 +235,17 @@ pub struct TargetModel {
     /// Why robust training left this target as measured, where it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub robust_note: Option<String>,
+    /// The transfer this target predicts with (`None`: [`Transfer::Global`], as in files
+    /// written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<Transfer>,
+    /// The local transfer, where [`Self::transfer`] uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbors: Option<NeighborsFit>,
+    /// With [`Transfer::Choose`]: the inner cross-validated MAPE (percent) of each transfer
+    /// on the training workloads, which chose [`Self::transfer`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choice: Vec<(String, f64)>,
 }
 
 /// A workload's baseline: its targets and features there.
@@ -241,6 +288,62 @@ fn baseline_features(meta: &SetMeta, p: &Point) -> BTreeMap<String, f64> {
         }
     }
     out
+}
+
+/// The value of feature `name` at a workload's baseline: a baseline feature, or with the
+/// prefix `baseline:` one of its baseline targets (the local transfer's candidates).
+fn feature_value(b: &ScalingBaseline, name: &str) -> Option<f64> {
+    match name.strip_prefix("baseline:") {
+        Some(t) => b.targets.get(t).copied(),
+        None => b.features.get(name).copied(),
+    }
+}
+
+/// The local transfer's candidates for the training workloads `names`: `cands` (the columns
+/// of `d.x`), then the baseline targets every baseline has, when the parameters ask for them.
+fn neighbor_candidates(sh: &Shared, d: &Data, names: &[String]) -> (Array2<f64>, Vec<String>) {
+    let mut cols: Vec<String> = sh.cands.to_vec();
+    if sh.params.neighbors.baseline_targets {
+        for t in SCALING_TARGETS {
+            if sh.baselines.values().all(|b| b.targets.contains_key(t)) {
+                cols.push(format!("baseline:{t}"));
+            }
+        }
+    }
+    let mut x = Array2::zeros((names.len(), cols.len()));
+    for (i, w) in names.iter().enumerate() {
+        for (j, c) in cols.iter().enumerate() {
+            x[[i, j]] = if j < d.x.ncols() {
+                d.x[[i, j]]
+            } else {
+                feature_value(&sh.baselines[w], c).unwrap_or(f64::NAN)
+            };
+        }
+    }
+    (x, cols)
+}
+
+/// MAPE (fraction) of predictions `pred` against the measured `d.t`; a missing prediction
+/// counts as a 100 % error.
+fn cv_mape(d: &Data, pred: &Array2<f64>) -> f64 {
+    let (mut sum, mut n) = (0.0, 0usize);
+    for ((i, k), t) in d.t.indexed_iter() {
+        if !t.is_finite() || *t == 0.0 {
+            continue;
+        }
+        let p = pred[[i, k]];
+        sum += if p.is_finite() {
+            ((p - t) / t).abs()
+        } else {
+            1.0
+        };
+        n += 1;
+    }
+    if n == 0 {
+        f64::INFINITY
+    } else {
+        sum / n as f64
+    }
 }
 
 /// The baseline setting: `params.baseline`, or every knob at its highest value in the set.
@@ -484,6 +587,62 @@ fn select_features(
     (feats, selection)
 }
 
+/// Nested cross-validated predictions of the global and the local transfer per (row,
+/// setting): each fold of [`inner_cv`]'s folds refits both from scratch (static part,
+/// feature screen and selection, K) on the other folds' workloads and predicts its own.
+fn nested_predictions(
+    d: &Data,
+    xn: &Array2<f64>,
+    nn: &[String],
+    names: &[String],
+    cands: &[String],
+    params: &ScalingParams,
+    with_static: bool,
+) -> (Array2<f64>, Array2<f64>) {
+    let n = d.tb.len();
+    let folds = n.min(params.inner_folds.max(2));
+    let mut g = Array2::from_elem(d.t.dim(), f64::NAN);
+    let mut l = Array2::from_elem(d.t.dim(), f64::NAN);
+    for f in 0..folds {
+        let train: Vec<usize> = (0..n).filter(|r| r % folds != f).collect();
+        let test: Vec<usize> = (0..n).filter(|r| r % folds == f).collect();
+        let sub = d.subset(&train);
+        let rows: Vec<usize> = (0..train.len()).collect();
+        let s0 = search_static(&sub, &rows, &[], params, with_static);
+        let screened = screen_candidates(&sub, s0, params);
+        let (feats, _) = select_features(&sub, &rows, &screened, cands, s0, params);
+        let s = search_static(&sub, &rows, &feats, params, with_static);
+        if let Some(fit) = fit_subset(&sub, &rows, &feats, s, params) {
+            for &i in &test {
+                for (k, v) in weights::predict_row(d, &fit, s, i).into_iter().enumerate() {
+                    g[[i, k]] = v;
+                }
+            }
+        }
+        let sub_names: Vec<String> = train.iter().map(|&i| names[i].clone()).collect();
+        let sub_x = xn.select(ndarray::Axis(0), &train);
+        let nf = neighbors::fit(
+            &sub,
+            &sub_x,
+            nn,
+            &sub_names,
+            s0,
+            &params.neighbors,
+            params.inner_folds,
+        )
+        .fit;
+        for &i in &test {
+            let value = |name: &str| nn.iter().position(|c| c == name).map(|j| xn[[i, j]]);
+            for k in 0..d.settings.len() {
+                if let Ok(Some(r)) = nf.ratio(k, value) {
+                    l[[i, k]] = nf.static_part + (d.tb[i] - nf.static_part) * r;
+                }
+            }
+        }
+    }
+    (g, l)
+}
+
 /// Fit target `t`; `None` when no workload has a baseline value and another point of it.
 ///
 /// # Errors
@@ -510,15 +669,74 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
     };
     let rows: Vec<usize> = (0..n).collect();
     let with_static = t == "power_w";
+    let mode = params.transfer.unwrap_or(Transfer::Global);
     let s0 = search_static(&d, &rows, &[], params, with_static);
-    let screened = screen_candidates(&d, s0, params);
-    let (feats, selection) = select_features(&d, &rows, &screened, cands, s0, params);
+    // The local transfer alone needs no global feature selection: its global part (kept
+    // for the file's settings) has no features.
+    let (feats, selection) = if mode == Transfer::Neighbors {
+        (Vec::new(), Vec::new())
+    } else {
+        let screened = screen_candidates(&d, s0, params);
+        select_features(&d, &rows, &screened, cands, s0, params)
+    };
     let s = search_static(&d, &rows, &feats, params, with_static);
     let fit = fit_subset(&d, &rows, &feats, s, params).ok_or_else(|| ModelError::Fit {
         model: MODEL.into(),
         what: format!("{t}: the weighted least-squares fit failed"),
     })?;
     let (e, c) = errors(&d, &fit, s, &rows);
+    let (nb, transfer, choice) = if mode == Transfer::Global {
+        (None, None, Vec::new())
+    } else {
+        let (xn, nn) = neighbor_candidates(sh, &d, &names);
+        let nf = neighbors::fit(
+            &d,
+            &xn,
+            &nn,
+            &names,
+            s0,
+            &params.neighbors,
+            params.inner_folds,
+        );
+        match mode {
+            Transfer::Neighbors => (Some(nf.fit), Some(Transfer::Neighbors), Vec::new()),
+            _ => {
+                // Scored on the training workloads only, by the same folds: nested (each
+                // fold's selections made without it) within the budget, else the
+                // selections' own inner-CV predictions (features and K chosen on all).
+                let measured = d.t.iter().filter(|v| v.is_finite()).count();
+                let (g, nbp) = if measured <= params.nested_max_points && n >= 3 {
+                    nested_predictions(&d, &xn, &nn, &names, cands, params, with_static)
+                } else {
+                    (
+                        inner_cv_predictions(&d, &rows, &feats, s, params),
+                        nf.cv_pred.clone(),
+                    )
+                };
+                let blend = (&g + &nbp) / 2.0;
+                let scores = [
+                    (Transfer::Global, cv_mape(&d, &g)),
+                    (Transfer::Neighbors, cv_mape(&d, &nbp)),
+                    (Transfer::Blend, cv_mape(&d, &blend)),
+                ];
+                let chosen = if mode == Transfer::Blend {
+                    Transfer::Blend
+                } else {
+                    scores
+                        .iter()
+                        .filter(|(_, e)| e.is_finite())
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .map_or(Transfer::Global, |(tr, _)| *tr)
+                };
+                let choice = scores
+                    .iter()
+                    .map(|(tr, e)| (format!("{tr:?}").to_lowercase(), e * 100.0))
+                    .collect();
+                let keep = (chosen != Transfer::Global).then_some(nf.fit);
+                (keep, Some(chosen), choice)
+            }
+        }
+    };
     Ok(Some(TargetModel {
         target: t.to_string(),
         static_part: s,
@@ -541,6 +759,9 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
         training_mape_pct: e / c.max(1) as f64 * 100.0,
         outliers,
         robust_note,
+        transfer,
+        neighbors: nb,
+        choice,
     }))
 }
 
@@ -631,10 +852,10 @@ impl ScalingModel {
             let v = if at_base {
                 tb
             } else {
-                let sw = tm
+                let kidx = tm
                     .settings
                     .iter()
-                    .find(|s| same_knobs(knobs, &s.knobs) && s.knobs.len() == knobs.len())
+                    .position(|s| same_knobs(knobs, &s.knobs) && s.knobs.len() == knobs.len())
                     .ok_or_else(|| ModelError::UnknownSetting {
                         workload: workload.into(),
                         knobs: knob_key(knobs),
@@ -645,6 +866,7 @@ impl ScalingModel {
                             .collect::<Vec<_>>()
                             .join("; "),
                     })?;
+                let sw = &tm.settings[kidx];
                 // A model file is input: its parts are checked, not trusted (a damaged file
                 // must give an error, not a panic in indexing or f64::clamp).
                 let inconsistent = |what: String| ModelError::Inconsistent {
@@ -677,7 +899,29 @@ impl ScalingModel {
                     let x = b.features.get(f).copied().unwrap_or(tm.means[j]);
                     h += w * (x.clamp(lo, hi) - tm.means[j]) / tm.stds[j];
                 }
-                tm.static_part + (tb - tm.static_part) * h
+                let global = tm.static_part + (tb - tm.static_part) * h;
+                match tm.transfer {
+                    Some(tr @ (Transfer::Neighbors | Transfer::Blend)) => {
+                        let nb = tm.neighbors.as_ref().ok_or_else(|| {
+                            inconsistent("the transfer uses neighbours but none are stored".into())
+                        })?;
+                        let r = nb
+                            .ratio(kidx, |f| feature_value(b, f))
+                            .map_err(inconsistent)?
+                            .ok_or_else(|| ModelError::UnknownSetting {
+                                workload: workload.into(),
+                                knobs: knob_key(knobs),
+                                known: "(no training workload measured there)".into(),
+                            })?;
+                        let local = nb.static_part + (tb - nb.static_part) * r;
+                        if tr == Transfer::Blend {
+                            0.5 * (global + local)
+                        } else {
+                            local
+                        }
+                    }
+                    _ => global,
+                }
             };
             match tm.target.as_str() {
                 "power_w" => out.power_w = Some(v),
@@ -717,6 +961,47 @@ impl ScalingModel {
             }
             if let Some(note) = &t.robust_note {
                 s += &format!("  {note}\n");
+            }
+            if !t.choice.is_empty() {
+                let sc: Vec<String> = t
+                    .choice
+                    .iter()
+                    .map(|(n, e)| format!("{n} {e:.2} %"))
+                    .collect();
+                s += &format!(
+                    "  transfer chosen by inner-CV MAPE on the training workloads: {} -> {:?}\n",
+                    sc.join(", "),
+                    t.transfer.unwrap_or(Transfer::Global)
+                );
+            }
+            if let Some(nb) = &t.neighbors {
+                s += &format!(
+                    "  neighbours: K = {} ({:?}), s = {:.3}, distance in [{}], inner-CV MAPE {:.2} %\n",
+                    if nb.k == 0 { "all".to_string() } else { nb.k.to_string() },
+                    nb.weighting,
+                    nb.static_part,
+                    nb.features
+                        .iter()
+                        .zip(&nb.log)
+                        .map(|(f, l)| if *l { format!("ln {f}") } else { f.clone() })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    nb.inner_cv_mape_pct
+                );
+                for (i, st) in nb.selection.iter().enumerate() {
+                    let sc: Vec<String> = st
+                        .scores
+                        .iter()
+                        .map(|(f, e)| format!("{f} {e:.2} %"))
+                        .collect();
+                    s += &format!(
+                        "    neighbours step {i}: inner-CV MAPE {}{}\n",
+                        sc.join(", "),
+                        st.added
+                            .as_ref()
+                            .map_or(String::new(), |a| format!(" -> add {a}"))
+                    );
+                }
             }
             for (i, st) in t.selection.iter().enumerate() {
                 let sc: Vec<String> = st

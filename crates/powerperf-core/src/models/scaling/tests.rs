@@ -263,3 +263,261 @@ fn no_baseline_point_is_an_error() {
     let e = fit(&meta, &pts, &params).unwrap_err().to_string();
     assert!(e.contains("core_freq_mhz=1234"), "{e}");
 }
+
+/// Three families of workloads whose clock response a counter `mem` tells apart, but not
+/// monotonically: `mem` near 0.1 and near 0.9 are compute-bound (`t ∝ 1/f`, power with a
+/// steep dynamic part), near 0.5 memory-bound (time flat, power flatter). A `junk` counter
+/// carries no information. A global linear model in `mem` cannot represent the middle
+/// family; the nearest neighbours in `mem` can, exactly.
+fn families() -> (SetMeta, Vec<Point>) {
+    let mut meta = SetMeta::default();
+    meta.counters.insert("mem".into(), CounterKind::Rate);
+    meta.counters.insert("junk".into(), CounterKind::Rate);
+    let mut pts = Vec::new();
+    for i in 0..18 {
+        let fam = i % 3;
+        let mem = [0.1, 0.5, 0.9][fam] + 0.01 * (i / 3) as f64;
+        let junk = ((i * 7) % 5) as f64;
+        let (tb, pb) = (1.0 + 0.3 * i as f64, 60.0 + 5.0 * (i % 4) as f64);
+        for &f in &CLOCKS {
+            let u = f / 1500.0;
+            let (rt, rp) = if fam == 1 {
+                (1.0, 0.7 + 0.3 * u)
+            } else {
+                (1.0 / u, u.powi(3))
+            };
+            pts.push(Point {
+                workload: format!("w{i}"),
+                knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
+                time_s: Some(tb * rt),
+                power_w: Some(pb * rp),
+                energy_j: Some(tb * rt * pb * rp),
+                counters: [("mem".to_string(), mem), ("junk".to_string(), junk)]
+                    .into_iter()
+                    .collect(),
+                ..Point::default()
+            });
+        }
+    }
+    (meta, pts)
+}
+
+#[test]
+fn neighbors_recover_each_familys_response() {
+    let (meta, pts) = families();
+    let e = workload_holdout(
+        ModelKind::Neighbors,
+        &meta,
+        &pts,
+        &base(),
+        &FitParams::default(),
+    );
+    assert_eq!(e.kind, ModelKind::Neighbors);
+    assert!(e.failures.is_empty(), "{:?}", e.failures);
+    assert_eq!(e.summary.points, 18 * 5);
+    // Each family's ratios are exact for every member, so the family's response is
+    // recovered exactly (time; power with s = 0 on the grid too).
+    assert!(
+        e.summary.targets["time_s"].max_pct < 1e-9,
+        "{:?}",
+        e.summary.targets
+    );
+    assert!(
+        e.summary.targets["power_w"].max_pct < 1e-9,
+        "{:?}",
+        e.summary.targets
+    );
+    // The fitted model picked the informative counter.
+    let mut p = ScalingParams::default();
+    p.transfer = Some(Transfer::Neighbors);
+    let m = fit(&meta, &pts, &p).unwrap();
+    for t in &m.targets {
+        let nb = t.neighbors.as_ref().unwrap();
+        assert_eq!(nb.features, vec!["mem".to_string()], "{}", t.target);
+        assert!(nb.inner_cv_mape_pct < 1e-9);
+    }
+    // The global model in `mem` is not exact on this set: the local transfer wins.
+    let g = workload_holdout(
+        ModelKind::Scaling,
+        &meta,
+        &pts,
+        &base(),
+        &FitParams::default(),
+    );
+    assert!(g.summary.targets["time_s"].mape_pct > 1.0);
+}
+
+#[test]
+fn auto_chooses_the_transfer_on_training_workloads() {
+    let (meta, pts) = families();
+    let e = workload_holdout(ModelKind::Auto, &meta, &pts, &base(), &FitParams::default());
+    assert_eq!(e.kind, ModelKind::Scaling);
+    assert!(
+        e.summary.targets["time_s"].mape_pct < 1e-9,
+        "{:?}",
+        e.summary
+    );
+    // Fitted as auto fits it: every target records the three scores and takes the lowest.
+    let p = ScalingParams {
+        transfer: Some(Transfer::Choose),
+        ..ScalingParams::default()
+    };
+    let m = fit(&meta, &pts, &p).unwrap();
+    for t in &m.targets {
+        assert_eq!(t.choice.len(), 3, "{:?}", t.choice);
+        let best = t.choice.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        assert_eq!(
+            format!("{:?}", t.transfer.unwrap()).to_lowercase(),
+            best.0,
+            "{:?}",
+            t.choice
+        );
+        assert_ne!(t.transfer, Some(Transfer::Global));
+    }
+    assert!(m.explain().contains("transfer chosen by inner-CV MAPE"));
+    // Above the nested budget the choice is made from the selections' own inner-CV
+    // predictions: the same set still takes a local transfer.
+    let p0 = ScalingParams {
+        nested_max_points: 0,
+        ..p.clone()
+    };
+    let m0 = fit(&meta, &pts, &p0).unwrap();
+    for t in &m0.targets {
+        assert_eq!(t.choice.len(), 3, "{:?}", t.choice);
+        assert_ne!(t.transfer, Some(Transfer::Global), "{:?}", t.choice);
+    }
+    // On data of the global model's own form (`synthetic`, exact in `mem`), auto keeps a
+    // transfer at least as good as the global one in the inner CV.
+    let (meta2, pts2) = synthetic();
+    let m2 = fit(&meta2, &pts2, &p).unwrap();
+    for t in &m2.targets {
+        let score = |n: &str| t.choice.iter().find(|c| c.0 == n).unwrap().1;
+        let chosen = format!("{:?}", t.transfer.unwrap()).to_lowercase();
+        assert!(score(&chosen) <= score("global"));
+    }
+}
+
+#[test]
+fn neighbors_held_out_points_never_reach_training() {
+    let (meta, clean) = families();
+    let mut poisoned = clean.clone();
+    for p in poisoned
+        .iter_mut()
+        .filter(|p| p.workload == "w4" && p.knobs["core_freq_mhz"] != 1500.0)
+    {
+        p.power_w = Some(1e9);
+        p.time_s = Some(-3.0);
+        p.counters.insert("mem".into(), 1e6);
+    }
+    for kind in [ModelKind::Neighbors, ModelKind::Auto] {
+        let params = FitParams::default();
+        let a = workload_holdout(kind, &meta, &clean, &base(), &params);
+        let b = workload_holdout(kind, &meta, &poisoned, &base(), &params);
+        let pick = |e: &crate::models::eval::Evaluation| -> Vec<Prediction> {
+            e.results
+                .iter()
+                .filter(|r| r.workload == "w4")
+                .map(|r| r.predicted)
+                .collect()
+        };
+        assert_eq!(pick(&a).len(), 5);
+        assert_eq!(pick(&a), pick(&b), "{kind:?}");
+    }
+}
+
+#[test]
+fn neighbors_degenerate_input_is_handled() {
+    let np = ScalingParams {
+        transfer: Some(Transfer::Neighbors),
+        ..ScalingParams::default()
+    };
+    let at = |f: f64| -> Knobs { [("core_freq_mhz".to_string(), f)].into_iter().collect() };
+    // One training workload: its own ratios, for it and for a workload known at the
+    // baseline only.
+    let (meta, pts) = families();
+    let mut one: Vec<Point> = pts.iter().filter(|p| p.workload == "w1").cloned().collect();
+    let mut other = pts
+        .iter()
+        .find(|p| p.workload == "w0" && p.knobs["core_freq_mhz"] == 1500.0)
+        .unwrap()
+        .clone();
+    other.workload = "new".into();
+    one.push(other.clone());
+    let m = fit(&meta, &one, &np).unwrap();
+    let p = m.predict("new", &at(500.0)).unwrap();
+    // w1 is memory-bound: time flat.
+    assert!((p.time_s.unwrap() - other.time_s.unwrap()).abs() < 1e-9);
+    // Constant features: every training workload is equally near; the mean ratio.
+    let mut flat = pts.clone();
+    for p in &mut flat {
+        p.counters.insert("mem".into(), 0.3);
+        p.counters.insert("junk".into(), 1.0);
+    }
+    let m = fit(&meta, &flat, &np).unwrap();
+    let p = m.predict("w0", &at(700.0)).unwrap();
+    assert!(p.time_s.unwrap().is_finite() && p.power_w.unwrap().is_finite());
+    // A NaN counter on one workload: the feature is not a candidate; no panic, and the
+    // other counter still separates the families.
+    let mut nan = pts.clone();
+    for p in nan.iter_mut().filter(|p| p.workload == "w2") {
+        p.counters.insert("junk".into(), f64::NAN);
+    }
+    let e = workload_holdout(
+        ModelKind::Neighbors,
+        &meta,
+        &nan,
+        &base(),
+        &FitParams::default(),
+    );
+    assert!(e.failures.is_empty(), "{:?}", e.failures);
+    assert!(e.summary.targets["time_s"].max_pct < 1e-9);
+    // A NaN in the predicted workload's selected feature leaves it out of the distance.
+    let m = fit(&meta, &pts, &np).unwrap();
+    let mut m2 = m.clone();
+    m2.baselines
+        .get_mut("w3")
+        .unwrap()
+        .features
+        .insert("mem".into(), f64::NAN);
+    assert!(m2
+        .predict("w3", &at(500.0))
+        .unwrap()
+        .time_s
+        .unwrap()
+        .is_finite());
+    // A damaged model file gives an error, not a panic.
+    let mut bad = m.clone();
+    let nb = bad.targets[0].neighbors.as_mut().unwrap();
+    nb.stds.clear();
+    let e = bad.predict("w3", &at(500.0)).unwrap_err().to_string();
+    assert!(e.contains("stds"), "{e}");
+    let mut bad = m.clone();
+    bad.targets[0].neighbors = None;
+    assert!(bad.predict("w3", &at(500.0)).is_err());
+    // The fitted model survives a JSON round trip and predicts alike.
+    let text = serde_json::to_string(&m).unwrap();
+    let back: ScalingModel = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        back.predict("w3", &at(700.0)).unwrap(),
+        m.predict("w3", &at(700.0)).unwrap()
+    );
+}
+
+#[test]
+fn old_model_files_read_as_global() {
+    // A file written before the local transfer (no `transfer`, `neighbors`, `choice`).
+    let (meta, pts) = synthetic();
+    let m = fit(&meta, &pts, &ScalingParams::default()).unwrap();
+    let mut v = serde_json::to_value(&m).unwrap();
+    for t in v["targets"].as_array_mut().unwrap() {
+        let o = t.as_object_mut().unwrap();
+        assert!(!o.contains_key("transfer") && !o.contains_key("neighbors"));
+    }
+    v["params"].as_object_mut().unwrap().remove("neighbors");
+    let back: ScalingModel = serde_json::from_value(v).unwrap();
+    let k: Knobs = [("core_freq_mhz".to_string(), 700.0)].into_iter().collect();
+    assert_eq!(
+        back.predict("w1", &k).unwrap(),
+        m.predict("w1", &k).unwrap()
+    );
+}

@@ -25,6 +25,21 @@ pub(super) struct Data {
     pub(super) prior: Array2<f64>,
 }
 
+impl Data {
+    /// The rows `rows` alone (the settings kept).
+    pub(super) fn subset(&self, rows: &[usize]) -> Data {
+        Data {
+            tb: rows.iter().map(|&i| self.tb[i]).collect(),
+            x: self.x.select(ndarray::Axis(0), rows),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+            group: self.group.clone(),
+            t: self.t.select(ndarray::Axis(0), rows),
+            prior: self.prior.select(ndarray::Axis(0), rows),
+        }
+    }
+}
+
 /// Per-setting weights fitted on a subset of workloads, plus the standardisation.
 pub(super) struct Fit {
     pub(super) feats: Vec<usize>,
@@ -428,4 +443,39 @@ pub(super) fn search_static(
         }
     }
     best.1
+}
+
+/// The inner cross-validated predictions of `feats` (the folds of [`inner_cv`]) per
+/// (row, setting), NaN where there is no measurement or no fit.
+pub(super) fn inner_cv_predictions(
+    d: &Data,
+    rows: &[usize],
+    feats: &[usize],
+    s: f64,
+    p: &ScalingParams,
+) -> Array2<f64> {
+    let mut out = Array2::from_elem(d.t.dim(), f64::NAN);
+    let folds = rows.len().min(p.inner_folds.max(2));
+    for f in 0..folds {
+        let test: Vec<usize> = rows
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| r % folds == f)
+            .map(|(_, &i)| i)
+            .collect();
+        let train: Vec<usize> = rows
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| r % folds != f)
+            .map(|(_, &i)| i)
+            .collect();
+        if let Some(fit) = fit_subset(d, &train, feats, s, p) {
+            for &i in &test {
+                for (k, v) in predict_row(d, &fit, s, i).into_iter().enumerate() {
+                    out[[i, k]] = v;
+                }
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,475 @@
+//! The local transfer of the `scaling` model (`--model neighbors`, and one of the choices of
+//! `auto` in workload holdout): a workload's response ratio at a setting `k` predicted as a
+//! distance-weighted mean of its K nearest training workloads' measured ratios,
+//!
+//! ```text
+//! T_i(k) = s + (T_i(b) − s) · Σ_j ω_j r_j(k) / Σ_j ω_j,     r_j(k) = (T_j(k) − s)/(T_j(b) − s)
+//! ```
+//!
+//! over the K training workloads `j` nearest to `i` (among those measured at `k`), distance
+//! the Euclidean one in standardised baseline features: the counter rates and static-feature
+//! shares `scaling` screens, plus the workload's baseline targets (`baseline:power_w`,
+//! `baseline:time_s`), a feature taken in logarithms when it is positive on every training
+//! workload. Weights `ω_j` are 1 (uniform) or `1/(d_j + 10⁻³)` (inverse distance).
+//!
+//! This is K-nearest-neighbour regression (Cover & Hart, IEEE Trans. Inf. Theory 13(1), 1967;
+//! Stone, Ann. Statist. 5(4), 1977, for its consistency and the distance weights), applied as
+//! Wu et al. (HPCA 2015, "GPGPU performance and power estimation using machine learning") do
+//! for GPU DVFS: kernels are grouped by how their time and power scale across settings, and
+//! a new kernel takes the scaling of the group its counters at one setting place it in; here
+//! the "group" is the K nearest training workloads rather than a fixed clustering.
+//!
+//! Everything is chosen on the training workloads only: K, the weighting and the features by
+//! the same inner cross-validation over training workloads as `scaling` (leave one workload
+//! out up to [`super::ScalingParams::inner_folds`] workloads, that many folds beyond),
+//! features by forward selection among candidates screened by |Spearman ρ| with the mean
+//! response. `s` is `scaling`'s static part with no features (0 for time).
+
+use super::weights::Data;
+use super::SelectionStep;
+use crate::models::features::spearman;
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+
+/// How the K neighbours' ratios are weighted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Weighting {
+    /// Every neighbour alike.
+    Uniform,
+    /// `1/(d + 10⁻³)`, `d` the distance in standardised features.
+    InverseDistance,
+}
+
+/// Parameters of the local transfer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NeighborsParams {
+    /// Candidate numbers of neighbours (those below the training workloads are tried).
+    pub ks: Vec<usize>,
+    /// Candidate weightings.
+    pub weightings: Vec<Weighting>,
+    /// At most this many features in the distance.
+    pub max_features: usize,
+    /// A feature is added when it lowers the inner cross-validated MAPE by at least this
+    /// fraction.
+    pub min_gain: f64,
+    /// Candidates kept by the Spearman screen before forward selection.
+    pub screen_top: usize,
+    /// Whether the baseline targets (`baseline:power_w`, `baseline:time_s`) are candidates.
+    pub baseline_targets: bool,
+}
+
+impl Default for NeighborsParams {
+    fn default() -> Self {
+        Self {
+            ks: vec![1, 2, 3, 4, 6, 8, 12, 16],
+            weightings: vec![Weighting::Uniform, Weighting::InverseDistance],
+            max_features: 4,
+            min_gain: 0.02,
+            screen_top: 12,
+            baseline_targets: true,
+        }
+    }
+}
+
+/// The fitted local transfer of one target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NeighborsFit {
+    /// Static part `s` (target units; 0 for time).
+    pub static_part: f64,
+    pub features: Vec<String>,
+    /// Whether each feature is taken in logarithms.
+    pub log: Vec<bool>,
+    /// Smallest training value of each feature (a predicted workload's value is raised to it
+    /// before a logarithm).
+    pub mins: Vec<f64>,
+    /// Training standard deviation of each (transformed) feature.
+    pub stds: Vec<f64>,
+    /// Neighbours; `0`: every training workload.
+    pub k: usize,
+    pub weighting: Weighting,
+    /// Training workloads, their transformed features and their ratios `r_j(k)` at each of
+    /// the target's settings (in the order of the target's `settings`; `None`: not
+    /// measured there).
+    pub workloads: Vec<String>,
+    pub x: Vec<Vec<f64>>,
+    pub ratios: Vec<Vec<Option<f64>>>,
+    /// Inner cross-validated MAPE (percent) with no feature, then after each addition.
+    pub selection: Vec<SelectionStep>,
+    /// Inner cross-validated MAPE of the final choice, percent.
+    pub inner_cv_mape_pct: f64,
+}
+
+const EPS: f64 = 1e-3;
+
+/// Transformed candidate matrix: logarithms of features positive on every row; columns with
+/// a value that is not finite are dropped (`None`).
+pub(super) fn transform(x: &Array2<f64>) -> (Array2<f64>, Vec<Option<bool>>) {
+    let mut u = x.clone();
+    let mut log = Vec::with_capacity(x.ncols());
+    for j in 0..x.ncols() {
+        let col = x.column(j);
+        if col.iter().any(|v| !v.is_finite()) {
+            log.push(None);
+            continue;
+        }
+        let l = col.iter().all(|v| *v > 0.0);
+        if l {
+            u.column_mut(j).mapv_inplace(f64::ln);
+        }
+        log.push(Some(l));
+    }
+    (u, log)
+}
+
+fn std_of(u: &Array2<f64>, rows: &[usize], f: usize) -> f64 {
+    let n = rows.len().max(1) as f64;
+    let mu = rows.iter().map(|&i| u[[i, f]]).sum::<f64>() / n;
+    let var = rows.iter().map(|&i| (u[[i, f]] - mu).powi(2)).sum::<f64>() / n;
+    if var.sqrt() > 1e-12 {
+        var.sqrt()
+    } else {
+        1.0
+    }
+}
+
+/// The neighbours' weighted mean ratio at setting `k`: `order` is the training rows by
+/// distance (row, distance), the first `kk` measured at `k` (all when `kk` is 0) count.
+fn mean_ratio(
+    d: &Data,
+    s: f64,
+    order: &[(usize, f64)],
+    k: usize,
+    kk: usize,
+    w: Weighting,
+) -> Option<f64> {
+    let (mut num, mut den, mut taken) = (0.0, 0.0, 0);
+    for &(j, dist) in order {
+        if kk > 0 && taken >= kk {
+            break;
+        }
+        let t = d.t[[j, k]];
+        let base = d.tb[j] - s;
+        if !t.is_finite() || d.prior[[j, k]] == 0.0 || base == 0.0 || !base.is_finite() {
+            continue;
+        }
+        let om = match w {
+            Weighting::Uniform => 1.0,
+            Weighting::InverseDistance => 1.0 / (dist + EPS),
+        };
+        num += om * (t - s) / base;
+        den += om;
+        taken += 1;
+    }
+    (den > 0.0).then(|| num / den)
+}
+
+/// The (K, weighting) configurations tried with `feats` on `n` training workloads.
+fn configs(p: &NeighborsParams, feats: &[usize], n: usize) -> Vec<(usize, Weighting)> {
+    if feats.is_empty() {
+        return vec![(0, Weighting::Uniform)];
+    }
+    let mut out = Vec::new();
+    for &k in p.ks.iter().filter(|&&k| k >= 1 && k < n.max(2)) {
+        for &w in &p.weightings {
+            out.push((k, w));
+        }
+    }
+    if out.is_empty() {
+        out.push((0, Weighting::Uniform));
+    }
+    out
+}
+
+/// Inner cross-validation of `feats` over `rows` (the fold of row r is `r mod folds`, as
+/// `scaling`'s): per configuration, the sum of absolute relative errors and their count;
+/// with `keep`, the predictions of configuration `keep` per (row, setting).
+fn cv(
+    d: &Data,
+    u: &Array2<f64>,
+    rows: &[usize],
+    feats: &[usize],
+    s: f64,
+    cfgs: &[(usize, Weighting)],
+    folds: usize,
+    mut keep: Option<(usize, &mut Array2<f64>)>,
+) -> Vec<(f64, usize)> {
+    let folds = rows.len().min(folds.max(2)).max(1);
+    let mut acc = vec![(0.0, 0usize); cfgs.len()];
+    for f in 0..folds {
+        let train: Vec<usize> = rows
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| r % folds != f || folds == 1)
+            .map(|(_, &i)| i)
+            .collect();
+        let stds: Vec<f64> = feats.iter().map(|&j| std_of(u, &train, j)).collect();
+        for (_, &i) in rows.iter().enumerate().filter(|(r, _)| r % folds == f) {
+            let mut order: Vec<(usize, f64)> = train
+                .iter()
+                .filter(|&&j| j != i)
+                .map(|&j| {
+                    let d2: f64 = feats
+                        .iter()
+                        .zip(&stds)
+                        .map(|(&c, sd)| ((u[[i, c]] - u[[j, c]]) / sd).powi(2))
+                        .sum();
+                    (j, d2.sqrt())
+                })
+                .collect();
+            order.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            for k in 0..d.settings.len() {
+                let t = d.t[[i, k]];
+                if !t.is_finite() || t == 0.0 {
+                    continue;
+                }
+                for (c, &(kk, w)) in cfgs.iter().enumerate() {
+                    let p = mean_ratio(d, s, &order, k, kk, w).map(|r| s + (d.tb[i] - s) * r);
+                    if let Some((kc, out)) = keep.as_mut() {
+                        if *kc == c {
+                            out[[i, k]] = p.unwrap_or(f64::NAN);
+                        }
+                    }
+                    match p {
+                        Some(p) if p.is_finite() => {
+                            acc[c].0 += ((p - t) / t).abs();
+                            acc[c].1 += 1;
+                        }
+                        // A point no neighbour reaches counts as a 100 % error.
+                        _ => {
+                            acc[c].0 += 1.0;
+                            acc[c].1 += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    acc
+}
+
+/// The best configuration of `feats`: (index into `cfgs`, MAPE as a fraction).
+fn best(acc: &[(f64, usize)]) -> Option<(usize, f64)> {
+    acc.iter()
+        .enumerate()
+        .filter(|(_, (_, n))| *n > 0)
+        .map(|(c, (e, n))| (c, e / *n as f64))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// What [`fit`] returns besides the stored fit: the inner cross-validated predictions of the
+/// chosen configuration per (training row, setting), for `auto`'s choice.
+pub(super) struct Fitted {
+    pub(super) fit: NeighborsFit,
+    pub(super) cv_pred: Array2<f64>,
+}
+
+/// Fit the local transfer of one target on the training rows `0..n` of `d`; `x` is the
+/// candidate matrix (rows as `d`'s), `names` its column names, `s` the static part.
+pub(super) fn fit(
+    d: &Data,
+    x: &Array2<f64>,
+    names: &[String],
+    workloads: &[String],
+    s: f64,
+    p: &NeighborsParams,
+    folds: usize,
+) -> Fitted {
+    let n = d.tb.len();
+    let rows: Vec<usize> = (0..n).collect();
+    let (u, log) = transform(x);
+    // Screen: |Spearman ρ| of each usable candidate with the mean response.
+    let resp: Vec<f64> = (0..n)
+        .map(|i| {
+            let v: Vec<f64> =
+                d.t.row(i)
+                    .iter()
+                    .filter(|v| v.is_finite())
+                    .map(|v| (v - s) / (d.tb[i] - s))
+                    .collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        })
+        .collect();
+    let mut screened: Vec<(usize, f64)> = (0..u.ncols())
+        .filter(|&j| log[j].is_some())
+        .filter_map(|j| {
+            let col: Vec<f64> = u.column(j).to_vec();
+            spearman(&col, &resp).map(|r| (j, r.abs()))
+        })
+        .filter(|(_, r)| r.is_finite())
+        .collect();
+    screened.sort_by(|a, b| b.1.total_cmp(&a.1));
+    screened.truncate(p.screen_top);
+
+    let score = |feats: &[usize]| -> (f64, (usize, Weighting)) {
+        let cfgs = configs(p, feats, n);
+        let acc = cv(d, &u, &rows, feats, s, &cfgs, folds, None);
+        match best(&acc) {
+            Some((c, e)) => (e, cfgs[c]),
+            None => (f64::INFINITY, cfgs[0]),
+        }
+    };
+    let mut feats: Vec<usize> = Vec::new();
+    let (mut current, mut cfg) = score(&feats);
+    let mut selection = vec![SelectionStep {
+        scores: vec![("(none)".into(), current * 100.0)],
+        added: None,
+    }];
+    if n >= 3 {
+        while feats.len() < p.max_features {
+            let scores: Vec<(usize, f64, (usize, Weighting))> = screened
+                .iter()
+                .filter(|(j, _)| !feats.contains(j))
+                .map(|(j, _)| {
+                    let mut f = feats.clone();
+                    f.push(*j);
+                    let (e, c) = score(&f);
+                    (*j, e, c)
+                })
+                .collect();
+            let top = scores
+                .iter()
+                .copied()
+                .filter(|(_, e, _)| e.is_finite())
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            let added = top.filter(|(_, e, _)| *e < current * (1.0 - p.min_gain));
+            selection.push(SelectionStep {
+                scores: scores
+                    .iter()
+                    .map(|(j, e, _)| (names[*j].clone(), e * 100.0))
+                    .collect(),
+                added: added.map(|(j, _, _)| names[j].clone()),
+            });
+            match added {
+                Some((j, e, c)) => {
+                    feats.push(j);
+                    current = e;
+                    cfg = c;
+                }
+                None => break,
+            }
+        }
+    }
+    let mut cv_pred = Array2::from_elem(d.t.dim(), f64::NAN);
+    cv(
+        d,
+        &u,
+        &rows,
+        &feats,
+        s,
+        &[cfg],
+        folds,
+        Some((0, &mut cv_pred)),
+    );
+    let ratios = (0..n)
+        .map(|i| {
+            (0..d.settings.len())
+                .map(|k| {
+                    let t = d.t[[i, k]];
+                    let base = d.tb[i] - s;
+                    (t.is_finite() && d.prior[[i, k]] != 0.0 && base != 0.0)
+                        .then(|| (t - s) / base)
+                        .filter(|r| r.is_finite())
+                })
+                .collect()
+        })
+        .collect();
+    let fit = NeighborsFit {
+        static_part: s,
+        features: feats.iter().map(|&j| names[j].clone()).collect(),
+        log: feats.iter().map(|&j| log[j] == Some(true)).collect(),
+        mins: feats
+            .iter()
+            .map(|&j| x.column(j).iter().copied().fold(f64::INFINITY, f64::min))
+            .collect(),
+        stds: feats.iter().map(|&j| std_of(&u, &rows, j)).collect(),
+        k: cfg.0,
+        weighting: cfg.1,
+        workloads: workloads.to_vec(),
+        x: (0..n)
+            .map(|i| feats.iter().map(|&j| u[[i, j]]).collect())
+            .collect(),
+        ratios,
+        selection,
+        inner_cv_mape_pct: current * 100.0,
+    };
+    Fitted { fit, cv_pred }
+}
+
+impl NeighborsFit {
+    /// The weighted mean ratio at setting index `k` for a workload with feature values
+    /// `value(name)` (a missing or non-finite value leaves its feature out of the distance).
+    ///
+    /// # Errors
+    /// A text saying what is inconsistent in a damaged model file, or `Ok(None)` when no
+    /// training workload was measured at `k`.
+    pub fn ratio(
+        &self,
+        k: usize,
+        value: impl Fn(&str) -> Option<f64>,
+    ) -> Result<Option<f64>, String> {
+        let m = self.features.len();
+        if self.log.len() != m || self.mins.len() != m || self.stds.len() != m {
+            return Err(format!(
+                "{m} features, {} log flags, {} mins and {} stds",
+                self.log.len(),
+                self.mins.len(),
+                self.stds.len()
+            ));
+        }
+        if self.x.len() != self.ratios.len() || self.x.iter().any(|r| r.len() != m) {
+            return Err(format!(
+                "{} training workloads with features, {} with ratios, {m} features each",
+                self.x.len(),
+                self.ratios.len()
+            ));
+        }
+        let z: Vec<Option<f64>> = self
+            .features
+            .iter()
+            .enumerate()
+            .map(|(j, f)| {
+                value(f).filter(|v| v.is_finite()).map(|v| {
+                    if self.log[j] {
+                        v.max(self.mins[j]).max(f64::MIN_POSITIVE).ln()
+                    } else {
+                        v
+                    }
+                })
+            })
+            .collect();
+        let mut order: Vec<(usize, f64)> = self
+            .x
+            .iter()
+            .enumerate()
+            .map(|(i, xi)| {
+                let d2: f64 = z
+                    .iter()
+                    .zip(xi)
+                    .zip(&self.stds)
+                    .filter_map(|((a, b), sd)| a.map(|a| ((a - b) / sd).powi(2)))
+                    .sum();
+                (i, d2.sqrt())
+            })
+            .collect();
+        order.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        let (mut num, mut den, mut taken) = (0.0, 0.0, 0);
+        for (i, dist) in order {
+            if self.k > 0 && taken >= self.k {
+                break;
+            }
+            let Some(Some(r)) = self.ratios[i].get(k) else {
+                continue;
+            };
+            let om = match self.weighting {
+                Weighting::Uniform => 1.0,
+                Weighting::InverseDistance => 1.0 / (dist + EPS),
+            };
+            num += om * r;
+            den += om;
+            taken += 1;
+        }
+        Ok((den > 0.0).then(|| num / den))
+    }
+}
