@@ -209,6 +209,26 @@ pub struct SelectionStep {
     pub added: Option<String>,
 }
 
+/// `fit --explain`'s lines for forward-selection steps, each `PREFIX i: inner-CV MAPE …`.
+fn selection_steps(prefix: &str, steps: &[SelectionStep]) -> String {
+    let mut s = String::new();
+    for (i, st) in steps.iter().enumerate() {
+        let sc: Vec<String> = st
+            .scores
+            .iter()
+            .map(|(f, e)| format!("{f} {e:.2} %"))
+            .collect();
+        s += &format!(
+            "{prefix} {i}: inner-CV MAPE {}{}\n",
+            sc.join(", "),
+            st.added
+                .as_ref()
+                .map_or(String::new(), |a| format!(" -> add {a}"))
+        );
+    }
+    s
+}
+
 /// The fitted model of one target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetModel {
@@ -504,11 +524,10 @@ fn target_data(sh: &Shared, t: &str) -> Option<(Data, Vec<String>, Vec<Knobs>)> 
     Some((d, names, group_keys))
 }
 
-/// Screen the candidates: `|Spearman ρ|` of each with the mean response (the measured
-/// values less the static part `s0`, over the baseline's), the `screen_top` strongest first.
-fn screen_candidates(d: &Data, s0: f64, params: &ScalingParams) -> Vec<(usize, f64)> {
-    let n = d.tb.len();
-    let resp: Vec<f64> = (0..n)
+/// Each training workload's mean response `mean_k (T_i(k) − s0)/(T_i(b) − s0)` over its
+/// measured settings.
+fn mean_response(d: &Data, s0: f64) -> Vec<f64> {
+    (0..d.tb.len())
         .map(|i| {
             let v: Vec<f64> =
                 d.t.row(i)
@@ -518,7 +537,13 @@ fn screen_candidates(d: &Data, s0: f64, params: &ScalingParams) -> Vec<(usize, f
                     .collect();
             v.iter().sum::<f64>() / v.len().max(1) as f64
         })
-        .collect();
+        .collect()
+}
+
+/// Screen the candidates: `|Spearman ρ|` of each with the mean response (the measured
+/// values less the static part `s0`, over the baseline's), the `screen_top` strongest first.
+fn screen_candidates(d: &Data, s0: f64, params: &ScalingParams) -> Vec<(usize, f64)> {
+    let resp = mean_response(d, s0);
     let mut screened: Vec<(usize, f64)> = (0..d.x.ncols())
         .filter_map(|j| {
             let col: Vec<f64> = d.x.column(j).to_vec();
@@ -988,35 +1013,9 @@ impl ScalingModel {
                         .join(", "),
                     nb.inner_cv_mape_pct
                 );
-                for (i, st) in nb.selection.iter().enumerate() {
-                    let sc: Vec<String> = st
-                        .scores
-                        .iter()
-                        .map(|(f, e)| format!("{f} {e:.2} %"))
-                        .collect();
-                    s += &format!(
-                        "    neighbours step {i}: inner-CV MAPE {}{}\n",
-                        sc.join(", "),
-                        st.added
-                            .as_ref()
-                            .map_or(String::new(), |a| format!(" -> add {a}"))
-                    );
-                }
+                s += &selection_steps("    neighbours step", &nb.selection);
             }
-            for (i, st) in t.selection.iter().enumerate() {
-                let sc: Vec<String> = st
-                    .scores
-                    .iter()
-                    .map(|(f, e)| format!("{f} {e:.2} %"))
-                    .collect();
-                s += &format!(
-                    "  step {i}: inner-CV MAPE {}{}\n",
-                    sc.join(", "),
-                    st.added
-                        .as_ref()
-                        .map_or(String::new(), |a| format!(" -> add {a}"))
-                );
-            }
+            s += &selection_steps("  step", &t.selection);
         }
         s
     }

@@ -280,17 +280,7 @@ pub(super) fn fit(
     let rows: Vec<usize> = (0..n).collect();
     let (u, log) = transform(x);
     // Screen: |Spearman ρ| of each usable candidate with the mean response.
-    let resp: Vec<f64> = (0..n)
-        .map(|i| {
-            let v: Vec<f64> =
-                d.t.row(i)
-                    .iter()
-                    .filter(|v| v.is_finite())
-                    .map(|v| (v - s) / (d.tb[i] - s))
-                    .collect();
-            v.iter().sum::<f64>() / v.len().max(1) as f64
-        })
-        .collect();
+    let resp = super::mean_response(d, s);
     let mut screened: Vec<(usize, f64)> = (0..u.ncols())
         .filter(|&j| log[j].is_some())
         .filter_map(|j| {

@@ -386,18 +386,7 @@ pub(super) fn inner_cv(
     let mut sum = 0.0;
     let mut n = 0;
     for f in 0..folds {
-        let test: Vec<usize> = rows
-            .iter()
-            .enumerate()
-            .filter(|(r, _)| r % folds == f)
-            .map(|(_, &i)| i)
-            .collect();
-        let train: Vec<usize> = rows
-            .iter()
-            .enumerate()
-            .filter(|(r, _)| r % folds != f)
-            .map(|(_, &i)| i)
-            .collect();
+        let (train, test) = fold_split(rows, folds, f);
         match fit_subset(d, &train, feats, s, p) {
             Some(fit) => {
                 let (e, c) = errors(d, &fit, s, &test);
@@ -457,18 +446,7 @@ pub(super) fn inner_cv_predictions(
     let mut out = Array2::from_elem(d.t.dim(), f64::NAN);
     let folds = rows.len().min(p.inner_folds.max(2));
     for f in 0..folds {
-        let test: Vec<usize> = rows
-            .iter()
-            .enumerate()
-            .filter(|(r, _)| r % folds == f)
-            .map(|(_, &i)| i)
-            .collect();
-        let train: Vec<usize> = rows
-            .iter()
-            .enumerate()
-            .filter(|(r, _)| r % folds != f)
-            .map(|(_, &i)| i)
-            .collect();
+        let (train, test) = fold_split(rows, folds, f);
         if let Some(fit) = fit_subset(d, &train, feats, s, p) {
             for &i in &test {
                 for (k, v) in predict_row(d, &fit, s, i).into_iter().enumerate() {
@@ -478,4 +456,22 @@ pub(super) fn inner_cv_predictions(
         }
     }
     out
+}
+
+/// Fold `f` of `folds` over `rows` dealt round-robin: `(train, test)`.
+pub(crate) fn fold_split(rows: &[usize], folds: usize, f: usize) -> (Vec<usize>, Vec<usize>) {
+    rows.iter()
+        .enumerate()
+        .map(|(r, &i)| (r % folds == f, i))
+        .fold(
+            (Vec::new(), Vec::new()),
+            |(mut tr, mut te), (is_test, i)| {
+                if is_test {
+                    te.push(i);
+                } else {
+                    tr.push(i);
+                }
+                (tr, te)
+            },
+        )
 }
