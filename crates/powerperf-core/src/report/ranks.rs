@@ -84,34 +84,28 @@ pub struct RankReport {
 /// The run directories directly under `dir` (those holding a run.toml), sorted by name;
 /// empty when `dir` is itself a run or holds none.
 pub fn shards(dir: &Path) -> Vec<PathBuf> {
-    if dir.join(RUN_TOML).is_file() {
-        return vec![];
-    }
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.join(RUN_TOML).is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    scan(dir).0
 }
 
-/// The names of the directories directly under `dir` that hold no run.toml, sorted.
-fn not_runs(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .filter(|e| !e.path().join(RUN_TOML).is_file())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+/// One pass over `dir`: its run directories (sorted paths, as [`shards`]) and the names of
+/// the other directories directly under it, those without a run.toml (sorted).
+fn scan(dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    if dir.join(RUN_TOML).is_file() {
+        return (vec![], vec![]);
+    }
+    let mut runs = Vec::new();
+    let mut others = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.join(RUN_TOML).is_file() {
+            runs.push(p);
+        } else if e.file_type().is_ok_and(|t| t.is_dir()) {
+            others.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    runs.sort();
+    others.sort();
+    (runs, others)
 }
 
 impl Spread {
@@ -267,7 +261,7 @@ fn read_all(paths: &[PathBuf]) -> Vec<Result<Shard>> {
 /// No shard, or no shard that can be read (a shard that cannot be read, among others that
 /// can, is named in [`RankReport::unreadable`]).
 pub fn rank_report(dir: &Path) -> Result<RankReport> {
-    let paths = shards(dir);
+    let (paths, others) = scan(dir);
     anyhow::ensure!(
         !paths.is_empty(),
         "{} holds no run directories (collect -o {}/rank%r writes one per rank)",
@@ -361,7 +355,6 @@ pub fn rank_report(dir: &Path) -> Result<RankReport> {
             )),
         }
     }
-    let others = not_runs(dir);
     if !others.is_empty() {
         notes.push(format!(
             "{} director{} under {} hold{} no run.toml and {} left out (not a run, or a collect that died before it started): {}{}",
