@@ -877,75 +877,13 @@ impl ScalingModel {
             let v = if at_base {
                 tb
             } else {
-                let kidx = tm
+                match tm
                     .settings
                     .iter()
                     .position(|s| same_knobs(knobs, &s.knobs) && s.knobs.len() == knobs.len())
-                    .ok_or_else(|| ModelError::UnknownSetting {
-                        workload: workload.into(),
-                        knobs: knob_key(knobs),
-                        known: tm
-                            .settings
-                            .iter()
-                            .map(|s| knob_key(&s.knobs))
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    })?;
-                let sw = &tm.settings[kidx];
-                // A model file is input: its parts are checked, not trusted (a damaged file
-                // must give an error, not a panic in indexing or f64::clamp).
-                let inconsistent = |what: String| ModelError::Inconsistent {
-                    model: "scaling".into(),
-                    what: format!("target `{}`: {what}", tm.target),
-                };
-                let n = tm.features.len();
-                if tm.means.len() < n || tm.stds.len() < n || tm.mins.len() < n || tm.maxs.len() < n
                 {
-                    return Err(inconsistent(format!(
-                        "{n} features, {} means, {} stds, {} mins and {} maxs",
-                        tm.means.len(),
-                        tm.stds.len(),
-                        tm.mins.len(),
-                        tm.maxs.len()
-                    )));
-                }
-                let Some(&w0) = sw.weights.first() else {
-                    return Err(inconsistent("a setting without weights".into()));
-                };
-                let mut h = w0;
-                for (j, f) in tm.features.iter().enumerate() {
-                    let Some(w) = sw.weights.get(j + 1) else {
-                        break;
-                    };
-                    let (lo, hi) = (tm.mins[j], tm.maxs[j]);
-                    if lo.is_nan() || hi.is_nan() || lo > hi {
-                        return Err(inconsistent(format!("the range of `{f}` is [{lo}, {hi}]")));
-                    }
-                    let x = b.features.get(f).copied().unwrap_or(tm.means[j]);
-                    h += w * (x.clamp(lo, hi) - tm.means[j]) / tm.stds[j];
-                }
-                let global = tm.static_part + (tb - tm.static_part) * h;
-                match tm.transfer {
-                    Some(tr @ (Transfer::Neighbors | Transfer::Blend)) => {
-                        let nb = tm.neighbors.as_ref().ok_or_else(|| {
-                            inconsistent("the transfer uses neighbours but none are stored".into())
-                        })?;
-                        let r = nb
-                            .ratio(kidx, |f| feature_value(b, f))
-                            .map_err(inconsistent)?
-                            .ok_or_else(|| ModelError::UnknownSetting {
-                                workload: workload.into(),
-                                knobs: knob_key(knobs),
-                                known: "(no training workload measured there)".into(),
-                            })?;
-                        let local = nb.static_part + (tb - nb.static_part) * r;
-                        if tr == Transfer::Blend {
-                            0.5 * (global + local)
-                        } else {
-                            local
-                        }
-                    }
-                    _ => global,
+                    Some(kidx) => self.value_at(tm, b, tb, kidx, workload, knobs)?,
+                    None => self.between_clocks(tm, b, tb, workload, knobs)?,
                 }
             };
             match tm.target.as_str() {
@@ -958,6 +896,154 @@ impl ScalingModel {
             out.energy_j = Some(p * t);
         }
         Ok(out)
+    }
+
+    /// Target `tm` of a workload with baseline `b` (value `tb` there) at the setting with
+    /// index `kidx` of the target's settings.
+    fn value_at(
+        &self,
+        tm: &TargetModel,
+        b: &ScalingBaseline,
+        tb: f64,
+        kidx: usize,
+        workload: &str,
+        knobs: &Knobs,
+    ) -> Result<f64, ModelError> {
+        let sw = &tm.settings[kidx];
+        // A model file is input: its parts are checked, not trusted (a damaged file
+        // must give an error, not a panic in indexing or f64::clamp).
+        let inconsistent = |what: String| ModelError::Inconsistent {
+            model: "scaling".into(),
+            what: format!("target `{}`: {what}", tm.target),
+        };
+        let n = tm.features.len();
+        if tm.means.len() < n || tm.stds.len() < n || tm.mins.len() < n || tm.maxs.len() < n
+        {
+            return Err(inconsistent(format!(
+                "{n} features, {} means, {} stds, {} mins and {} maxs",
+                tm.means.len(),
+                tm.stds.len(),
+                tm.mins.len(),
+                tm.maxs.len()
+            )));
+        }
+        let Some(&w0) = sw.weights.first() else {
+            return Err(inconsistent("a setting without weights".into()));
+        };
+        let mut h = w0;
+        for (j, f) in tm.features.iter().enumerate() {
+            let Some(w) = sw.weights.get(j + 1) else {
+                break;
+            };
+            let (lo, hi) = (tm.mins[j], tm.maxs[j]);
+            if lo.is_nan() || hi.is_nan() || lo > hi {
+                return Err(inconsistent(format!("the range of `{f}` is [{lo}, {hi}]")));
+            }
+            let x = b.features.get(f).copied().unwrap_or(tm.means[j]);
+            h += w * (x.clamp(lo, hi) - tm.means[j]) / tm.stds[j];
+        }
+        let global = tm.static_part + (tb - tm.static_part) * h;
+        Ok(match tm.transfer {
+            Some(tr @ (Transfer::Neighbors | Transfer::Blend)) => {
+                let nb = tm.neighbors.as_ref().ok_or_else(|| {
+                    inconsistent("the transfer uses neighbours but none are stored".into())
+                })?;
+                let r = nb
+                    .ratio(kidx, |f| feature_value(b, f))
+                    .map_err(inconsistent)?
+                    .ok_or_else(|| ModelError::UnknownSetting {
+                        workload: workload.into(),
+                        knobs: knob_key(knobs),
+                        known: "(no training workload measured there)".into(),
+                    })?;
+                let local = nb.static_part + (tb - nb.static_part) * r;
+                if tr == Transfer::Blend {
+                    0.5 * (global + local)
+                } else {
+                    local
+                }
+            }
+            _ => global,
+        })
+    }
+
+    /// A setting no training workload was measured at: the linear interpolation in the
+    /// clock knob between the target's two nearest settings on either side with the same
+    /// other knobs (a response is smooth in the clock; the global transfer's weights are a
+    /// polynomial in it). Outside the training clocks, or where no clock knob applies, the
+    /// setting is refused as unknown (never extrapolated).
+    fn between_clocks(
+        &self,
+        tm: &TargetModel,
+        b: &ScalingBaseline,
+        tb: f64,
+        workload: &str,
+        knobs: &Knobs,
+    ) -> Result<f64, ModelError> {
+        let unknown = || ModelError::UnknownSetting {
+            workload: workload.into(),
+            knobs: knob_key(knobs),
+            known: tm
+                .settings
+                .iter()
+                .map(|s| knob_key(&s.knobs))
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        let clock = super::analytic::FREQ_KNOBS
+            .iter()
+            .find(|k| self.baseline.contains_key(**k))
+            .copied();
+        let (Some(ck), Some(&c)) = (clock, clock.and_then(|ck| knobs.get(ck))) else {
+            return Err(unknown());
+        };
+        if !c.is_finite() {
+            return Err(unknown());
+        }
+        let others_match = |s: &Knobs| {
+            s.len() == knobs.len()
+                && knobs
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != ck)
+                    .all(|(k, v)| s.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
+        };
+        // Candidates: the target's settings with the same other knobs, and the baseline
+        // itself (index `usize::MAX`, value `tb`) where its other knobs are the request's.
+        let mut cands: Vec<(usize, f64)> = tm
+            .settings
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| others_match(&s.knobs))
+            .filter_map(|(k, s)| s.knobs.get(ck).map(|&x| (k, x)))
+            .collect();
+        if let Some(&bc) = self.baseline.get(ck) {
+            if others_match(&self.baseline) {
+                cands.push((usize::MAX, bc));
+            }
+        }
+        let lo = cands
+            .iter()
+            .filter(|(_, x)| *x < c)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .copied();
+        let hi = cands
+            .iter()
+            .filter(|(_, x)| *x > c)
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .copied();
+        let (Some((kl, xl)), Some((kh, xh))) = (lo, hi) else {
+            return Err(unknown());
+        };
+        let val = |k: usize| {
+            if k == usize::MAX {
+                Ok(tb)
+            } else {
+                self.value_at(tm, b, tb, k, workload, knobs)
+            }
+        };
+        let (vl, vh) = (val(kl)?, val(kh)?);
+        let a = (c - xl) / (xh - xl);
+        Ok(vl + a * (vh - vl))
     }
 
     /// What was fitted and why, for `powerperf fit --explain`.

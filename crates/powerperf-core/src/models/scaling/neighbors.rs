@@ -90,8 +90,9 @@ pub struct NeighborsFit {
     pub k: usize,
     pub weighting: Weighting,
     /// Training workloads, their transformed features and their ratios `r_j(k)` at each of
-    /// the target's settings (in the order of the target's `settings`; `None`: not
-    /// measured there).
+    /// the target's settings (in the order of the target's `settings`), measured or, where
+    /// not measured or set aside by robust training, interpolated in the clock between the
+    /// workload's neighbouring measured clocks ([`sources`]); `None`: neither.
     pub workloads: Vec<String>,
     pub x: Vec<Vec<f64>>,
     pub ratios: Vec<Vec<Option<f64>>>,
@@ -134,10 +135,51 @@ fn std_of(u: &Array2<f64>, rows: &[usize], f: usize) -> f64 {
     }
 }
 
+/// The neighbours' values per (training row, setting): the measured value where it is
+/// measured and kept (robust training's prior above 0), else the linear interpolation in the
+/// clock knob between the row's two nearest kept clocks of the same group (values of the
+/// other knobs) on either side; NaN where there is no such pair (never extrapolated). A
+/// workload measured on a sweep with other steps than its neighbours' (the V100's dgemm and
+/// stream) is then predicted at its own clocks from the neighbours' curves: a response ratio
+/// is smooth in the clock, and a step between two measured clocks of a dense sweep changes
+/// it by a fraction of a percent.
+pub(super) fn sources(d: &Data) -> Array2<f64> {
+    let mut out = Array2::from_elem(d.t.dim(), f64::NAN);
+    let kept = |j: usize, k: usize| d.t[[j, k]].is_finite() && d.prior[[j, k]] != 0.0;
+    for j in 0..d.t.nrows() {
+        for k in 0..d.settings.len() {
+            if kept(j, k) {
+                out[[j, k]] = d.t[[j, k]];
+                continue;
+            }
+            let c = d.clock[k];
+            let (mut lo, mut hi): (Option<usize>, Option<usize>) = (None, None);
+            for k2 in 0..d.settings.len() {
+                if d.group[k2] != d.group[k] || !kept(j, k2) {
+                    continue;
+                }
+                let c2 = d.clock[k2];
+                if c2 < c && lo.map_or(true, |l| c2 > d.clock[l]) {
+                    lo = Some(k2);
+                }
+                if c2 > c && hi.map_or(true, |h| c2 < d.clock[h]) {
+                    hi = Some(k2);
+                }
+            }
+            if let (Some(l), Some(h)) = (lo, hi) {
+                let a = (c - d.clock[l]) / (d.clock[h] - d.clock[l]);
+                out[[j, k]] = d.t[[j, l]] + a * (d.t[[j, h]] - d.t[[j, l]]);
+            }
+        }
+    }
+    out
+}
+
 /// The neighbours' weighted mean ratio at setting `k`: `order` is the training rows by
 /// distance (row, distance), the first `kk` measured at `k` (all when `kk` is 0) count.
 fn mean_ratio(
     d: &Data,
+    src: &Array2<f64>,
     s: f64,
     order: &[(usize, f64)],
     k: usize,
@@ -149,9 +191,9 @@ fn mean_ratio(
         if kk > 0 && taken >= kk {
             break;
         }
-        let t = d.t[[j, k]];
+        let t = src[[j, k]];
         let base = d.tb[j] - s;
-        if !t.is_finite() || d.prior[[j, k]] == 0.0 || base == 0.0 || !base.is_finite() {
+        if !t.is_finite() || base == 0.0 || !base.is_finite() {
             continue;
         }
         let om = match w {
@@ -187,6 +229,7 @@ fn configs(p: &NeighborsParams, feats: &[usize], n: usize) -> Vec<(usize, Weight
 /// with `keep`, the predictions of configuration `keep` per (row, setting).
 fn cv(
     d: &Data,
+    src: &Array2<f64>,
     u: &Array2<f64>,
     rows: &[usize],
     feats: &[usize],
@@ -225,7 +268,7 @@ fn cv(
                     continue;
                 }
                 for (c, &(kk, w)) in cfgs.iter().enumerate() {
-                    let p = mean_ratio(d, s, &order, k, kk, w).map(|r| s + (d.tb[i] - s) * r);
+                    let p = mean_ratio(d, src, s, &order, k, kk, w).map(|r| s + (d.tb[i] - s) * r);
                     if let Some((kc, out)) = keep.as_mut() {
                         if *kc == c {
                             out[[i, k]] = p.unwrap_or(f64::NAN);
@@ -279,6 +322,7 @@ pub(super) fn fit(
     let n = d.tb.len();
     let rows: Vec<usize> = (0..n).collect();
     let (u, log) = transform(x);
+    let src = sources(d);
     // Screen: |Spearman ρ| of each usable candidate with the mean response.
     let resp = super::mean_response(d, s);
     let mut screened: Vec<(usize, f64)> = (0..u.ncols())
@@ -294,7 +338,7 @@ pub(super) fn fit(
 
     let score = |feats: &[usize]| -> (f64, (usize, Weighting)) {
         let cfgs = configs(p, feats, n);
-        let acc = cv(d, &u, &rows, feats, s, &cfgs, folds, None);
+        let acc = cv(d, &src, &u, &rows, feats, s, &cfgs, folds, None);
         match best(&acc) {
             Some((c, e)) => (e, cfgs[c]),
             None => (f64::INFINITY, cfgs[0]),
@@ -344,6 +388,7 @@ pub(super) fn fit(
     let mut cv_pred = Array2::from_elem(d.t.dim(), f64::NAN);
     cv(
         d,
+        &src,
         &u,
         &rows,
         &feats,
@@ -356,9 +401,9 @@ pub(super) fn fit(
         .map(|i| {
             (0..d.settings.len())
                 .map(|k| {
-                    let t = d.t[[i, k]];
+                    let t = src[[i, k]];
                     let base = d.tb[i] - s;
-                    (t.is_finite() && d.prior[[i, k]] != 0.0 && base != 0.0)
+                    (t.is_finite() && base != 0.0)
                         .then(|| (t - s) / base)
                         .filter(|r| r.is_finite())
                 })

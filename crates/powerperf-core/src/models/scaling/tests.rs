@@ -348,6 +348,66 @@ fn neighbors_recover_each_familys_response() {
 }
 
 #[test]
+fn neighbors_reach_a_workloads_own_clocks_by_interpolation() {
+    // A compute-bound workload measured only between the others' clocks (a sweep with its
+    // own steps, as the V100's dgemm): its neighbours' ratios there are interpolated in the
+    // clock, so every one of its points is predicted, none refused.
+    let (meta, mut pts) = families();
+    let mids = [600.0, 800.0, 1000.0, 1200.0, 1400.0];
+    for &f in mids.iter().chain([1500.0].iter()) {
+        let u = f / 1500.0;
+        pts.push(Point {
+            workload: "odd".into(),
+            knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
+            time_s: Some(2.0 / u),
+            power_w: Some(70.0 * u.powi(3)),
+            energy_j: Some(2.0 / u * 70.0 * u.powi(3)),
+            counters: [("mem".to_string(), 0.12), ("junk".to_string(), 1.0)]
+                .into_iter()
+                .collect(),
+            ..Point::default()
+        });
+    }
+    let e = workload_holdout(
+        ModelKind::Neighbors,
+        &meta,
+        &pts,
+        &base(),
+        &FitParams::default(),
+    );
+    assert!(e.failures.is_empty(), "{:?}", e.failures);
+    let odd: Vec<_> = e.results.iter().filter(|r| r.workload == "odd").collect();
+    assert_eq!(odd.len(), mids.len());
+    for r in odd {
+        let f = r.knobs["core_freq_mhz"];
+        let t = 2.0 * 1500.0 / f;
+        let got = r.predicted.time_s.unwrap();
+        // The chord of the convex 1/f between clocks 200 MHz apart: at or above the curve,
+        // by at most 2.9 % (600 MHz, between 500 and 700).
+        assert!(got >= t * (1.0 - 1e-9), "{f} MHz: {got} against {t}");
+        assert!((got - t) / t < 0.029, "{f} MHz: {got} against {t}");
+        // The interpolated value lies between the two bracketing clocks' responses.
+        let (lo, hi) = (2.0 * 1500.0 / (f + 100.0), 2.0 * 1500.0 / (f - 100.0));
+        assert!(got > lo && got < hi, "{f} MHz: {got} outside ({lo}, {hi})");
+    }
+    // Never extrapolated: below the lowest clock any neighbour has, the point is refused
+    // with its reason, not guessed.
+    let mut low = pts.clone();
+    let mut p = low.iter().find(|p| p.workload == "odd").unwrap().clone();
+    p.knobs.insert("core_freq_mhz".into(), 450.0);
+    low.push(p);
+    let e = workload_holdout(
+        ModelKind::Neighbors,
+        &meta,
+        &low,
+        &base(),
+        &FitParams::default(),
+    );
+    assert_eq!(e.failures.len(), 1, "{:?}", e.failures);
+    assert!(e.failures[0].0.contains("450"), "{:?}", e.failures);
+}
+
+#[test]
 fn auto_chooses_the_transfer_on_training_workloads() {
     let (meta, pts) = families();
     let e = workload_holdout(ModelKind::Auto, &meta, &pts, &base(), &FitParams::default());
