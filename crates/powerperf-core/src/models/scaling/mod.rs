@@ -61,6 +61,9 @@ pub const SCALING_TARGETS: [&str; 2] = ["power_w", "time_s"];
 
 const MODEL: &str = "scaling";
 
+/// [`Transfer::Choose`]'s label for the global transfer without features.
+pub const GLOBAL_NO_FEATURES: &str = "global_no_features";
+
 /// The loss minimised over the training points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -262,8 +265,10 @@ pub struct TargetModel {
     /// The local transfer, where [`Self::transfer`] uses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbors: Option<NeighborsFit>,
-    /// With [`Transfer::Choose`]: the inner cross-validated MAPE (percent) of each transfer
-    /// on the training workloads, which chose [`Self::transfer`].
+    /// With [`Transfer::Choose`]: the inner cross-validated MAPE (percent) of each candidate
+    /// on the training workloads (`global_no_features`, `global`, `neighbors`, `blend`; files
+    /// before stop 29 have the last three), which chose [`Self::transfer`] (the first is the
+    /// global transfer with no features).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choice: Vec<(String, f64)>,
 }
@@ -612,9 +617,10 @@ fn select_features(
     (feats, selection)
 }
 
-/// Nested cross-validated predictions of the global and the local transfer per (row,
-/// setting): each fold of [`inner_cv`]'s folds refits both from scratch (static part,
-/// feature screen and selection, K) on the other folds' workloads and predicts its own.
+/// Nested cross-validated predictions of the global transfer, the local transfer and the
+/// global transfer without features per (row, setting): each fold of [`inner_cv`]'s folds
+/// refits them from scratch (static part, feature screen and selection, K) on the other
+/// folds' workloads and predicts its own.
 fn nested_predictions(
     d: &Data,
     xn: &Array2<f64>,
@@ -623,17 +629,25 @@ fn nested_predictions(
     cands: &[String],
     params: &ScalingParams,
     with_static: bool,
-) -> (Array2<f64>, Array2<f64>) {
+) -> (Array2<f64>, Array2<f64>, Array2<f64>) {
     let n = d.tb.len();
     let folds = n.min(params.inner_folds.max(2));
     let mut g = Array2::from_elem(d.t.dim(), f64::NAN);
     let mut l = Array2::from_elem(d.t.dim(), f64::NAN);
+    let mut g0 = Array2::from_elem(d.t.dim(), f64::NAN);
     for f in 0..folds {
         let train: Vec<usize> = (0..n).filter(|r| r % folds != f).collect();
         let test: Vec<usize> = (0..n).filter(|r| r % folds == f).collect();
         let sub = d.subset(&train);
         let rows: Vec<usize> = (0..train.len()).collect();
         let s0 = search_static(&sub, &rows, &[], params, with_static);
+        if let Some(fit) = fit_subset(&sub, &rows, &[], s0, params) {
+            for &i in &test {
+                for (k, v) in weights::predict_row(d, &fit, s0, i).into_iter().enumerate() {
+                    g0[[i, k]] = v;
+                }
+            }
+        }
         let screened = screen_candidates(&sub, s0, params);
         let (feats, _) = select_features(&sub, &rows, &screened, cands, s0, params);
         let s = search_static(&sub, &rows, &feats, params, with_static);
@@ -665,7 +679,7 @@ fn nested_predictions(
             }
         }
     }
-    (g, l)
+    (g, l, g0)
 }
 
 /// Fit target `t`; `None` when no workload has a baseline value and another point of it.
@@ -710,8 +724,8 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
         what: format!("{t}: the weighted least-squares fit failed"),
     })?;
     let (e, c) = errors(&d, &fit, s, &rows);
-    let (nb, transfer, choice) = if mode == Transfer::Global {
-        (None, None, Vec::new())
+    let (nb, transfer, choice, no_features) = if mode == Transfer::Global {
+        (None, None, Vec::new(), false)
     } else {
         let (xn, nn) = neighbor_candidates(sh, &d, &names);
         let nf = neighbors::fit(
@@ -724,43 +738,63 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
             params.inner_folds,
         );
         match mode {
-            Transfer::Neighbors => (Some(nf.fit), Some(Transfer::Neighbors), Vec::new()),
+            Transfer::Neighbors => (Some(nf.fit), Some(Transfer::Neighbors), Vec::new(), false),
             _ => {
                 // Scored on the training workloads only, by the same folds: nested (each
                 // fold's selections made without it) within the budget, else the
                 // selections' own inner-CV predictions (features and K chosen on all).
                 let measured = d.t.iter().filter(|v| v.is_finite()).count();
-                let (g, nbp) = if measured <= params.nested_max_points && n >= 3 {
+                let (g, nbp, g0) = if measured <= params.nested_max_points && n >= 3 {
                     nested_predictions(&d, &xn, &nn, &names, cands, params, with_static)
                 } else {
                     (
                         inner_cv_predictions(&d, &rows, &feats, s, params),
                         nf.cv_pred.clone(),
+                        inner_cv_predictions(&d, &rows, &[], s0, params),
                     )
                 };
                 let blend = (&g + &nbp) / 2.0;
+                // The fourth candidate is the global transfer without features: the
+                // training workloads' common response, the naive baseline's rule in
+                // `scaling`'s form. Where no counter-informed transfer beats it on the
+                // training workloads, `auto` keeps it rather than a transfer that loses to
+                // it (model selection with the null model among the candidates).
                 let scores = [
-                    (Transfer::Global, cv_mape(&d, &g)),
-                    (Transfer::Neighbors, cv_mape(&d, &nbp)),
-                    (Transfer::Blend, cv_mape(&d, &blend)),
+                    (GLOBAL_NO_FEATURES, Transfer::Global, cv_mape(&d, &g0)),
+                    ("global", Transfer::Global, cv_mape(&d, &g)),
+                    ("neighbors", Transfer::Neighbors, cv_mape(&d, &nbp)),
+                    ("blend", Transfer::Blend, cv_mape(&d, &blend)),
                 ];
-                let chosen = if mode == Transfer::Blend {
-                    Transfer::Blend
+                let (label, chosen) = if mode == Transfer::Blend {
+                    ("blend", Transfer::Blend)
                 } else {
+                    // Ties go to the simpler candidate (the order above).
                     scores
                         .iter()
-                        .filter(|(_, e)| e.is_finite())
-                        .min_by(|a, b| a.1.total_cmp(&b.1))
-                        .map_or(Transfer::Global, |(tr, _)| *tr)
+                        .filter(|(_, _, e)| e.is_finite())
+                        .min_by(|a, b| a.2.total_cmp(&b.2))
+                        .map_or(("global", Transfer::Global), |(l, tr, _)| (*l, *tr))
                 };
                 let choice = scores
                     .iter()
-                    .map(|(tr, e)| (format!("{tr:?}").to_lowercase(), e * 100.0))
+                    .skip(usize::from(mode == Transfer::Blend))
+                    .map(|(l, _, e)| (l.to_string(), e * 100.0))
                     .collect();
                 let keep = (chosen != Transfer::Global).then_some(nf.fit);
-                (keep, Some(chosen), choice)
+                (keep, Some(chosen), choice, label == GLOBAL_NO_FEATURES)
             }
         }
+    };
+    // The null candidate won: the global transfer without features, refitted so.
+    let (feats, s, fit, e, c) = if no_features {
+        let f0 = fit_subset(&d, &rows, &[], s0, params).ok_or_else(|| ModelError::Fit {
+            model: MODEL.into(),
+            what: format!("{t}: the weighted least-squares fit without features failed"),
+        })?;
+        let (e0, c0) = errors(&d, &f0, s0, &rows);
+        (Vec::new(), s0, f0, e0, c0)
+    } else {
+        (feats, s, fit, e, c)
     };
     Ok(Some(TargetModel {
         target: t.to_string(),
@@ -917,8 +951,7 @@ impl ScalingModel {
             what: format!("target `{}`: {what}", tm.target),
         };
         let n = tm.features.len();
-        if tm.means.len() < n || tm.stds.len() < n || tm.mins.len() < n || tm.maxs.len() < n
-        {
+        if tm.means.len() < n || tm.stds.len() < n || tm.mins.len() < n || tm.maxs.len() < n {
             return Err(inconsistent(format!(
                 "{n} features, {} means, {} stds, {} mins and {} maxs",
                 tm.means.len(),
@@ -1079,10 +1112,18 @@ impl ScalingModel {
                     .iter()
                     .map(|(n, e)| format!("{n} {e:.2} %"))
                     .collect();
+                let tr = t.transfer.unwrap_or(Transfer::Global);
+                let chosen = if tr == Transfer::Global
+                    && t.features.is_empty()
+                    && t.choice.iter().any(|(n, _)| n == GLOBAL_NO_FEATURES)
+                {
+                    GLOBAL_NO_FEATURES.to_string()
+                } else {
+                    format!("{tr:?}").to_lowercase()
+                };
                 s += &format!(
-                    "  transfer chosen by inner-CV MAPE on the training workloads: {} -> {:?}\n",
+                    "  transfer chosen by inner-CV MAPE on the training workloads: {} -> {chosen}\n",
                     sc.join(", "),
-                    t.transfer.unwrap_or(Transfer::Global)
                 );
             }
             if let Some(nb) = &t.neighbors {
