@@ -33,11 +33,14 @@ PARSEC_JOINT_CSV = "threads,core_freq_mhz\n1,1000\n1,1400\n1,1800\n2,1000\n"
 
 KH, WH = "knob-holdout", "workload-holdout"
 VF = '{"analytic":{"power_shape":"voltage_floor"}}'
+PL = '{"analytic":{"power_shape":"power_law"}}'
 ROOF = '{"analytic_counters":{"combine":"max"}}'
 ROOFP = '{"analytic_counters":{"combine":"max","power_transfer":"roofline"}}'
 # (set, label, protocol, extra args, models, rule)
 ROWS = [
     ("titanx-micro", "knob holdout 595/861/1164", KH, ["--train", "core_freq_mhz=595,861,1164"], ["auto"], None),
+    ("titanx-micro", "knob holdout 595/861/1164, one k per chip (`power_law`, the default before stop 29)", KH,
+     ["--train", "core_freq_mhz=595,861,1164", "--params", PL], ["analytic"], None),
     ("titanx-micro", "knob holdout 595/861/1164, voltage floor (opt-in)", KH,
      ["--train", "core_freq_mhz=595,861,1164", "--params", VF], ["analytic"], None),
     ("titanx-micro", "595/861/1164 × memory 3505 only", KH,
@@ -47,6 +50,8 @@ ROWS = [
     ("titanx-micro", "workload holdout from 1164/3505 MHz", WH,
      ["--baseline", "core_freq_mhz=1164,mem_freq_mhz=3505"], ["auto", "scaling", "neighbors", "spca"], "wh"),
     ("v100-dcgm-sweep", "knob holdout 510/945/1380", KH, ["--train", "core_freq_mhz=510,945,1380"], ["auto"], "v100kh"),
+    ("v100-dcgm-sweep", "knob holdout 510/945/1380, one k per chip (`power_law`, the default before stop 29)", KH,
+     ["--train", "core_freq_mhz=510,945,1380", "--params", PL], ["analytic"], "v100kh"),
     ("v100-dcgm-sweep", "knob holdout 510/945/1380, voltage floor (opt-in)", KH,
      ["--train", "core_freq_mhz=510,945,1380", "--params", VF], ["analytic"], "v100kh"),
     ("v100-dcgm-sweep", "workload holdout from 1380 MHz", WH, ["--baseline", "core_freq_mhz=1380"], ["auto", "scaling", "neighbors", "spca"], "wh-v100"),

@@ -281,3 +281,82 @@ fn voltage_floor_knee_is_recovered_and_old_files_keep_the_power_law() {
         .unwrap();
     assert!((p - (c.p_static_w + c.c_w * (1000.0f64 / 1400.0).powi(2))).abs() < 1e-9);
 }
+
+#[test]
+fn per_group_exponent_recovers_each_workloads_power_curve() {
+    // Two workloads on one chip whose power rises as f^2 and as f^4.5 (different leakage
+    // and uncore shares): the default (a k per group, three or more clocks) recovers both
+    // exactly at clocks it was not trained on; one k shared by the chip cannot.
+    let train = [600.0, 800.0, 1000.0];
+    let pw = |w: &str, f: f64| match w {
+        "flat" => 70.0 + 30.0 * (f / 1000.0f64).powi(2),
+        _ => 40.0 + 90.0 * (f / 1000.0f64).powf(4.5),
+    };
+    let mut pts = Vec::new();
+    for w in ["flat", "steep"] {
+        for f in train {
+            pts.push(pt(w, f, 1.0, 1000.0 / f, pw(w, f)));
+        }
+    }
+    let per = fit(&SetMeta::default(), &pts, &AnalyticParams::default()).unwrap();
+    assert!(
+        per.power_exponent_source.starts_with("per group"),
+        "{}",
+        per.power_exponent_source
+    );
+    for (w, k) in [("flat", 2.0), ("steep", 4.5)] {
+        let g = per.groups.iter().find(|g| g.workload == w).unwrap();
+        let got = g.power.as_ref().unwrap().exponent.unwrap();
+        assert!((got - k).abs() < 1e-4, "{w}: k {got}");
+        for f in [700.0, 900.0] {
+            let p = per.predict(w, &knobs(f, 1.0)).unwrap().power_w.unwrap();
+            assert!((p / pw(w, f) - 1.0).abs() < 1e-6, "{w} {f}: {p}");
+        }
+    }
+    let shared = fit(
+        &SetMeta::default(),
+        &pts,
+        &AnalyticParams {
+            power_shape: PowerShape::PowerLaw,
+            ..AnalyticParams::default()
+        },
+    )
+    .unwrap();
+    assert!(shared
+        .groups
+        .iter()
+        .all(|g| g.power.as_ref().unwrap().exponent.is_none()));
+    let err = |m: &AnalyticModel| -> f64 {
+        ["flat", "steep"]
+            .iter()
+            .map(|w| {
+                let p = m.predict(w, &knobs(700.0, 1.0)).unwrap().power_w.unwrap();
+                (p / pw(w, 700.0) - 1.0).abs()
+            })
+            .fold(0.0, f64::max)
+    };
+    assert!(err(&shared) > 1e-3, "shared k: {}", err(&shared));
+    // A model file written before the per-group exponent (no `exponent`) predicts with the
+    // model's k, as it did.
+    let mut old = serde_json::to_value(&shared).unwrap();
+    let json = old.to_string();
+    assert!(!json.contains("\"exponent\""));
+    old["params"].as_object_mut().unwrap().remove("power_shape");
+    let back: AnalyticModel = serde_json::from_value(old).unwrap();
+    assert_eq!(
+        back.predict("flat", &knobs(700.0, 1.0)).unwrap(),
+        shared.predict("flat", &knobs(700.0, 1.0)).unwrap()
+    );
+    // Two clocks per workload: no per-group k (nothing to fit it on), the chip's default.
+    let two: Vec<Point> = pts
+        .iter()
+        .filter(|p| p.knobs["core_freq_mhz"] != 800.0)
+        .cloned()
+        .collect();
+    let m2 = fit(&SetMeta::default(), &two, &AnalyticParams::default()).unwrap();
+    assert!(m2
+        .groups
+        .iter()
+        .all(|g| g.power.as_ref().unwrap().exponent.is_none()));
+    assert_eq!(m2.power_exponent, 3.0);
+}
