@@ -16,6 +16,15 @@ fn load(name: &str) -> TrainingSet {
     import(&spec, None).unwrap().set
 }
 
+/// `auto` in workload holdout from `base`, default parameters.
+fn auto_holdout(
+    set: &TrainingSet,
+    pts: &[powerperf::store::set::Point],
+    base: &powerperf::models::Knobs,
+) -> Evaluation {
+    workload_holdout(ModelKind::Auto, &set.meta, pts, base, &FitParams::default())
+}
+
 fn mape(e: &Evaluation, t: &str) -> f64 {
     e.summary.targets[t].mape_pct
 }
@@ -69,7 +78,10 @@ fn v100_power_knob_holdout() {
     // measured 3.85 % (ratio 1.070); with each application's own exponent 3.38 % (0.940).
     let v = e.versus(&set.meta);
     let power = &v["power_w"];
-    assert_eq!(power.common_n, power.held_out, "every point predicted by both");
+    assert_eq!(
+        power.common_n, power.held_out,
+        "every point predicted by both"
+    );
     assert!(power.ratio.unwrap() <= 1.0, "power ratio {:?}", power.ratio);
     assert!(
         power.baseline.mape_pct > 3.5 && power.baseline.mape_pct < 3.7,
@@ -87,13 +99,7 @@ fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
     let set = load("v100-dcgm-sweep");
     let pts = mean_points(&set);
     let base: powerperf::models::Knobs = [("core_freq_mhz".to_string(), 1380.0)].into();
-    let e = workload_holdout(
-        ModelKind::Auto,
-        &set.meta,
-        &pts,
-        &base,
-        &FitParams::default(),
-    );
+    let e = auto_holdout(&set, &pts, &base);
     assert_eq!(e.kind, ModelKind::AnalyticCounters);
     let v = e.versus(&set.meta);
     println!("v100 workload holdout, auto: {v:?}");
@@ -123,13 +129,7 @@ fn parsec_auto_workload_holdout_does_not_lose_to_its_baseline() {
         ("threads".to_string(), 2.0),
     ]
     .into();
-    let e = workload_holdout(
-        ModelKind::Auto,
-        &set.meta,
-        &pts,
-        &base,
-        &FitParams::default(),
-    );
+    let e = auto_holdout(&set, &pts, &base);
     assert_eq!(e.kind, ModelKind::Scaling);
     assert!(e.failures.is_empty(), "{:?}", e.failures);
     let v = e.versus(&set.meta);

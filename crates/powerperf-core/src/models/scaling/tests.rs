@@ -45,6 +45,11 @@ fn synthetic_at(clocks: &[f64]) -> (SetMeta, Vec<Point>) {
     (meta, pts)
 }
 
+/// Workload holdout from [`base`] with default parameters.
+fn wh(kind: ModelKind, meta: &SetMeta, pts: &[Point]) -> crate::models::eval::Evaluation {
+    workload_holdout(kind, meta, pts, &base(), &FitParams::default())
+}
+
 fn base() -> Knobs {
     [("core_freq_mhz".to_string(), 1500.0)]
         .into_iter()
@@ -305,13 +310,7 @@ fn families() -> (SetMeta, Vec<Point>) {
 #[test]
 fn neighbors_recover_each_familys_response() {
     let (meta, pts) = families();
-    let e = workload_holdout(
-        ModelKind::Neighbors,
-        &meta,
-        &pts,
-        &base(),
-        &FitParams::default(),
-    );
+    let e = wh(ModelKind::Neighbors, &meta, &pts);
     assert_eq!(e.kind, ModelKind::Neighbors);
     assert!(e.failures.is_empty(), "{:?}", e.failures);
     assert_eq!(e.summary.points, 18 * 5);
@@ -337,13 +336,7 @@ fn neighbors_recover_each_familys_response() {
         assert!(nb.inner_cv_mape_pct < 1e-9);
     }
     // The global model in `mem` is not exact on this set: the local transfer wins.
-    let g = workload_holdout(
-        ModelKind::Scaling,
-        &meta,
-        &pts,
-        &base(),
-        &FitParams::default(),
-    );
+    let g = wh(ModelKind::Scaling, &meta, &pts);
     assert!(g.summary.targets["time_s"].mape_pct > 1.0);
 }
 
@@ -368,13 +361,7 @@ fn neighbors_reach_a_workloads_own_clocks_by_interpolation() {
             ..Point::default()
         });
     }
-    let e = workload_holdout(
-        ModelKind::Neighbors,
-        &meta,
-        &pts,
-        &base(),
-        &FitParams::default(),
-    );
+    let e = wh(ModelKind::Neighbors, &meta, &pts);
     assert!(e.failures.is_empty(), "{:?}", e.failures);
     let odd: Vec<_> = e.results.iter().filter(|r| r.workload == "odd").collect();
     assert_eq!(odd.len(), mids.len());
@@ -396,13 +383,7 @@ fn neighbors_reach_a_workloads_own_clocks_by_interpolation() {
     let mut p = low.iter().find(|p| p.workload == "odd").unwrap().clone();
     p.knobs.insert("core_freq_mhz".into(), 450.0);
     low.push(p);
-    let e = workload_holdout(
-        ModelKind::Neighbors,
-        &meta,
-        &low,
-        &base(),
-        &FitParams::default(),
-    );
+    let e = wh(ModelKind::Neighbors, &meta, &low);
     assert_eq!(e.failures.len(), 1, "{:?}", e.failures);
     assert!(e.failures[0].0.contains("450"), "{:?}", e.failures);
 }
@@ -410,7 +391,7 @@ fn neighbors_reach_a_workloads_own_clocks_by_interpolation() {
 #[test]
 fn auto_chooses_the_transfer_on_training_workloads() {
     let (meta, pts) = families();
-    let e = workload_holdout(ModelKind::Auto, &meta, &pts, &base(), &FitParams::default());
+    let e = wh(ModelKind::Auto, &meta, &pts);
     assert_eq!(e.kind, ModelKind::Scaling);
     assert!(
         e.summary.targets["time_s"].mape_pct < 1e-9,
@@ -531,7 +512,7 @@ fn auto_scores_the_common_response_beside_the_transfers() {
     }
     // And workload holdout with auto is then no worse than the median-ratio baseline by
     // more than the scatter.
-    let e = workload_holdout(ModelKind::Auto, &meta, &pts, &base(), &FitParams::default());
+    let e = wh(ModelKind::Auto, &meta, &pts);
     let v = e.versus(&meta);
     for t in ["time_s", "power_w"] {
         let (model, b) = (v[t].model.mape_pct, v[t].baseline.mape_pct);
@@ -604,13 +585,7 @@ fn neighbors_degenerate_input_is_handled() {
     for p in nan.iter_mut().filter(|p| p.workload == "w2") {
         p.counters.insert("junk".into(), f64::NAN);
     }
-    let e = workload_holdout(
-        ModelKind::Neighbors,
-        &meta,
-        &nan,
-        &base(),
-        &FitParams::default(),
-    );
+    let e = wh(ModelKind::Neighbors, &meta, &nan);
     assert!(e.failures.is_empty(), "{:?}", e.failures);
     assert!(e.summary.targets["time_s"].max_pct < 1e-9);
     // A NaN in the predicted workload's selected feature leaves it out of the distance.
