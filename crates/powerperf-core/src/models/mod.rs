@@ -265,17 +265,19 @@ impl Fitted {
                     }
                 }
                 s += &format!("overlap exponent p chosen per group (count): {pc:?}\n");
-                s += "workload                         other knobs            t_comp_s   t_mem_s     p   P_static_w   c_w\n";
+                s += "workload                         other knobs            t_comp_s   t_mem_s     p   P_static_w   c_w      k\n";
                 for g in &m.groups {
                     let (tc, tm, p) = g.time.as_ref().map_or((f64::NAN, f64::NAN, f64::NAN), |t| {
                         (t.t_comp_s, t.t_mem_s, t.overlap_p)
                     });
-                    let (ps, c) = g
+                    let (ps, c, k) = g
                         .power
                         .as_ref()
-                        .map_or((f64::NAN, f64::NAN), |p| (p.p_static_w, p.c_w));
+                        .map_or((f64::NAN, f64::NAN, f64::NAN), |p| {
+                            (p.p_static_w, p.c_w, p.exponent.unwrap_or(m.power_exponent))
+                        });
                     s += &format!(
-                        "{:<32} {:<22} {:>9.4} {:>9.4} {:>5} {:>10.2} {:>8.2}{}\n",
+                        "{:<32} {:<22} {:>9.4} {:>9.4} {:>5} {:>10.2} {:>8.2} {:>6.3}{}\n",
                         g.workload,
                         features::knob_key(&g.other_knobs),
                         tc,
@@ -283,6 +285,7 @@ impl Fitted {
                         p,
                         ps,
                         c,
+                        k,
                         if g.notes.is_empty() {
                             String::new()
                         } else {

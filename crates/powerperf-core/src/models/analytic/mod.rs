@@ -806,7 +806,7 @@ fn fit_power_model(
     if per_group {
         let own = power_pts.iter().filter(|p| p.len() >= 3).count();
         power_exponent_source = format!(
-            "per group (power_shape power_law_per_group): each of the {own} groups with three or more clocks fits its own k in [{}, {}]; the shared k below is for groups with two clocks ({power_exponent_source})",
+            "per group (power_shape power_law_per_group): each of the {own} groups with three or more clocks fits its own k in [{}, {}] (column k of the table); this shared k serves groups with two clocks and was {power_exponent_source}",
             params.power_exponent_range.0, params.power_exponent_range.1
         );
     }
