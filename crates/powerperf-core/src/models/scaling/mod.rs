@@ -642,21 +642,13 @@ fn nested_predictions(
         let rows: Vec<usize> = (0..train.len()).collect();
         let s0 = search_static(&sub, &rows, &[], params, with_static);
         if let Some(fit) = fit_subset(&sub, &rows, &[], s0, params) {
-            for &i in &test {
-                for (k, v) in weights::predict_row(d, &fit, s0, i).into_iter().enumerate() {
-                    g0[[i, k]] = v;
-                }
-            }
+            weights::predict_rows_into(&mut g0, d, &fit, s0, &test);
         }
         let screened = screen_candidates(&sub, s0, params);
         let (feats, _) = select_features(&sub, &rows, &screened, cands, s0, params);
         let s = search_static(&sub, &rows, &feats, params, with_static);
         if let Some(fit) = fit_subset(&sub, &rows, &feats, s, params) {
-            for &i in &test {
-                for (k, v) in weights::predict_row(d, &fit, s, i).into_iter().enumerate() {
-                    g[[i, k]] = v;
-                }
-            }
+            weights::predict_rows_into(&mut g, d, &fit, s, &test);
         }
         let sub_names: Vec<String> = train.iter().map(|&i| names[i].clone()).collect();
         let sub_x = xn.select(ndarray::Axis(0), &train);
@@ -777,7 +769,6 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
                 };
                 let choice = scores
                     .iter()
-                    .skip(usize::from(mode == Transfer::Blend))
                     .map(|(l, _, e)| (l.to_string(), e * 100.0))
                     .collect();
                 let keep = (chosen != Transfer::Global).then_some(nf.fit);

@@ -348,7 +348,7 @@ pub(super) fn robust_prior(
 }
 
 /// Predicted values of workload row `i` at every setting.
-pub(super) fn predict_row(d: &Data, fit: &Fit, s: f64, i: usize) -> Vec<f64> {
+fn predict_row(d: &Data, fit: &Fit, s: f64, i: usize) -> Vec<f64> {
     let z = fit.z(|f| d.x[[i, f]]);
     (0..d.settings.len())
         .map(|k| {
@@ -356,6 +356,21 @@ pub(super) fn predict_row(d: &Data, fit: &Fit, s: f64, i: usize) -> Vec<f64> {
             s + (d.tb[i] - s) * h
         })
         .collect()
+}
+
+/// Write [`predict_row`]'s values of the rows `test` into `out` (rows as `d`'s).
+pub(super) fn predict_rows_into(
+    out: &mut Array2<f64>,
+    d: &Data,
+    fit: &Fit,
+    s: f64,
+    test: &[usize],
+) {
+    for &i in test {
+        for (k, v) in predict_row(d, fit, s, i).into_iter().enumerate() {
+            out[[i, k]] = v;
+        }
+    }
 }
 
 /// Mean absolute relative error of rows `test` under `fit`, and the number of points.
@@ -448,11 +463,7 @@ pub(super) fn inner_cv_predictions(
     for f in 0..folds {
         let (train, test) = fold_split(rows, folds, f);
         if let Some(fit) = fit_subset(d, &train, feats, s, p) {
-            for &i in &test {
-                for (k, v) in predict_row(d, &fit, s, i).into_iter().enumerate() {
-                    out[[i, k]] = v;
-                }
-            }
+            predict_rows_into(&mut out, d, &fit, s, &test);
         }
     }
     out
