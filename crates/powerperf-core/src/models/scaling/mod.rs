@@ -1004,13 +1004,13 @@ impl ScalingModel {
         workload: &str,
         knobs: &Knobs,
     ) -> Result<f64, ModelError> {
+        // The settings the model has, the baseline among them (one end of the range a
+        // clock is interpolated in).
         let unknown = || ModelError::UnknownSetting {
             workload: workload.into(),
             knobs: knob_key(knobs),
-            known: tm
-                .settings
-                .iter()
-                .map(|s| knob_key(&s.knobs))
+            known: std::iter::once(format!("{} (baseline)", knob_key(&self.baseline)))
+                .chain(tm.settings.iter().map(|s| knob_key(&s.knobs)))
                 .collect::<Vec<_>>()
                 .join("; "),
         };

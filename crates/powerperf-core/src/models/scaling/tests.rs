@@ -386,6 +386,12 @@ fn neighbors_reach_a_workloads_own_clocks_by_interpolation() {
     let e = wh(ModelKind::Neighbors, &meta, &low);
     assert_eq!(e.failures.len(), 1, "{:?}", e.failures);
     assert!(e.failures[0].0.contains("450"), "{:?}", e.failures);
+    // The reason lists what the model has, the baseline (the range's upper end) among it.
+    assert!(
+        e.failures[0].1.contains("core_freq_mhz=1500 (baseline)"),
+        "{:?}",
+        e.failures
+    );
 }
 
 #[test]
