@@ -292,6 +292,40 @@ pub struct ScalingModel {
     pub unreliable: BTreeMap<String, Vec<String>>,
 }
 
+/// The clock knob of a baseline setting: the first of the analytic model's clock knobs it
+/// names.
+fn clock_knob_of(baseline: &Knobs) -> Option<&'static str> {
+    super::analytic::FREQ_KNOBS
+        .iter()
+        .find(|k| baseline.contains_key(**k))
+        .copied()
+}
+
+/// Linear interpolation at clock `c` between the nearest of `points` (any key, clock, value)
+/// strictly below and strictly above it; `None` without one on each side (never
+/// extrapolated). The neighbours' sources ([`neighbors::sources`]) and `predict` between
+/// training clocks share it.
+pub(super) fn between<K: Copy>(
+    points: impl Iterator<Item = (K, f64)>,
+    c: f64,
+    value: impl Fn(K) -> Result<f64, ModelError>,
+) -> Result<Option<f64>, ModelError> {
+    let (mut lo, mut hi): (Option<(K, f64)>, Option<(K, f64)>) = (None, None);
+    for (k, x) in points {
+        if x < c && lo.map_or(true, |(_, l)| x > l) {
+            lo = Some((k, x));
+        }
+        if x > c && hi.map_or(true, |(_, h)| x < h) {
+            hi = Some((k, x));
+        }
+    }
+    let (Some((kl, xl)), Some((kh, xh))) = (lo, hi) else {
+        return Ok(None);
+    };
+    let (vl, vh) = (value(kl)?, value(kh)?);
+    Ok(Some(vl + (c - xl) / (xh - xl) * (vh - vl)))
+}
+
 fn same_knobs(a: &Knobs, b: &Knobs) -> bool {
     b.iter()
         .all(|(k, v)| a.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
@@ -826,10 +860,7 @@ pub fn fit(
     params: &ScalingParams,
 ) -> Result<ScalingModel, ModelError> {
     let baseline = baseline_setting(points, params);
-    let clock_knob = super::analytic::FREQ_KNOBS
-        .iter()
-        .find(|k| baseline.contains_key(**k))
-        .map(|k| k.to_string());
+    let clock_knob = clock_knob_of(&baseline).map(str::to_string);
     let baselines = baselines_at(meta, points, &baseline);
     if baselines.is_empty() {
         return Err(ModelError::NotEnoughData {
@@ -1014,10 +1045,7 @@ impl ScalingModel {
                 .collect::<Vec<_>>()
                 .join("; "),
         };
-        let clock = super::analytic::FREQ_KNOBS
-            .iter()
-            .find(|k| self.baseline.contains_key(**k))
-            .copied();
+        let clock = clock_knob_of(&self.baseline);
         let (Some(ck), Some(&c)) = (clock, clock.and_then(|ck| knobs.get(ck))) else {
             return Err(unknown());
         };
@@ -1032,42 +1060,24 @@ impl ScalingModel {
                     .all(|(k, v)| s.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
         };
         // Candidates: the target's settings with the same other knobs, and the baseline
-        // itself (index `usize::MAX`, value `tb`) where its other knobs are the request's.
-        let mut cands: Vec<(usize, f64)> = tm
+        // itself (key `None`, value `tb`) where its other knobs are the request's.
+        let base = self
+            .baseline
+            .get(ck)
+            .filter(|_| others_match(&self.baseline))
+            .map(|&bc| (None, bc));
+        let points = tm
             .settings
             .iter()
             .enumerate()
             .filter(|(_, s)| others_match(&s.knobs))
-            .filter_map(|(k, s)| s.knobs.get(ck).map(|&x| (k, x)))
-            .collect();
-        if let Some(&bc) = self.baseline.get(ck) {
-            if others_match(&self.baseline) {
-                cands.push((usize::MAX, bc));
-            }
-        }
-        let lo = cands
-            .iter()
-            .filter(|(_, x)| *x < c)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .copied();
-        let hi = cands
-            .iter()
-            .filter(|(_, x)| *x > c)
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .copied();
-        let (Some((kl, xl)), Some((kh, xh))) = (lo, hi) else {
-            return Err(unknown());
-        };
-        let val = |k: usize| {
-            if k == usize::MAX {
-                Ok(tb)
-            } else {
-                self.value_at(tm, b, tb, k, workload, knobs)
-            }
-        };
-        let (vl, vh) = (val(kl)?, val(kh)?);
-        let a = (c - xl) / (xh - xl);
-        Ok(vl + a * (vh - vl))
+            .filter_map(|(k, s)| s.knobs.get(ck).map(|&x| (Some(k), x)))
+            .chain(base);
+        between(points, c, |k: Option<usize>| match k {
+            Some(k) => self.value_at(tm, b, tb, k, workload, knobs),
+            None => Ok(tb),
+        })?
+        .ok_or_else(unknown)
     }
 
     /// What was fitted and why, for `powerperf fit --explain`.

@@ -152,23 +152,11 @@ pub(super) fn sources(d: &Data) -> Array2<f64> {
                 out[[j, k]] = d.t[[j, k]];
                 continue;
             }
-            let c = d.clock[k];
-            let (mut lo, mut hi): (Option<usize>, Option<usize>) = (None, None);
-            for k2 in 0..d.settings.len() {
-                if d.group[k2] != d.group[k] || !kept(j, k2) {
-                    continue;
-                }
-                let c2 = d.clock[k2];
-                if c2 < c && lo.map_or(true, |l| c2 > d.clock[l]) {
-                    lo = Some(k2);
-                }
-                if c2 > c && hi.map_or(true, |h| c2 < d.clock[h]) {
-                    hi = Some(k2);
-                }
-            }
-            if let (Some(l), Some(h)) = (lo, hi) {
-                let a = (c - d.clock[l]) / (d.clock[h] - d.clock[l]);
-                out[[j, k]] = d.t[[j, l]] + a * (d.t[[j, h]] - d.t[[j, l]]);
+            let kept_clocks = (0..d.settings.len())
+                .filter(|&k2| d.group[k2] == d.group[k] && kept(j, k2))
+                .map(|k2| (k2, d.clock[k2]));
+            if let Ok(Some(v)) = super::between(kept_clocks, d.clock[k], |k2| Ok(d.t[[j, k2]])) {
+                out[[j, k]] = v;
             }
         }
     }
