@@ -1065,12 +1065,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn roofline_power_transfer_known_answer_in_workload_holdout() {
-        // P_i(f) = S(f) + v(f)·D_i·t_i(f0)/t_i(f), S(f0) = 0 and v(f0) = 1 (so P_i0 = D_i and
-        // the static grid's first value is exact): a held-out workload's power follows from
-        // its baseline power and counters alone. The median ratio misses it.
-        use crate::models::{eval, FitParams, ModelKind};
+    /// P_i(f) = S(f) + v(f)·D_i·t_i(f0)/t_i(f), S(f0) = 0 and v(f0) = 1 (so P_i0 = D_i and
+    /// the static grid's first value is exact), times from the bound-and-bottleneck form:
+    /// a held-out workload's time and power follow from its baseline point alone.
+    fn roofline_world() -> Vec<Point> {
         let sf = |f: f64| 15.0 * (1.0 - f / 1000.0);
         let vf = |f: f64| (0.6 + 0.4 * f / 1000.0).powi(2);
         let mut pts = Vec::new();
@@ -1085,6 +1083,80 @@ mod tests {
                 pts.push(p);
             }
         }
+        pts
+    }
+
+    #[test]
+    fn auto_stack_keeps_an_exact_physical_form_and_never_sees_the_held_out_points() {
+        // `auto` on a set with DCGM fractions stacks the physical form with the neighbours
+        // per target (models::stack). On data the physical form describes exactly, its inner
+        // score is 0 for time and power, so it is chosen and the predictions are exact; and
+        // poisoning a held-out workload's other points changes neither the choice nor them.
+        use crate::models::{eval, FitParams, ModelKind};
+        let pts = roofline_world();
+        let run = |pts: &[Point]| {
+            eval::workload_holdout(
+                ModelKind::Auto,
+                &meta_gpu(),
+                pts,
+                &k(1000.0),
+                &FitParams::default(),
+            )
+        };
+        let e = run(&pts);
+        assert_eq!(e.kind, ModelKind::AnalyticCounters);
+        assert!(e.failures.is_empty(), "{:?}", e.failures);
+        assert_eq!(e.results.len(), 16);
+        assert!(
+            e.summary
+                .protocol
+                .contains("time_s: analytic_counters ×4; power_w: analytic_counters ×4"),
+            "{}",
+            e.summary.protocol
+        );
+        for r in &e.results {
+            let p = pts
+                .iter()
+                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
+                .unwrap();
+            for (got, want) in [
+                (r.predicted.time_s, p.time_s),
+                (r.predicted.power_w, p.power_w),
+            ] {
+                let (got, want) = (got.unwrap(), want.unwrap());
+                assert!(
+                    (got - want).abs() < 1e-6 * want,
+                    "{}: {got} vs {want}",
+                    r.workload
+                );
+            }
+        }
+        let mut poisoned = pts.clone();
+        for p in poisoned
+            .iter_mut()
+            .filter(|p| p.workload == "stream" && p.knobs["core_freq_mhz"] != 1000.0)
+        {
+            p.time_s = Some(1e9);
+            p.power_w = Some(1e-3);
+            p.counters.insert("dram_active".into(), 0.01);
+        }
+        let b = run(&poisoned);
+        let pick = |e: &eval::Evaluation| -> Vec<Prediction> {
+            e.results
+                .iter()
+                .filter(|r| r.workload == "stream")
+                .map(|r| r.predicted)
+                .collect()
+        };
+        assert_eq!(pick(&e).len(), 4);
+        assert_eq!(pick(&e), pick(&b));
+    }
+
+    #[test]
+    fn roofline_power_transfer_known_answer_in_workload_holdout() {
+        // roofline_world(): the median ratio misses the power the roofline transfer gets.
+        use crate::models::{eval, FitParams, ModelKind};
+        let pts = roofline_world();
         let run = |pt: PowerTransfer| {
             let params = FitParams {
                 analytic_counters: AnalyticCountersParams {

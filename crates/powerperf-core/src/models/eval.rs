@@ -397,10 +397,10 @@ pub fn workload_holdout(
     // pipe's, `analytic_counters::roofline_applicable`), unless `--params` sets
     // analytic_counters: the bound-and-bottleneck form, time from the held-out workload's
     // own counters and power by the roofline transfer (docs/models.md, issue 21).
-    if auto
+    let stacked = auto
         && super::analytic_counters::roofline_applicable(meta)
-        && params.analytic_counters == super::analytic_counters::AnalyticCountersParams::default()
-    {
+        && params.analytic_counters == super::analytic_counters::AnalyticCountersParams::default();
+    if stacked {
         kind = ModelKind::AnalyticCounters;
         params.analytic_counters = super::analytic_counters::AnalyticCountersParams {
             power_transfer: super::analytic_counters::PowerTransfer::Roofline,
@@ -438,6 +438,7 @@ pub fn workload_holdout(
             .iter()
             .filter(|p| p.workload == w && !at_base(p))
             .collect();
+        let mut choice = None;
         if !train.iter().any(|p| p.workload == w) {
             for p in &test {
                 failures.push((
@@ -445,6 +446,26 @@ pub fn workload_holdout(
                     format!("no point at the baseline {}", knob_key(baseline)),
                 ));
             }
+        } else if stacked {
+            // Per target, the physical form, the neighbours or their mean, by inner
+            // cross-validation on the training workloads ([`super::stack`]).
+            let stack = super::stack::Stack {
+                meta,
+                params: &params,
+            };
+            let c = stack.choose(&train, w, &at_base);
+            for (p, r) in test.iter().zip(stack.predict(&train, &test, &c)) {
+                match r {
+                    Ok(pred) => results.push(PointResult {
+                        workload: p.workload.clone(),
+                        knobs: p.knobs.clone(),
+                        measured: measured(p),
+                        predicted: pred,
+                    }),
+                    Err(e) => failures.push((format!("{} {}", p.workload, knob_key(&p.knobs)), e)),
+                }
+            }
+            choice = Some(c);
         } else {
             fit_and_predict(
                 kind,
@@ -456,17 +477,22 @@ pub fn workload_holdout(
                 &mut failures,
             );
         }
-        (results, failures)
+        ((results, failures), choice)
     });
+    let (parts, choices): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+    let choices: Vec<_> = choices.into_iter().flatten().collect();
     let (results, failures) = concat_parts(parts);
-    let summary = summarise(
-        meta,
-        &results,
-        &format!(
-            "workload holdout: each workload from the others plus its point at {}",
-            knob_key(baseline)
-        ),
+    let mut protocol = format!(
+        "workload holdout: each workload from the others plus its point at {}",
+        knob_key(baseline)
     );
+    if !choices.is_empty() {
+        protocol += &format!(
+            "; auto per target by inner cross-validation: {}",
+            super::stack::describe(&choices)
+        );
+    }
+    let summary = summarise(meta, &results, &protocol);
     let test: Vec<&Point> = points.iter().filter(|p| !at_base(p)).collect();
     let base = baseline::median_ratio_baseline(meta, points, &test, &at_base, &knob_key(baseline));
     Evaluation {

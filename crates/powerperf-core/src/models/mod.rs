@@ -32,6 +32,7 @@ pub mod regression;
 pub mod scaling;
 pub mod slowdown_errors;
 pub mod split;
+pub mod stack;
 pub mod threads;
 pub mod threads_bw;
 
