@@ -137,7 +137,8 @@ impl ModelKind {
     /// [`eval::workload_holdout`] lets it choose per target between its global transfer, the
     /// nearest neighbours' and their mean, [`scaling::Transfer::Choose`]; and on a set with
     /// DCGM activity fractions it takes `analytic_counters`' bound-and-bottleneck form
-    /// instead, which needs the set's counters and so is decided there);
+    /// instead, stacked per target with the neighbours' transfer ([`stack`]), which needs
+    /// the set's counters and so is decided there);
     /// otherwise (fit, knob holdout, on the training points) `joint` when they vary two or
     /// more knobs and some workload's points at one setting of the other knobs have fewer
     /// than two values of the clock (or thread) knob, so that no one-knob curve reaches the
