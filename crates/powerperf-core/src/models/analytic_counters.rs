@@ -1141,13 +1141,7 @@ mod tests {
             p.counters.insert("dram_active".into(), 0.01);
         }
         let b = run(&poisoned);
-        let pick = |e: &eval::Evaluation| -> Vec<Prediction> {
-            e.results
-                .iter()
-                .filter(|r| r.workload == "stream")
-                .map(|r| r.predicted)
-                .collect()
-        };
+        let pick = |e: &crate::models::eval::Evaluation| e.predictions_of("stream");
         assert_eq!(pick(&e).len(), 4);
         assert_eq!(pick(&e), pick(&b));
     }
@@ -1283,13 +1277,7 @@ mod tests {
             )
         };
         let (a, b) = (run(&clean), run(&poisoned));
-        let pick = |e: &eval::Evaluation| -> Vec<Prediction> {
-            e.results
-                .iter()
-                .filter(|r| r.workload == "b")
-                .map(|r| r.predicted)
-                .collect()
-        };
+        let pick = |e: &crate::models::eval::Evaluation| e.predictions_of("b");
         assert_eq!(pick(&a).len(), 2);
         assert_eq!(pick(&a), pick(&b));
         // Exact counters: b's time is right from its baseline point alone.

@@ -63,6 +63,15 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// The predictions of `workload`'s held-out points, in order.
+    pub fn predictions_of(&self, workload: &str) -> Vec<Prediction> {
+        self.results
+            .iter()
+            .filter(|r| r.workload == workload)
+            .map(|r| r.predicted)
+            .collect()
+    }
+
     /// The model's error beside the baseline's, per target.
     pub fn versus(&self, meta: &SetMeta) -> BTreeMap<String, Versus> {
         baseline::versus(
@@ -619,18 +628,7 @@ mod tests {
             &base,
             &FitParams::default(),
         );
-        let ya: Vec<_> = a
-            .results
-            .iter()
-            .filter(|r| r.workload == "y")
-            .map(|r| r.predicted)
-            .collect();
-        let yb: Vec<_> = b
-            .results
-            .iter()
-            .filter(|r| r.workload == "y")
-            .map(|r| r.predicted)
-            .collect();
+        let (ya, yb) = (a.predictions_of("y"), b.predictions_of("y"));
         assert!(!ya.is_empty());
         assert_eq!(ya, yb);
     }

@@ -243,13 +243,7 @@ fn held_out_points_never_reach_training() {
     let params = FitParams::default();
     let a = workload_holdout(ModelKind::Scaling, &meta, &clean, &base(), &params);
     let b = workload_holdout(ModelKind::Scaling, &meta, &poisoned, &base(), &params);
-    let pick = |e: &crate::models::eval::Evaluation| -> Vec<Prediction> {
-        e.results
-            .iter()
-            .filter(|r| r.workload == "w4")
-            .map(|r| r.predicted)
-            .collect()
-    };
+    let pick = |e: &crate::models::eval::Evaluation| e.predictions_of("w4");
     assert_eq!(pick(&a).len(), 5);
     assert_eq!(pick(&a), pick(&b));
 }
@@ -542,13 +536,7 @@ fn neighbors_held_out_points_never_reach_training() {
         let params = FitParams::default();
         let a = workload_holdout(kind, &meta, &clean, &base(), &params);
         let b = workload_holdout(kind, &meta, &poisoned, &base(), &params);
-        let pick = |e: &crate::models::eval::Evaluation| -> Vec<Prediction> {
-            e.results
-                .iter()
-                .filter(|r| r.workload == "w4")
-                .map(|r| r.predicted)
-                .collect()
-        };
+        let pick = |e: &crate::models::eval::Evaluation| e.predictions_of("w4");
         assert_eq!(pick(&a).len(), 5);
         assert_eq!(pick(&a), pick(&b), "{kind:?}");
     }
