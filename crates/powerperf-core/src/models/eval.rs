@@ -137,30 +137,45 @@ pub(crate) fn fit_and_predict(
     results: &mut Vec<PointResult>,
     failures: &mut Vec<(String, String)>,
 ) {
-    let model = match fit_kind(kind, meta, train, params) {
-        Ok(m) => m,
-        Err(e) => {
-            for p in test {
-                failures.push((
-                    format!("{} {}", p.workload, knob_key(&p.knobs)),
-                    e.to_string(),
-                ));
-            }
-            return;
-        }
-    };
-    for p in test {
-        match model.predict(&p.workload, &p.knobs) {
+    let preds = fit_then_predict(kind, meta, train, test, params);
+    push_predictions(test, preds, results, failures);
+}
+
+/// `kind` fitted on `train`, then its prediction of each `test` point, or the reason it
+/// has none (the fit's error for every point where the fit fails).
+pub(crate) fn fit_then_predict(
+    kind: ModelKind,
+    meta: &SetMeta,
+    train: &[Point],
+    test: &[&Point],
+    params: &FitParams,
+) -> Vec<Result<Prediction, String>> {
+    match fit_kind(kind, meta, train, params) {
+        Ok(m) => test
+            .iter()
+            .map(|p| m.predict(&p.workload, &p.knobs).map_err(|e| e.to_string()))
+            .collect(),
+        Err(e) => test.iter().map(|_| Err(e.to_string())).collect(),
+    }
+}
+
+/// Each test point's prediction into `results` beside its measurement, or its reason into
+/// `failures`.
+fn push_predictions(
+    test: &[&Point],
+    preds: Vec<Result<Prediction, String>>,
+    results: &mut Vec<PointResult>,
+    failures: &mut Vec<(String, String)>,
+) {
+    for (p, r) in test.iter().zip(preds) {
+        match r {
             Ok(pred) => results.push(PointResult {
                 workload: p.workload.clone(),
                 knobs: p.knobs.clone(),
                 measured: measured(p),
                 predicted: pred,
             }),
-            Err(e) => failures.push((
-                format!("{} {}", p.workload, knob_key(&p.knobs)),
-                e.to_string(),
-            )),
+            Err(e) => failures.push((format!("{} {}", p.workload, knob_key(&p.knobs)), e)),
         }
     }
 }
@@ -463,17 +478,8 @@ pub fn workload_holdout(
                 params: &params,
             };
             let c = stack.choose(&train, w, &at_base);
-            for (p, r) in test.iter().zip(stack.predict(&train, &test, &c)) {
-                match r {
-                    Ok(pred) => results.push(PointResult {
-                        workload: p.workload.clone(),
-                        knobs: p.knobs.clone(),
-                        measured: measured(p),
-                        predicted: pred,
-                    }),
-                    Err(e) => failures.push((format!("{} {}", p.workload, knob_key(&p.knobs)), e)),
-                }
-            }
+            let preds = stack.predict(&train, &test, &c);
+            push_predictions(&test, preds, &mut results, &mut failures);
             choice = Some(c);
         } else {
             fit_and_predict(

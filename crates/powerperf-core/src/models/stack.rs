@@ -16,14 +16,14 @@
 //! workload's bottleneck, the second where a workload has no close neighbour), which is what
 //! an average of the two can exploit and what the inner score measures.
 //!
-//! Ties, and targets the inner folds cannot score (fewer than two candidates predicting a
-//! common point; on the V100 set time and energy, measured for two applications only), keep
-//! the physical form. `neighbors` rather than `scaling`'s own per-target choice is the
+//! Ties, and targets the inner folds cannot score (no left-out point both models predict; on
+//! the V100 set time and energy, measured for two applications only), keep the physical
+//! form. `neighbors` rather than `scaling`'s own per-target choice is the
 //! data-driven member for cost: one inner level of refits per training workload, and the
 //! neighbours' fit costs about a tenth of `scaling`'s choice among its four transfers.
 
-use super::eval::measured;
-use super::{fit_kind, FitParams, ModelKind, Prediction};
+use super::eval::{fit_then_predict, measured};
+use super::{FitParams, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta, TARGETS};
 use std::collections::BTreeMap;
 
@@ -32,22 +32,6 @@ pub const CANDIDATES: [&str; 3] = ["analytic_counters", "neighbors", "mean"];
 
 /// One model's prediction per test point, or the reason it has none.
 type Preds = Vec<Result<Prediction, String>>;
-
-fn predict_all(
-    kind: ModelKind,
-    meta: &SetMeta,
-    train: &[Point],
-    test: &[&Point],
-    params: &FitParams,
-) -> Preds {
-    match fit_kind(kind, meta, train, params) {
-        Ok(m) => test
-            .iter()
-            .map(|p| m.predict(&p.workload, &p.knobs).map_err(|e| e.to_string()))
-            .collect(),
-        Err(e) => test.iter().map(|_| Err(e.to_string())).collect(),
-    }
-}
 
 fn value(p: &Result<Prediction, String>, t: &str) -> Option<f64> {
     p.as_ref()
@@ -73,21 +57,20 @@ pub struct Stack<'a> {
     pub params: &'a FitParams,
 }
 
-/// Per target, the index into [`CANDIDATES`] chosen, and each candidate's inner MAPE (%,
-/// NaN where unscored).
-pub type Choice = BTreeMap<String, (usize, [f64; 3])>;
+/// Per target, the index into [`CANDIDATES`] chosen.
+pub type Choice = BTreeMap<String, usize>;
 
 impl Stack<'_> {
     fn both(&self, train: &[Point], test: &[&Point]) -> (Preds, Preds) {
         (
-            predict_all(
+            fit_then_predict(
                 ModelKind::AnalyticCounters,
                 self.meta,
                 train,
                 test,
                 self.params,
             ),
-            predict_all(ModelKind::Neighbors, self.meta, train, test, self.params),
+            fit_then_predict(ModelKind::Neighbors, self.meta, train, test, self.params),
         )
     }
 
@@ -159,7 +142,7 @@ impl Stack<'_> {
                         best = c;
                     }
                 }
-                (t.to_string(), (best, scores))
+                (t.to_string(), best)
             })
             .collect()
     }
@@ -186,7 +169,7 @@ impl Stack<'_> {
                 }
                 let get = |t: &str| {
                     let (va, vn) = (value(a, t), value(n, t));
-                    let c = choice.get(t).map_or(0, |c| c.0);
+                    let c = choice.get(t).copied().unwrap_or(0);
                     candidate(c, va, vn).or(va).or(vn)
                 };
                 Ok(Prediction {
@@ -206,8 +189,8 @@ pub fn describe(choices: &[Choice]) -> String {
     for t in TARGETS {
         let mut counts = [0usize; 3];
         for c in choices {
-            if let Some((i, _)) = c.get(t) {
-                counts[*i] += 1;
+            if let Some(&i) = c.get(t) {
+                counts[i] += 1;
             }
         }
         let items: Vec<String> = (0..3)
