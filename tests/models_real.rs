@@ -103,7 +103,7 @@ fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
     let pts = mean_points(&set);
     let base: powerperf::models::Knobs = [("core_freq_mhz".to_string(), 1380.0)].into();
     let e = auto_holdout(&set, &pts, &base);
-    assert_eq!(e.kind, ModelKind::AnalyticCounters);
+    assert_eq!(e.kind, ModelKind::Stack);
     let v = e.versus(&set.meta);
     println!("v100 workload holdout, auto: {v:?}");
     let time = &v["time_s"];

@@ -22,7 +22,7 @@ use powerperf::store::set::{Point, TrainingSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const MODELS: [&str; 9] = [
+const MODELS: [&str; 12] = [
     "auto",
     "analytic",
     "analytic-counters",
@@ -32,6 +32,9 @@ const MODELS: [&str; 9] = [
     "threads",
     "threads-bw",
     "scaling",
+    "joint",
+    "neighbors",
+    "stack",
 ];
 
 fn pp() -> Command {

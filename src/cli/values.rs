@@ -94,6 +94,9 @@ clap_twin! {
         Joint,
         /// The K nearest training workloads' response ratios (`scaling`'s local transfer).
         Neighbors,
+        /// Per target, analytic-counters' bound-and-bottleneck form, the neighbours or their
+        /// mean, by inner cross-validation over the training workloads.
+        Stack,
         /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
         Auto,
     }

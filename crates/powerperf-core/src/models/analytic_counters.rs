@@ -1104,7 +1104,7 @@ mod tests {
             )
         };
         let e = run(&pts);
-        assert_eq!(e.kind, ModelKind::AnalyticCounters);
+        assert_eq!(e.kind, ModelKind::Stack);
         assert!(e.failures.is_empty(), "{:?}", e.failures);
         assert_eq!(e.results.len(), 16);
         assert!(
@@ -1144,6 +1144,61 @@ mod tests {
         let pick = |e: &crate::models::eval::Evaluation| e.predictions_of("stream");
         assert_eq!(pick(&e).len(), 4);
         assert_eq!(pick(&e), pick(&b));
+    }
+
+    #[test]
+    fn stack_model_file_predicts_a_workload_known_at_its_baseline_point() {
+        // `--model stack` on a set where `stream` has only its 1000 MHz point: the choice by
+        // the other workloads, `stream` exact from that point; the model file round-trips.
+        use crate::models::{fit_kind, FitParams, Fitted, ModelKind};
+        let all = roofline_world();
+        let pts: Vec<Point> = all
+            .iter()
+            .filter(|p| p.workload != "stream" || p.knobs["core_freq_mhz"] == 1000.0)
+            .cloned()
+            .collect();
+        let m = fit_kind(ModelKind::Stack, &meta_gpu(), &pts, &FitParams::default()).unwrap();
+        let Fitted::Stack(s) = &m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(s.choice["time_s"], "analytic_counters");
+        assert_eq!(s.choice["power_w"], "analytic_counters");
+        assert!(s.physical.is_some() && s.neighbors.is_some() && s.notes.is_empty());
+        assert!(
+            m.explain().contains("time_s: analytic_counters 0.00 %")
+                && m.explain()
+                    .contains("energy_j: not scored -> analytic_counters"),
+            "{}",
+            m.explain()
+        );
+        let back: Fitted = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        for p in all.iter().filter(|p| p.workload == "stream") {
+            let got = back.predict("stream", &p.knobs).unwrap();
+            for (g, w) in [(got.time_s, p.time_s), (got.power_w, p.power_w)] {
+                let (g, w) = (g.unwrap(), w.unwrap());
+                assert!((g - w).abs() < 1e-6 * w, "{:?}: {g} vs {w}", p.knobs);
+            }
+        }
+        // One point: the neighbours cannot be fitted, the stack keeps the physical member
+        // and says why; no point at all: the physical member's error, no panic.
+        let one = fit_kind(
+            ModelKind::Stack,
+            &meta_gpu(),
+            &pts[..1],
+            &FitParams::default(),
+        );
+        let Ok(Fitted::Stack(s1)) = &one else {
+            panic!("{one:?}")
+        };
+        assert!(
+            s1.neighbors.is_none() && s1.notes[0].starts_with("neighbors:"),
+            "{s1:?}"
+        );
+        let w = &pts[0].workload;
+        assert!(one.unwrap().predict(w, &k(700.0)).unwrap().time_s.is_some());
+        let e = fit_kind(ModelKind::Stack, &meta_gpu(), &[], &FitParams::default());
+        assert!(e.is_err(), "{e:?}");
     }
 
     #[test]

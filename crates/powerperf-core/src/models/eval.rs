@@ -419,17 +419,14 @@ pub fn workload_holdout(
     let mut params = params.clone();
     // `auto` on a set with DCGM-style activity fractions (a memory fraction and a compute
     // pipe's, `analytic_counters::roofline_applicable`), unless `--params` sets
-    // analytic_counters: the bound-and-bottleneck form, time from the held-out workload's
-    // own counters and power by the roofline transfer (docs/models.md, issue 21).
-    let stacked = auto
+    // analytic_counters: the stack of the bound-and-bottleneck form (time from the held-out
+    // workload's own counters, power by the roofline transfer) and the neighbours' transfer,
+    // chosen per target by inner cross-validation (docs/models.md, issue 21).
+    if auto
         && super::analytic_counters::roofline_applicable(meta)
-        && params.analytic_counters == super::analytic_counters::AnalyticCountersParams::default();
-    if stacked {
-        kind = ModelKind::AnalyticCounters;
-        params.analytic_counters = super::analytic_counters::AnalyticCountersParams {
-            power_transfer: super::analytic_counters::PowerTransfer::Roofline,
-            ..super::analytic_counters::AnalyticCountersParams::roofline()
-        };
+        && params.analytic_counters == super::analytic_counters::AnalyticCountersParams::default()
+    {
+        kind = ModelKind::Stack;
     }
     let at_base = |p: &Point| {
         baseline
@@ -470,17 +467,29 @@ pub fn workload_holdout(
                     format!("no point at the baseline {}", knob_key(baseline)),
                 ));
             }
-        } else if stacked {
-            // Per target, the physical form, the neighbours or their mean, by inner
-            // cross-validation on the training workloads ([`super::stack`]).
-            let stack = super::stack::Stack {
-                meta,
-                params: &params,
-            };
-            let c = stack.choose(&train, w, &at_base);
-            let preds = stack.predict(&train, &test, &c);
-            push_predictions(&test, preds, &mut results, &mut failures);
-            choice = Some(c);
+        } else if kind == ModelKind::Stack {
+            // Fitted here rather than in `fit_and_predict` to report its choices.
+            match super::stack::fit(meta, &train, &params) {
+                Ok(m) => {
+                    let fitted = super::Fitted::Stack(m);
+                    let preds = test
+                        .iter()
+                        .map(|p| {
+                            fitted
+                                .predict(&p.workload, &p.knobs)
+                                .map_err(|e| e.to_string())
+                        })
+                        .collect();
+                    push_predictions(&test, preds, &mut results, &mut failures);
+                    if let super::Fitted::Stack(m) = fitted {
+                        choice = Some(m);
+                    }
+                }
+                Err(e) => {
+                    let preds = test.iter().map(|_| Err(e.to_string())).collect();
+                    push_predictions(&test, preds, &mut results, &mut failures);
+                }
+            }
         } else {
             fit_and_predict(
                 kind,
@@ -495,7 +504,7 @@ pub fn workload_holdout(
         ((results, failures), choice)
     });
     let (parts, choices): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
-    let choices: Vec<_> = choices.into_iter().flatten().collect();
+    let choices: Vec<_> = choices.iter().flatten().collect();
     let (results, failures) = concat_parts(parts);
     let mut protocol = format!(
         "workload holdout: each workload from the others plus its point at {}",
@@ -503,7 +512,7 @@ pub fn workload_holdout(
     );
     if !choices.is_empty() {
         protocol += &format!(
-            "; auto per target by inner cross-validation: {}",
+            "; the stack's choice per target by inner cross-validation: {}",
             super::stack::describe(&choices)
         );
     }

@@ -109,6 +109,9 @@ pub enum ModelKind {
     /// `scaling`'s local transfer: the K nearest training workloads' ratios
     /// ([`scaling::NeighborsParams`]).
     Neighbors,
+    /// Per target, analytic-counters' physical form, the neighbours' transfer or their
+    /// mean, by inner cross-validation over the training workloads ([`stack`]).
+    Stack,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
 }
@@ -127,6 +130,7 @@ impl ModelKind {
             ModelKind::Scaling => "scaling",
             ModelKind::Joint => "joint",
             ModelKind::Neighbors => "neighbors",
+            ModelKind::Stack => "stack",
             ModelKind::Auto => "auto",
         }
     }
@@ -196,6 +200,7 @@ pub enum Fitted {
     ThreadsBw(threads_bw::ThreadsBwModel),
     Scaling(scaling::ScalingModel),
     Joint(joint::JointModel),
+    Stack(stack::StackModel),
 }
 
 impl Fitted {
@@ -218,6 +223,7 @@ impl Fitted {
             Fitted::ThreadsBw(m) => m.predict(workload, knobs),
             Fitted::Scaling(m) => m.predict(workload, knobs),
             Fitted::Joint(m) => m.predict(workload, knobs),
+            Fitted::Stack(m) => m.predict(workload, knobs),
         }?;
         check_physical(self.kind(), workload, knobs, p)
     }
@@ -239,6 +245,7 @@ impl Fitted {
                 }
             }
             Fitted::Joint(_) => "joint",
+            Fitted::Stack(_) => "stack",
         }
     }
 
@@ -303,6 +310,7 @@ impl Fitted {
             Fitted::ThreadsBw(m) => m.explain(),
             Fitted::Scaling(m) => m.explain(),
             Fitted::Joint(m) => m.explain(),
+            Fitted::Stack(m) => m.explain(),
             Fitted::Threads(m) => {
                 let mut s = "thread-count model: t(n) = t_serial + t_parallel/n (Amdahl), P(n) = P_0 + n·P_core, E = P·t\n".to_string();
                 s += "workload                         other knobs          t_serial_s t_parallel_s   P_0_w  P_core_w\n";
@@ -403,6 +411,7 @@ pub fn fit_kind(
             p.transfer = Some(scaling::Transfer::Neighbors);
             scaling::fit(meta, points, &p).map(Fitted::Scaling)
         }
+        ModelKind::Stack => stack::fit(meta, points, params).map(Fitted::Stack),
         ModelKind::Auto => unreachable!("resolve never returns Auto"),
     }
 }

@@ -16,15 +16,24 @@
 //! workload's bottleneck, the second where a workload has no close neighbour), which is what
 //! an average of the two can exploit and what the inner score measures.
 //!
+//! `--model stack` fits the same on any set (`fit`, `predict`, `evaluate`): the choice by
+//! the inner cross-validation over every training workload with a baseline point and
+//! another point, both members fitted on all points, and a workload known at its baseline
+//! point alone predicted from them. In workload holdout that is exactly `auto`'s rule (the
+//! held-out workload has its baseline point only, so it is never an inner fold).
+//!
 //! Ties, and targets the inner folds cannot score (no left-out point both models predict; on
 //! the V100 set time and energy, measured for two applications only), keep the physical
 //! form. `neighbors` rather than `scaling`'s own per-target choice is the
 //! data-driven member for cost: one inner level of refits per training workload, and the
 //! neighbours' fit costs about a tenth of `scaling`'s choice among its four transfers.
 
+use super::analytic_counters::{AnalyticCountersModel, AnalyticCountersParams, PowerTransfer};
 use super::eval::{fit_then_predict, measured};
-use super::{FitParams, ModelKind, Prediction};
+use super::scaling::ScalingModel;
+use super::{fit_kind, FitParams, Fitted, Knobs, ModelError, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta, TARGETS};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The three candidates, in the order ties are broken.
@@ -50,152 +59,267 @@ fn candidate(c: usize, a: Option<f64>, n: Option<f64>) -> Option<f64> {
     }
 }
 
-/// The stack: both models' parameters (`FitParams` with `analytic_counters` set to the
-/// physical form, `scaling.baseline` to the workload-holdout baseline).
-pub struct Stack<'a> {
-    pub meta: &'a SetMeta,
-    pub params: &'a FitParams,
+/// Both members fitted on `train`, each predicting every `test` point.
+fn both(meta: &SetMeta, params: &FitParams, train: &[Point], test: &[&Point]) -> (Preds, Preds) {
+    (
+        fit_then_predict(ModelKind::AnalyticCounters, meta, train, test, params),
+        fit_then_predict(ModelKind::Neighbors, meta, train, test, params),
+    )
 }
 
-/// Per target, the index into [`CANDIDATES`] chosen.
-pub type Choice = BTreeMap<String, usize>;
+/// Per target, the index into [`CANDIDATES`] chosen and each candidate's inner MAPE
+/// (percent; NaN where unscored).
+type Choice = BTreeMap<String, (usize, [f64; 3])>;
 
-impl Stack<'_> {
-    fn both(&self, train: &[Point], test: &[&Point]) -> (Preds, Preds) {
-        (
-            fit_then_predict(
-                ModelKind::AnalyticCounters,
-                self.meta,
-                train,
-                test,
-                self.params,
-            ),
-            fit_then_predict(ModelKind::Neighbors, self.meta, train, test, self.params),
-        )
-    }
-
-    /// The choice per target on `train` (the held-out workload's baseline point among them,
-    /// its other points not): the training workloads other than `held` with a baseline
-    /// point and another point, left out in turn (that many folds beyond
-    /// `scaling.inner_folds`, workload `i` in fold `i mod folds`, as `scaling`'s own inner
-    /// cross-validation).
-    pub fn choose(
-        &self,
-        train: &[Point],
-        held: &str,
-        at_base: &(dyn Fn(&Point) -> bool + Sync),
-    ) -> Choice {
-        let mut inner: Vec<&str> = Vec::new();
-        for p in train {
-            let w = p.workload.as_str();
-            if w != held
-                && !inner.contains(&w)
-                && train.iter().any(|q| q.workload == w && at_base(q))
-                && train.iter().any(|q| q.workload == w && !at_base(q))
-            {
-                inner.push(w);
-            }
+/// The choice per target on `train` (with `auto` in workload holdout, the held-out
+/// workload's baseline point among them, its other points not): the training workloads with
+/// a baseline point and another point, left out in turn (that many folds beyond
+/// `scaling.inner_folds`, workload `i` in fold `i mod folds`, as `scaling`'s own inner
+/// cross-validation).
+fn choose(
+    meta: &SetMeta,
+    params: &FitParams,
+    train: &[Point],
+    at_base: &dyn Fn(&Point) -> bool,
+) -> Choice {
+    let mut inner: Vec<&str> = Vec::new();
+    for p in train {
+        let w = p.workload.as_str();
+        if !inner.contains(&w)
+            && train.iter().any(|q| q.workload == w && at_base(q))
+            && train.iter().any(|q| q.workload == w && !at_base(q))
+        {
+            inner.push(w);
         }
-        let folds = inner.len().min(self.params.scaling.inner_folds.max(2));
-        // Per target and candidate: (sum of absolute percentage errors, count) over points
-        // every candidate predicts.
-        let mut sums: BTreeMap<&str, [(f64, usize); 3]> = BTreeMap::new();
-        for f in 0..folds {
-            let out: Vec<&str> = (f..inner.len()).step_by(folds).map(|i| inner[i]).collect();
-            let left_out = |p: &Point| out.contains(&p.workload.as_str()) && !at_base(p);
-            let test: Vec<&Point> = train.iter().filter(|p| left_out(p)).collect();
-            let sub: Vec<Point> = train.iter().filter(|p| !left_out(p)).cloned().collect();
-            let (pa, pn) = self.both(&sub, &test);
-            for (i, p) in test.iter().enumerate() {
-                let m = measured(p);
-                for t in TARGETS {
-                    if !self.meta.is_reliable(t, &p.workload) {
-                        continue;
-                    }
-                    let Some(y) = m.target(t).filter(|y| *y != 0.0 && y.is_finite()) else {
-                        continue;
-                    };
-                    let (a, n) = (value(&pa[i], t), value(&pn[i], t));
-                    if a.is_none() || n.is_none() {
-                        continue;
-                    }
-                    let e = sums.entry(t).or_insert([(0.0, 0); 3]);
-                    for (c, acc) in e.iter_mut().enumerate() {
-                        if let Some(x) = candidate(c, a, n) {
-                            acc.0 += ((x - y) / y).abs() * 100.0;
-                            acc.1 += 1;
-                        }
-                    }
-                }
-            }
-        }
-        TARGETS
-            .iter()
-            .map(|t| {
-                let scores = sums.get(t).map_or([f64::NAN; 3], |s| {
-                    s.map(|(sum, n)| if n > 0 { sum / n as f64 } else { f64::NAN })
-                });
-                // The lowest score; ties and no score keep the physical form (index 0).
-                let mut best = 0;
-                for c in 1..3 {
-                    if scores[c] < scores[best] {
-                        best = c;
-                    }
-                }
-                (t.to_string(), best)
-            })
-            .collect()
     }
-
-    /// Predict `test` (one held-out workload's points) from `train` with `choice`; a point a
-    /// chosen candidate cannot give falls back to the physical form's value, then the
-    /// neighbours'; a point neither gives is refused with both reasons.
-    pub fn predict(
-        &self,
-        train: &[Point],
-        test: &[&Point],
-        choice: &Choice,
-    ) -> Vec<Result<Prediction, String>> {
-        let (pa, pn) = self.both(train, test);
-        pa.iter()
-            .zip(&pn)
-            .map(|(a, n)| {
-                if a.is_err() && n.is_err() {
-                    return Err(format!(
-                        "analytic_counters: {}; neighbors: {}",
-                        a.as_ref().err().map_or("", String::as_str),
-                        n.as_ref().err().map_or("", String::as_str)
-                    ));
+    let folds = inner.len().min(params.scaling.inner_folds.max(2));
+    // Per target and candidate: (sum of absolute percentage errors, count) over points
+    // every candidate predicts.
+    let mut sums: BTreeMap<&str, [(f64, usize); 3]> = BTreeMap::new();
+    for f in 0..folds {
+        let out: Vec<&str> = (f..inner.len()).step_by(folds).map(|i| inner[i]).collect();
+        let left_out = |p: &Point| out.contains(&p.workload.as_str()) && !at_base(p);
+        let test: Vec<&Point> = train.iter().filter(|p| left_out(p)).collect();
+        let sub: Vec<Point> = train.iter().filter(|p| !left_out(p)).cloned().collect();
+        let (pa, pn) = both(meta, params, &sub, &test);
+        for (i, p) in test.iter().enumerate() {
+            let m = measured(p);
+            for t in TARGETS {
+                if !meta.is_reliable(t, &p.workload) {
+                    continue;
                 }
-                let get = |t: &str| {
-                    let (va, vn) = (value(a, t), value(n, t));
-                    let c = choice.get(t).copied().unwrap_or(0);
-                    candidate(c, va, vn).or(va).or(vn)
+                let Some(y) = m.target(t).filter(|y| *y != 0.0 && y.is_finite()) else {
+                    continue;
                 };
-                Ok(Prediction {
-                    time_s: get("time_s"),
-                    power_w: get("power_w"),
-                    energy_j: get("energy_j"),
-                })
+                let (a, n) = (value(&pa[i], t), value(&pn[i], t));
+                if a.is_none() || n.is_none() {
+                    continue;
+                }
+                let e = sums.entry(t).or_insert([(0.0, 0); 3]);
+                for (c, acc) in e.iter_mut().enumerate() {
+                    if let Some(x) = candidate(c, a, n) {
+                        acc.0 += ((x - y) / y).abs() * 100.0;
+                        acc.1 += 1;
+                    }
+                }
+            }
+        }
+    }
+    TARGETS
+        .iter()
+        .map(|t| {
+            let scores = sums.get(t).map_or([f64::NAN; 3], |s| {
+                s.map(|(sum, n)| if n > 0 { sum / n as f64 } else { f64::NAN })
+            });
+            // The lowest score; ties and no score keep the physical form (index 0).
+            let mut best = 0;
+            for c in 1..3 {
+                if scores[c] < scores[best] {
+                    best = c;
+                }
+            }
+            (t.to_string(), (best, scores))
+        })
+        .collect()
+}
+
+/// The parameters the members take: `params` with analytic-counters' bound-and-bottleneck
+/// form and roofline power transfer where `params` leaves `analytic_counters` at its
+/// defaults (the physical form `auto` takes on a set with DCGM fractions).
+fn member_params(params: &FitParams) -> FitParams {
+    let mut p = params.clone();
+    if p.analytic_counters == AnalyticCountersParams::default() {
+        p.analytic_counters = AnalyticCountersParams {
+            power_transfer: PowerTransfer::Roofline,
+            ..AnalyticCountersParams::roofline()
+        };
+    }
+    p
+}
+
+/// A fitted stack (`--model stack`, and `auto` in workload holdout on a set with DCGM
+/// fractions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackModel {
+    /// The physical member; `None` where it could not be fitted (the reason in `notes`).
+    pub physical: Option<AnalyticCountersModel>,
+    /// The neighbours' member; `None` where it could not be fitted.
+    pub neighbors: Option<ScalingModel>,
+    /// Per target, the candidate chosen (one of [`CANDIDATES`]).
+    pub choice: BTreeMap<String, String>,
+    /// Per target, each scored candidate's inner cross-validated MAPE, percent.
+    pub inner_mape_pct: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Why a member is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Fit the stack on mean points: the choice per target by inner cross-validation, then both
+/// members on all points (the baseline setting is `scaling.baseline`, else the maximum of
+/// every knob, as for `scaling`).
+///
+/// # Errors
+/// The physical member's error when neither member can be fitted.
+pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<StackModel, ModelError> {
+    let params = member_params(params);
+    let baseline = super::scaling::baseline_setting(points, &params.scaling);
+    let at_base = |p: &Point| {
+        baseline
+            .iter()
+            .all(|(k, v)| p.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
+    };
+    let choice = choose(meta, &params, points, &at_base);
+    let physical = fit_kind(ModelKind::AnalyticCounters, meta, points, &params);
+    let neighbors = fit_kind(ModelKind::Neighbors, meta, points, &params);
+    let mut notes = Vec::new();
+    let physical = match physical {
+        Ok(Fitted::AnalyticCounters(m)) => Some(m),
+        Ok(_) => None,
+        Err(e) if neighbors.is_err() => return Err(e),
+        Err(e) => {
+            notes.push(format!("analytic_counters: {e}"));
+            None
+        }
+    };
+    let neighbors = match neighbors {
+        Ok(Fitted::Scaling(m)) => Some(m),
+        Ok(_) => None,
+        Err(e) => {
+            notes.push(format!("neighbors: {e}"));
+            None
+        }
+    };
+    Ok(StackModel {
+        physical,
+        neighbors,
+        choice: choice
+            .iter()
+            .map(|(t, (c, _))| (t.clone(), CANDIDATES[*c].to_string()))
+            .collect(),
+        inner_mape_pct: choice
+            .iter()
+            .map(|(t, (_, sc))| {
+                let m = CANDIDATES
+                    .iter()
+                    .zip(sc)
+                    .filter(|(_, e)| e.is_finite())
+                    .map(|(n, e)| (n.to_string(), *e))
+                    .collect();
+                (t.clone(), m)
             })
-            .collect()
+            .collect(),
+        notes,
+    })
+}
+
+impl StackModel {
+    /// Predict `workload` at `knobs`: per target the chosen candidate; where it has no value,
+    /// the physical form's, then the neighbours'.
+    ///
+    /// # Errors
+    /// The physical member's error (else the neighbours') where neither predicts.
+    pub fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction, ModelError> {
+        let missing = || ModelError::NotEnoughData {
+            model: "stack".into(),
+            what: format!("no member was fitted ({})", self.notes.join("; ")),
+        };
+        let a = self
+            .physical
+            .as_ref()
+            .map_or_else(|| Err(missing()), |m| m.predict(workload, knobs));
+        let n = self
+            .neighbors
+            .as_ref()
+            .map_or_else(|| Err(missing()), |m| m.predict(workload, knobs));
+        let (a, n) = match (a, n) {
+            (Err(e), Err(_)) => return Err(e),
+            (a, n) => (a.map_err(|e| e.to_string()), n.map_err(|e| e.to_string())),
+        };
+        let get = |t: &str| {
+            let (va, vn) = (value(&a, t), value(&n, t));
+            let c = self
+                .choice
+                .get(t)
+                .and_then(|c| CANDIDATES.iter().position(|x| x == c))
+                .unwrap_or(0);
+            candidate(c, va, vn).or(va).or(vn)
+        };
+        Ok(Prediction {
+            time_s: get("time_s"),
+            power_w: get("power_w"),
+            energy_j: get("energy_j"),
+        })
+    }
+
+    /// What was fitted and chosen, for `fit --explain`.
+    pub fn explain(&self) -> String {
+        let mut s = "stack (stacked generalisation, Wolpert 1992; Breiman 1996): per target the physical form (analytic-counters), the neighbours' transfer or their mean, by inner cross-validated MAPE over the training workloads\n".to_string();
+        for (t, c) in &self.choice {
+            let sc: Vec<String> = self
+                .inner_mape_pct
+                .get(t)
+                .map(|m| m.iter().map(|(n, e)| format!("{n} {e:.2} %")).collect())
+                .unwrap_or_default();
+            let sc = if sc.is_empty() {
+                "not scored".to_string()
+            } else {
+                sc.join(", ")
+            };
+            s += &format!("  {t}: {sc} -> {c}\n");
+        }
+        for n in &self.notes {
+            s += &format!("  member not fitted: {n}\n");
+        }
+        if let Some(m) = &self.physical {
+            s += "physical member:\n";
+            s += &m.explain();
+        }
+        if let Some(m) = &self.neighbors {
+            s += "neighbours' member:\n";
+            s += &m.explain();
+        }
+        s
     }
 }
 
 /// How often each candidate was chosen per target over the held-out workloads, as text for
 /// the protocol line (`time_s: analytic_counters ×21; power_w: mean ×15, neighbors ×6`).
-pub fn describe(choices: &[Choice]) -> String {
+pub fn describe(models: &[&StackModel]) -> String {
     let mut parts = Vec::new();
     for t in TARGETS {
-        let mut counts = [0usize; 3];
-        for c in choices {
-            if let Some(&i) = c.get(t) {
-                counts[i] += 1;
-            }
-        }
-        let items: Vec<String> = (0..3)
-            .filter(|&i| counts[i] > 0)
-            .map(|i| format!("{} ×{}", CANDIDATES[i], counts[i]))
+        let items: Vec<String> = CANDIDATES
+            .iter()
+            .map(|c| {
+                (
+                    c,
+                    models
+                        .iter()
+                        .filter(|m| m.choice.get(t).is_some_and(|x| x == c))
+                        .count(),
+                )
+            })
+            .filter(|(_, k)| *k > 0)
+            .map(|(c, k)| format!("{c} ×{k}"))
             .collect();
         if !items.is_empty() {
             parts.push(format!("{t}: {}", items.join(", ")));

@@ -406,7 +406,7 @@ fn cv_mape(d: &Data, pred: &Array2<f64>) -> f64 {
 }
 
 /// The baseline setting: `params.baseline`, or every knob at its highest value in the set.
-fn baseline_setting(points: &[Point], params: &ScalingParams) -> Knobs {
+pub(crate) fn baseline_setting(points: &[Point], params: &ScalingParams) -> Knobs {
     match &params.baseline {
         Some(b) => b.clone(),
         None => {
