@@ -150,7 +150,16 @@ pub(crate) fn fit_then_predict(
     test: &[&Point],
     params: &FitParams,
 ) -> Vec<Result<Prediction, String>> {
-    match fit_kind(kind, meta, train, params) {
+    predict_each(&fit_kind(kind, meta, train, params), test)
+}
+
+/// A fitted model's prediction of each `test` point, or the reason it has none (the fit's
+/// error for every point where the fit failed).
+fn predict_each(
+    fitted: &Result<super::Fitted, super::ModelError>,
+    test: &[&Point],
+) -> Vec<Result<Prediction, String>> {
+    match fitted {
         Ok(m) => test
             .iter()
             .map(|p| m.predict(&p.workload, &p.knobs).map_err(|e| e.to_string()))
@@ -469,26 +478,11 @@ pub fn workload_holdout(
             }
         } else if kind == ModelKind::Stack {
             // Fitted here rather than in `fit_and_predict` to report its choices.
-            match super::stack::fit(meta, &train, &params) {
-                Ok(m) => {
-                    let fitted = super::Fitted::Stack(m);
-                    let preds = test
-                        .iter()
-                        .map(|p| {
-                            fitted
-                                .predict(&p.workload, &p.knobs)
-                                .map_err(|e| e.to_string())
-                        })
-                        .collect();
-                    push_predictions(&test, preds, &mut results, &mut failures);
-                    if let super::Fitted::Stack(m) = fitted {
-                        choice = Some(m);
-                    }
-                }
-                Err(e) => {
-                    let preds = test.iter().map(|_| Err(e.to_string())).collect();
-                    push_predictions(&test, preds, &mut results, &mut failures);
-                }
+            let fitted = super::stack::fit(meta, &train, &params).map(super::Fitted::Stack);
+            let preds = predict_each(&fitted, &test);
+            push_predictions(&test, preds, &mut results, &mut failures);
+            if let Ok(super::Fitted::Stack(m)) = fitted {
+                choice = Some(m);
             }
         } else {
             fit_and_predict(
