@@ -437,11 +437,7 @@ pub fn workload_holdout(
     {
         kind = ModelKind::Stack;
     }
-    let at_base = |p: &Point| {
-        baseline
-            .iter()
-            .all(|(k, v)| p.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
-    };
+    let at_base = |p: &Point| super::features::same_knobs(&p.knobs, baseline);
     let mut workloads: Vec<&str> = Vec::new();
     for p in points {
         if !workloads.contains(&p.workload.as_str()) {
@@ -482,7 +478,7 @@ pub fn workload_holdout(
             let preds = predict_each(&fitted, &test);
             push_predictions(&test, preds, &mut results, &mut failures);
             if let Ok(super::Fitted::Stack(m)) = fitted {
-                choice = Some(m);
+                choice = Some(m.choice);
             }
         } else {
             fit_and_predict(

@@ -56,6 +56,14 @@ pub fn is_reliable(
         .is_some_and(|ws| ws.iter().any(|w| w == "*" || w == workload))
 }
 
+/// Whether `knobs` has every knob of `setting` at its value (within 10⁻⁹; other knobs of
+/// `knobs` are free).
+pub fn same_knobs(knobs: &Knobs, setting: &Knobs) -> bool {
+    setting
+        .iter()
+        .all(|(k, v)| knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
+}
+
 /// The fitted group of `workload` at the other knob values `other`, among `groups` whose
 /// (workload, other knobs) `key` gives; else [`ModelError::UnknownSetting`] with the
 /// settings the model knows for that workload (`knobs` is the full setting asked for).

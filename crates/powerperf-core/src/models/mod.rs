@@ -407,9 +407,7 @@ pub fn fit_kind(
         ModelKind::Scaling => scaling::fit(meta, points, &params.scaling).map(Fitted::Scaling),
         ModelKind::Joint => joint::fit(meta, points, &params.joint).map(Fitted::Joint),
         ModelKind::Neighbors => {
-            let mut p = params.scaling.clone();
-            p.transfer = Some(scaling::Transfer::Neighbors);
-            scaling::fit(meta, points, &p).map(Fitted::Scaling)
+            scaling::fit_neighbors(meta, points, &params.scaling).map(Fitted::Scaling)
         }
         ModelKind::Stack => stack::fit(meta, points, params).map(Fitted::Stack),
         ModelKind::Auto => unreachable!("resolve never returns Auto"),

@@ -31,7 +31,7 @@
 use super::analytic_counters::{AnalyticCountersModel, AnalyticCountersParams, PowerTransfer};
 use super::eval::{fit_then_predict, measured};
 use super::scaling::ScalingModel;
-use super::{fit_kind, FitParams, Fitted, Knobs, ModelError, ModelKind, Prediction};
+use super::{FitParams, Knobs, ModelError, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -183,18 +183,13 @@ pub struct StackModel {
 pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<StackModel, ModelError> {
     let params = member_params(params);
     let baseline = super::scaling::baseline_setting(points, &params.scaling);
-    let at_base = |p: &Point| {
-        baseline
-            .iter()
-            .all(|(k, v)| p.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
-    };
+    let at_base = |p: &Point| super::features::same_knobs(&p.knobs, &baseline);
     let choice = choose(meta, &params, points, &at_base);
-    let physical = fit_kind(ModelKind::AnalyticCounters, meta, points, &params);
-    let neighbors = fit_kind(ModelKind::Neighbors, meta, points, &params);
+    let physical = super::analytic_counters::fit(meta, points, &params.analytic_counters);
+    let neighbors = super::scaling::fit_neighbors(meta, points, &params.scaling);
     let mut notes = Vec::new();
     let physical = match physical {
-        Ok(Fitted::AnalyticCounters(m)) => Some(m),
-        Ok(_) => None,
+        Ok(m) => Some(m),
         Err(e) if neighbors.is_err() => return Err(e),
         Err(e) => {
             notes.push(format!("analytic_counters: {e}"));
@@ -202,8 +197,7 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
         }
     };
     let neighbors = match neighbors {
-        Ok(Fitted::Scaling(m)) => Some(m),
-        Ok(_) => None,
+        Ok(m) => Some(m),
         Err(e) => {
             notes.push(format!("neighbors: {e}"));
             None
@@ -302,9 +296,10 @@ impl StackModel {
     }
 }
 
-/// How often each candidate was chosen per target over the held-out workloads, as text for
+/// How often each candidate was chosen per target over the held-out workloads' stacks
+/// ([`StackModel::choice`]), as text for
 /// the protocol line (`time_s: analytic_counters ×21; power_w: mean ×15, neighbors ×6`).
-pub fn describe(models: &[&StackModel]) -> String {
+pub fn describe(choices: &[&BTreeMap<String, String>]) -> String {
     let mut parts = Vec::new();
     for t in TARGETS {
         let items: Vec<String> = CANDIDATES
@@ -312,9 +307,9 @@ pub fn describe(models: &[&StackModel]) -> String {
             .map(|c| {
                 (
                     c,
-                    models
+                    choices
                         .iter()
-                        .filter(|m| m.choice.get(t).is_some_and(|x| x == c))
+                        .filter(|m| m.get(t).is_some_and(|x| x == c))
                         .count(),
                 )
             })

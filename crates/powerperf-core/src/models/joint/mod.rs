@@ -39,7 +39,7 @@ pub mod split;
 #[cfg(test)]
 mod tests;
 
-use super::features::knob_key;
+use super::features::{self, knob_key};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{CounterKind, Point, SetMeta};
 use serde::{Deserialize, Serialize};
@@ -632,12 +632,7 @@ impl JointModel {
         let w = self
             .workloads
             .iter()
-            .find(|w| {
-                w.workload == workload
-                    && w.fixed_knobs
-                        .iter()
-                        .all(|(k, v)| knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
-            })
+            .find(|w| w.workload == workload && features::same_knobs(knobs, &w.fixed_knobs))
             .ok_or_else(|| self.unknown(workload, knobs))?;
         let z = match (w.z, self.z_sd > 0.0) {
             (Some(z), true) => (z - self.z_mean) / self.z_sd,

@@ -13,26 +13,21 @@
 
 use super::super::baseline::{held_out_counts, BaselineEval};
 use super::super::eval::{fit_and_predict, measured, summarise, Evaluation, PointResult};
-use super::super::features::knob_key;
+use super::super::features::{knob_key, same_knobs};
 use super::super::split::TrainSplit;
 use super::super::{FitParams, Knobs, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta};
-
-fn matches(p: &Point, s: &Knobs) -> bool {
-    s.iter()
-        .all(|(k, v)| p.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
-}
 
 /// Split `points` into training (matching one of `settings`) and held-out points.
 pub fn split<'a>(points: &'a [Point], settings: &[Knobs]) -> (Vec<Point>, Vec<&'a Point>) {
     let train = points
         .iter()
-        .filter(|p| settings.iter().any(|s| matches(p, s)))
+        .filter(|p| settings.iter().any(|s| same_knobs(&p.knobs, s)))
         .cloned()
         .collect();
     let test = points
         .iter()
-        .filter(|p| !settings.iter().any(|s| matches(p, s)))
+        .filter(|p| !settings.iter().any(|s| same_knobs(&p.knobs, s)))
         .collect();
     (train, test)
 }
@@ -178,7 +173,7 @@ pub fn cross_workload_holdout(
             workloads.push(&p.workload);
         }
     }
-    let on_cross = |p: &Point| settings.iter().any(|s| matches(p, s));
+    let on_cross = |p: &Point| settings.iter().any(|s| same_knobs(&p.knobs, s));
     let mut results = Vec::new();
     let mut failures = Vec::new();
     let mut resolved = kind;

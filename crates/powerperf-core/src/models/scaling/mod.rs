@@ -41,7 +41,7 @@
 //! workload contributes only its baseline point (its targets and counters there); the
 //! shape, `s` and the features come from the other workloads.
 
-use super::features::{knob_key, rates, spearman};
+use super::features::{knob_key, rates, same_knobs, spearman};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{Point, SetMeta};
 use ndarray::Array2;
@@ -324,11 +324,6 @@ pub(super) fn between<K: Copy>(
     };
     let (vl, vh) = (value(kl)?, value(kh)?);
     Ok(Some(vl + (c - xl) / (xh - xl) * (vh - vl)))
-}
-
-fn same_knobs(a: &Knobs, b: &Knobs) -> bool {
-    b.iter()
-        .all(|(k, v)| a.get(k).is_some_and(|x| (x - v).abs() < 1e-9))
 }
 
 /// Baseline features of a point: counter rates as [`rates`] gives them, static features as
@@ -847,6 +842,21 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
         neighbors: nb,
         choice,
     }))
+}
+
+/// Fit the local transfer alone (`--model neighbors`): [`fit`] with
+/// [`Transfer::Neighbors`].
+///
+/// # Errors
+/// As [`fit`].
+pub fn fit_neighbors(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &ScalingParams,
+) -> Result<ScalingModel, ModelError> {
+    let mut p = params.clone();
+    p.transfer = Some(Transfer::Neighbors);
+    fit(meta, points, &p)
 }
 
 /// Fit the `scaling` model on mean points (see the module docs).
