@@ -152,3 +152,30 @@ fn parsec_auto_workload_holdout_does_not_lose_to_its_baseline() {
         assert!(v[t].ratio.unwrap() <= 1.0, "{t}: ratio {:?}", v[t].ratio);
     }
 }
+
+/// Issue 21 on XU3 cBench (30 programs, one core at 1000/1500/2000 MHz, cycles and
+/// instructions counted): `auto` in workload holdout is the stack of the base-CPI form
+/// (`analytic_counters` with `combine = base_cpi`: the held-out program's clock-scaled share
+/// from its own cycles and instructions at 2000 MHz, one base CPI fitted on the others) and
+/// the neighbours' transfer, chosen per target by inner cross-validation. Measured 0.442 of
+/// the median-ratio baseline's time error and 0.540 of its power error (docs/models.md);
+/// issue 21 asks ≤ ½ and ≤ ¾.
+#[test]
+fn cbench_auto_workload_holdout_takes_the_base_cpi_stack() {
+    let set = load("xu3-cbench");
+    let pts = mean_points(&set);
+    let base: powerperf::models::Knobs = [
+        ("core_freq_mhz".to_string(), 2000.0),
+        ("threads".to_string(), 1.0),
+    ]
+    .into();
+    let e = auto_holdout(&set, &pts, &base);
+    assert_eq!(e.kind, ModelKind::Stack);
+    assert!(e.failures.is_empty(), "{:?}", e.failures);
+    let v = e.versus(&set.meta);
+    println!("cbench workload holdout, auto: {v:?}");
+    for (t, most) in [("time_s", 0.5), ("power_w", 0.75)] {
+        assert_eq!(v[t].common_n, v[t].held_out, "{t}: every point predicted");
+        assert!(v[t].ratio.unwrap() <= most, "{t}: ratio {:?}", v[t].ratio);
+    }
+}

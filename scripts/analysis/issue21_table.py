@@ -36,6 +36,7 @@ VF = '{"analytic":{"power_shape":"voltage_floor"}}'
 PL = '{"analytic":{"power_shape":"power_law"}}'
 ROOF = '{"analytic_counters":{"combine":"max"}}'
 ROOFP = '{"analytic_counters":{"combine":"max","power_transfer":"roofline"}}'
+BCPI = '{"analytic_counters":{"combine":"base_cpi"}}'
 # (set, label, protocol, extra args, models, rule)
 ROWS = [
     ("titanx-micro", "knob holdout 595/861/1164", KH, ["--train", "core_freq_mhz=595,861,1164"], ["auto"], None),
@@ -61,6 +62,8 @@ ROWS = [
      ["--baseline", "core_freq_mhz=1380", "--params", ROOFP], ["analytic-counters"], "wh-v100"),
     ("xu3-cbench", "knob holdout 1000/2000 → 1500", KH, ["--train", "core_freq_mhz=1000,2000"], ["auto"], None),
     ("xu3-cbench", "workload holdout from 2000 MHz", WH, ["--baseline", "core_freq_mhz=2000"], ["auto", "scaling", "neighbors", "spca"], "wh"),
+    ("xu3-cbench", "workload holdout from 2000 MHz, base CPI alone (opt-in)", WH,
+     ["--baseline", "core_freq_mhz=2000", "--params", BCPI], ["analytic-counters"], "wh"),
     ("xu3-parsec-joint", "knob holdout 1000/1800 → 1400", KH, ["--train", "core_freq_mhz=1000,1800"], ["auto"], None),
     ("xu3-parsec-joint", "joint split: 1 core × 1000/1400/1800 + 2 cores × 1000", KH,
      ["--train-points", "@parsec_joint.csv"], ["auto"], "joint"),

@@ -51,6 +51,29 @@
 //! Nothing is fitted (α = 1: with `combine = max` the `calibrate` flag is not used). Without
 //! compute counters (`c = 0`) it is the sum form with α = 1 plus the host-side part.
 //!
+//! ## Base CPI (`"combine": "base_cpi"`, CPU sets with a cycles and an instructions counter)
+//!
+//! A CPI stack (Eyerman, Eeckhout, Karkhanis & Smith, "A performance counter architecture
+//! for computing accurate CPI components", ASPLOS 2006) splits a core's cycles per
+//! instruction into a base part, the cycles the core needs to issue and execute, counted in
+//! core cycles and so ∝ 1/f, and miss-event parts whose latency is set outside the core
+//! (memory, I/O) and does not scale with the core clock (the split behind DVFS models such as
+//! Keramidas, Spiliopoulos & Kaxiras, "Interval-based models for run-time DVFS orchestration
+//! in superscalar processors", CF 2010). Without stall counters, one base CPI `β` shared by
+//! every workload of the chip is fitted, and a workload's clock-scaled share of its reference
+//! time is
+//!
+//! ```text
+//! φ = min(1, C/(f0·t0·n)) · min(1, β·N/C)        (N instructions, C cycles at f0, n threads)
+//! t(f) = t0 · [ (1 − φ) + φ·f0/f ]
+//! ```
+//!
+//! The first factor is the share of wall time the core ran (perf's "CPUs utilized", per
+//! thread); the rest, time off the core (I/O, sleeping), does not scale. The second is the
+//! base share of the cycles run, `β/CPI`. Without a cycles counter `φ = min(1, β·N/(f0·t0·n))`.
+//! `β` is fitted by golden-section search on the relative squared error of the training
+//! points at the non-reference clocks (in workload holdout: the other workloads' points).
+//!
 //! Power and energy: power from [`super::analytic`] fitted on the same training points where
 //! the group has two or more clocks; a group with only its reference point (workload holdout)
 //! gets `P(f) = P(f0) × median_g P_g(f)/P_g(f0)` over the other groups' fitted power curves.
@@ -103,6 +126,10 @@ pub struct AnalyticCountersParams {
     /// Power of a workload with only its reference point (workload holdout): `median_ratio`
     /// (default) or `roofline` (see [`PowerTransfer`]).
     pub power_transfer: PowerTransfer,
+    /// `combine = base_cpi`: the retired-instructions counter; `None`: the first of
+    /// [`INSTRUCTIONS_NAMES`] the set has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions_counter: Option<String>,
 }
 
 /// How a workload with only its reference point gets its power curve.
@@ -138,9 +165,20 @@ pub enum Combine {
     Sum,
     /// `t = t_host + max(t_comp·f0/f, t_mem) + t_rest·f0/f` (Roofline's bound and bottleneck).
     Max,
+    /// `t = t0·[(1 − φ) + φ·f0/f]`, `φ` the base-CPI share of the reference time (module docs).
+    BaseCpi,
 }
 
 impl AnalyticCountersParams {
+    /// The base-CPI form (`combine = base_cpi`) with its default counters, for `auto`'s
+    /// resolution where [`base_cpi_applicable`].
+    pub fn base_cpi() -> Self {
+        Self {
+            combine: Combine::BaseCpi,
+            ..Self::default()
+        }
+    }
+
     /// The bound-and-bottleneck form with its default counters (`combine = max`), for
     /// `auto`'s resolution where [`roofline_applicable`].
     pub fn roofline() -> Self {
@@ -170,6 +208,27 @@ pub fn roofline_applicable(meta: &SetMeta) -> bool {
     has("dram_active") && DEFAULT_COMPUTE_COUNTERS.iter().any(|c| has(c))
 }
 
+/// Count counters recognised as retired instructions, in order of preference (perf, ARM PMU,
+/// PAPI, LIKWID spellings; compared case-insensitively).
+pub const INSTRUCTIONS_NAMES: [&str; 5] = [
+    "instructions",
+    "inst_retired",
+    "papi_tot_ins",
+    "instr_retired_any",
+    "inst_retired.any",
+];
+
+/// The retired-instructions counter of a set (a Count), if it has one.
+pub fn instructions_counter(meta: &SetMeta) -> Option<String> {
+    super::features::count_counter(meta, &INSTRUCTIONS_NAMES)
+}
+
+/// Whether the base-CPI form (`combine = base_cpi`) has what it needs: a cycles counter and
+/// a retired-instructions counter, both counts. For `auto`'s resolution in workload holdout.
+pub fn base_cpi_applicable(meta: &SetMeta) -> bool {
+    super::features::cycles_counter(meta).is_some() && instructions_counter(meta).is_some()
+}
+
 impl Default for AnalyticCountersParams {
     fn default() -> Self {
         Self {
@@ -179,6 +238,7 @@ impl Default for AnalyticCountersParams {
             compute_counters: Vec::new(),
             active_counter: None,
             power_transfer: PowerTransfer::MedianRatio,
+            instructions_counter: None,
         }
     }
 }
@@ -204,6 +264,11 @@ pub struct CounterGroup {
     /// without a reliable time), for [`PowerTransfer::Roofline`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_fraction: Option<f64>,
+    /// `combine = base_cpi`: retired instructions and cycles at `f0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<f64>,
 }
 
 /// The fitted model.
@@ -228,6 +293,13 @@ pub struct AnalyticCountersModel {
     /// [`PowerTransfer::Roofline`]'s chip curves (empty: the median ratio).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub power_transfer: Vec<PowerTransferTable>,
+    /// `combine = base_cpi`: the fitted base CPI `β` and the counters used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_cpi: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions_counter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycles_counter: Option<String>,
 }
 
 fn split(knobs: &Knobs, freq: &str) -> Knobs {
@@ -290,6 +362,28 @@ fn speed_ratio(g: &CounterGroup, r: f64) -> Option<f64> {
     let (m, c) = (m.min(a), g.compute_fraction.map_or(0.0, clamp01).min(a));
     let t = (1.0 - a) + (c * r).max(m) + (a - c.max(m)) * r;
     (t > 0.0 && t.is_finite()).then(|| 1.0 / t)
+}
+
+/// `combine = base_cpi`: the clock-scaled share `φ` of a group's reference time for base CPI
+/// `beta` (module docs); `None` without a positive time, instructions or clock.
+fn base_share(g: &CounterGroup, beta: f64) -> Option<f64> {
+    let t0 = g.t0_s.filter(|t| *t > 0.0 && t.is_finite())?;
+    let n_inst = g.instructions.filter(|n| *n > 0.0 && n.is_finite())?;
+    let f0 = g.f0_mhz * 1e6;
+    if !(f0 > 0.0 && f0.is_finite() && beta.is_finite() && beta >= 0.0) {
+        return None;
+    }
+    let threads = g
+        .other_knobs
+        .get("threads")
+        .copied()
+        .filter(|n| *n >= 1.0 && n.is_finite())
+        .unwrap_or(1.0);
+    let phi = match g.cycles.filter(|c| *c > 0.0 && c.is_finite()) {
+        Some(c) => (c / (f0 * t0 * threads)).min(1.0) * (beta * n_inst / c).min(1.0),
+        None => (beta * n_inst / (f0 * t0 * threads)).min(1.0),
+    };
+    phi.is_finite().then_some(phi.max(0.0))
 }
 
 /// [`PowerTransfer::Roofline`]: per value of the other knobs, the static power at the
@@ -399,7 +493,10 @@ pub fn fit(
             model: "analytic_counters".into(),
             fix: "use a set with a clock knob".into(),
         })?;
-    let terms = if params.memory_terms.is_empty() {
+    let base_cpi = params.combine == Combine::BaseCpi;
+    let terms = if base_cpi {
+        Vec::new()
+    } else if params.memory_terms.is_empty() {
         match meta
             .counters
             .iter()
@@ -435,6 +532,32 @@ pub fn fit(
             ),
         });
     }
+    // Base CPI: the instructions and cycles counters.
+    let (instructions_counter, cycles_counter) = if base_cpi {
+        let inst = match &params.instructions_counter {
+            Some(c) if meta.counters.get(c) == Some(&CounterKind::Count) => c.clone(),
+            Some(c) => {
+                return Err(ModelError::NotEnoughData {
+                    model: "analytic_counters".into(),
+                    what: format!(
+                        "instructions counter `{c}` is not a count of the set; its counters: [{}]",
+                        meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                })
+            }
+            None => instructions_counter(meta).ok_or_else(|| ModelError::NotEnoughData {
+                model: "analytic_counters".into(),
+                what: format!(
+                    "combine = base_cpi needs a retired-instructions count ({}); the set's counters: [{}]. Fix: collect `instructions` (perf) or `inst_retired` (ARM PMU), or name it with --params '{{\"analytic_counters\":{{\"combine\":\"base_cpi\",\"instructions_counter\":\"NAME\"}}}}'",
+                    INSTRUCTIONS_NAMES.join(", "),
+                    meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            })?,
+        };
+        (Some(inst), super::features::cycles_counter(meta))
+    } else {
+        (None, None)
+    };
     // Bound and bottleneck: the compute-pipe and engine-active counters.
     let rate_counter = |name: &str| {
         meta.counters
@@ -542,9 +665,60 @@ pub fn fit(
             compute_fraction,
             active_fraction,
             memory_fraction,
+            instructions: instructions_counter
+                .as_ref()
+                .and_then(|c| r.counters.get(c).copied()),
+            cycles: cycles_counter
+                .as_ref()
+                .and_then(|c| r.counters.get(c).copied()),
         });
     }
-    let (alpha, alpha_source) = if params.combine == Combine::Max {
+    // Base CPI: β by golden section on the relative squared error of the points at the
+    // non-reference clocks, in [0, the largest CPI] (beyond it every share is clamped).
+    let beta = base_cpi.then(|| {
+        let mut pairs: Vec<(&CounterGroup, f64, f64)> = Vec::new();
+        let mut top: f64 = 0.0;
+        for ((w, _, pts), g) in groups.iter().zip(&out) {
+            let Some(n_inst) = g.instructions.filter(|n| *n > 0.0 && n.is_finite()) else {
+                continue;
+            };
+            let busy = g
+                .cycles
+                .filter(|c| *c > 0.0 && c.is_finite())
+                .or_else(|| g.t0_s.map(|t0| t0 * g.f0_mhz * 1e6));
+            if let Some(c) = busy.filter(|c| c.is_finite() && *c > 0.0) {
+                top = top.max(c / n_inst);
+            }
+            if g.t0_s.is_none() || !meta.is_reliable("time_s", w) {
+                continue;
+            }
+            for p in pts {
+                let f = p.knobs[&freq];
+                if let Some(t) = p.time_s.filter(|t| *t > 0.0 && t.is_finite()) {
+                    if f != g.f0_mhz && f > 0.0 && f.is_finite() {
+                        pairs.push((g, g.f0_mhz / f, t));
+                    }
+                }
+            }
+        }
+        if pairs.is_empty() || !(top > 0.0 && top.is_finite()) {
+            return None;
+        }
+        let err = |b: f64| {
+            pairs
+                .iter()
+                .filter_map(|(g, r, t)| {
+                    let phi = base_share(g, b)?;
+                    let e = (g.t0_s? * (1.0 - phi + phi * r) - t) / t;
+                    Some(e * e)
+                })
+                .sum::<f64>()
+        };
+        Some(analytic::golden_section_min(0.0, top, top * 1e-9, 200, err))
+    });
+    let (alpha, alpha_source) = if base_cpi {
+        (1.0, "not used (combine = base_cpi)".to_string())
+    } else if params.combine == Combine::Max {
         (
             1.0,
             "1 (combine = max: the counters as they are, nothing fitted)".to_string(),
@@ -592,6 +766,9 @@ pub fn fit(
         combine: params.combine,
         compute_counters,
         active_counter,
+        base_cpi: beta.flatten(),
+        instructions_counter,
+        cycles_counter,
     })
 }
 
@@ -625,13 +802,20 @@ impl AnalyticCountersModel {
                 what: format!("{} = {f}: the clock must be positive", self.freq_knob),
             });
         }
-        let time_s = g.t0_s.zip(g.memory_s).map(|(t0, m)| match self.combine {
-            Combine::Sum => {
+        let time_s = match self.combine {
+            Combine::Sum => g.t0_s.zip(g.memory_s).map(|(t0, m)| {
                 let tm = (self.alpha * m).clamp(0.0, t0);
                 tm + (t0 - tm) * g.f0_mhz / f
-            }
-            Combine::Max => t0 * roofline_ratio(g, self.alpha * m, g.f0_mhz / f),
-        });
+            }),
+            Combine::Max => g
+                .t0_s
+                .zip(g.memory_s)
+                .map(|(t0, m)| t0 * roofline_ratio(g, self.alpha * m, g.f0_mhz / f)),
+            Combine::BaseCpi => self.base_cpi.and_then(|b| {
+                let phi = base_share(g, b)?;
+                Some(g.t0_s? * (1.0 - phi + phi * g.f0_mhz / f))
+            }),
+        };
         let power_w = self.power_at(g, f, knobs);
         Ok(Prediction {
             time_s,
@@ -715,7 +899,35 @@ impl AnalyticCountersModel {
                 self.compute_counters.join(", "),
                 self.active_counter.as_deref().unwrap_or("1 (no active counter)")
             ),
+            Combine::BaseCpi => String::new(), // returned above
         };
+        if self.combine == Combine::BaseCpi {
+            let mut s = format!(
+                "analytic DVFS model, base CPI from counters (CPI stack: Eyerman et al. ASPLOS 2006): t(f) = t0·[(1 − φ) + φ·f0/f], φ = min(1, C/(f0·t0·n))·min(1, β·N/C)\nclock knob: {}\ninstructions: {}, cycles: {}\nβ (base CPI, fitted on the training points at the non-reference clocks) = {}\n",
+                self.freq_knob,
+                self.instructions_counter.as_deref().unwrap_or("-"),
+                self.cycles_counter.as_deref().unwrap_or("none (φ from time)"),
+                self.base_cpi
+                    .map_or("not fitted (no training point at a second clock)".into(), |b| {
+                        format!("{b:.4}")
+                    }),
+            );
+            s += "workload                         other knobs            f0_mhz      t0_s       CPI      φ\n";
+            for g in &self.groups {
+                let cpi = g.cycles.zip(g.instructions).map(|(c, n)| c / n);
+                let phi = self.base_cpi.and_then(|b| base_share(g, b));
+                s += &format!(
+                    "{:<32} {:<22} {:>7} {:>9} {:>9} {:>6}\n",
+                    g.workload,
+                    knob_key(&g.other_knobs),
+                    g.f0_mhz,
+                    g.t0_s.map_or("-".into(), |v| format!("{v:.4}")),
+                    cpi.map_or("-".into(), |v| format!("{v:.3}")),
+                    phi.map_or("-".into(), |v| format!("{v:.3}")),
+                );
+            }
+            return s;
+        }
         let mut s = format!(
             "analytic DVFS model, memory part from counters (Moore 2012; Choi et al. 2004): {form}\nclock knob: {}\nmemory terms: {}\nα = {:.4} ({})\n",
             self.freq_knob,
@@ -1086,6 +1298,40 @@ mod tests {
         pts
     }
 
+    /// `e` is `auto`'s stack with no failure, `n` results, `choice` on its protocol line, and
+    /// exact (within 10⁻⁶) on `targets` against `pts`.
+    fn assert_stack_exact(
+        e: &crate::models::eval::Evaluation,
+        pts: &[Point],
+        n: usize,
+        choice: &str,
+        targets: &[&str],
+    ) {
+        assert_eq!(e.kind, crate::models::ModelKind::Stack);
+        assert!(e.failures.is_empty(), "{:?}", e.failures);
+        assert_eq!(e.results.len(), n);
+        assert!(
+            e.summary.protocol.contains(choice),
+            "{}",
+            e.summary.protocol
+        );
+        for r in &e.results {
+            let p = pts
+                .iter()
+                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
+                .unwrap();
+            for t in targets {
+                let got = r.predicted.target(t).unwrap();
+                let want = crate::models::eval::measured(p).target(t).unwrap();
+                assert!(
+                    (got - want).abs() < 1e-6 * want,
+                    "{} {t}: {got} vs {want}",
+                    r.workload
+                );
+            }
+        }
+    }
+
     #[test]
     fn auto_stack_keeps_an_exact_physical_form_and_never_sees_the_held_out_points() {
         // `auto` on a set with DCGM fractions stacks the physical form with the neighbours
@@ -1104,33 +1350,13 @@ mod tests {
             )
         };
         let e = run(&pts);
-        assert_eq!(e.kind, ModelKind::Stack);
-        assert!(e.failures.is_empty(), "{:?}", e.failures);
-        assert_eq!(e.results.len(), 16);
-        assert!(
-            e.summary
-                .protocol
-                .contains("time_s: analytic_counters ×4; power_w: analytic_counters ×4"),
-            "{}",
-            e.summary.protocol
+        assert_stack_exact(
+            &e,
+            &pts,
+            16,
+            "time_s: analytic_counters ×4; power_w: analytic_counters ×4",
+            &["time_s", "power_w"],
         );
-        for r in &e.results {
-            let p = pts
-                .iter()
-                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
-                .unwrap();
-            for (got, want) in [
-                (r.predicted.time_s, p.time_s),
-                (r.predicted.power_w, p.power_w),
-            ] {
-                let (got, want) = (got.unwrap(), want.unwrap());
-                assert!(
-                    (got - want).abs() < 1e-6 * want,
-                    "{}: {got} vs {want}",
-                    r.workload
-                );
-            }
-        }
         let mut poisoned = pts.clone();
         for p in poisoned
             .iter_mut()
@@ -1199,6 +1425,155 @@ mod tests {
         assert!(one.unwrap().predict(w, &k(700.0)).unwrap().time_s.is_some());
         let e = fit_kind(ModelKind::Stack, &meta_gpu(), &[], &FitParams::default());
         assert!(e.is_err(), "{e:?}");
+    }
+
+    fn meta_cpu() -> SetMeta {
+        let mut m = SetMeta::default();
+        m.knobs = vec!["core_freq_mhz".into(), "threads".into()];
+        m.counters.insert("cpu_cycles".into(), CounterKind::Count);
+        m.counters.insert("inst_retired".into(), CounterKind::Count);
+        m
+    }
+
+    /// A CPU workload with `n` instructions at base CPI 1.2, `ts` s of stall (cycles counted,
+    /// clock-independent) and `ti` s off the core (not counted) on `threads` threads:
+    /// t(f) = ti + n·1.2/(f·threads) + ts, C = n·1.2 + ts·f·threads; P = 0.2 + (f/1000)^2.
+    fn cpu_pt(w: &str, f: f64, threads: f64, n: f64, ts: f64, ti: f64) -> Point {
+        let hz = f * 1e6;
+        let t = ti + n * 1.2 / (hz * threads) + ts;
+        Point {
+            workload: w.into(),
+            knobs: [
+                ("core_freq_mhz".to_string(), f),
+                ("threads".to_string(), threads),
+            ]
+            .into_iter()
+            .collect(),
+            time_s: Some(t),
+            power_w: Some(0.2 + (f / 1000.0f64).powi(2)),
+            counters: [
+                ("inst_retired".to_string(), n),
+                ("cpu_cycles".to_string(), n * 1.2 + ts * hz * threads),
+            ]
+            .into_iter()
+            .collect(),
+            ..Point::default()
+        }
+    }
+
+    const CPU_WORKLOADS: [(&str, f64, f64, f64); 5] = [
+        ("bitcount", 3e10, 0.5, 0.0),
+        ("crc32", 2e10, 20.0, 0.5),
+        ("rijndael", 4e10, 5.0, 15.0),
+        ("qsort", 1e10, 2.0, 1.0),
+        ("dijkstra", 5e9, 3.0, 0.2),
+    ];
+
+    fn cpu_world(threads: &[f64]) -> Vec<Point> {
+        let mut pts = Vec::new();
+        for &(w, n, ts, ti) in &CPU_WORKLOADS {
+            for &th in threads {
+                for f in [1000.0, 1500.0, 2000.0] {
+                    pts.push(cpu_pt(w, f, th, n, ts, ti));
+                }
+            }
+        }
+        pts
+    }
+
+    #[test]
+    fn base_cpi_known_answer_from_one_point() {
+        // β is recovered from the other workloads' clocks, and a workload known at 2000 MHz
+        // alone gets its exact curve from its own cycles and instructions, on 1 and 2 threads.
+        let all = cpu_world(&[1.0, 2.0]);
+        let pts: Vec<Point> = all
+            .iter()
+            .filter(|p| p.workload != "crc32" || p.knobs["core_freq_mhz"] == 2000.0)
+            .cloned()
+            .collect();
+        let m = fit(&meta_cpu(), &pts, &AnalyticCountersParams::base_cpi()).unwrap();
+        assert!((m.base_cpi.unwrap() - 1.2).abs() < 1e-6, "{:?}", m.base_cpi);
+        assert_eq!(m.instructions_counter.as_deref(), Some("inst_retired"));
+        assert_eq!(m.cycles_counter.as_deref(), Some("cpu_cycles"));
+        for p in all.iter().filter(|p| p.workload == "crc32") {
+            let got = m.predict("crc32", &p.knobs).unwrap().time_s.unwrap();
+            let want = p.time_s.unwrap();
+            assert!(
+                (got - want).abs() < 1e-6 * want,
+                "{:?}: {got} vs {want}",
+                p.knobs
+            );
+        }
+        assert!(m.explain().contains("β (base CPI"), "{}", m.explain());
+        // The model file round-trips; older files (no base-CPI fields) still read.
+        let back: AnalyticCountersModel =
+            serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn base_cpi_without_instructions_names_the_fix_and_bad_counts_do_not_panic() {
+        let mut meta = meta_cpu();
+        meta.counters.remove("inst_retired");
+        let e = fit(
+            &meta,
+            &cpu_world(&[1.0]),
+            &AnalyticCountersParams::base_cpi(),
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("retired-instructions") && msg.contains("instructions_counter"),
+            "{msg}"
+        );
+        // Zero, negative and NaN counts and times: no prediction or a finite one, no panic.
+        let mut pts = cpu_world(&[1.0]);
+        for (i, p) in pts.iter_mut().enumerate() {
+            match i % 4 {
+                0 => {
+                    p.counters.insert("inst_retired".into(), 0.0);
+                }
+                1 => {
+                    p.counters.insert("cpu_cycles".into(), f64::NAN);
+                }
+                2 => p.time_s = Some(-1.0),
+                _ => {}
+            }
+        }
+        let m = fit(&meta_cpu(), &pts, &AnalyticCountersParams::base_cpi()).unwrap();
+        for p in &pts {
+            if let Ok(pr) = m.predict(&p.workload, &p.knobs) {
+                if let Some(t) = pr.time_s {
+                    assert!(t.is_finite() && t > 0.0, "{t}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn auto_stack_takes_base_cpi_on_a_cpu_clock_sweep_only() {
+        // A clock sweep with cycles and instructions: `auto` in workload holdout is the stack
+        // with the base-CPI form, chosen and exact on data it describes exactly. With two
+        // thread counts it is not (the form predicts along the clock only).
+        use crate::models::{eval, FitParams, ModelKind};
+        let base: Knobs = [
+            ("core_freq_mhz".to_string(), 2000.0),
+            ("threads".to_string(), 1.0),
+        ]
+        .into_iter()
+        .collect();
+        let pts = cpu_world(&[1.0]);
+        let e = eval::workload_holdout(
+            ModelKind::Auto,
+            &meta_cpu(),
+            &pts,
+            &base,
+            &FitParams::default(),
+        );
+        assert_stack_exact(&e, &pts, 10, "time_s: analytic_counters ×5", &["time_s"]);
+        let two = cpu_world(&[1.0, 2.0]);
+        assert!(!crate::models::stack::auto_applies(&meta_cpu(), &two));
+        assert!(crate::models::stack::auto_applies(&meta_cpu(), &pts));
     }
 
     #[test]

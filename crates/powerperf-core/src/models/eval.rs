@@ -427,12 +427,14 @@ pub fn workload_holdout(
     let mut kind = kind.resolve(points, true);
     let mut params = params.clone();
     // `auto` on a set with DCGM-style activity fractions (a memory fraction and a compute
-    // pipe's, `analytic_counters::roofline_applicable`), unless `--params` sets
-    // analytic_counters: the stack of the bound-and-bottleneck form (time from the held-out
-    // workload's own counters, power by the roofline transfer) and the neighbours' transfer,
-    // chosen per target by inner cross-validation (docs/models.md, issue 21).
+    // pipe's, `analytic_counters::roofline_applicable`), or on a clock sweep with cycles and
+    // instructions counts (`stack::auto_applies`), unless `--params` sets analytic_counters:
+    // the stack of the physical form (the bound-and-bottleneck form with the roofline power
+    // transfer, or the base-CPI form; time from the held-out workload's own counters) and the
+    // neighbours' transfer, chosen per target by inner cross-validation (docs/models.md,
+    // issue 21).
     if auto
-        && super::analytic_counters::roofline_applicable(meta)
+        && super::stack::auto_applies(meta, points)
         && params.analytic_counters == super::analytic_counters::AnalyticCountersParams::default()
     {
         kind = ModelKind::Stack;

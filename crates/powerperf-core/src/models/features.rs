@@ -119,7 +119,13 @@ pub fn complete_targets(p: &mut Point) {
 
 /// The cycles counter of a set, if it has one (see [`CYCLES_NAMES`]).
 pub fn cycles_counter(meta: &SetMeta) -> Option<String> {
-    CYCLES_NAMES.iter().find_map(|want| {
+    count_counter(meta, &CYCLES_NAMES)
+}
+
+/// The first of `names` (in that order of preference, compared case-insensitively) that is
+/// a Count counter of the set.
+pub fn count_counter(meta: &SetMeta, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|want| {
         meta.counters
             .iter()
             .find(|(name, kind)| **kind == CounterKind::Count && name.eq_ignore_ascii_case(want))

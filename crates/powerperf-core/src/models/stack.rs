@@ -1,7 +1,9 @@
 //! `auto`'s per-target stack in workload holdout on a set with DCGM activity fractions
-//! (where [`super::analytic_counters::roofline_applicable`] holds): for each target, the
-//! physical form (`analytic_counters`' bound and bottleneck with the roofline power transfer,
-//! nothing fitted on the held-out workload), the data-driven local transfer (`neighbors`: the
+//! (where [`super::analytic_counters::roofline_applicable`] holds) or on a CPU clock sweep
+//! with cycles and instructions counts ([`auto_applies`]): for each target, the physical form
+//! (`analytic_counters`' bound and bottleneck with the roofline power transfer, nothing
+//! fitted on the held-out workload; on the CPU sweep its base-CPI form, one base CPI fitted on
+//! the training workloads), the data-driven local transfer (`neighbors`: the
 //! K nearest training workloads' ratios, [`super::scaling::NeighborsParams`]), or the mean of
 //! the two, whichever has the lowest inner cross-validated MAPE on the training workloads.
 //!
@@ -28,7 +30,10 @@
 //! data-driven member for cost: one inner level of refits per training workload, and the
 //! neighbours' fit costs about a tenth of `scaling`'s choice among its four transfers.
 
-use super::analytic_counters::{AnalyticCountersModel, AnalyticCountersParams, PowerTransfer};
+use super::analytic_counters::{
+    base_cpi_applicable, roofline_applicable, AnalyticCountersModel, AnalyticCountersParams,
+    PowerTransfer,
+};
 use super::eval::{fit_then_predict, measured};
 use super::scaling::ScalingModel;
 use super::{FitParams, Knobs, ModelError, ModelKind, Prediction};
@@ -143,18 +148,49 @@ fn choose(
         .collect()
 }
 
-/// The parameters the members take: `params` with analytic-counters' bound-and-bottleneck
-/// form and roofline power transfer where `params` leaves `analytic_counters` at its
-/// defaults (the physical form `auto` takes on a set with DCGM fractions).
-fn member_params(params: &FitParams) -> FitParams {
+/// The parameters the members take: where `params` leaves `analytic_counters` at its
+/// defaults, its bound-and-bottleneck form with the roofline power transfer on a set with
+/// DCGM fractions ([`roofline_applicable`]), else its base-CPI form on a set with cycles and
+/// instructions counts ([`base_cpi_applicable`]).
+fn member_params(meta: &SetMeta, params: &FitParams) -> FitParams {
     let mut p = params.clone();
     if p.analytic_counters == AnalyticCountersParams::default() {
-        p.analytic_counters = AnalyticCountersParams {
-            power_transfer: PowerTransfer::Roofline,
-            ..AnalyticCountersParams::roofline()
-        };
+        if roofline_applicable(meta) {
+            p.analytic_counters = AnalyticCountersParams {
+                power_transfer: PowerTransfer::Roofline,
+                ..AnalyticCountersParams::roofline()
+            };
+        } else if base_cpi_applicable(meta) {
+            p.analytic_counters = AnalyticCountersParams::base_cpi();
+        }
     }
     p
+}
+
+/// Whether `auto` in workload holdout takes the stack on these points (with `analytic_counters`
+/// at its defaults): a set with DCGM fractions, or one with cycles and instructions counts
+/// whose points all share one value of every knob but the clock (the base-CPI form predicts
+/// along the clock only; at another thread count the stack would be the neighbours alone,
+/// which on thread sweeps lose to `scaling`'s own choice, docs/models.md).
+pub fn auto_applies(meta: &SetMeta, points: &[Point]) -> bool {
+    if roofline_applicable(meta) {
+        return true;
+    }
+    if !base_cpi_applicable(meta) {
+        return false;
+    }
+    let Some(freq) = super::analytic::freq_knob_of(meta, points, None) else {
+        return false;
+    };
+    let Some(first) = points.first() else {
+        return false;
+    };
+    points.iter().all(|p| {
+        p.knobs.len() == first.knobs.len()
+            && p.knobs.iter().all(|(k, v)| {
+                *k == freq || first.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9)
+            })
+    })
 }
 
 /// A fitted stack (`--model stack`, and `auto` in workload holdout on a set with DCGM
@@ -181,7 +217,7 @@ pub struct StackModel {
 /// # Errors
 /// The physical member's error when neither member can be fitted.
 pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<StackModel, ModelError> {
-    let params = member_params(params);
+    let params = member_params(meta, params);
     let baseline = super::scaling::baseline_setting(points, &params.scaling);
     let at_base = |p: &Point| super::features::same_knobs(&p.knobs, &baseline);
     let choice = choose(meta, &params, points, &at_base);

@@ -482,7 +482,7 @@ fn model_term(f: f64, f_ref: f64, k: f64, knee: Option<f64>, table: Option<&[(f6
 /// shrinks by the golden ratio each step until it is at most `tol` wide (or after
 /// `max_iter` steps); returns its midpoint. Kiefer (1953), "Sequential minimax search for
 /// a maximum".
-fn golden_section_min(
+pub(crate) fn golden_section_min(
     mut lo: f64,
     mut hi: f64,
     tol: f64,
