@@ -890,6 +890,35 @@ impl AnalyticCountersModel {
         Some(p0 * ratios[ratios.len() / 2])
     }
 
+    /// `combine = base_cpi`'s part of [`Self::explain`].
+    fn explain_base_cpi(&self) -> String {
+        let mut s = format!(
+            "analytic DVFS model, base CPI from counters (CPI stack: Eyerman et al. ASPLOS 2006): t(f) = t0·[(1 − φ) + φ·f0/f], φ = min(1, C/(f0·t0·n))·min(1, β·N/C)\nclock knob: {}\ninstructions: {}, cycles: {}\nβ (base CPI, fitted on the training points at the non-reference clocks) = {}\n",
+            self.freq_knob,
+            self.instructions_counter.as_deref().unwrap_or("-"),
+            self.cycles_counter.as_deref().unwrap_or("none (φ from time)"),
+            self.base_cpi
+                .map_or("not fitted (no training point at a second clock)".into(), |b| {
+                    format!("{b:.4}")
+                }),
+        );
+        s += "workload                         other knobs            f0_mhz      t0_s       CPI      φ\n";
+        for g in &self.groups {
+            let cpi = g.cycles.zip(g.instructions).map(|(c, n)| c / n);
+            let phi = self.base_cpi.and_then(|b| base_share(g, b));
+            s += &format!(
+                "{:<32} {:<22} {:>7} {:>9} {:>9} {:>6}\n",
+                g.workload,
+                knob_key(&g.other_knobs),
+                g.f0_mhz,
+                g.t0_s.map_or("-".into(), |v| format!("{v:.4}")),
+                cpi.map_or("-".into(), |v| format!("{v:.3}")),
+                phi.map_or("-".into(), |v| format!("{v:.3}")),
+            );
+        }
+        s
+    }
+
     /// What was fitted, for `fit --explain`.
     pub fn explain(&self) -> String {
         let form = match self.combine {
@@ -899,35 +928,8 @@ impl AnalyticCountersModel {
                 self.compute_counters.join(", "),
                 self.active_counter.as_deref().unwrap_or("1 (no active counter)")
             ),
-            Combine::BaseCpi => String::new(), // returned above
+            Combine::BaseCpi => return self.explain_base_cpi(),
         };
-        if self.combine == Combine::BaseCpi {
-            let mut s = format!(
-                "analytic DVFS model, base CPI from counters (CPI stack: Eyerman et al. ASPLOS 2006): t(f) = t0·[(1 − φ) + φ·f0/f], φ = min(1, C/(f0·t0·n))·min(1, β·N/C)\nclock knob: {}\ninstructions: {}, cycles: {}\nβ (base CPI, fitted on the training points at the non-reference clocks) = {}\n",
-                self.freq_knob,
-                self.instructions_counter.as_deref().unwrap_or("-"),
-                self.cycles_counter.as_deref().unwrap_or("none (φ from time)"),
-                self.base_cpi
-                    .map_or("not fitted (no training point at a second clock)".into(), |b| {
-                        format!("{b:.4}")
-                    }),
-            );
-            s += "workload                         other knobs            f0_mhz      t0_s       CPI      φ\n";
-            for g in &self.groups {
-                let cpi = g.cycles.zip(g.instructions).map(|(c, n)| c / n);
-                let phi = self.base_cpi.and_then(|b| base_share(g, b));
-                s += &format!(
-                    "{:<32} {:<22} {:>7} {:>9} {:>9} {:>6}\n",
-                    g.workload,
-                    knob_key(&g.other_knobs),
-                    g.f0_mhz,
-                    g.t0_s.map_or("-".into(), |v| format!("{v:.4}")),
-                    cpi.map_or("-".into(), |v| format!("{v:.3}")),
-                    phi.map_or("-".into(), |v| format!("{v:.3}")),
-                );
-            }
-            return s;
-        }
         let mut s = format!(
             "analytic DVFS model, memory part from counters (Moore 2012; Choi et al. 2004): {form}\nclock knob: {}\nmemory terms: {}\nα = {:.4} ({})\n",
             self.freq_knob,
