@@ -25,6 +25,28 @@ fn auto_holdout(
     workload_holdout(ModelKind::Auto, &set.meta, pts, base, &FitParams::default())
 }
 
+/// `auto` in workload holdout on set `name` from `base` resolves to `kind`, predicts every
+/// point, and for each `(target, most)` predicts every held-out point of the target with a
+/// ratio to the median-ratio baseline of at most `most`.
+fn auto_holdout_within(name: &str, base: &[(&str, f64)], kind: ModelKind, bounds: &[(&str, f64)]) {
+    let set = load(name);
+    let pts = mean_points(&set);
+    let base: powerperf::models::Knobs = base.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let e = auto_holdout(&set, &pts, &base);
+    assert_eq!(e.kind, kind);
+    assert!(e.failures.is_empty(), "{:?}", e.failures);
+    let v = e.versus(&set.meta);
+    println!("{name} workload holdout, auto: {v:?}");
+    for (t, most) in bounds {
+        assert_eq!(v[*t].common_n, v[*t].held_out, "{t}: every point predicted");
+        assert!(
+            v[*t].ratio.unwrap() <= *most,
+            "{t}: ratio {:?}",
+            v[*t].ratio
+        );
+    }
+}
+
 fn mape(e: &Evaluation, t: &str) -> f64 {
     e.summary.targets[t].mape_pct
 }
@@ -135,22 +157,12 @@ fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
 /// docs/models.md). Measured after the change: 0.996×. It must not lose to the baseline.
 #[test]
 fn parsec_auto_workload_holdout_does_not_lose_to_its_baseline() {
-    let set = load("xu3-parsec-joint");
-    let pts = mean_points(&set);
-    let base: powerperf::models::Knobs = [
-        ("core_freq_mhz".to_string(), 1800.0),
-        ("threads".to_string(), 2.0),
-    ]
-    .into();
-    let e = auto_holdout(&set, &pts, &base);
-    assert_eq!(e.kind, ModelKind::Scaling);
-    assert!(e.failures.is_empty(), "{:?}", e.failures);
-    let v = e.versus(&set.meta);
-    println!("parsec workload holdout, auto: {v:?}");
-    for t in ["time_s", "power_w"] {
-        assert_eq!(v[t].common_n, v[t].held_out, "{t}: every point predicted");
-        assert!(v[t].ratio.unwrap() <= 1.0, "{t}: ratio {:?}", v[t].ratio);
-    }
+    auto_holdout_within(
+        "xu3-parsec-joint",
+        &[("core_freq_mhz", 1800.0), ("threads", 2.0)],
+        ModelKind::Scaling,
+        &[("time_s", 1.0), ("power_w", 1.0)],
+    );
 }
 
 /// Issue 21 on XU3 cBench (30 programs, one core at 1000/1500/2000 MHz, cycles and
@@ -162,20 +174,10 @@ fn parsec_auto_workload_holdout_does_not_lose_to_its_baseline() {
 /// issue 21 asks ≤ ½ and ≤ ¾.
 #[test]
 fn cbench_auto_workload_holdout_takes_the_base_cpi_stack() {
-    let set = load("xu3-cbench");
-    let pts = mean_points(&set);
-    let base: powerperf::models::Knobs = [
-        ("core_freq_mhz".to_string(), 2000.0),
-        ("threads".to_string(), 1.0),
-    ]
-    .into();
-    let e = auto_holdout(&set, &pts, &base);
-    assert_eq!(e.kind, ModelKind::Stack);
-    assert!(e.failures.is_empty(), "{:?}", e.failures);
-    let v = e.versus(&set.meta);
-    println!("cbench workload holdout, auto: {v:?}");
-    for (t, most) in [("time_s", 0.5), ("power_w", 0.75)] {
-        assert_eq!(v[t].common_n, v[t].held_out, "{t}: every point predicted");
-        assert!(v[t].ratio.unwrap() <= most, "{t}: ratio {:?}", v[t].ratio);
-    }
+    auto_holdout_within(
+        "xu3-cbench",
+        &[("core_freq_mhz", 2000.0), ("threads", 1.0)],
+        ModelKind::Stack,
+        &[("time_s", 0.5), ("power_w", 0.75)],
+    );
 }

@@ -1210,20 +1210,7 @@ mod tests {
             &params,
         );
         assert_eq!(e.results.len(), 6);
-        for r in &e.results {
-            let want = pts
-                .iter()
-                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
-                .unwrap()
-                .time_s
-                .unwrap();
-            let got = r.predicted.time_s.unwrap();
-            assert!(
-                (got - want).abs() < 1e-9 * want,
-                "{}: {got} vs {want}",
-                r.workload
-            );
-        }
+        assert_results_exact(&e.results, &pts, &["time_s"], 1e-9);
     }
 
     #[test]
@@ -1317,7 +1304,18 @@ mod tests {
             "{}",
             e.summary.protocol
         );
-        for r in &e.results {
+        assert_results_exact(&e.results, pts, targets, 1e-6);
+    }
+
+    /// Every result's `targets` equal the measured value of the same point of `pts` within
+    /// the relative tolerance `tol`.
+    fn assert_results_exact(
+        results: &[crate::models::eval::PointResult],
+        pts: &[Point],
+        targets: &[&str],
+        tol: f64,
+    ) {
+        for r in results {
             let p = pts
                 .iter()
                 .find(|p| p.workload == r.workload && p.knobs == r.knobs)
@@ -1326,7 +1324,7 @@ mod tests {
                 let got = r.predicted.target(t).unwrap();
                 let want = crate::models::eval::measured(p).target(t).unwrap();
                 assert!(
-                    (got - want).abs() < 1e-6 * want,
+                    (got - want).abs() < tol * want,
                     "{} {t}: {got} vs {want}",
                     r.workload
                 );
@@ -1604,20 +1602,10 @@ mod tests {
             run(PowerTransfer::MedianRatio),
         );
         assert_eq!(roof.results.len(), 16);
+        assert_results_exact(&roof.results, &pts, &["power_w"], 1e-6);
         let mut worst_median = 0.0f64;
-        for (r, m) in roof.results.iter().zip(&median.results) {
-            let want = pts
-                .iter()
-                .find(|p| p.workload == r.workload && p.knobs == r.knobs)
-                .unwrap()
-                .power_w
-                .unwrap();
-            let got = r.predicted.power_w.unwrap();
-            assert!(
-                (got - want).abs() < 1e-6 * want,
-                "{}: {got} vs {want}",
-                r.workload
-            );
+        for m in &median.results {
+            let want = m.measured.power_w.unwrap();
             worst_median = worst_median.max((m.predicted.power_w.unwrap() / want - 1.0).abs());
         }
         assert!(worst_median > 0.01, "{worst_median}");
