@@ -506,6 +506,26 @@ impl Local {
         self.buf.push(rt, t_ns, id, kind, &self.read_counters());
     }
 
+    /// Append an end event. With counters, they are read before the timestamp is
+    /// taken (a begin takes its timestamp first), so the counted window of a region lies
+    /// inside its timed one: the read's own cost never makes a single thread's
+    /// `task-clock` exceed the region's wall time. `t_early` is the timestamp taken on
+    /// entry, used without counters.
+    #[inline]
+    fn push_end(&self, rt: &Runtime, t_early: u64, id: u32) {
+        if self.counters.is_none() {
+            self.buf.push(rt, t_early, id, KIND_END, &NO_COUNTERS);
+        } else {
+            self.push_end_counted(rt, id);
+        }
+    }
+
+    #[inline(never)]
+    fn push_end_counted(&self, rt: &Runtime, id: u32) {
+        let ctr = self.read_counters();
+        self.buf.push(rt, now_ns(), id, KIND_END, &ctr);
+    }
+
     /// The thread's counters now (`ctr[0] == NO_VALUES` without counters or on a failed
     /// read).
     #[inline]
@@ -620,7 +640,7 @@ pub(crate) fn end_id(id: u32) -> i32 {
                     None => codes::PP_ENOTOPEN,
                 }
             };
-            l.push(rt, t_ns, id, KIND_END);
+            l.push_end(rt, t_ns, id);
             (rc, rc == codes::PP_OK || rc == codes::PP_ENEST)
         })
         .map(|(rc, was_open)| {
