@@ -51,7 +51,7 @@
 //! Nothing is fitted (α = 1: with `combine = max` the `calibrate` flag is not used). Without
 //! compute counters (`c = 0`) it is the sum form with α = 1 plus the host-side part.
 //!
-//! ## Base CPI (`"combine": "base_cpi"`, CPU sets with a cycles and an instructions counter)
+//! ## Base CPI (`"combine": "base_cpi"`, sets with an instructions counter, and cycles where they have one)
 //!
 //! A CPI stack (Eyerman, Eeckhout, Karkhanis & Smith, "A performance counter architecture
 //! for computing accurate CPI components", ASPLOS 2006) splits a core's cycles per
@@ -209,13 +209,21 @@ pub fn roofline_applicable(meta: &SetMeta) -> bool {
 }
 
 /// Count counters recognised as retired instructions, in order of preference (perf, ARM PMU,
-/// PAPI, LIKWID spellings; compared case-insensitively).
-pub const INSTRUCTIONS_NAMES: [&str; 5] = [
+/// PAPI, LIKWID spellings; then a GPU's warp instructions executed: CUPTI/nvprof's
+/// `inst_executed` and Nsight Compute's `smsp__inst_executed.sum` / `sm__inst_executed.sum`,
+/// also with `_` for `.`; compared case-insensitively). On a GPU `β` is then the chip's
+/// cycles per warp instruction (the inverse of its peak issue rate), fitted like a CPU's.
+pub const INSTRUCTIONS_NAMES: [&str; 10] = [
     "instructions",
     "inst_retired",
     "papi_tot_ins",
     "instr_retired_any",
     "inst_retired.any",
+    "inst_executed",
+    "smsp__inst_executed.sum",
+    "smsp__inst_executed_sum",
+    "sm__inst_executed.sum",
+    "sm__inst_executed_sum",
 ];
 
 /// The retired-instructions counter of a set (a Count), if it has one.
@@ -223,10 +231,12 @@ pub fn instructions_counter(meta: &SetMeta) -> Option<String> {
     super::features::count_counter(meta, &INSTRUCTIONS_NAMES)
 }
 
-/// Whether the base-CPI form (`combine = base_cpi`) has what it needs: a cycles counter and
-/// a retired-instructions counter, both counts. For `auto`'s resolution in workload holdout.
+/// Whether the base-CPI form (`combine = base_cpi`) has what it needs: an instructions
+/// counter (a count). A cycles counter is used where the set has one (the share of wall
+/// time on the core); without it `φ = min(1, β·N/(f0·t0·n))`, as on a GPU sweep with
+/// `inst_executed` alone. For `auto`'s resolution in workload holdout.
 pub fn base_cpi_applicable(meta: &SetMeta) -> bool {
-    super::features::cycles_counter(meta).is_some() && instructions_counter(meta).is_some()
+    instructions_counter(meta).is_some()
 }
 
 impl Default for AnalyticCountersParams {
@@ -364,6 +374,15 @@ fn speed_ratio(g: &CounterGroup, r: f64) -> Option<f64> {
     (t > 0.0 && t.is_finite()).then(|| 1.0 / t)
 }
 
+/// The `threads` knob of a group (1 without it or where it is not a count ≥ 1).
+fn group_threads(g: &CounterGroup) -> f64 {
+    g.other_knobs
+        .get("threads")
+        .copied()
+        .filter(|n| *n >= 1.0 && n.is_finite())
+        .unwrap_or(1.0)
+}
+
 /// `combine = base_cpi`: the clock-scaled share `φ` of a group's reference time for base CPI
 /// `beta` (module docs); `None` without a positive time, instructions or clock.
 fn base_share(g: &CounterGroup, beta: f64) -> Option<f64> {
@@ -373,12 +392,7 @@ fn base_share(g: &CounterGroup, beta: f64) -> Option<f64> {
     if !(f0 > 0.0 && f0.is_finite() && beta.is_finite() && beta >= 0.0) {
         return None;
     }
-    let threads = g
-        .other_knobs
-        .get("threads")
-        .copied()
-        .filter(|n| *n >= 1.0 && n.is_finite())
-        .unwrap_or(1.0);
+    let threads = group_threads(g);
     let phi = match g.cycles.filter(|c| *c > 0.0 && c.is_finite()) {
         Some(c) => (c / (f0 * t0 * threads)).min(1.0) * (beta * n_inst / c).min(1.0),
         None => (beta * n_inst / (f0 * t0 * threads)).min(1.0),
@@ -674,7 +688,8 @@ pub fn fit(
         });
     }
     // Base CPI: β by golden section on the relative squared error of the points at the
-    // non-reference clocks, in [0, the largest CPI] (beyond it every share is clamped).
+    // non-reference clocks, in [0, the largest CPI of the groups with such points] (beyond
+    // it every share that enters the error is clamped).
     let beta = base_cpi.then(|| {
         let mut pairs: Vec<(&CounterGroup, f64, f64)> = Vec::new();
         let mut top: f64 = 0.0;
@@ -685,19 +700,25 @@ pub fn fit(
             let busy = g
                 .cycles
                 .filter(|c| *c > 0.0 && c.is_finite())
-                .or_else(|| g.t0_s.map(|t0| t0 * g.f0_mhz * 1e6));
-            if let Some(c) = busy.filter(|c| c.is_finite() && *c > 0.0) {
-                top = top.max(c / n_inst);
-            }
+                .or_else(|| g.t0_s.map(|t0| t0 * g.f0_mhz * 1e6 * group_threads(g)));
             if g.t0_s.is_none() || !meta.is_reliable("time_s", w) {
                 continue;
             }
+            let before = pairs.len();
             for p in pts {
                 let f = p.knobs[&freq];
                 if let Some(t) = p.time_s.filter(|t| *t > 0.0 && t.is_finite()) {
                     if f != g.f0_mhz && f > 0.0 && f.is_finite() {
                         pairs.push((g, g.f0_mhz / f, t));
                     }
+                }
+            }
+            // The bracket ends where every group that scores β is clamped: a group known at
+            // its reference point alone (a held-out workload) would only add a flat stretch
+            // where golden section cannot tell which way to go.
+            if pairs.len() > before {
+                if let Some(c) = busy.filter(|c| c.is_finite() && *c > 0.0) {
+                    top = top.max(c / n_inst);
                 }
             }
         }
@@ -1574,6 +1595,84 @@ mod tests {
         let two = cpu_world(&[1.0, 2.0]);
         assert!(!crate::models::stack::auto_applies(&meta_cpu(), &two));
         assert!(crate::models::stack::auto_applies(&meta_cpu(), &pts));
+    }
+
+    /// A GPU sweep with warp instructions executed (`inst_executed`) and no cycles counter:
+    /// a kernel issues `n` warp instructions at 0.02 cycles each chip-wide (peak 50 per
+    /// cycle) and waits `tm` s on memory: t(f) = tm + 0.02·n/f.
+    fn gpu_inst_world() -> (SetMeta, Vec<Point>) {
+        let mut meta = SetMeta::default();
+        meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
+        meta.counters
+            .insert("inst_executed".into(), CounterKind::Count);
+        meta.counters
+            .insert("achieved_occupancy".into(), CounterKind::Rate);
+        let kernels = [
+            ("sgemm", 6e8, 0.002),
+            ("stream", 1e8, 0.05),
+            ("spmv", 3e8, 0.01),
+            ("stencil", 4e8, 0.004),
+            ("nbody", 8e8, 0.0),
+            ("bfs", 2e8, 0.02),
+        ];
+        let mut pts = Vec::new();
+        for (i, &(w, n, tm)) in kernels.iter().enumerate() {
+            for f in [600.0, 800.0, 1000.0, 1200.0] {
+                pts.push(Point {
+                    workload: w.into(),
+                    knobs: [
+                        ("core_freq_mhz".to_string(), f),
+                        ("mem_freq_mhz".to_string(), 715.0),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    time_s: Some(tm + 0.02 * n / (f * 1e6)),
+                    power_w: Some(40.0 + 60.0 * (f / 1200.0)),
+                    counters: [
+                        ("inst_executed".to_string(), n),
+                        ("achieved_occupancy".to_string(), 0.3 + 0.1 * i as f64),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    ..Point::default()
+                });
+            }
+        }
+        (meta, pts)
+    }
+
+    #[test]
+    fn gpu_warp_instructions_without_cycles_take_the_base_cpi_stack() {
+        // `inst_executed` alone (nvprof's warp instructions, no cycles counter): the base-CPI
+        // form applies with φ = β·N/(f0·t0), β = 0.02 is recovered from the other kernels,
+        // and `auto` in workload holdout is the stack, exact on every held-out point.
+        use crate::models::{eval, FitParams, ModelKind};
+        let (meta, pts) = gpu_inst_world();
+        assert_eq!(
+            instructions_counter(&meta).as_deref(),
+            Some("inst_executed")
+        );
+        assert!(crate::models::stack::auto_applies(&meta, &pts));
+        let train: Vec<Point> = pts
+            .iter()
+            .filter(|p| p.workload != "spmv" || p.knobs["core_freq_mhz"] == 1200.0)
+            .cloned()
+            .collect();
+        let m = fit(&meta, &train, &AnalyticCountersParams::base_cpi()).unwrap();
+        assert!(
+            (m.base_cpi.unwrap() - 0.02).abs() < 1e-8,
+            "{:?}",
+            m.base_cpi
+        );
+        assert_eq!(m.cycles_counter, None);
+        let base: Knobs = [
+            ("core_freq_mhz".to_string(), 1200.0),
+            ("mem_freq_mhz".to_string(), 715.0),
+        ]
+        .into_iter()
+        .collect();
+        let e = eval::workload_holdout(ModelKind::Auto, &meta, &pts, &base, &FitParams::default());
+        assert_stack_exact(&e, &pts, 18, "time_s: analytic_counters ×6", &["time_s"]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `auto`'s per-target stack in workload holdout on a set with DCGM activity fractions
-//! (where [`super::analytic_counters::roofline_applicable`] holds) or on a CPU clock sweep
-//! with cycles and instructions counts ([`auto_applies`]): for each target, the physical form
+//! (where [`super::analytic_counters::roofline_applicable`] holds) or on a clock sweep
+//! with an instructions count, and cycles where the set has them ([`auto_applies`]): for
+//! each target, the physical form
 //! (`analytic_counters`' bound and bottleneck with the roofline power transfer, nothing
 //! fitted on the held-out workload; on the CPU sweep its base-CPI form, one base CPI fitted on
 //! the training workloads), the data-driven local transfer (`neighbors`: the
@@ -150,8 +151,8 @@ fn choose(
 
 /// The parameters the members take: where `params` leaves `analytic_counters` at its
 /// defaults, its bound-and-bottleneck form with the roofline power transfer on a set with
-/// DCGM fractions ([`roofline_applicable`]), else its base-CPI form on a set with cycles and
-/// instructions counts ([`base_cpi_applicable`]).
+/// DCGM fractions ([`roofline_applicable`]), else its base-CPI form on a set with an
+/// instructions count ([`base_cpi_applicable`]).
 fn member_params(meta: &SetMeta, params: &FitParams) -> FitParams {
     let mut p = params.clone();
     if p.analytic_counters == AnalyticCountersParams::default() {
@@ -168,8 +169,8 @@ fn member_params(meta: &SetMeta, params: &FitParams) -> FitParams {
 }
 
 /// Whether `auto` in workload holdout takes the stack on these points (with `analytic_counters`
-/// at its defaults): a set with DCGM fractions, or one with cycles and instructions counts
-/// whose points all share one value of every knob but the clock (the base-CPI form predicts
+/// at its defaults): a set with DCGM fractions, or one with an instructions count (CPU or
+/// GPU warp instructions) whose points all share one value of every knob but the clock (the base-CPI form predicts
 /// along the clock only; at another thread count the stack would be the neighbours alone,
 /// which on thread sweeps lose to `scaling`'s own choice, docs/models.md).
 pub fn auto_applies(meta: &SetMeta, points: &[Point]) -> bool {
