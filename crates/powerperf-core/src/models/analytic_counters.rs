@@ -1420,6 +1420,39 @@ mod tests {
         );
         let back: Fitted = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
+        // The common response (the null model) is scored beside the others and, where chosen,
+        // predicts as the `scaling` fit without features; a file without the member (before
+        // stop 32) reads and falls back to the physical form.
+        let common = s.common.as_ref().expect("common-response member");
+        assert!(common.targets.iter().all(|t| t.features.is_empty()));
+        assert!(
+            s.inner_mape_pct["time_s"].contains_key("common_response"),
+            "{:?}",
+            s.inner_mape_pct
+        );
+        let mut forced = s.clone();
+        forced
+            .choice
+            .insert("time_s".into(), "common_response".into());
+        let q = &all.iter().find(|p| p.workload == "stream").unwrap().knobs;
+        assert_eq!(
+            forced.predict("stream", q).unwrap().time_s,
+            common.predict("stream", q).unwrap().time_s
+        );
+        forced.common = None;
+        let mut v = serde_json::to_value(&forced).unwrap();
+        assert!(v.get("common").is_none());
+        v.as_object_mut().unwrap().remove("common");
+        let old: crate::models::stack::StackModel = serde_json::from_value(v).unwrap();
+        assert_eq!(
+            old.predict("stream", q).unwrap().time_s,
+            s.physical
+                .as_ref()
+                .unwrap()
+                .predict("stream", q)
+                .unwrap()
+                .time_s
+        );
         for p in all.iter().filter(|p| p.workload == "stream") {
             let got = back.predict("stream", &p.knobs).unwrap();
             for (g, w) in [(got.time_s, p.time_s), (got.power_w, p.power_w)] {

@@ -5,11 +5,13 @@
 //! (`analytic_counters`' bound and bottleneck with the roofline power transfer, nothing
 //! fitted on the held-out workload; on the CPU sweep its base-CPI form, one base CPI fitted on
 //! the training workloads), the data-driven local transfer (`neighbors`: the
-//! K nearest training workloads' ratios, [`super::scaling::NeighborsParams`]), or the mean of
-//! the two, whichever has the lowest inner cross-validated MAPE on the training workloads.
+//! K nearest training workloads' ratios, [`super::scaling::NeighborsParams`]), the mean of
+//! the two, or (since stop 32) the training workloads' common response (`scaling`'s global
+//! transfer without features: the null model, as among `scaling`'s own transfers), whichever
+//! has the lowest inner cross-validated MAPE on the training workloads.
 //!
 //! This is stacked generalisation (Wolpert, Neural Networks 5(2), 1992; Breiman, Machine
-//! Learning 24(1), 1996, "Stacked regressions") restricted to three fixed combinations, so
+//! Learning 24(1), 1996, "Stacked regressions") restricted to four fixed combinations, so
 //! that the choice has one discrete degree of freedom per target: the combination is scored
 //! by leaving each training workload out in turn (refitting both models on the other training
 //! workloads plus that workload's baseline point, the outer protocol one level down; beyond
@@ -42,8 +44,10 @@ use crate::store::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The three candidates, in the order ties are broken.
-pub const CANDIDATES: [&str; 3] = ["analytic_counters", "neighbors", "mean"];
+/// The candidates, in the order ties are broken: the physical form, the neighbours' transfer,
+/// their mean, and the training workloads' common response (`scaling`'s global transfer
+/// without features, the null model of model selection; since stop 32).
+pub const CANDIDATES: [&str; 4] = ["analytic_counters", "neighbors", "mean", "common_response"];
 
 /// One model's prediction per test point, or the reason it has none.
 type Preds = Vec<Result<Prediction, String>>;
@@ -55,27 +59,49 @@ fn value(p: &Result<Prediction, String>, t: &str) -> Option<f64> {
         .filter(|v| v.is_finite())
 }
 
-/// Candidate `c`'s value of target `t` from the physical (`a`) and neighbours' (`n`)
-/// predictions: the mean needs both.
-fn candidate(c: usize, a: Option<f64>, n: Option<f64>) -> Option<f64> {
+/// Candidate `c`'s value of target `t` from the physical (`a`), neighbours' (`n`) and
+/// common-response (`g`) predictions: the mean needs the first two.
+fn candidate(c: usize, a: Option<f64>, n: Option<f64>, g: Option<f64>) -> Option<f64> {
     match c {
         0 => a,
         1 => n,
-        _ => Some((a? + n?) / 2.0),
+        2 => Some((a? + n?) / 2.0),
+        _ => g,
     }
 }
 
-/// Both members fitted on `train`, each predicting every `test` point.
-fn both(meta: &SetMeta, params: &FitParams, train: &[Point], test: &[&Point]) -> (Preds, Preds) {
+/// The common-response member's parameters: `scaling`'s global transfer with no features
+/// (every training workload's response at a setting, one weight per setting).
+fn common_params(params: &FitParams) -> FitParams {
+    let mut p = params.clone();
+    p.scaling.transfer = Some(super::scaling::Transfer::Global);
+    p.scaling.max_features = 0;
+    p
+}
+
+/// The three members fitted on `train`, each predicting every `test` point.
+fn members(
+    meta: &SetMeta,
+    params: &FitParams,
+    train: &[Point],
+    test: &[&Point],
+) -> (Preds, Preds, Preds) {
     (
         fit_then_predict(ModelKind::AnalyticCounters, meta, train, test, params),
         fit_then_predict(ModelKind::Neighbors, meta, train, test, params),
+        fit_then_predict(
+            ModelKind::Scaling,
+            meta,
+            train,
+            test,
+            &common_params(params),
+        ),
     )
 }
 
 /// Per target, the index into [`CANDIDATES`] chosen and each candidate's inner MAPE
 /// (percent; NaN where unscored).
-type Choice = BTreeMap<String, (usize, [f64; 3])>;
+type Choice = BTreeMap<String, (usize, [f64; 4])>;
 
 /// The choice per target on `train` (with `auto` in workload holdout, the held-out
 /// workload's baseline point among them, its other points not): the training workloads with
@@ -101,13 +127,13 @@ fn choose(
     let folds = inner.len().min(params.scaling.inner_folds.max(2));
     // Per target and candidate: (sum of absolute percentage errors, count) over points
     // every candidate predicts.
-    let mut sums: BTreeMap<&str, [(f64, usize); 3]> = BTreeMap::new();
+    let mut sums: BTreeMap<&str, [(f64, usize); 4]> = BTreeMap::new();
     for f in 0..folds {
         let out: Vec<&str> = (f..inner.len()).step_by(folds).map(|i| inner[i]).collect();
         let left_out = |p: &Point| out.contains(&p.workload.as_str()) && !at_base(p);
         let test: Vec<&Point> = train.iter().filter(|p| left_out(p)).collect();
         let sub: Vec<Point> = train.iter().filter(|p| !left_out(p)).cloned().collect();
-        let (pa, pn) = both(meta, params, &sub, &test);
+        let (pa, pn, pg) = members(meta, params, &sub, &test);
         for (i, p) in test.iter().enumerate() {
             let m = measured(p);
             for t in TARGETS {
@@ -117,13 +143,13 @@ fn choose(
                 let Some(y) = m.target(t).filter(|y| *y != 0.0 && y.is_finite()) else {
                     continue;
                 };
-                let (a, n) = (value(&pa[i], t), value(&pn[i], t));
-                if a.is_none() || n.is_none() {
+                let (a, n, g) = (value(&pa[i], t), value(&pn[i], t), value(&pg[i], t));
+                if a.is_none() || n.is_none() || g.is_none() {
                     continue;
                 }
-                let e = sums.entry(t).or_insert([(0.0, 0); 3]);
+                let e = sums.entry(t).or_insert([(0.0, 0); 4]);
                 for (c, acc) in e.iter_mut().enumerate() {
-                    if let Some(x) = candidate(c, a, n) {
+                    if let Some(x) = candidate(c, a, n, g) {
                         acc.0 += ((x - y) / y).abs() * 100.0;
                         acc.1 += 1;
                     }
@@ -134,12 +160,12 @@ fn choose(
     TARGETS
         .iter()
         .map(|t| {
-            let scores = sums.get(t).map_or([f64::NAN; 3], |s| {
+            let scores = sums.get(t).map_or([f64::NAN; 4], |s| {
                 s.map(|(sum, n)| if n > 0 { sum / n as f64 } else { f64::NAN })
             });
             // The lowest score; ties and no score keep the physical form (index 0).
             let mut best = 0;
-            for c in 1..3 {
+            for c in 1..CANDIDATES.len() {
                 if scores[c] < scores[best] {
                     best = c;
                 }
@@ -202,6 +228,10 @@ pub struct StackModel {
     pub physical: Option<AnalyticCountersModel>,
     /// The neighbours' member; `None` where it could not be fitted.
     pub neighbors: Option<ScalingModel>,
+    /// The common-response member (`scaling`'s global transfer without features); `None`
+    /// where it could not be fitted, and in files written before stop 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common: Option<ScalingModel>,
     /// Per target, the candidate chosen (one of [`CANDIDATES`]).
     pub choice: BTreeMap<String, String>,
     /// Per target, each scored candidate's inner cross-validated MAPE, percent.
@@ -224,6 +254,7 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
     let choice = choose(meta, &params, points, &at_base);
     let physical = super::analytic_counters::fit(meta, points, &params.analytic_counters);
     let neighbors = super::scaling::fit_neighbors(meta, points, &params.scaling);
+    let common = super::scaling::fit(meta, points, &common_params(&params).scaling);
     let mut notes = Vec::new();
     let physical = match physical {
         Ok(m) => Some(m),
@@ -240,9 +271,17 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
             None
         }
     };
+    let common = match common {
+        Ok(m) => Some(m),
+        Err(e) => {
+            notes.push(format!("common_response: {e}"));
+            None
+        }
+    };
     Ok(StackModel {
         physical,
         neighbors,
+        common,
         choice: choice
             .iter()
             .map(|(t, (c, _))| (t.clone(), CANDIDATES[*c].to_string()))
@@ -286,14 +325,18 @@ impl StackModel {
             (Err(e), Err(_)) => return Err(e),
             (a, n) => (a.map_err(|e| e.to_string()), n.map_err(|e| e.to_string())),
         };
+        let g = self.common.as_ref().map_or_else(
+            || Err(String::new()),
+            |m| m.predict(workload, knobs).map_err(|e| e.to_string()),
+        );
         let get = |t: &str| {
-            let (va, vn) = (value(&a, t), value(&n, t));
+            let (va, vn, vg) = (value(&a, t), value(&n, t), value(&g, t));
             let c = self
                 .choice
                 .get(t)
                 .and_then(|c| CANDIDATES.iter().position(|x| x == c))
                 .unwrap_or(0);
-            candidate(c, va, vn).or(va).or(vn)
+            candidate(c, va, vn, vg).or(va).or(vn)
         };
         Ok(Prediction {
             time_s: get("time_s"),
@@ -304,7 +347,7 @@ impl StackModel {
 
     /// What was fitted and chosen, for `fit --explain`.
     pub fn explain(&self) -> String {
-        let mut s = "stack (stacked generalisation, Wolpert 1992; Breiman 1996): per target the physical form (analytic-counters), the neighbours' transfer or their mean, by inner cross-validated MAPE over the training workloads\n".to_string();
+        let mut s = "stack (stacked generalisation, Wolpert 1992; Breiman 1996): per target the physical form (analytic-counters), the neighbours' transfer, their mean or the training workloads' common response, by inner cross-validated MAPE over the training workloads\n".to_string();
         for (t, c) in &self.choice {
             let sc: Vec<String> = self
                 .inner_mape_pct
@@ -327,6 +370,10 @@ impl StackModel {
         }
         if let Some(m) = &self.neighbors {
             s += "neighbours' member:\n";
+            s += &m.explain();
+        }
+        if let Some(m) = &self.common {
+            s += "common-response member:\n";
             s += &m.explain();
         }
         s
