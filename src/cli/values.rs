@@ -94,8 +94,10 @@ clap_twin! {
         Joint,
         /// The K nearest training workloads' response ratios (`scaling`'s local transfer).
         Neighbors,
-        /// Per target, analytic-counters' bound-and-bottleneck form, the neighbours or their
-        /// mean, by inner cross-validation over the training workloads.
+        /// Per target, analytic-counters' physical form (bound and bottleneck on DCGM
+        /// fractions, base CPI on an instructions count), the neighbours, their mean or the
+        /// training workloads' common response, by inner cross-validation over the training
+        /// workloads.
         Stack,
         /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
         Auto,
