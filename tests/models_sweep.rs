@@ -4,7 +4,10 @@
 //! Sets: every import spec under `datasets/` (the bundled data) and, where
 //! `/work/shared/datasets/` exists (or `$POWERPERF_SHARED_DATASETS` names another folder),
 //! the same specs imported from there when its data files differ from the bundled copy (a
-//! byte-identical copy is checked once). Each set is
+//! byte-identical copy is checked once). Two synthetic sets in the layout of per-kernel
+//! nvprof metrics over a GPU's DVFS grid join them ([`nvprof_shaped_sets`]: a core × memory
+//! clock grid and a core-clock sweep), the shape of public GPU DVFS data the project does not
+//! ship. Each set is
 //! cut to a small subset so the whole loop stays fast in a debug build: the first 6 workloads
 //! (by name) and at most 5 values of each knob (the lowest, the highest and three between).
 //! Models: every kind and `auto`. Protocols: `evaluate --protocol knob-holdout` (default
@@ -197,6 +200,79 @@ fn commands(set_dir: &Path, set: &TrainingSet, tmp: &Path) -> Vec<(String, Comma
     out
 }
 
+/// Two synthetic sets in the layout of per-kernel nvprof metrics over a GPU's DVFS grid (the
+/// shape of public GPU DVFS data: warp instructions `inst_executed`, DRAM transactions,
+/// an all-zero `flop_count_dp`, fractions such as `achieved_occupancy`): a core × memory
+/// clock grid, and a core-clock sweep at one memory clock (where `auto`'s stack takes the
+/// base-CPI form from `inst_executed`). Six kernels, t = max(β·N/fc, γ·D/fm) + latency.
+fn nvprof_shaped_sets() -> Vec<(&'static str, TrainingSet)> {
+    use powerperf::store::set::{CounterKind, SetMeta};
+    let kernels = [
+        ("sgemm", 6e8, 2e6, 0.001),
+        ("stream", 1e8, 9e7, 0.0005),
+        ("spmv", 3e8, 3e7, 0.004),
+        ("stencil", 4e8, 2e7, 0.002),
+        ("nbody", 8e8, 1e5, 0.0),
+        ("bfs", 2e8, 4e7, 0.01),
+    ];
+    let grid = |mems: &[f64]| {
+        let mut meta = SetMeta::default();
+        meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
+        for c in [
+            "inst_executed",
+            "dram_read_transactions",
+            "dram_write_transactions",
+            "flop_count_dp",
+        ] {
+            meta.counters.insert(c.into(), CounterKind::Count);
+        }
+        for c in ["achieved_occupancy", "executed_ipc"] {
+            meta.counters.insert(c.into(), CounterKind::Rate);
+        }
+        let mut points = Vec::new();
+        for (w, n, d, lat) in kernels {
+            for &fm in mems {
+                for fc in [400.0, 600.0, 800.0, 1000.0] {
+                    let (tc, tm): (f64, f64) =
+                        (0.02 * n / (fc * 1e6), 32.0 * d / (fm * 1e6 * 256.0));
+                    let t = tc.max(tm) + lat;
+                    points.push(Point {
+                        workload: w.into(),
+                        knobs: [
+                            ("core_freq_mhz".to_string(), fc),
+                            ("mem_freq_mhz".to_string(), fm),
+                        ]
+                        .into_iter()
+                        .collect(),
+                        time_s: Some(t),
+                        power_w: Some(30.0 + 50.0 * tc / t * fc / 1000.0 + 20.0 * tm / t),
+                        energy_j: None,
+                        counters: [
+                            ("inst_executed".to_string(), n),
+                            ("dram_read_transactions".to_string(), 0.7 * d),
+                            ("dram_write_transactions".to_string(), 0.3 * d),
+                            ("flop_count_dp".to_string(), 0.0),
+                            ("achieved_occupancy".to_string(), 0.5 + 0.4 * tc / t),
+                            ("executed_ipc".to_string(), n / (t * fc * 1e6)),
+                        ]
+                        .into_iter()
+                        .collect(),
+                        ..Point::default()
+                    });
+                }
+            }
+        }
+        for p in &mut points {
+            p.energy_j = Some(p.time_s.unwrap() * p.power_w.unwrap());
+        }
+        TrainingSet { meta, points }
+    };
+    vec![
+        ("nvprof-core-mem-grid", grid(&[400.0, 700.0, 1000.0])),
+        ("nvprof-core-sweep", grid(&[715.0])),
+    ]
+}
+
 /// Whether every data file the spec names (`file = "…"` lines) has a byte-identical copy
 /// under `shared`.
 fn same_data_files(spec: &Path, shared: &Path) -> bool {
@@ -281,6 +357,11 @@ fn every_set_model_and_protocol_ends_cleanly() {
             set.write(&dir).unwrap();
             sets.push((dir, set));
         }
+    }
+    for (name, set) in nvprof_shaped_sets() {
+        let dir = tmp.path().join(name);
+        set.write(&dir).unwrap();
+        sets.push((dir, set));
     }
     let mut jobs: Vec<(String, Command, bool)> = Vec::new();
     for (dir, set) in &sets {
