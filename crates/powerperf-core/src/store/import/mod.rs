@@ -316,6 +316,10 @@ pub struct ImportSpec {
     /// Workload id from the file name: a pattern with `{workload}`, e.g. `data-{workload}.csv`.
     #[serde(default)]
     pub workload_from_file: Option<String>,
+    /// Further columns whose values join the workload id, each after a `:` (per-kernel data:
+    /// `workload = "appName"`, `workload_columns = ["kernel"]` gives `backprop:bpnn_adjust`).
+    #[serde(default)]
+    pub workload_columns: Vec<String>,
     /// Column holding the repeat number.
     #[serde(default)]
     pub repeat: Option<String>,
@@ -439,6 +443,11 @@ impl ImportSpec {
                 return Err(self.err(format!("workload_from_file = \"{p}\" lacks `{{workload}}`")))
             }
             _ => {}
+        }
+        if let Some(c) = self.workload_columns.iter().find(|c| c.trim().is_empty()) {
+            return Err(self.err(format!(
+                "workload_columns has an empty column name ({c:?}); give the columns whose values join the workload id"
+            )));
         }
         let mut seen = std::collections::HashSet::new();
         for k in &self.knobs {

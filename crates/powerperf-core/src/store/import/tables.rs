@@ -375,6 +375,21 @@ pub(super) fn read_rows(spec: &ImportSpec, t: &Table) -> Result<Rows> {
         (None, Some(p)) => vec![workload_from_name(&t.file, p)?; n],
         (None, None) => unreachable!("checked by ImportSpec::check"),
     };
+    let mut workload = workload;
+    for col in &spec.workload_columns {
+        for (i, v) in t.strings(col, "workload id part")?.into_iter().enumerate() {
+            let v = v.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+                anyhow::Error::from(ImportError::BadValue {
+                    file: t.file.clone(),
+                    line: t.first_line + i,
+                    column: col.clone(),
+                    value: String::new(),
+                    why: "is empty; it is part of the workload id (workload_columns)".into(),
+                })
+            })?;
+            workload[i] = format!("{}:{}", workload[i], v.trim());
+        }
+    }
     let repeat = match &spec.repeat {
         Some(col) => t
             .quantities(col, "repeat", Dimension::Count, "")?

@@ -246,3 +246,70 @@ fn knob_devices_come_from_the_spec() {
         "{e}"
     );
 }
+
+#[test]
+fn per_kernel_rows_get_one_workload_per_application_and_kernel() {
+    // nvprof's per-kernel layout: an application has several kernels, each measured at every
+    // setting; `workload_columns` keeps them apart (without it they would be one workload
+    // measured twice per setting).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("k.csv"),
+        ",appName,coreF,memF,kernel,time/ms,inst_executed,power/W\n\
+         0,backprop,607,715,bpnn_adjust_weights_cuda,0.4244,16515100,81.2\n\
+         1,backprop,607,715,bpnn_layerforward_CUDA,1.684,74645504,51.9\n\
+         2,backprop,1328,715,bpnn_adjust_weights_cuda,0.3315,16515100,129.3\n\
+         3,backprop,1328,715,bpnn_layerforward_CUDA,0.78118,74645504,101.9\n",
+    )
+    .unwrap();
+    let text = |extra: &str| {
+        format!(
+            r##"
+name = "k"
+file = "k.csv"
+workload = "appName"
+{extra}
+[[knob]]
+name = "core_freq_mhz"
+column = "coreF"
+[[knob]]
+name = "mem_freq_mhz"
+column = "memF"
+[time]
+column = "time/ms"
+unit = "ms"
+[power]
+column = "power/W"
+[energy]
+derive = "power*time"
+[[counter]]
+column = "inst_executed"
+kind = "count"
+"##
+        )
+    };
+    let spec = spec_from(&text(r#"workload_columns = ["kernel"]"#), dir.path()).unwrap();
+    let s = import(&spec, Some(&dir.path().join("k.csv"))).unwrap().set;
+    let mut w = s.workloads();
+    w.sort();
+    assert_eq!(
+        w,
+        [
+            "backprop:bpnn_adjust_weights_cuda",
+            "backprop:bpnn_layerforward_CUDA"
+        ]
+    );
+    let p = s
+        .points
+        .iter()
+        .find(|p| p.workload.ends_with("CUDA") && p.knobs["core_freq_mhz"] == 1328.0)
+        .unwrap();
+    assert!((p.time_s.unwrap() - 0.78118e-3).abs() < 1e-12);
+    assert_eq!(p.counters["inst_executed"], 74645504.0);
+    // An empty column name is refused at load, naming the key; a missing column at import.
+    let e = spec_from(&text(r#"workload_columns = [""]"#), dir.path()).unwrap_err();
+    assert!(format!("{e:#}").contains("workload_columns"), "{e:#}");
+    let spec = spec_from(&text(r#"workload_columns = ["kernal"]"#), dir.path()).unwrap();
+    let e = import(&spec, Some(&dir.path().join("k.csv"))).unwrap_err();
+    assert!(format!("{e:#}").contains("kernal"), "{e:#}");
+}
