@@ -365,3 +365,81 @@ fn a_bundled_set_imports_by_name_and_the_data_dir_overrides_it() {
         .failure()
         .stderr(predicates::str::contains("titanx-micro"));
 }
+
+/// The per-kernel GPU spec of docs/import.md, as printed there, on a file in that layout
+/// (synthetic: kernels at t = max(0.02·N/f, memory time) + latency over a core-clock sweep
+/// at one memory clock): one workload per kernel, and `evaluate --model auto` in workload
+/// holdout takes the stack with the base-CPI form from `inst_executed`.
+#[test]
+fn the_documented_per_kernel_gpu_spec_imports_and_auto_takes_the_base_cpi_stack() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/import.md"))
+        .unwrap();
+    let start = doc
+        .find("name = \"p100-kernels\"")
+        .expect("the example in docs/import.md");
+    let spec_text = &doc[start..start + doc[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from(
+        ",appName,coreF,memF,kernel,time/ms,inst_executed,dram_read_transactions,achieved_occupancy,power/W\n",
+    );
+    let kernels = [
+        ("gemm", "sgemm_kernel", 6e8, 2e6, 1e-3),
+        ("stream", "copy", 1e8, 9e7, 5e-4),
+        ("stream", "triad", 1.5e8, 1.2e8, 5e-4),
+        ("spmv", "csr_vector", 3e8, 3e7, 4e-3),
+        ("stencil", "stencil27", 4e8, 2e7, 2e-3),
+        ("nbody", "integrate", 8e8, 1e5, 0.0),
+    ];
+    let mut row = 0;
+    for (app, k, n, d, lat) in kernels {
+        for fc in [600.0, 800.0, 1000.0, 1200.0, 1328.0] {
+            let (tc, tm): (f64, f64) = (0.02 * n / (fc * 1e6), 32.0 * d / (715e6 * 256.0));
+            let t = tc.max(tm) + lat;
+            csv += &format!(
+                "{row},{app},{fc},715,{k},{},{n},{d},{},{}\n",
+                t * 1e3,
+                0.5 + 0.4 * tc / t,
+                40.0 + 80.0 * tc / t * fc / 1328.0
+            );
+            row += 1;
+        }
+    }
+    std::fs::write(dir.path().join("p100-Performance-Power.csv"), csv).unwrap();
+    std::fs::write(dir.path().join("spec.toml"), spec_text).unwrap();
+    let set_dir = dir.path().join("set");
+    Command::cargo_bin("powerperf")
+        .unwrap()
+        .arg("import")
+        .arg(dir.path().join("spec.toml"))
+        .arg("-o")
+        .arg(&set_dir)
+        .assert()
+        .success();
+    let set = TrainingSet::read(&set_dir).unwrap();
+    let mut w = set.workloads();
+    w.sort();
+    assert_eq!(w.len(), 6);
+    assert!(w.contains(&"stream:triad".to_string()), "{w:?}");
+    assert_eq!(set.meta.counters["inst_executed"], CounterKind::Count);
+    let out = Command::cargo_bin("powerperf")
+        .unwrap()
+        .arg("evaluate")
+        .arg(&set_dir)
+        .args([
+            "--protocol",
+            "workload-holdout",
+            "--model",
+            "auto",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["model"], "stack", "{v}");
+    assert_eq!(v["points"], 24, "{v}");
+    assert!(
+        v["versus_baseline"]["time_s"]["ratio"].as_f64().is_some(),
+        "{v}"
+    );
+}
