@@ -353,41 +353,41 @@ pub(super) struct Rows {
     pub(super) counters: Vec<(String, Vec<Option<f64>>)>,
 }
 
-pub(super) fn read_rows(spec: &ImportSpec, t: &Table) -> Result<Rows> {
-    let n = t.df.height();
-    let workload = match (&spec.workload, &spec.workload_from_file) {
-        (Some(col), _) => t
-            .strings(col, "workload id")?
-            .into_iter()
-            .enumerate()
-            .map(|(i, w)| {
-                w.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
-                    anyhow::Error::from(ImportError::BadValue {
-                        file: t.file.clone(),
-                        line: t.first_line + i,
-                        column: col.clone(),
-                        value: String::new(),
-                        why: "is empty; every row needs a workload id".into(),
-                    })
-                })
-            })
-            .collect::<Result<Vec<_>>>()?,
-        (None, Some(p)) => vec![workload_from_name(&t.file, p)?; n],
-        (None, None) => unreachable!("checked by ImportSpec::check"),
-    };
-    let mut workload = workload;
-    for col in &spec.workload_columns {
-        for (i, v) in t.strings(col, "workload id part")?.into_iter().enumerate() {
-            let v = v.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+/// The cells of column `col` as text; an empty cell is an error naming its line (`why`).
+fn non_empty(t: &Table, col: &str, role: &str, why: &str) -> Result<Vec<String>> {
+    t.strings(col, role)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| {
+            w.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
                 anyhow::Error::from(ImportError::BadValue {
                     file: t.file.clone(),
                     line: t.first_line + i,
-                    column: col.clone(),
+                    column: col.to_string(),
                     value: String::new(),
-                    why: "is empty; it is part of the workload id (workload_columns)".into(),
+                    why: format!("is empty; {why}"),
                 })
-            })?;
-            workload[i] = format!("{}:{}", workload[i], v.trim());
+            })
+        })
+        .collect()
+}
+
+pub(super) fn read_rows(spec: &ImportSpec, t: &Table) -> Result<Rows> {
+    let n = t.df.height();
+    let mut workload = match (&spec.workload, &spec.workload_from_file) {
+        (Some(col), _) => non_empty(t, col, "workload id", "every row needs a workload id")?,
+        (None, Some(p)) => vec![workload_from_name(&t.file, p)?; n],
+        (None, None) => unreachable!("checked by ImportSpec::check"),
+    };
+    for col in &spec.workload_columns {
+        let part = non_empty(
+            t,
+            col,
+            "workload id part",
+            "it is part of the workload id (workload_columns)",
+        )?;
+        for (w, v) in workload.iter_mut().zip(part) {
+            *w = format!("{w}:{}", v.trim());
         }
     }
     let repeat = match &spec.repeat {
