@@ -150,18 +150,22 @@ fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
     );
 }
 
-/// Issue 21 on the XU3 PARSEC set (4 programs, 1–2 cores × 3 clocks): with three training
-/// programs no counter-informed transfer beats the programs' common response in the inner
-/// cross-validation, and `auto` keeps that response (the global transfer without features)
-/// for time, where the counter-selected transfer lost to the median-ratio baseline (1.343×,
-/// docs/models.md). Measured after the change: 0.996×. It must not lose to the baseline.
+/// Issue 21 on the XU3 PARSEC set (4 programs, 1–2 cores × 3 clocks, cycles and
+/// instructions counted): since stop 32 `auto` in workload holdout is the stack with the
+/// base-CPI form at the baseline's two cores and, at one core (which the form does not
+/// model), the neighbours or the programs' common response chosen by inner cross-validation
+/// on the training programs' one-core points. Measured: power 0.606 of the median-ratio
+/// baseline's error (issue 21 asks ≤ ¾; `scaling`'s choice gave 0.796), time 1.016 (level
+/// with the baseline, as `scaling`'s 0.996; ≤ ½ is not met either way, docs/models.md).
+/// The bounds guard those figures: power within the target, time not clearly worse than
+/// the baseline.
 #[test]
-fn parsec_auto_workload_holdout_does_not_lose_to_its_baseline() {
+fn parsec_auto_workload_holdout_takes_the_stack_and_meets_the_power_target() {
     auto_holdout_within(
         "xu3-parsec-joint",
         &[("core_freq_mhz", 1800.0), ("threads", 2.0)],
-        ModelKind::Scaling,
-        &[("time_s", 1.0), ("power_w", 1.0)],
+        ModelKind::Stack,
+        &[("time_s", 1.05), ("power_w", 0.75)],
     );
 }
 

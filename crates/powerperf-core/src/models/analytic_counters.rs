@@ -1605,10 +1605,10 @@ mod tests {
     }
 
     #[test]
-    fn auto_stack_takes_base_cpi_on_a_cpu_clock_sweep_only() {
+    fn auto_stack_takes_base_cpi_on_a_cpu_clock_sweep_and_scores_its_fallback() {
         // A clock sweep with cycles and instructions: `auto` in workload holdout is the stack
         // with the base-CPI form, chosen and exact on data it describes exactly. With two
-        // thread counts it is not (the form predicts along the clock only).
+        // thread counts the stack scores what it takes where the form has no prediction.
         use crate::models::{eval, FitParams, ModelKind};
         let base: Knobs = [
             ("core_freq_mhz".to_string(), 2000.0),
@@ -1625,9 +1625,50 @@ mod tests {
             &FitParams::default(),
         );
         assert_stack_exact(&e, &pts, 10, "time_s: analytic_counters ×5", &["time_s"]);
-        let two = cpu_world(&[1.0, 2.0]);
-        assert!(!crate::models::stack::auto_applies(&meta_cpu(), &two));
         assert!(crate::models::stack::auto_applies(&meta_cpu(), &pts));
+        // Two thread counts: the form predicts along the clock at the baseline's thread count
+        // (exact there); at the other thread count the stack takes the neighbours or the
+        // common response, chosen on the training workloads' points there (every workload's
+        // time halves from 1 to 2 threads but for its stall and off-core time, so neither is
+        // exact), and every point is predicted.
+        let two = cpu_world(&[1.0, 2.0]);
+        assert!(crate::models::stack::auto_applies(&meta_cpu(), &two));
+        let e = eval::workload_holdout(
+            ModelKind::Auto,
+            &meta_cpu(),
+            &two,
+            &base,
+            &FitParams::default(),
+        );
+        assert_eq!(e.kind, ModelKind::Stack);
+        assert!(e.failures.is_empty(), "{:?}", e.failures);
+        assert_eq!(e.results.len(), 25);
+        assert!(
+            e.summary
+                .protocol
+                .contains("(where the physical form has no prediction:"),
+            "{}",
+            e.summary.protocol
+        );
+        let same_threads: Vec<_> = e
+            .results
+            .iter()
+            .filter(|r| r.knobs["threads"] == 1.0)
+            .cloned()
+            .collect();
+        assert_eq!(same_threads.len(), 10);
+        assert_results_exact(&same_threads, &two, &["time_s"], 1e-6);
+        let m = crate::models::stack::fit(&meta_cpu(), &two, &FitParams::default()).unwrap();
+        assert!(
+            ["neighbors", "common_response"].contains(&m.fallback["time_s"].as_str()),
+            "{m:?}"
+        );
+        assert!(m
+            .explain()
+            .contains("time_s where the physical form has no prediction"));
+        let back: crate::models::stack::StackModel =
+            serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
     }
 
     /// A GPU sweep with warp instructions executed (`inst_executed`) and no cycles counter:

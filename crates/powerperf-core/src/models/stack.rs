@@ -27,6 +27,11 @@
 //! point alone predicted from them. In workload holdout that is exactly `auto`'s rule (the
 //! held-out workload has its baseline point only, so it is never an inner fold).
 //!
+//! At a setting the physical form does not model (another thread count for the base-CPI
+//! form, another memory clock), the stack takes the neighbours or the common response,
+//! whichever the same inner folds score better on the left-out workloads' points there
+//! ([`StackModel::fallback`], since stop 32; before, the neighbours unscored).
+//!
 //! Ties, and targets the inner folds cannot score (no left-out point both models predict; on
 //! the V100 set time and energy, measured for two applications only), keep the physical
 //! form. `neighbors` rather than `scaling`'s own per-target choice is the
@@ -103,6 +108,16 @@ fn members(
 /// (percent; NaN where unscored).
 type Choice = BTreeMap<String, (usize, [f64; 4])>;
 
+/// The candidates scored where the physical form has no prediction (indices into
+/// [`CANDIDATES`]): the neighbours and the common response.
+const FALLBACKS: [usize; 2] = [1, 3];
+
+/// Per target, where the physical form has no prediction (a held-out workload at another
+/// value of a knob it does not model: another thread count or memory clock), the index
+/// into [`CANDIDATES`] chosen among [`FALLBACKS`] and their inner MAPEs; targets without
+/// such inner points are absent.
+type Fallback = BTreeMap<String, (usize, [f64; 2])>;
+
 /// The choice per target on `train` (with `auto` in workload holdout, the held-out
 /// workload's baseline point among them, its other points not): the training workloads with
 /// a baseline point and another point, left out in turn (that many folds beyond
@@ -113,7 +128,7 @@ fn choose(
     params: &FitParams,
     train: &[Point],
     at_base: &dyn Fn(&Point) -> bool,
-) -> Choice {
+) -> (Choice, Fallback) {
     let mut inner: Vec<&str> = Vec::new();
     for p in train {
         let w = p.workload.as_str();
@@ -128,6 +143,9 @@ fn choose(
     // Per target and candidate: (sum of absolute percentage errors, count) over points
     // every candidate predicts.
     let mut sums: BTreeMap<&str, [(f64, usize); 4]> = BTreeMap::new();
+    // The same for the neighbours and the common response over points the physical form
+    // does not predict.
+    let mut fb_sums: BTreeMap<&str, [(f64, usize); 2]> = BTreeMap::new();
     for f in 0..folds {
         let out: Vec<&str> = (f..inner.len()).step_by(folds).map(|i| inner[i]).collect();
         let left_out = |p: &Point| out.contains(&p.workload.as_str()) && !at_base(p);
@@ -144,7 +162,17 @@ fn choose(
                     continue;
                 };
                 let (a, n, g) = (value(&pa[i], t), value(&pn[i], t), value(&pg[i], t));
-                if a.is_none() || n.is_none() || g.is_none() {
+                if n.is_none() || g.is_none() {
+                    continue;
+                }
+                if a.is_none() {
+                    let e = fb_sums.entry(t).or_insert([(0.0, 0); 2]);
+                    for (acc, c) in e.iter_mut().zip(FALLBACKS) {
+                        if let Some(x) = candidate(c, a, n, g) {
+                            acc.0 += ((x - y) / y).abs() * 100.0;
+                            acc.1 += 1;
+                        }
+                    }
                     continue;
                 }
                 let e = sums.entry(t).or_insert([(0.0, 0); 4]);
@@ -157,12 +185,11 @@ fn choose(
             }
         }
     }
-    TARGETS
+    let mean = |(sum, n): (f64, usize)| if n > 0 { sum / n as f64 } else { f64::NAN };
+    let choice = TARGETS
         .iter()
         .map(|t| {
-            let scores = sums.get(t).map_or([f64::NAN; 4], |s| {
-                s.map(|(sum, n)| if n > 0 { sum / n as f64 } else { f64::NAN })
-            });
+            let scores = sums.get(t).map_or([f64::NAN; 4], |s| s.map(mean));
             // The lowest score; ties and no score keep the physical form (index 0).
             let mut best = 0;
             for c in 1..CANDIDATES.len() {
@@ -172,7 +199,17 @@ fn choose(
             }
             (t.to_string(), (best, scores))
         })
-        .collect()
+        .collect();
+    let fallback = fb_sums
+        .iter()
+        .map(|(t, s)| {
+            let scores = s.map(mean);
+            // Ties keep the neighbours.
+            let best = if scores[1] < scores[0] { 1 } else { 0 };
+            (t.to_string(), (FALLBACKS[best], scores))
+        })
+        .collect();
+    (choice, fallback)
 }
 
 /// The parameters the members take: where `params` leaves `analytic_counters` at its
@@ -196,28 +233,15 @@ fn member_params(meta: &SetMeta, params: &FitParams) -> FitParams {
 
 /// Whether `auto` in workload holdout takes the stack on these points (with `analytic_counters`
 /// at its defaults): a set with DCGM fractions, or one with an instructions count (CPU or
-/// GPU warp instructions) whose points all share one value of every knob but the clock (the base-CPI form predicts
-/// along the clock only; at another thread count the stack would be the neighbours alone,
-/// which on thread sweeps lose to `scaling`'s own choice, docs/models.md).
+/// GPU warp instructions) and a clock knob. The base-CPI form predicts along the clock only;
+/// at another value of a knob it does not model (a thread count, a memory clock) the stack
+/// takes the neighbours or the common response, chosen by inner cross-validation on those
+/// points (`StackModel::fallback`, since stop 32; before it the stack fell back to the
+/// neighbours unscored, and `auto` kept it to sets with one value of every other knob).
 pub fn auto_applies(meta: &SetMeta, points: &[Point]) -> bool {
-    if roofline_applicable(meta) {
-        return true;
-    }
-    if !base_cpi_applicable(meta) {
-        return false;
-    }
-    let Some(freq) = super::analytic::freq_knob_of(meta, points, None) else {
-        return false;
-    };
-    let Some(first) = points.first() else {
-        return false;
-    };
-    points.iter().all(|p| {
-        p.knobs.len() == first.knobs.len()
-            && p.knobs.iter().all(|(k, v)| {
-                *k == freq || first.knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9)
-            })
-    })
+    roofline_applicable(meta)
+        || (base_cpi_applicable(meta)
+            && super::analytic::freq_knob_of(meta, points, None).is_some())
 }
 
 /// A fitted stack (`--model stack`, and `auto` in workload holdout on a set with DCGM
@@ -239,6 +263,15 @@ pub struct StackModel {
     /// Why a member is missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Per target, the candidate (`neighbors` or `common_response`) used where the physical
+    /// form has no prediction (another value of a knob it does not model), chosen by the
+    /// same inner cross-validation on those points (since stop 32; absent in older files and
+    /// where no inner point lacked a physical prediction).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fallback: BTreeMap<String, String>,
+    /// Per target, the two fallback candidates' inner MAPE, percent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fallback_mape_pct: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 /// Fit the stack on mean points: the choice per target by inner cross-validation, then both
@@ -251,7 +284,7 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
     let params = member_params(meta, params);
     let baseline = super::scaling::baseline_setting(points, &params.scaling);
     let at_base = |p: &Point| super::features::same_knobs(&p.knobs, &baseline);
-    let choice = choose(meta, &params, points, &at_base);
+    let (choice, fallback) = choose(meta, &params, points, &at_base);
     let physical = super::analytic_counters::fit(meta, points, &params.analytic_counters);
     let neighbors = super::scaling::fit_neighbors(meta, points, &params.scaling);
     let common = super::scaling::fit(meta, points, &common_params(&params).scaling);
@@ -299,6 +332,22 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
             })
             .collect(),
         notes,
+        fallback: fallback
+            .iter()
+            .map(|(t, (c, _))| (t.clone(), CANDIDATES[*c].to_string()))
+            .collect(),
+        fallback_mape_pct: fallback
+            .iter()
+            .map(|(t, (_, sc))| {
+                let m = FALLBACKS
+                    .iter()
+                    .zip(sc)
+                    .filter(|(_, e)| e.is_finite())
+                    .map(|(c, e)| (CANDIDATES[*c].to_string(), *e))
+                    .collect();
+                (t.clone(), m)
+            })
+            .collect(),
     })
 }
 
@@ -336,7 +385,12 @@ impl StackModel {
                 .get(t)
                 .and_then(|c| CANDIDATES.iter().position(|x| x == c))
                 .unwrap_or(0);
-            candidate(c, va, vn, vg).or(va).or(vn)
+            let elsewhere = || match self.fallback.get(t).map(String::as_str) {
+                Some("common_response") => vg,
+                Some("neighbors") => vn,
+                _ => None,
+            };
+            candidate(c, va, vn, vg).or_else(elsewhere).or(va).or(vn)
         };
         Ok(Prediction {
             time_s: get("time_s"),
@@ -361,6 +415,17 @@ impl StackModel {
             };
             s += &format!("  {t}: {sc} -> {c}\n");
         }
+        for (t, c) in &self.fallback {
+            let sc: Vec<String> = self
+                .fallback_mape_pct
+                .get(t)
+                .map(|m| m.iter().map(|(n, e)| format!("{n} {e:.2} %")).collect())
+                .unwrap_or_default();
+            s += &format!(
+                "  {t} where the physical form has no prediction: {} -> {c}\n",
+                sc.join(", ")
+            );
+        }
         for n in &self.notes {
             s += &format!("  member not fitted: {n}\n");
         }
@@ -384,25 +449,39 @@ impl StackModel {
 /// ([`StackModel::choice`]), as text for
 /// the protocol line (`time_s: analytic_counters ×21; power_w: mean ×15, neighbors ×6`).
 pub fn describe(choices: &[&BTreeMap<String, String>]) -> String {
-    let mut parts = Vec::new();
-    for t in TARGETS {
-        let items: Vec<String> = CANDIDATES
+    let count = |key: &str| -> Vec<String> {
+        CANDIDATES
             .iter()
             .map(|c| {
                 (
                     c,
                     choices
                         .iter()
-                        .filter(|m| m.get(t).is_some_and(|x| x == c))
+                        .filter(|m| m.get(key).is_some_and(|x| x == c))
                         .count(),
                 )
             })
             .filter(|(_, k)| *k > 0)
             .map(|(c, k)| format!("{c} ×{k}"))
-            .collect();
-        if !items.is_empty() {
-            parts.push(format!("{t}: {}", items.join(", ")));
+            .collect()
+    };
+    let mut parts = Vec::new();
+    for t in TARGETS {
+        let items = count(t);
+        let elsewhere = count(&format!("{t}{ELSEWHERE}"));
+        let mut part = items.join(", ");
+        if !elsewhere.is_empty() {
+            part += &format!(
+                " (where the physical form has no prediction: {})",
+                elsewhere.join(", ")
+            );
+        }
+        if !part.is_empty() {
+            parts.push(format!("{t}: {part}"));
         }
     }
     parts.join("; ")
 }
+
+/// The suffix of a target's key for its fallback choice in the maps [`describe`] takes.
+pub const ELSEWHERE: &str = "@elsewhere";
