@@ -108,6 +108,39 @@ fn members(
 /// (percent; NaN where unscored).
 type Choice = BTreeMap<String, (usize, [f64; 4])>;
 
+/// Per target, the chosen candidate's name and each scored candidate's inner MAPE by name,
+/// as the model file keeps them; `idx[i]` is the [`CANDIDATES`] index of score `i`.
+fn named<const N: usize>(
+    m: &BTreeMap<String, (usize, [f64; N])>,
+    idx: [usize; N],
+) -> (
+    BTreeMap<String, String>,
+    BTreeMap<String, BTreeMap<String, f64>>,
+) {
+    let chosen = m
+        .iter()
+        .map(|(t, (c, _))| (t.clone(), CANDIDATES[*c].to_string()))
+        .collect();
+    let scores = m
+        .iter()
+        .map(|(t, (_, sc))| {
+            let by_name = idx
+                .iter()
+                .zip(sc)
+                .filter(|(_, e)| e.is_finite())
+                .map(|(c, e)| (CANDIDATES[*c].to_string(), *e))
+                .collect();
+            (t.clone(), by_name)
+        })
+        .collect();
+    (chosen, scores)
+}
+
+/// The [`CANDIDATES`] index of a candidate's name.
+fn index(name: &str) -> Option<usize> {
+    CANDIDATES.iter().position(|x| *x == name)
+}
+
 /// The candidates scored where the physical form has no prediction (indices into
 /// [`CANDIDATES`]): the neighbours and the common response.
 const FALLBACKS: [usize; 2] = [1, 3];
@@ -297,57 +330,28 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
             None
         }
     };
-    let neighbors = match neighbors {
+    let mut keep = |name: &str, r: Result<ScalingModel, ModelError>| match r {
         Ok(m) => Some(m),
         Err(e) => {
-            notes.push(format!("neighbors: {e}"));
+            notes.push(format!("{name}: {e}"));
             None
         }
     };
-    let common = match common {
-        Ok(m) => Some(m),
-        Err(e) => {
-            notes.push(format!("common_response: {e}"));
-            None
-        }
-    };
+    let (neighbors, common) = (
+        keep("neighbors", neighbors),
+        keep("common_response", common),
+    );
+    let (choice, inner_mape_pct) = named(&choice, [0, 1, 2, 3]);
+    let (fallback, fallback_mape_pct) = named(&fallback, FALLBACKS);
     Ok(StackModel {
         physical,
         neighbors,
         common,
-        choice: choice
-            .iter()
-            .map(|(t, (c, _))| (t.clone(), CANDIDATES[*c].to_string()))
-            .collect(),
-        inner_mape_pct: choice
-            .iter()
-            .map(|(t, (_, sc))| {
-                let m = CANDIDATES
-                    .iter()
-                    .zip(sc)
-                    .filter(|(_, e)| e.is_finite())
-                    .map(|(n, e)| (n.to_string(), *e))
-                    .collect();
-                (t.clone(), m)
-            })
-            .collect(),
+        choice,
+        inner_mape_pct,
         notes,
-        fallback: fallback
-            .iter()
-            .map(|(t, (c, _))| (t.clone(), CANDIDATES[*c].to_string()))
-            .collect(),
-        fallback_mape_pct: fallback
-            .iter()
-            .map(|(t, (_, sc))| {
-                let m = FALLBACKS
-                    .iter()
-                    .zip(sc)
-                    .filter(|(_, e)| e.is_finite())
-                    .map(|(c, e)| (CANDIDATES[*c].to_string(), *e))
-                    .collect();
-                (t.clone(), m)
-            })
-            .collect(),
+        fallback,
+        fallback_mape_pct,
     })
 }
 
@@ -380,15 +384,11 @@ impl StackModel {
         );
         let get = |t: &str| {
             let (va, vn, vg) = (value(&a, t), value(&n, t), value(&g, t));
-            let c = self
-                .choice
-                .get(t)
-                .and_then(|c| CANDIDATES.iter().position(|x| x == c))
-                .unwrap_or(0);
-            let elsewhere = || match self.fallback.get(t).map(String::as_str) {
-                Some("common_response") => vg,
-                Some("neighbors") => vn,
-                _ => None,
+            let c = self.choice.get(t).and_then(|c| index(c)).unwrap_or(0);
+            // Where the chosen candidate has no value (no physical prediction there).
+            let elsewhere = || {
+                let f = index(self.fallback.get(t)?)?;
+                candidate(f, None, vn, vg)
             };
             candidate(c, va, vn, vg).or_else(elsewhere).or(va).or(vn)
         };
