@@ -367,7 +367,7 @@ fn a_bundled_set_imports_by_name_and_the_data_dir_overrides_it() {
 }
 
 /// The per-kernel GPU spec of docs/import.md, as printed there, on a file in that layout
-/// (synthetic: kernels at t = max(0.02·N/f, memory time) + latency over a core-clock sweep
+/// (synthetic: kernels of [`common::gpu_kernel`] over a core-clock sweep
 /// at one memory clock): one workload per kernel, and `evaluate --model auto` in workload
 /// holdout takes the stack with the base-CPI form from `inst_executed`.
 #[test]
@@ -393,13 +393,12 @@ fn the_documented_per_kernel_gpu_spec_imports_and_auto_takes_the_base_cpi_stack(
     let mut row = 0;
     for (app, k, n, d, lat) in kernels {
         for fc in [600.0, 800.0, 1000.0, 1200.0, 1328.0] {
-            let (tc, tm): (f64, f64) = (0.02 * n / (fc * 1e6), 32.0 * d / (715e6 * 256.0));
-            let t = tc.max(tm) + lat;
+            let (t, sc, _) = common::gpu_kernel(n, d, lat, fc, 715.0);
             csv += &format!(
                 "{row},{app},{fc},715,{k},{},{n},{d},{},{}\n",
                 t * 1e3,
-                0.5 + 0.4 * tc / t,
-                40.0 + 80.0 * tc / t * fc / 1328.0
+                0.5 + 0.4 * sc,
+                40.0 + 80.0 * sc * fc / 1328.0
             );
             row += 1;
         }

@@ -204,7 +204,7 @@ fn commands(set_dir: &Path, set: &TrainingSet, tmp: &Path) -> Vec<(String, Comma
 /// shape of public GPU DVFS data: warp instructions `inst_executed`, DRAM transactions,
 /// an all-zero `flop_count_dp`, fractions such as `achieved_occupancy`): a core × memory
 /// clock grid, and a core-clock sweep at one memory clock (where `auto`'s stack takes the
-/// base-CPI form from `inst_executed`). Six kernels, t = max(β·N/fc, γ·D/fm) + latency.
+/// base-CPI form from `inst_executed`). Six kernels ([`common::gpu_kernel`]).
 fn nvprof_shaped_sets() -> Vec<(&'static str, TrainingSet)> {
     use powerperf::store::set::{CounterKind, SetMeta};
     let kernels = [
@@ -233,9 +233,7 @@ fn nvprof_shaped_sets() -> Vec<(&'static str, TrainingSet)> {
         for (w, n, d, lat) in kernels {
             for &fm in mems {
                 for fc in [400.0, 600.0, 800.0, 1000.0] {
-                    let (tc, tm): (f64, f64) =
-                        (0.02 * n / (fc * 1e6), 32.0 * d / (fm * 1e6 * 256.0));
-                    let t = tc.max(tm) + lat;
+                    let (t, sc, sm) = common::gpu_kernel(n, d, lat, fc, fm);
                     points.push(Point {
                         workload: w.into(),
                         knobs: [
@@ -245,14 +243,14 @@ fn nvprof_shaped_sets() -> Vec<(&'static str, TrainingSet)> {
                         .into_iter()
                         .collect(),
                         time_s: Some(t),
-                        power_w: Some(30.0 + 50.0 * tc / t * fc / 1000.0 + 20.0 * tm / t),
+                        power_w: Some(30.0 + 50.0 * sc * fc / 1000.0 + 20.0 * sm),
                         energy_j: None,
                         counters: [
                             ("inst_executed".to_string(), n),
                             ("dram_read_transactions".to_string(), 0.7 * d),
                             ("dram_write_transactions".to_string(), 0.3 * d),
                             ("flop_count_dp".to_string(), 0.0),
-                            ("achieved_occupancy".to_string(), 0.5 + 0.4 * tc / t),
+                            ("achieved_occupancy".to_string(), 0.5 + 0.4 * sc),
                             ("executed_ipc".to_string(), n / (t * fc * 1e6)),
                         ]
                         .into_iter()

@@ -480,11 +480,7 @@ pub fn workload_holdout(
             let preds = predict_each(&fitted, &test);
             push_predictions(&test, preds, &mut results, &mut failures);
             if let Ok(super::Fitted::Stack(m)) = fitted {
-                let mut c = m.choice;
-                for (t, f) in m.fallback {
-                    c.insert(format!("{t}{}", super::stack::ELSEWHERE), f);
-                }
-                choice = Some(c);
+                choice = Some(m);
             }
         } else {
             fit_and_predict(

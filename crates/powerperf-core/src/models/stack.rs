@@ -198,22 +198,19 @@ fn choose(
                 if n.is_none() || g.is_none() {
                     continue;
                 }
-                if a.is_none() {
-                    let e = fb_sums.entry(t).or_insert([(0.0, 0); 2]);
-                    for (acc, c) in e.iter_mut().zip(FALLBACKS) {
-                        if let Some(x) = candidate(c, a, n, g) {
-                            acc.0 += ((x - y) / y).abs() * 100.0;
-                            acc.1 += 1;
-                        }
-                    }
-                    continue;
-                }
-                let e = sums.entry(t).or_insert([(0.0, 0); 4]);
-                for (c, acc) in e.iter_mut().enumerate() {
+                // Candidate `c`'s absolute percentage error added to `acc`.
+                let add = |acc: &mut (f64, usize), c: usize| {
                     if let Some(x) = candidate(c, a, n, g) {
                         acc.0 += ((x - y) / y).abs() * 100.0;
                         acc.1 += 1;
                     }
+                };
+                if a.is_none() {
+                    let e = fb_sums.entry(t).or_insert([(0.0, 0); 2]);
+                    e.iter_mut().zip(FALLBACKS).for_each(|(acc, c)| add(acc, c));
+                } else {
+                    let e = sums.entry(t).or_insert([(0.0, 0); 4]);
+                    e.iter_mut().enumerate().for_each(|(c, acc)| add(acc, c));
                 }
             }
         }
@@ -446,18 +443,18 @@ impl StackModel {
 }
 
 /// How often each candidate was chosen per target over the held-out workloads' stacks
-/// ([`StackModel::choice`]), as text for
-/// the protocol line (`time_s: analytic_counters ×21; power_w: mean ×15, neighbors ×6`).
-pub fn describe(choices: &[&BTreeMap<String, String>]) -> String {
-    let count = |key: &str| -> Vec<String> {
+/// ([`StackModel::choice`], and [`StackModel::fallback`] in parentheses), as text for the
+/// protocol line (`time_s: analytic_counters ×21; power_w: mean ×15, neighbors ×6`).
+pub fn describe(stacks: &[&StackModel]) -> String {
+    let count = |pick: &dyn Fn(&StackModel) -> Option<&String>| -> Vec<String> {
         CANDIDATES
             .iter()
             .map(|c| {
                 (
                     c,
-                    choices
+                    stacks
                         .iter()
-                        .filter(|m| m.get(key).is_some_and(|x| x == c))
+                        .filter(|m| pick(m).is_some_and(|x| x == c))
                         .count(),
                 )
             })
@@ -467,8 +464,8 @@ pub fn describe(choices: &[&BTreeMap<String, String>]) -> String {
     };
     let mut parts = Vec::new();
     for t in TARGETS {
-        let items = count(t);
-        let elsewhere = count(&format!("{t}{ELSEWHERE}"));
+        let items = count(&|m| m.choice.get(t));
+        let elsewhere = count(&|m| m.fallback.get(t));
         let mut part = items.join(", ");
         if !elsewhere.is_empty() {
             part += &format!(
@@ -482,6 +479,3 @@ pub fn describe(choices: &[&BTreeMap<String, String>]) -> String {
     }
     parts.join("; ")
 }
-
-/// The suffix of a target's key for its fallback choice in the maps [`describe`] takes.
-pub const ELSEWHERE: &str = "@elsewhere";
