@@ -1,13 +1,19 @@
 //! Speed of workload holdout on about 1,000 points (issue 21, item 7: under 10 s).
 //!
-//! `cargo build --release --bin holdout-speed-bench && target/release/holdout-speed-bench [REPEATS]`
+//! `cargo build --release --bin holdout-speed-bench && target/release/holdout-speed-bench [REPEATS] [SET]`
+//! (SET: one set's rows only)
 //!
 //! Sets: two bundled sets cut to about 1,000 mean points through their shipped specs
 //! (`datasets/*.toml`): the Titan X microbenchmarks, the first 32 workloads by name × 32
 //! settings (1,024 points, PTX static features), and the V100 sweep, the first 9 applications
 //! by name × 117 clocks (1,053 points, DCGM counters). Each model runs the whole protocol
 //! ([`powerperf::models::eval::workload_holdout`], held-out workloads refitted in parallel on
-//! the available cores) from the maximum of every knob; the table gives the wall-clock seconds
+//! the available cores) from the maximum of every knob. A third set, `gpu-2clock-synth`, is
+//! synthetic: 40 kernels × 5 core × 5 memory clocks (1,000 points) with nvprof's counts
+//! (`inst_executed`, `dram_read_transactions`, `dram_write_transactions`), each kernel's time
+//! `max(0.02·n/f, 0.125·d/m) + lat` and power `40 + 60·f/f_max + 20·m/m_max + s` W, the shape
+//! where `auto` takes the stack with the two-clock base-CPI form (its cost, not its accuracy,
+//! is what this row measures). The table gives the wall-clock seconds
 //! (median of REPEATS runs, default 1; loading not included), the points predicted and the
 //! time and power MAPE beside the median-ratio baseline's.
 
@@ -15,7 +21,7 @@ use powerperf::models::eval::workload_holdout;
 use powerperf::models::features::mean_points;
 use powerperf::models::{FitParams, Knobs, ModelKind};
 use powerperf::store::import::{import, ImportSpec};
-use powerperf::store::set::{Point, TrainingSet};
+use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet};
 use std::path::Path;
 use std::time::Instant;
 
@@ -33,6 +39,56 @@ fn load(name: &str, workloads: usize) -> anyhow::Result<(TrainingSet, Vec<Point>
         .filter(|p| names.contains(&p.workload))
         .collect();
     Ok((set, pts))
+}
+
+/// The synthetic core × memory clock grid of the module docs.
+fn gpu_two_clock_grid() -> (TrainingSet, Vec<Point>) {
+    let mut meta = SetMeta::default();
+    meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
+    for c in [
+        "inst_executed",
+        "dram_read_transactions",
+        "dram_write_transactions",
+    ] {
+        meta.counters.insert(c.into(), CounterKind::Count);
+    }
+    let mut points = Vec::new();
+    for k in 0..40u32 {
+        // Spread over compute- and memory-bound kernels, deterministically.
+        let u = f64::from(k) / 39.0;
+        let n = 1e8 * (1.0 + 7.0 * ((f64::from(k) * 0.618).fract()));
+        let d = 1e5 + 9e7 * u * u;
+        let lat = 0.001 * ((f64::from(k) * 0.377).fract() * 10.0);
+        for m in [500.0, 600.0, 700.0, 800.0, 900.0] {
+            for f in [600.0, 750.0, 900.0, 1050.0, 1200.0] {
+                let t = (0.02 * n / (f * 1e6)).max(0.125 * d / (m * 1e6)) + lat;
+                points.push(Point {
+                    workload: format!("kernel{k:02}"),
+                    knobs: [
+                        ("core_freq_mhz".to_string(), f),
+                        ("mem_freq_mhz".to_string(), m),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    time_s: Some(t),
+                    power_w: Some(40.0 + 60.0 * f / 1200.0 + 20.0 * m / 900.0 + 5.0 * u),
+                    counters: [
+                        ("inst_executed".to_string(), n),
+                        ("dram_read_transactions".to_string(), 0.7 * d),
+                        ("dram_write_transactions".to_string(), 0.3 * d),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    ..Point::default()
+                });
+            }
+        }
+    }
+    let set = TrainingSet {
+        meta,
+        points: points.clone(),
+    };
+    (set, points)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,8 +115,20 @@ fn main() -> anyhow::Result<()> {
         "power_%",
         "base_pow%"
     );
-    for (name, workloads) in [("titanx-micro", 32), ("v100-dcgm-sweep", 9)] {
-        let (set, pts) = load(name, workloads)?;
+    let only = std::env::args().nth(2);
+    for (name, workloads) in [
+        ("titanx-micro", 32),
+        ("v100-dcgm-sweep", 9),
+        ("gpu-2clock-synth", 40),
+    ] {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let (set, pts) = if name == "gpu-2clock-synth" {
+            gpu_two_clock_grid()
+        } else {
+            load(name, workloads)?
+        };
         let mut base = Knobs::new();
         for k in &set.meta.knobs {
             if let Some(v) = pts

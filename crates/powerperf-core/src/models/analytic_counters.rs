@@ -74,13 +74,40 @@
 //! `β` is fitted by golden-section search on the relative squared error of the training
 //! points at the non-reference clocks (in workload holdout: the other workloads' points).
 //!
+//! ## Two clocks (`combine = base_cpi` on a core × memory clock grid with DRAM counts)
+//!
+//! Where the set also has the memory-clock knob `mem_freq_mhz` and DRAM transaction counts
+//! ([`DRAM_NAMES`]: nvprof's `dram_read_transactions` + `dram_write_transactions`, or Nsight
+//! Compute's `dram__sectors_read.sum` + `dram__sectors_write.sum`), a group spans both clocks
+//! (its reference: the highest core clock, and there the highest memory clock `m0`), and the
+//! DRAM-bound share of the reference time is read from the traffic `D`:
+//!
+//! ```text
+//! μ = min(1, γ·D/(m0·t0))
+//! t(f, m) = t0 · [ (1 − max(φ, μ)) + max(φ·f0/f, μ·m0/m) ]
+//! ```
+//!
+//! A GPU overlaps issue and DRAM transfers, so the run is as long as the busier of the two
+//! (the bound and bottleneck above; the `max(sm_del, mem_del)` of Q. Wang & X. Chu, "GPGPU
+//! performance estimation with core and memory frequency scaling", IEEE TPDS 31(12), 2020,
+//! after Hong & Kim's MWP-CWP model, ISCA 2009): issue time counted in core cycles (∝ 1/f),
+//! transfer time in memory-clock cycles (∝ 1/m), and the rest (latency, launches) scales with
+//! neither. `γ`, the chip's memory-clock cycles per DRAM transaction (the inverse of its
+//! bandwidth in transactions per memory cycle), is fitted beside `β` on the same error: a
+//! log grid over both (`[0, top]` each, the max makes the error surface kinked), then nested
+//! golden sections in the box of the best grid cell's neighbours. With `μ = 0` (no DRAM traffic) this is the
+//! one-clock form. Without a training point at a second memory clock `γ` is not fitted and a
+//! setting at another memory clock gets no prediction.
+//!
 //! Power and energy: power from [`super::analytic`] fitted on the same training points where
 //! the group has two or more clocks; a group with only its reference point (workload holdout)
-//! gets `P(f) = P(f0) × median_g P_g(f)/P_g(f0)` over the other groups' fitted power curves.
-//! `E = P·t`.
+//! gets `P(f) = P(f0) × median_g P_g(f)/P_g(f0)` over the other groups' fitted power curves
+//! (with two clocks: `P(f, m) = P(f0, m0) × median_w P_w(f, m)/P_w(f0, m0)` over the other
+//! workloads). `E = P·t`.
 
 use super::analytic::{self, AnalyticModel, AnalyticParams};
 use super::features::{find_group, knob_key};
+use super::memclock::MEM_KNOB;
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{CounterKind, Point, SetMeta};
 use serde::{Deserialize, Serialize};
@@ -130,6 +157,11 @@ pub struct AnalyticCountersParams {
     /// [`INSTRUCTIONS_NAMES`] the set has.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions_counter: Option<String>,
+    /// `combine = base_cpi` on a set with a memory-clock knob (`mem_freq_mhz`): the DRAM
+    /// transaction counts whose sum is the memory traffic (module docs, "Two clocks");
+    /// empty: those of [`DRAM_NAMES`] the set has.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dram_counters: Vec<String>,
 }
 
 /// How a workload with only its reference point gets its power curve.
@@ -231,6 +263,30 @@ pub fn instructions_counter(meta: &SetMeta) -> Option<String> {
     super::features::count_counter(meta, &INSTRUCTIONS_NAMES)
 }
 
+/// DRAM transaction counts the two-clock base-CPI form sums, in three spellings, by
+/// preference: CUPTI/nvprof's 32-byte transactions, then Nsight Compute's 32-byte sectors
+/// (with `.` and with `_`). The first spelling the set has any of is taken, so one transfer
+/// is never counted twice.
+pub const DRAM_NAMES: [[&str; 2]; 3] = [
+    ["dram_read_transactions", "dram_write_transactions"],
+    ["dram__sectors_read.sum", "dram__sectors_write.sum"],
+    ["dram__sectors_read_sum", "dram__sectors_write_sum"],
+];
+
+/// The DRAM transaction counters of a set ([`DRAM_NAMES`]; counts), empty without any.
+pub fn dram_counters(meta: &SetMeta) -> Vec<String> {
+    DRAM_NAMES
+        .iter()
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| super::features::count_counter(meta, &[n]))
+                .collect::<Vec<_>>()
+        })
+        .find(|found| !found.is_empty())
+        .unwrap_or_default()
+}
+
 /// Whether the base-CPI form (`combine = base_cpi`) has what it needs: an instructions
 /// counter (a count). A cycles counter is used where the set has one (the share of wall
 /// time on the core); without it `φ = min(1, β·N/(f0·t0·n))`, as on a GPU sweep with
@@ -249,6 +305,7 @@ impl Default for AnalyticCountersParams {
             active_counter: None,
             power_transfer: PowerTransfer::MedianRatio,
             instructions_counter: None,
+            dram_counters: Vec::new(),
         }
     }
 }
@@ -279,6 +336,12 @@ pub struct CounterGroup {
     pub instructions: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cycles: Option<f64>,
+    /// Two clocks (`combine = base_cpi` with a memory-clock knob): the reference memory clock
+    /// `m0` (MHz) and the DRAM transactions `D` there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem0_mhz: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram: Option<f64>,
 }
 
 /// The fitted model.
@@ -310,6 +373,14 @@ pub struct AnalyticCountersModel {
     pub instructions_counter: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cycles_counter: Option<String>,
+    /// Two clocks: the memory-clock knob (a group then spans its values), the DRAM counters
+    /// and `γ`, the memory-clock cycles per DRAM transaction, fitted beside `β`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_knob: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dram_counters: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_cycles_per_transaction: Option<f64>,
 }
 
 fn split(knobs: &Knobs, freq: &str) -> Knobs {
@@ -383,21 +454,81 @@ fn group_threads(g: &CounterGroup) -> f64 {
         .unwrap_or(1.0)
 }
 
-/// `combine = base_cpi`: the clock-scaled share `φ` of a group's reference time for base CPI
-/// `beta` (module docs); `None` without a positive time, instructions or clock.
-fn base_share(g: &CounterGroup, beta: f64) -> Option<f64> {
+/// `combine = base_cpi`: the terms `(u, v)` of a group's clock-scaled share
+/// `φ = u·min(1, β·v)` (module docs: `u = min(1, C/(f0·t0·n))`, `v = N/C`; without cycles
+/// `u = 1`, `v = N/(f0·t0·n)`); `None` without a positive time, instructions or clock.
+fn share_terms(g: &CounterGroup) -> Option<(f64, f64)> {
     let t0 = g.t0_s.filter(|t| *t > 0.0 && t.is_finite())?;
     let n_inst = g.instructions.filter(|n| *n > 0.0 && n.is_finite())?;
     let f0 = g.f0_mhz * 1e6;
-    if !(f0 > 0.0 && f0.is_finite() && beta.is_finite() && beta >= 0.0) {
+    if !(f0 > 0.0 && f0.is_finite()) {
         return None;
     }
     let threads = group_threads(g);
-    let phi = match g.cycles.filter(|c| *c > 0.0 && c.is_finite()) {
-        Some(c) => (c / (f0 * t0 * threads)).min(1.0) * (beta * n_inst / c).min(1.0),
-        None => (beta * n_inst / (f0 * t0 * threads)).min(1.0),
+    let (u, v) = match g.cycles.filter(|c| *c > 0.0 && c.is_finite()) {
+        Some(c) => ((c / (f0 * t0 * threads)).min(1.0), n_inst / c),
+        None => (1.0, n_inst / (f0 * t0 * threads)),
     };
+    (u.is_finite() && v.is_finite()).then_some((u, v))
+}
+
+/// `combine = base_cpi`: the clock-scaled share `φ` of a group's reference time for base CPI
+/// `beta` (module docs); `None` without a positive time, instructions or clock.
+fn base_share(g: &CounterGroup, beta: f64) -> Option<f64> {
+    if !(beta.is_finite() && beta >= 0.0) {
+        return None;
+    }
+    let (u, v) = share_terms(g)?;
+    let phi = u * (beta * v).min(1.0);
     phi.is_finite().then_some(phi.max(0.0))
+}
+
+/// Two clocks: the term `w = D/(m0·t0)` of a group's memory-clock-bound share
+/// `μ = min(1, γ·w)`; `None` without a positive time, DRAM count or memory clock.
+fn mem_term(g: &CounterGroup) -> Option<f64> {
+    let t0 = g.t0_s.filter(|t| *t > 0.0 && t.is_finite())?;
+    let d = g.dram.filter(|d| *d >= 0.0 && d.is_finite())?;
+    let m0 = g.mem0_mhz.filter(|m| *m > 0.0 && m.is_finite())? * 1e6;
+    let w = d / (m0 * t0);
+    w.is_finite().then_some(w)
+}
+
+/// Two clocks: the memory-clock-bound share `μ = min(1, γ·D/(m0·t0))` of a group's reference
+/// time for `gamma` memory-clock cycles per DRAM transaction.
+fn mem_share(g: &CounterGroup, gamma: f64) -> Option<f64> {
+    if !(gamma.is_finite() && gamma >= 0.0) {
+        return None;
+    }
+    let mu = (gamma * mem_term(g)?).min(1.0);
+    mu.is_finite().then_some(mu.max(0.0))
+}
+
+/// `t/t0` from the shares at `rc = f0/f` and `rm = m0/m`: one clock (`mu` `None`, at `rm = 1`
+/// only) `(1 − φ) + φ·rc`; two clocks `(1 − max(φ, μ)) + max(φ·rc, μ·rm)`.
+fn shares_ratio(phi: f64, mu: Option<f64>, rc: f64, rm: f64) -> Option<f64> {
+    let r = match mu {
+        None if rm == 1.0 => 1.0 - phi + phi * rc,
+        None => return None,
+        Some(mu) => (1.0 - phi.max(mu)) + (phi * rc).max(mu * rm),
+    };
+    (r.is_finite() && r > 0.0).then_some(r)
+}
+
+/// `combine = base_cpi`: `t/t0` at `rc = f0/f` and `rm = m0/m` (module docs), with `gamma`
+/// `None` for one clock.
+fn base_cpi_ratio(
+    g: &CounterGroup,
+    beta: f64,
+    gamma: Option<f64>,
+    rc: f64,
+    rm: f64,
+) -> Option<f64> {
+    let phi = base_share(g, beta)?;
+    let mu = match gamma {
+        Some(c) => Some(mem_share(g, c)?),
+        None => None,
+    };
+    shares_ratio(phi, mu, rc, rm)
 }
 
 /// [`PowerTransfer::Roofline`]: per value of the other knobs, the static power at the
@@ -491,6 +622,190 @@ fn fit_power_transfer(
     out
 }
 
+/// `combine = base_cpi`: the memory-clock knob and DRAM counters of the two-clock form, or
+/// `(None, [])` for one clock: the set has no [`MEM_KNOB`] the points vary, or no DRAM count.
+///
+/// # Errors
+/// A DRAM counter named in the params that is not a count of the set.
+fn two_clock_counters(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticCountersParams,
+) -> Result<(Option<String>, Vec<String>), ModelError> {
+    let names = if params.dram_counters.is_empty() {
+        dram_counters(meta)
+    } else {
+        if let Some(c) = params
+            .dram_counters
+            .iter()
+            .find(|c| meta.counters.get(*c) != Some(&CounterKind::Count))
+        {
+            return Err(ModelError::NotEnoughData {
+                model: "analytic_counters".into(),
+                what: format!(
+                    "DRAM counter `{c}` is not a count of the set; its counters: [{}]",
+                    meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        params.dram_counters.clone()
+    };
+    let carried = points.iter().any(|p| p.knobs.contains_key(MEM_KNOB));
+    let known = meta.knobs.iter().any(|k| k == MEM_KNOB);
+    Ok(if known && carried && !names.is_empty() {
+        (Some(MEM_KNOB.to_string()), names)
+    } else {
+        (None, Vec::new())
+    })
+}
+
+/// `combine = base_cpi`: `(β, γ)` minimising the relative squared error of the training
+/// points away from their group's reference setting; `γ` only with a memory-clock knob and
+/// points at a second memory clock. `β` by golden section in `[0, the largest CPI of the
+/// groups that score it]` (beyond it every share that enters the error is clamped); with `γ`
+/// (in `[0, γ_top]`, `γ_top` where every such group's `μ` is 1), a log grid over both, then
+/// nested golden sections (each `γ` its best `β`) in the box of the best cell's neighbours.
+/// `None` without any such point.
+fn fit_base_cpi(
+    meta: &SetMeta,
+    groups: &[(String, Knobs, Vec<&Point>)],
+    fitted: &[CounterGroup],
+    freq: &str,
+    mem_knob: Option<&str>,
+) -> Option<(f64, Option<f64>)> {
+    // Per training point away from its reference: φ's terms (u, v), μ's term w (NaN
+    // without one), t0/t, f0/f, m0/m.
+    let mut pairs: Vec<[f64; 6]> = Vec::new();
+    let (mut top, mut top_gamma): (f64, f64) = (0.0, 0.0);
+    for ((w, _, pts), g) in groups.iter().zip(fitted) {
+        let Some(n_inst) = g.instructions.filter(|n| *n > 0.0 && n.is_finite()) else {
+            continue;
+        };
+        let Some(t0) = g.t0_s.filter(|_| meta.is_reliable("time_s", w)) else {
+            continue;
+        };
+        let Some((u, v)) = share_terms(g) else {
+            continue;
+        };
+        let w_mem = mem_term(g).unwrap_or(f64::NAN);
+        let busy = g
+            .cycles
+            .filter(|c| *c > 0.0 && c.is_finite())
+            .unwrap_or(t0 * g.f0_mhz * 1e6 * group_threads(g));
+        let before = pairs.len();
+        let mut other_mem = false;
+        for p in pts {
+            let f = p.knobs[freq];
+            let rm = match (mem_knob, g.mem0_mhz) {
+                (Some(k), Some(m0)) => m0 / p.knobs[k],
+                _ => 1.0,
+            };
+            let Some(t) = p.time_s.filter(|t| *t > 0.0 && t.is_finite()) else {
+                continue;
+            };
+            if (f != g.f0_mhz || rm != 1.0)
+                && f > 0.0
+                && f.is_finite()
+                && rm.is_finite()
+                && rm > 0.0
+            {
+                pairs.push([u, v, w_mem, t0 / t, g.f0_mhz / f, rm]);
+                other_mem |= rm != 1.0;
+            }
+        }
+        // The brackets end where every group that scores β (γ) is clamped: a group known at
+        // its reference point alone (a held-out workload) would only add a flat stretch
+        // where golden section cannot tell which way to go.
+        if pairs.len() > before {
+            if busy.is_finite() && busy > 0.0 {
+                top = top.max(busy / n_inst);
+            }
+            if let (true, Some(d), Some(m0)) = (other_mem, g.dram, g.mem0_mhz) {
+                let c = m0 * 1e6 * t0 / d;
+                if c.is_finite() && c > 0.0 {
+                    top_gamma = top_gamma.max(c);
+                }
+            }
+        }
+    }
+    if pairs.is_empty() || !(top > 0.0 && top.is_finite()) {
+        return None;
+    }
+    let err = |b: f64, c: Option<f64>| {
+        pairs
+            .iter()
+            .filter_map(|&[u, v, w, q, rc, rm]| {
+                let mu = match c {
+                    Some(c) if w.is_finite() => Some((c * w).min(1.0)),
+                    Some(_) => return None,
+                    None => None,
+                };
+                let e = q * shares_ratio(u * (b * v).min(1.0), mu, rc, rm)? - 1.0;
+                Some(e * e)
+            })
+            .sum::<f64>()
+    };
+    if mem_knob.is_none() || !(top_gamma > 0.0 && top_gamma.is_finite()) {
+        let b = analytic::golden_section_min(0.0, top, top * 1e-9, 200, |b| err(b, None));
+        return Some((b, None));
+    }
+    // Two clocks: a log grid over both (the max makes the error surface kinked, so no single
+    // bracket holds one minimum), then nested golden sections in the box of the best grid
+    // cell's neighbours, kept where they improve on it.
+    const GRID: usize = 17;
+    let log_grid = |top: f64| -> Vec<f64> {
+        std::iter::once(0.0)
+            .chain((0..GRID).map(|i| top * 10f64.powf(-4.0 * (1.0 - i as f64 / (GRID - 1) as f64))))
+            .collect()
+    };
+    let (betas, gammas) = (log_grid(top), log_grid(top_gamma));
+    let mut best = (0, 0, f64::INFINITY);
+    for (i, b) in betas.iter().enumerate() {
+        for (j, c) in gammas.iter().enumerate() {
+            let e = err(*b, Some(*c));
+            if e < best.2 {
+                best = (i, j, e);
+            }
+        }
+    }
+    let around = |v: &[f64], i: usize| (v[i.saturating_sub(1)], v[(i + 1).min(v.len() - 1)]);
+    let ((blo, bhi), (clo, chi)) = (around(&betas, best.0), around(&gammas, best.1));
+    let best_beta = |c: f64| {
+        let b = analytic::golden_section_min(blo, bhi, top * 1e-8, 200, |b| err(b, Some(c)));
+        (b, err(b, Some(c)))
+    };
+    // The kinks (a group's μ reaching 1) leave narrow minima beside flat stretches in the box
+    // too, where golden section cannot tell which way to go: zoom in first, scanning 9 values
+    // of `γ` and keeping the span around the first best (its ends already scored), down to
+    // 1e-3 of `γ`, then golden section.
+    let (mut lo, mut hi) = (clo, chi);
+    let (mut flo, mut fhi) = (best_beta(lo).1, best_beta(hi).1);
+    while hi - lo > hi * 1e-3 + top_gamma * 1e-12 {
+        let scan: Vec<f64> = (0..=8)
+            .map(|i| lo + (hi - lo) * f64::from(i) / 8.0)
+            .collect();
+        let scored: Vec<f64> = (0..=8)
+            .map(|i| match i {
+                0 => flo,
+                8 => fhi,
+                _ => best_beta(scan[i]).1,
+            })
+            .collect();
+        let k = (0..scan.len())
+            .min_by(|a, b| scored[*a].total_cmp(&scored[*b]))
+            .expect("the scan is never empty");
+        let (a, b) = (k.saturating_sub(1), (k + 1).min(8));
+        (lo, hi, flo, fhi) = (scan[a], scan[b], scored[a], scored[b]);
+    }
+    let c = analytic::golden_section_min(lo, hi, hi * 1e-9, 200, |c| best_beta(c).1);
+    let (b, e) = best_beta(c);
+    Some(if e <= best.2 {
+        (b, Some(c))
+    } else {
+        (betas[best.0], Some(gammas[best.1]))
+    })
+}
+
 /// Fit on mean points.
 ///
 /// # Errors
@@ -572,6 +887,19 @@ pub fn fit(
     } else {
         (None, None)
     };
+    // Two clocks: a memory-clock knob the points carry and DRAM transaction counts.
+    let (mem_knob, dram_names) = if base_cpi {
+        two_clock_counters(meta, points, params)?
+    } else {
+        (None, Vec::new())
+    };
+    let group_key = |k: &Knobs| {
+        let mut o = split(k, &freq);
+        if let Some(m) = &mem_knob {
+            o.remove(m);
+        }
+        o
+    };
     // Bound and bottleneck: the compute-pipe and engine-active counters.
     let rate_counter = |name: &str| {
         meta.counters
@@ -626,8 +954,11 @@ pub fn fit(
     };
     // Groups and their reference points.
     let mut groups: Vec<(String, Knobs, Vec<&Point>)> = Vec::new();
-    for p in points.iter().filter(|p| p.knobs.contains_key(&freq)) {
-        let o = split(&p.knobs, &freq);
+    let with_clocks = |p: &&Point| {
+        p.knobs.contains_key(&freq) && mem_knob.as_ref().is_none_or(|m| p.knobs.contains_key(m))
+    };
+    for p in points.iter().filter(with_clocks) {
+        let o = group_key(&p.knobs);
         match groups.iter_mut().find(|g| g.0 == p.workload && g.1 == o) {
             Some(g) => g.2.push(p),
             None => groups.push((p.workload.clone(), o, vec![p])),
@@ -636,9 +967,15 @@ pub fn fit(
     let mut out = Vec::new();
     let (mut sxy, mut sxx) = (0.0, 0.0);
     for (w, o, pts) in &groups {
+        // The highest core clock, and there the highest memory clock.
+        let mem_of = |p: &Point| mem_knob.as_ref().map_or(0.0, |m| p.knobs[m]);
         let r = pts
             .iter()
-            .max_by(|a, b| a.knobs[&freq].total_cmp(&b.knobs[&freq]))
+            .max_by(|a, b| {
+                a.knobs[&freq]
+                    .total_cmp(&b.knobs[&freq])
+                    .then(mem_of(a).total_cmp(&mem_of(b)))
+            })
             .expect("groups are never empty");
         let f0 = r.knobs[&freq];
         let t0 = r
@@ -685,58 +1022,24 @@ pub fn fit(
             cycles: cycles_counter
                 .as_ref()
                 .and_then(|c| r.counters.get(c).copied()),
+            mem0_mhz: mem_knob.as_ref().map(|m| r.knobs[m]),
+            dram: (!dram_names.is_empty())
+                .then(|| {
+                    dram_names
+                        .iter()
+                        .map(|c| r.counters.get(c).copied())
+                        .sum::<Option<f64>>()
+                })
+                .flatten(),
         });
     }
-    // Base CPI: β by golden section on the relative squared error of the points at the
-    // non-reference clocks, in [0, the largest CPI of the groups with such points] (beyond
-    // it every share that enters the error is clamped).
-    let beta = base_cpi.then(|| {
-        let mut pairs: Vec<(&CounterGroup, f64, f64)> = Vec::new();
-        let mut top: f64 = 0.0;
-        for ((w, _, pts), g) in groups.iter().zip(&out) {
-            let Some(n_inst) = g.instructions.filter(|n| *n > 0.0 && n.is_finite()) else {
-                continue;
-            };
-            let busy = g
-                .cycles
-                .filter(|c| *c > 0.0 && c.is_finite())
-                .or_else(|| g.t0_s.map(|t0| t0 * g.f0_mhz * 1e6 * group_threads(g)));
-            if g.t0_s.is_none() || !meta.is_reliable("time_s", w) {
-                continue;
-            }
-            let before = pairs.len();
-            for p in pts {
-                let f = p.knobs[&freq];
-                if let Some(t) = p.time_s.filter(|t| *t > 0.0 && t.is_finite()) {
-                    if f != g.f0_mhz && f > 0.0 && f.is_finite() {
-                        pairs.push((g, g.f0_mhz / f, t));
-                    }
-                }
-            }
-            // The bracket ends where every group that scores β is clamped: a group known at
-            // its reference point alone (a held-out workload) would only add a flat stretch
-            // where golden section cannot tell which way to go.
-            if pairs.len() > before {
-                if let Some(c) = busy.filter(|c| c.is_finite() && *c > 0.0) {
-                    top = top.max(c / n_inst);
-                }
-            }
-        }
-        if pairs.is_empty() || !(top > 0.0 && top.is_finite()) {
-            return None;
-        }
-        let err = |b: f64| {
-            pairs
-                .iter()
-                .filter_map(|(g, r, t)| {
-                    let phi = base_share(g, b)?;
-                    let e = (g.t0_s? * (1.0 - phi + phi * r) - t) / t;
-                    Some(e * e)
-                })
-                .sum::<f64>()
-        };
-        Some(analytic::golden_section_min(0.0, top, top * 1e-9, 200, err))
-    });
+    // Base CPI: β (and with two clocks γ) on the relative squared error of the training
+    // points at the non-reference settings.
+    let fitted_cpi = if base_cpi {
+        fit_base_cpi(meta, &groups, &out, &freq, mem_knob.as_deref())
+    } else {
+        None
+    };
     let (alpha, alpha_source) = if base_cpi {
         (1.0, "not used (combine = base_cpi)".to_string())
     } else if params.combine == Combine::Max {
@@ -787,9 +1090,16 @@ pub fn fit(
         combine: params.combine,
         compute_counters,
         active_counter,
-        base_cpi: beta.flatten(),
+        base_cpi: fitted_cpi.map(|(b, _)| b),
         instructions_counter,
         cycles_counter,
+        mem_cycles_per_transaction: fitted_cpi.and_then(|(_, c)| c),
+        dram_counters: if mem_knob.is_some() {
+            dram_names
+        } else {
+            Vec::new()
+        },
+        mem_knob,
     })
 }
 
@@ -806,7 +1116,7 @@ impl AnalyticCountersModel {
                 model: "analytic_counters".into(),
                 fix: format!("pass --knob {}=…", self.freq_knob),
             })?;
-        let o = split(knobs, &self.freq_knob);
+        let o = self.group_key(knobs);
         let g = find_group(&self.groups, workload, &o, knobs, |g| {
             (g.workload.as_str(), &g.other_knobs)
         })?;
@@ -832,10 +1142,30 @@ impl AnalyticCountersModel {
                 .t0_s
                 .zip(g.memory_s)
                 .map(|(t0, m)| t0 * roofline_ratio(g, self.alpha * m, g.f0_mhz / f)),
-            Combine::BaseCpi => self.base_cpi.and_then(|b| {
-                let phi = base_share(g, b)?;
-                Some(g.t0_s? * (1.0 - phi + phi * g.f0_mhz / f))
-            }),
+            Combine::BaseCpi => {
+                let rm = match &self.mem_knob {
+                    Some(k) => {
+                        let m = *knobs.get(k).ok_or_else(|| ModelError::MissingKnob {
+                            knob: k.clone(),
+                            model: "analytic_counters".into(),
+                            fix: format!("pass --knob {k}=…"),
+                        })?;
+                        if !(m.is_finite() && m > 0.0) {
+                            return Err(ModelError::Inconsistent {
+                                model: "analytic_counters".into(),
+                                what: format!("{k} = {m}: the clock must be positive"),
+                            });
+                        }
+                        g.mem0_mhz.map_or(f64::NAN, |m0| m0 / m)
+                    }
+                    None => 1.0,
+                };
+                self.base_cpi.and_then(|b| {
+                    let r =
+                        base_cpi_ratio(g, b, self.mem_cycles_per_transaction, g.f0_mhz / f, rm)?;
+                    Some(g.t0_s? * r)
+                })
+            }
         };
         let power_w = self.power_at(g, f, knobs);
         Ok(Prediction {
@@ -843,6 +1173,16 @@ impl AnalyticCountersModel {
             power_w,
             energy_j: time_s.zip(power_w).map(|(t, p)| t * p),
         })
+    }
+
+    /// The knobs that key a group: all but the clock knob (and the memory-clock knob with
+    /// two clocks).
+    fn group_key(&self, knobs: &Knobs) -> Knobs {
+        let mut o = split(knobs, &self.freq_knob);
+        if let Some(m) = &self.mem_knob {
+            o.remove(m);
+        }
+        o
     }
 
     /// `combine = max`: the fractions `(a, c, m)` of a group (host-side complement, compute
@@ -854,10 +1194,12 @@ impl AnalyticCountersModel {
 
     fn power_at(&self, g: &CounterGroup, f: f64, knobs: &Knobs) -> Option<f64> {
         let pm = self.power.as_ref()?;
+        // The power model's groups are keyed by every knob but the core clock.
+        let at_setting = split(knobs, &self.freq_knob);
         let own = pm
             .groups
             .iter()
-            .find(|a| a.workload == g.workload && a.other_knobs == g.other_knobs)
+            .find(|a| a.workload == g.workload && a.other_knobs == at_setting)
             .is_some_and(|a| a.power.is_some());
         if own {
             return pm.predict(&g.workload, knobs).ok()?.power_w;
@@ -889,18 +1231,25 @@ impl AnalyticCountersModel {
             }
             return None;
         }
-        // Scale P0 by the median ratio of the other groups.
-        let mut ratios: Vec<f64> = pm
+        // Scale P0 by the median ratio of the other workloads: power at the setting asked
+        // for over power at the group's reference setting.
+        let mut reference = knobs.clone();
+        reference.insert(self.freq_knob.clone(), g.f0_mhz);
+        if let (Some(k), Some(m0)) = (&self.mem_knob, g.mem0_mhz) {
+            reference.insert(k.clone(), m0);
+        }
+        let mut workloads: Vec<&str> = pm
             .groups
             .iter()
-            .filter(|a| a.power.is_some() && a.other_knobs == g.other_knobs)
-            .filter_map(|a| {
-                let at = |x: f64| {
-                    let mut k = a.other_knobs.clone();
-                    k.insert(self.freq_knob.clone(), x);
-                    pm.predict(&a.workload, &k).ok()?.power_w
-                };
-                let (pf, pr) = (at(f)?, at(g.f0_mhz)?);
+            .filter(|a| a.power.is_some() && a.other_knobs == at_setting)
+            .map(|a| a.workload.as_str())
+            .collect();
+        workloads.dedup();
+        let mut ratios: Vec<f64> = workloads
+            .into_iter()
+            .filter_map(|w| {
+                let pf = pm.predict(w, knobs).ok()?.power_w?;
+                let pr = pm.predict(w, &reference).ok()?.power_w?;
                 (pr > 0.0).then(|| pf / pr)
             })
             .collect();
@@ -923,12 +1272,22 @@ impl AnalyticCountersModel {
                     format!("{b:.4}")
                 }),
         );
-        s += "workload                         other knobs            f0_mhz      t0_s       CPI      φ\n";
+        let two = self.mem_knob.is_some();
+        if let Some(k) = &self.mem_knob {
+            s += &format!(
+                "two clocks (bound and bottleneck over the core and memory clocks; Wang & Chu, IEEE TPDS 2020): t(f, m) = t0·[(1 − max(φ, μ)) + max(φ·f0/f, μ·m0/m)], μ = min(1, γ·D/(m0·t0))\nmemory clock knob: {k}\nDRAM transactions D: {}\nγ (memory-clock cycles per DRAM transaction, fitted with β) = {}\n",
+                self.dram_counters.join(" + "),
+                self.mem_cycles_per_transaction
+                    .map_or("not fitted (no training point at a second memory clock): no prediction at another memory clock".into(), |c| format!("{c:.4}")),
+            );
+        }
+        s += "workload                         other knobs            f0_mhz      t0_s       CPI      φ";
+        s += if two { "  m0_mhz      μ\n" } else { "\n" };
         for g in &self.groups {
             let cpi = g.cycles.zip(g.instructions).map(|(c, n)| c / n);
             let phi = self.base_cpi.and_then(|b| base_share(g, b));
             s += &format!(
-                "{:<32} {:<22} {:>7} {:>9} {:>9} {:>6}\n",
+                "{:<32} {:<22} {:>7} {:>9} {:>9} {:>6}",
                 g.workload,
                 knob_key(&g.other_knobs),
                 g.f0_mhz,
@@ -936,6 +1295,17 @@ impl AnalyticCountersModel {
                 cpi.map_or("-".into(), |v| format!("{v:.3}")),
                 phi.map_or("-".into(), |v| format!("{v:.3}")),
             );
+            if two {
+                let mu = self
+                    .mem_cycles_per_transaction
+                    .and_then(|c| mem_share(g, c));
+                s += &format!(
+                    " {:>7} {:>6}",
+                    g.mem0_mhz.map_or("-".into(), |v| format!("{v}")),
+                    mu.map_or("-".into(), |v| format!("{v:.3}")),
+                );
+            }
+            s += "\n";
         }
         s
     }
@@ -1747,6 +2117,150 @@ mod tests {
         .collect();
         let e = eval::workload_holdout(ModelKind::Auto, &meta, &pts, &base, &FitParams::default());
         assert_stack_exact(&e, &pts, 18, "time_s: analytic_counters ×6", &["time_s"]);
+    }
+
+    /// A core × memory clock grid with nvprof's counts: a kernel issues `n` warp instructions
+    /// at 0.02 core cycles each, moves `d` DRAM transactions at 0.125 memory cycles each
+    /// (256 B per memory cycle, 32 B transactions), overlaps the two, and waits `lat` s on
+    /// neither: t(f, m) = max(0.02·n/f, 0.125·d/m) + lat.
+    fn gpu_two_clock_world() -> (SetMeta, Vec<Point>) {
+        let mut meta = SetMeta::default();
+        meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
+        for c in [
+            "inst_executed",
+            "dram_read_transactions",
+            "dram_write_transactions",
+        ] {
+            meta.counters.insert(c.into(), CounterKind::Count);
+        }
+        let kernels = [
+            ("sgemm", 6e8, 2e6, 0.001),
+            ("stream", 1e8, 9e7, 0.0005),
+            ("spmv", 3e8, 3e7, 0.004),
+            ("stencil", 4e8, 2e7, 0.002),
+            ("nbody", 8e8, 1e5, 0.0),
+            ("bfs", 2e8, 4e7, 0.01),
+        ];
+        let mut pts = Vec::new();
+        for (w, n, d, lat) in kernels {
+            let (n, d, lat): (f64, f64, f64) = (n, d, lat);
+            for m in [500.0, 700.0, 900.0] {
+                for f in [600.0, 800.0, 1000.0, 1200.0] {
+                    let t = (0.02 * n / (f * 1e6)).max(0.125 * d / (m * 1e6)) + lat;
+                    pts.push(Point {
+                        workload: w.into(),
+                        knobs: [
+                            ("core_freq_mhz".to_string(), f),
+                            ("mem_freq_mhz".to_string(), m),
+                        ]
+                        .into_iter()
+                        .collect(),
+                        time_s: Some(t),
+                        power_w: Some(40.0 + 60.0 * (f / 1200.0) + 20.0 * (m / 900.0)),
+                        counters: [
+                            ("inst_executed".to_string(), n),
+                            ("dram_read_transactions".to_string(), 0.75 * d),
+                            ("dram_write_transactions".to_string(), 0.25 * d),
+                        ]
+                        .into_iter()
+                        .collect(),
+                        ..Point::default()
+                    });
+                }
+            }
+        }
+        (meta, pts)
+    }
+
+    #[test]
+    fn two_clock_known_answer_recovers_beta_and_gamma_and_predicts_every_memory_clock() {
+        // β = 0.02 and γ = 0.125 come back from the other kernels' grids, and a kernel known
+        // at its baseline point alone is predicted exactly over the whole core × memory grid:
+        // `auto` in workload holdout is the stack with the two-clock form on every point.
+        use crate::models::{eval, FitParams, ModelKind};
+        let (meta, pts) = gpu_two_clock_world();
+        assert_eq!(
+            dram_counters(&meta),
+            vec!["dram_read_transactions", "dram_write_transactions"]
+        );
+        let base: Knobs = [
+            ("core_freq_mhz".to_string(), 1200.0),
+            ("mem_freq_mhz".to_string(), 900.0),
+        ]
+        .into_iter()
+        .collect();
+        let train: Vec<Point> = pts
+            .iter()
+            .filter(|p| p.workload != "spmv" || p.knobs == base)
+            .cloned()
+            .collect();
+        let m = fit(&meta, &train, &AnalyticCountersParams::base_cpi()).unwrap();
+        assert_eq!(m.mem_knob.as_deref(), Some("mem_freq_mhz"));
+        assert!(
+            (m.base_cpi.unwrap() - 0.02).abs() < 1e-6,
+            "{:?}",
+            m.base_cpi
+        );
+        let gamma = m.mem_cycles_per_transaction.unwrap();
+        assert!((gamma - 0.125).abs() < 1e-5, "{gamma}");
+        for p in pts.iter().filter(|p| p.workload == "spmv") {
+            let t = m.predict("spmv", &p.knobs).unwrap().time_s.unwrap();
+            let want = p.time_s.unwrap();
+            assert!(
+                ((t - want) / want).abs() < 1e-5,
+                "{:?}: {t} vs {want}",
+                p.knobs
+            );
+        }
+        assert!(
+            m.explain().contains("γ (memory-clock cycles"),
+            "{}",
+            m.explain()
+        );
+        let back: AnalyticCountersModel =
+            serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        let e = eval::workload_holdout(ModelKind::Auto, &meta, &pts, &base, &FitParams::default());
+        assert_stack_exact(&e, &pts, 66, "time_s: analytic_counters ×6", &["time_s"]);
+    }
+
+    #[test]
+    fn two_clock_form_without_a_second_memory_clock_refuses_other_memory_clocks() {
+        // Trained at one memory clock, γ cannot be fitted: the model says so and gives no
+        // time at another memory clock (never a silent μ = 0), while the trained clock keeps
+        // its predictions. A setting without the memory knob names it.
+        let (meta, pts) = gpu_two_clock_world();
+        let train: Vec<Point> = pts
+            .iter()
+            .filter(|p| p.knobs["mem_freq_mhz"] == 900.0)
+            .cloned()
+            .collect();
+        let m = fit(&meta, &train, &AnalyticCountersParams::base_cpi()).unwrap();
+        assert_eq!(m.mem_cycles_per_transaction, None);
+        assert!(m.explain().contains("not fitted"), "{}", m.explain());
+        let at = |f: f64, mem: f64| {
+            let k: Knobs = [
+                ("core_freq_mhz".to_string(), f),
+                ("mem_freq_mhz".to_string(), mem),
+            ]
+            .into_iter()
+            .collect();
+            m.predict("bfs", &k).unwrap().time_s
+        };
+        assert_eq!(at(800.0, 500.0), None);
+        assert!(at(800.0, 900.0).is_some());
+        // A DRAM counter named in the params must be a count of the set.
+        let named = AnalyticCountersParams {
+            dram_counters: vec!["dram_bytes".into()],
+            ..AnalyticCountersParams::base_cpi()
+        };
+        let e = fit(&meta, &train, &named).unwrap_err().to_string();
+        assert!(e.contains("DRAM counter `dram_bytes`"), "{e}");
+        let only_core: Knobs = [("core_freq_mhz".to_string(), 800.0)].into_iter().collect();
+        assert!(matches!(
+            m.predict("bfs", &only_core),
+            Err(ModelError::MissingKnob { .. })
+        ));
     }
 
     #[test]

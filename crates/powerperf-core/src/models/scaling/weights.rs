@@ -74,26 +74,29 @@ pub fn weighted_least_squares(a: &[f64], m: usize, y: &[f64], w: &[f64]) -> Opti
     if n < m || m == 0 {
         return None;
     }
-    let mut g = Array2::<f64>::zeros((m, m));
-    let mut rhs = Array2::<f64>::zeros((m, 1));
-    for r in 0..n {
-        let row = &a[r * m..(r + 1) * m];
-        let wr = w[r];
+    // The normal equations in plain slices (the hot loop of `scaling`'s fits; ndarray's
+    // indexed access costs a bounds check per term), the same sums in the same order.
+    let mut gm = vec![0.0; m * m];
+    let mut rv = vec![0.0; m];
+    for (row, (&wr, &yr)) in a.chunks_exact(m).zip(w.iter().zip(y)) {
         for i in 0..m {
             let wi = wr * row[i];
-            rhs[[i, 0]] += wi * y[r];
-            for j in 0..=i {
-                g[[i, j]] += wi * row[j];
+            rv[i] += wi * yr;
+            let gi = &mut gm[i * m..i * m + i + 1];
+            for (gij, xj) in gi.iter_mut().zip(&row[..=i]) {
+                *gij += wi * xj;
             }
         }
     }
-    let trace: f64 = (0..m).map(|i| g[[i, i]]).sum();
+    let trace: f64 = (0..m).map(|i| gm[i * m + i]).sum();
     for i in 0..m {
-        g[[i, i]] += 1e-12 * trace.max(1e-300);
+        gm[i * m + i] += 1e-12 * trace.max(1e-300);
         for j in 0..i {
-            g[[j, i]] = g[[i, j]];
+            gm[j * m + i] = gm[i * m + j];
         }
     }
+    let mut g = Array2::from_shape_vec((m, m), gm).ok()?;
+    let rhs = Array2::from_shape_vec((m, 1), rv).ok()?;
     let beta = g.solvec_into(rhs).ok()?;
     let beta: Vec<f64> = beta.column(0).to_vec();
     beta.iter().all(|b| b.is_finite()).then_some(beta)
