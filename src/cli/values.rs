@@ -95,7 +95,8 @@ clap_twin! {
         /// The K nearest training workloads' response ratios (`scaling`'s local transfer).
         Neighbors,
         /// Per target, analytic-counters' physical form (bound and bottleneck on DCGM
-        /// fractions, base CPI on an instructions count), the neighbours, their mean or the
+        /// fractions, base CPI on an instructions count, over both clocks with DRAM
+        /// transaction counts on a core × memory grid), the neighbours, their mean or the
         /// training workloads' common response, by inner cross-validation over the training
         /// workloads.
         Stack,
