@@ -770,16 +770,20 @@ fn fit_base_cpi(
     }
     let around = |v: &[f64], i: usize| (v[i.saturating_sub(1)], v[(i + 1).min(v.len() - 1)]);
     let ((blo, bhi), (clo, chi)) = (around(&betas, best.0), around(&gammas, best.1));
-    let best_beta = |c: f64| {
-        let b = analytic::golden_section_min(blo, bhi, top * 1e-8, 200, |b| err(b, Some(c)));
+    // `β`'s best for a `γ`, to `tol` of `top` (coarser while zooming, where only the order
+    // of the scores matters).
+    let best_beta_to = |c: f64, tol: f64| {
+        let b = analytic::golden_section_min(blo, bhi, top * tol, 200, |b| err(b, Some(c)));
         (b, err(b, Some(c)))
     };
+    let best_beta = |c: f64| best_beta_to(c, 1e-8);
+    let zoom_score = |c: f64| best_beta_to(c, 1e-6).1;
     // The kinks (a group's μ reaching 1) leave narrow minima beside flat stretches in the box
     // too, where golden section cannot tell which way to go: zoom in first, scanning 9 values
     // of `γ` and keeping the span around the first best (its ends already scored), down to
     // 1e-3 of `γ`, then golden section.
     let (mut lo, mut hi) = (clo, chi);
-    let (mut flo, mut fhi) = (best_beta(lo).1, best_beta(hi).1);
+    let (mut flo, mut fhi) = (zoom_score(lo), zoom_score(hi));
     while hi - lo > hi * 1e-3 + top_gamma * 1e-12 {
         let scan: Vec<f64> = (0..=8)
             .map(|i| lo + (hi - lo) * f64::from(i) / 8.0)
@@ -788,7 +792,7 @@ fn fit_base_cpi(
             .map(|i| match i {
                 0 => flo,
                 8 => fhi,
-                _ => best_beta(scan[i]).1,
+                _ => zoom_score(scan[i]),
             })
             .collect();
         let k = (0..scan.len())
