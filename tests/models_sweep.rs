@@ -204,59 +204,29 @@ fn commands(set_dir: &Path, set: &TrainingSet, tmp: &Path) -> Vec<(String, Comma
 /// shape of public GPU DVFS data: warp instructions `inst_executed`, DRAM transactions,
 /// an all-zero `flop_count_dp`, fractions such as `achieved_occupancy`): a core × memory
 /// clock grid, and a core-clock sweep at one memory clock (where `auto`'s stack takes the
-/// base-CPI form from `inst_executed`). Six kernels ([`common::gpu_kernel`]).
+/// base-CPI form from `inst_executed`). Six kernels ([`powerperf::models::synthetic`]).
 fn nvprof_shaped_sets() -> Vec<(&'static str, TrainingSet)> {
-    use powerperf::store::set::{CounterKind, SetMeta};
-    let kernels = [
-        ("sgemm", 6e8, 2e6, 0.001),
-        ("stream", 1e8, 9e7, 0.0005),
-        ("spmv", 3e8, 3e7, 0.004),
-        ("stencil", 4e8, 2e7, 0.002),
-        ("nbody", 8e8, 1e5, 0.0),
-        ("bfs", 2e8, 4e7, 0.01),
-    ];
+    use powerperf::models::synthetic;
+    use powerperf::store::set::CounterKind;
     let grid = |mems: &[f64]| {
-        let mut meta = SetMeta::default();
-        meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
-        for c in [
-            "inst_executed",
-            "dram_read_transactions",
-            "dram_write_transactions",
-            "flop_count_dp",
-        ] {
-            meta.counters.insert(c.into(), CounterKind::Count);
-        }
+        let mut meta = synthetic::nvprof_meta();
+        meta.counters
+            .insert("flop_count_dp".into(), CounterKind::Count);
         for c in ["achieved_occupancy", "executed_ipc"] {
             meta.counters.insert(c.into(), CounterKind::Rate);
         }
         let mut points = Vec::new();
-        for (w, n, d, lat) in kernels {
+        for (w, n, d, lat) in synthetic::KERNELS {
             for &fm in mems {
                 for fc in [400.0, 600.0, 800.0, 1000.0] {
-                    let (t, sc, sm) = common::gpu_kernel(n, d, lat, fc, fm);
-                    points.push(Point {
-                        workload: w.into(),
-                        knobs: [
-                            ("core_freq_mhz".to_string(), fc),
-                            ("mem_freq_mhz".to_string(), fm),
-                        ]
-                        .into_iter()
-                        .collect(),
-                        time_s: Some(t),
-                        power_w: Some(30.0 + 50.0 * sc * fc / 1000.0 + 20.0 * sm),
-                        energy_j: None,
-                        counters: [
-                            ("inst_executed".to_string(), n),
-                            ("dram_read_transactions".to_string(), 0.7 * d),
-                            ("dram_write_transactions".to_string(), 0.3 * d),
-                            ("flop_count_dp".to_string(), 0.0),
-                            ("achieved_occupancy".to_string(), 0.5 + 0.4 * sc),
-                            ("executed_ipc".to_string(), n / (t * fc * 1e6)),
-                        ]
-                        .into_iter()
-                        .collect(),
-                        ..Point::default()
-                    });
+                    let (t, sc, sm) = synthetic::gpu_kernel(n, d, lat, fc, fm);
+                    let power = 30.0 + 50.0 * sc * fc / 1000.0 + 20.0 * sm;
+                    let mut p = synthetic::gpu_kernel_point(w, (n, d, lat), fc, fm, power);
+                    p.counters.insert("flop_count_dp".into(), 0.0);
+                    p.counters
+                        .insert("achieved_occupancy".into(), 0.5 + 0.4 * sc);
+                    p.counters.insert("executed_ipc".into(), n / (t * fc * 1e6));
+                    points.push(p);
                 }
             }
         }

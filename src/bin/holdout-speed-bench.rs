@@ -21,7 +21,7 @@ use powerperf::models::eval::workload_holdout;
 use powerperf::models::features::mean_points;
 use powerperf::models::{FitParams, Knobs, ModelKind};
 use powerperf::store::import::{import, ImportSpec};
-use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet};
+use powerperf::store::set::{Point, TrainingSet};
 use std::path::Path;
 use std::time::Instant;
 
@@ -41,17 +41,10 @@ fn load(name: &str, workloads: usize) -> anyhow::Result<(TrainingSet, Vec<Point>
     Ok((set, pts))
 }
 
-/// The synthetic core × memory clock grid of the module docs.
+/// The synthetic core × memory clock grid of the module docs
+/// ([`powerperf::models::synthetic`]).
 fn gpu_two_clock_grid() -> (TrainingSet, Vec<Point>) {
-    let mut meta = SetMeta::default();
-    meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
-    for c in [
-        "inst_executed",
-        "dram_read_transactions",
-        "dram_write_transactions",
-    ] {
-        meta.counters.insert(c.into(), CounterKind::Count);
-    }
+    use powerperf::models::synthetic::{gpu_kernel_point, nvprof_meta};
     let mut points = Vec::new();
     for k in 0..40u32 {
         // Spread over compute- and memory-bound kernels, deterministically.
@@ -61,31 +54,19 @@ fn gpu_two_clock_grid() -> (TrainingSet, Vec<Point>) {
         let lat = 0.001 * ((f64::from(k) * 0.377).fract() * 10.0);
         for m in [500.0, 600.0, 700.0, 800.0, 900.0] {
             for f in [600.0, 750.0, 900.0, 1050.0, 1200.0] {
-                let t = (0.02 * n / (f * 1e6)).max(0.125 * d / (m * 1e6)) + lat;
-                points.push(Point {
-                    workload: format!("kernel{k:02}"),
-                    knobs: [
-                        ("core_freq_mhz".to_string(), f),
-                        ("mem_freq_mhz".to_string(), m),
-                    ]
-                    .into_iter()
-                    .collect(),
-                    time_s: Some(t),
-                    power_w: Some(40.0 + 60.0 * f / 1200.0 + 20.0 * m / 900.0 + 5.0 * u),
-                    counters: [
-                        ("inst_executed".to_string(), n),
-                        ("dram_read_transactions".to_string(), 0.7 * d),
-                        ("dram_write_transactions".to_string(), 0.3 * d),
-                    ]
-                    .into_iter()
-                    .collect(),
-                    ..Point::default()
-                });
+                let p = 40.0 + 60.0 * f / 1200.0 + 20.0 * m / 900.0 + 5.0 * u;
+                points.push(gpu_kernel_point(
+                    &format!("kernel{k:02}"),
+                    (n, d, lat),
+                    f,
+                    m,
+                    p,
+                ));
             }
         }
     }
     let set = TrainingSet {
-        meta,
+        meta: nvprof_meta(),
         points: points.clone(),
     };
     (set, points)

@@ -211,14 +211,3 @@ pub fn report_json(job: &std::path::Path) -> (std::process::Output, serde_json::
     });
     (o, v)
 }
-
-/// A synthetic GPU kernel at core clock `fc_mhz` and memory clock `fm_mhz` (bound and
-/// bottleneck): `n` warp instructions at 0.02 cycles each chip-wide, `d` DRAM transactions
-/// of 32 bytes over a 256-byte-per-memory-cycle interface, and `lat` seconds that scale with
-/// neither. Returns the time (s) and the compute and memory shares of it.
-pub fn gpu_kernel(n: f64, d: f64, lat: f64, fc_mhz: f64, fm_mhz: f64) -> (f64, f64, f64) {
-    let tc = 0.02 * n / (fc_mhz * 1e6);
-    let tm = 32.0 * d / (fm_mhz * 1e6 * 256.0);
-    let t = tc.max(tm) + lat;
-    (t, tc / t, tm / t)
-}

@@ -2123,57 +2123,20 @@ mod tests {
         assert_stack_exact(&e, &pts, 18, "time_s: analytic_counters ×6", &["time_s"]);
     }
 
-    /// A core × memory clock grid with nvprof's counts: a kernel issues `n` warp instructions
-    /// at 0.02 core cycles each, moves `d` DRAM transactions at 0.125 memory cycles each
-    /// (256 B per memory cycle, 32 B transactions), overlaps the two, and waits `lat` s on
-    /// neither: t(f, m) = max(0.02·n/f, 0.125·d/m) + lat.
+    /// A core × memory clock grid with nvprof's counts: the six kernels of
+    /// [`crate::models::synthetic`] (t = max(0.02·n/f, 0.125·d/m) + lat).
     fn gpu_two_clock_world() -> (SetMeta, Vec<Point>) {
-        let mut meta = SetMeta::default();
-        meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
-        for c in [
-            "inst_executed",
-            "dram_read_transactions",
-            "dram_write_transactions",
-        ] {
-            meta.counters.insert(c.into(), CounterKind::Count);
-        }
-        let kernels = [
-            ("sgemm", 6e8, 2e6, 0.001),
-            ("stream", 1e8, 9e7, 0.0005),
-            ("spmv", 3e8, 3e7, 0.004),
-            ("stencil", 4e8, 2e7, 0.002),
-            ("nbody", 8e8, 1e5, 0.0),
-            ("bfs", 2e8, 4e7, 0.01),
-        ];
+        use crate::models::synthetic::{gpu_kernel_point, nvprof_meta, KERNELS};
         let mut pts = Vec::new();
-        for (w, n, d, lat) in kernels {
-            let (n, d, lat): (f64, f64, f64) = (n, d, lat);
+        for (w, n, d, lat) in KERNELS {
             for m in [500.0, 700.0, 900.0] {
                 for f in [600.0, 800.0, 1000.0, 1200.0] {
-                    let t = (0.02 * n / (f * 1e6)).max(0.125 * d / (m * 1e6)) + lat;
-                    pts.push(Point {
-                        workload: w.into(),
-                        knobs: [
-                            ("core_freq_mhz".to_string(), f),
-                            ("mem_freq_mhz".to_string(), m),
-                        ]
-                        .into_iter()
-                        .collect(),
-                        time_s: Some(t),
-                        power_w: Some(40.0 + 60.0 * (f / 1200.0) + 20.0 * (m / 900.0)),
-                        counters: [
-                            ("inst_executed".to_string(), n),
-                            ("dram_read_transactions".to_string(), 0.75 * d),
-                            ("dram_write_transactions".to_string(), 0.25 * d),
-                        ]
-                        .into_iter()
-                        .collect(),
-                        ..Point::default()
-                    });
+                    let p = 40.0 + 60.0 * (f / 1200.0) + 20.0 * (m / 900.0);
+                    pts.push(gpu_kernel_point(w, (n, d, lat), f, m, p));
                 }
             }
         }
-        (meta, pts)
+        (nvprof_meta(), pts)
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod scaling;
 pub mod slowdown_errors;
 pub mod split;
 pub mod stack;
+pub mod synthetic;
 pub mod threads;
 pub mod threads_bw;
 
