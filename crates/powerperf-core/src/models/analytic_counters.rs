@@ -391,6 +391,16 @@ fn split(knobs: &Knobs, freq: &str) -> Knobs {
         .collect()
 }
 
+/// The knobs that key a group: all but the clock knob (and the memory-clock knob with two
+/// clocks).
+fn group_key(knobs: &Knobs, freq: &str, mem_knob: Option<&str>) -> Knobs {
+    let mut o = split(knobs, freq);
+    if let Some(m) = mem_knob {
+        o.remove(m);
+    }
+    o
+}
+
 fn memory_time(p: &Point, terms: &[MemoryTerm], f0_mhz: f64, t0: f64) -> Option<f64> {
     let mut m = 0.0;
     for t in terms {
@@ -623,7 +633,8 @@ fn fit_power_transfer(
 }
 
 /// `combine = base_cpi`: the memory-clock knob and DRAM counters of the two-clock form, or
-/// `(None, [])` for one clock: the set has no [`MEM_KNOB`] the points vary, or no DRAM count.
+/// `(None, [])` for one clock: the set has no [`MEM_KNOB`] (or no point carries it), or no
+/// DRAM count.
 ///
 /// # Errors
 /// A DRAM counter named in the params that is not a count of the set.
@@ -663,9 +674,9 @@ fn two_clock_counters(
 /// points away from their group's reference setting; `γ` only with a memory-clock knob and
 /// points at a second memory clock. `β` by golden section in `[0, the largest CPI of the
 /// groups that score it]` (beyond it every share that enters the error is clamped); with `γ`
-/// (in `[0, γ_top]`, `γ_top` where every such group's `μ` is 1), a log grid over both, then
-/// nested golden sections (each `γ` its best `β`) in the box of the best cell's neighbours.
-/// `None` without any such point.
+/// (in `[0, γ_top]`, `γ_top` where every such group's `μ` is 1), a log grid over both, then,
+/// in the box of the best cell's neighbours, a zoom on `γ` and golden sections (each `γ` its
+/// best `β`). `None` without any such point.
 fn fit_base_cpi(
     meta: &SetMeta,
     groups: &[(String, Knobs, Vec<&Point>)],
@@ -897,13 +908,7 @@ pub fn fit(
     } else {
         (None, Vec::new())
     };
-    let group_key = |k: &Knobs| {
-        let mut o = split(k, &freq);
-        if let Some(m) = &mem_knob {
-            o.remove(m);
-        }
-        o
-    };
+    let group_key = |k: &Knobs| group_key(k, &freq, mem_knob.as_deref());
     // Bound and bottleneck: the compute-pipe and engine-active counters.
     let rate_counter = |name: &str| {
         meta.counters
@@ -1098,11 +1103,7 @@ pub fn fit(
         instructions_counter,
         cycles_counter,
         mem_cycles_per_transaction: fitted_cpi.and_then(|(_, c)| c),
-        dram_counters: if mem_knob.is_some() {
-            dram_names
-        } else {
-            Vec::new()
-        },
+        dram_counters: dram_names,
         mem_knob,
     })
 }
@@ -1120,7 +1121,7 @@ impl AnalyticCountersModel {
                 model: "analytic_counters".into(),
                 fix: format!("pass --knob {}=…", self.freq_knob),
             })?;
-        let o = self.group_key(knobs);
+        let o = group_key(knobs, &self.freq_knob, self.mem_knob.as_deref());
         let g = find_group(&self.groups, workload, &o, knobs, |g| {
             (g.workload.as_str(), &g.other_knobs)
         })?;
@@ -1179,16 +1180,6 @@ impl AnalyticCountersModel {
         })
     }
 
-    /// The knobs that key a group: all but the clock knob (and the memory-clock knob with
-    /// two clocks).
-    fn group_key(&self, knobs: &Knobs) -> Knobs {
-        let mut o = split(knobs, &self.freq_knob);
-        if let Some(m) = &self.mem_knob {
-            o.remove(m);
-        }
-        o
-    }
-
     /// `combine = max`: the fractions `(a, c, m)` of a group (host-side complement, compute
     /// bottleneck, memory), as [`roofline_ratio`] uses them; `None` without a reference time.
     pub fn roofline_fractions(&self, g: &CounterGroup) -> Option<(f64, f64, f64)> {
@@ -1242,13 +1233,13 @@ impl AnalyticCountersModel {
         if let (Some(k), Some(m0)) = (&self.mem_knob, g.mem0_mhz) {
             reference.insert(k.clone(), m0);
         }
-        let mut workloads: Vec<&str> = pm
+        // One power group per (workload, other knobs): each workload at most once.
+        let workloads: Vec<&str> = pm
             .groups
             .iter()
             .filter(|a| a.power.is_some() && a.other_knobs == at_setting)
             .map(|a| a.workload.as_str())
             .collect();
-        workloads.dedup();
         let mut ratios: Vec<f64> = workloads
             .into_iter()
             .filter_map(|w| {
