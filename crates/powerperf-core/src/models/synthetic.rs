@@ -37,8 +37,10 @@ pub fn gpu_kernel(n: f64, d: f64, lat: f64, fc_mhz: f64, fm_mhz: f64) -> (f64, f
 /// A set's metadata with the two clock knobs and nvprof's counts (`inst_executed`,
 /// `dram_read_transactions`, `dram_write_transactions`).
 pub fn nvprof_meta() -> SetMeta {
-    let mut meta = SetMeta::default();
-    meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
+    let mut meta = SetMeta {
+        knobs: vec!["core_freq_mhz".into(), "mem_freq_mhz".into()],
+        ..SetMeta::default()
+    };
     for c in [
         "inst_executed",
         "dram_read_transactions",
