@@ -401,6 +401,23 @@ fn group_key(knobs: &Knobs, freq: &str, mem_knob: Option<&str>) -> Knobs {
     o
 }
 
+/// The set's counters, for an error message.
+fn counter_list(meta: &SetMeta) -> String {
+    meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+/// `what` counter `name`, named in the params, is not a `kind` (`counter` or `count`) of the
+/// set.
+fn not_in_set(meta: &SetMeta, what: &str, name: &str, kind: &str) -> ModelError {
+    ModelError::NotEnoughData {
+        model: "analytic_counters".into(),
+        what: format!(
+            "{what} counter `{name}` is not a {kind} of the set; its counters: [{}]",
+            counter_list(meta)
+        ),
+    }
+}
+
 fn memory_time(p: &Point, terms: &[MemoryTerm], f0_mhz: f64, t0: f64) -> Option<f64> {
     let mut m = 0.0;
     for t in terms {
@@ -651,13 +668,7 @@ fn two_clock_counters(
             .iter()
             .find(|c| meta.counters.get(*c) != Some(&CounterKind::Count))
         {
-            return Err(ModelError::NotEnoughData {
-                model: "analytic_counters".into(),
-                what: format!(
-                    "DRAM counter `{c}` is not a count of the set; its counters: [{}]",
-                    meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            });
+            return Err(not_in_set(meta, "DRAM", c, "count"));
         }
         params.dram_counters.clone()
     };
@@ -855,7 +866,7 @@ pub fn fit(
                     model: "analytic_counters".into(),
                     what: format!(
                         "no memory counter given and the set has no `dram_active`; its counters: [{}]. Fix: --params '{{\"analytic_counters\":{{\"memory_terms\":[{{\"counter\":\"l1d_cache_refill\",\"kind\":{{\"ns_per_event\":110}}}}]}}}}' (docs/models.md)",
-                        meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                        counter_list(meta)
                     ),
                 })
             }
@@ -867,34 +878,21 @@ pub fn fit(
         .iter()
         .find(|t| !meta.counters.contains_key(&t.counter))
     {
-        return Err(ModelError::NotEnoughData {
-            model: "analytic_counters".into(),
-            what: format!(
-                "memory term counter `{}` is not a counter of the set; its counters: [{}]",
-                t.counter,
-                meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
-            ),
-        });
+        return Err(not_in_set(meta, "memory term", &t.counter, "counter"));
     }
     // Base CPI: the instructions and cycles counters.
     let (instructions_counter, cycles_counter) = if base_cpi {
         let inst = match &params.instructions_counter {
             Some(c) if meta.counters.get(c) == Some(&CounterKind::Count) => c.clone(),
             Some(c) => {
-                return Err(ModelError::NotEnoughData {
-                    model: "analytic_counters".into(),
-                    what: format!(
-                        "instructions counter `{c}` is not a count of the set; its counters: [{}]",
-                        meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                })
+                return Err(not_in_set(meta, "instructions", c, "count"))
             }
             None => instructions_counter(meta).ok_or_else(|| ModelError::NotEnoughData {
                 model: "analytic_counters".into(),
                 what: format!(
                     "combine = base_cpi needs a retired-instructions count ({}); the set's counters: [{}]. Fix: collect `instructions` (perf) or `inst_retired` (ARM PMU), or name it with --params '{{\"analytic_counters\":{{\"combine\":\"base_cpi\",\"instructions_counter\":\"NAME\"}}}}'",
                     INSTRUCTIONS_NAMES.join(", "),
-                    meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
+                    counter_list(meta)
                 ),
             })?,
         };
@@ -925,26 +923,14 @@ pub fn fit(
         } else {
             for c in &params.compute_counters {
                 if !meta.counters.contains_key(c) {
-                    return Err(ModelError::NotEnoughData {
-                        model: "analytic_counters".into(),
-                        what: format!(
-                            "compute counter `{c}` is not a counter of the set; its counters: [{}]",
-                            meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ),
-                    });
+                    return Err(not_in_set(meta, "compute", c, "counter"));
                 }
             }
             params.compute_counters.clone()
         };
         let active = match &params.active_counter {
             Some(c) if !meta.counters.contains_key(c) => {
-                return Err(ModelError::NotEnoughData {
-                    model: "analytic_counters".into(),
-                    what: format!(
-                        "active counter `{c}` is not a counter of the set; its counters: [{}]",
-                        meta.counters.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                })
+                return Err(not_in_set(meta, "active", c, "counter"))
             }
             Some(c) => Some(c.clone()),
             None => rate_counter(DEFAULT_ACTIVE_COUNTER),
