@@ -203,7 +203,17 @@ impl TimeCurve {
             return 0.0;
         }
         let p = self.overlap_p;
-        m * ((tc / m).powf(p) + (tm / m).powf(p)).powf(1.0 / p)
+        m * pow_p(pow_p(tc / m, p) + pow_p(tm / m, p), 1.0 / p)
+    }
+}
+
+/// `x^p`, with `x` itself at `p = 1` (IEEE 754 `pow(x, 1)` is `x` exactly, so the values are
+/// those of `powf`; the sum form `p = 1` is the hot path of the clock calibration).
+fn pow_p(x: f64, p: f64) -> f64 {
+    if p == 1.0 {
+        x
+    } else {
+        x.powf(p)
     }
 }
 
@@ -324,8 +334,8 @@ fn fit_time(pts: &[(f64, f64)], f_ref: f64, grid: &[f64]) -> Option<TimeCurve> {
     }
     let mut best: Option<(f64, TimeCurve)> = None;
     for &p in grid {
-        let x: Vec<f64> = pts.iter().map(|(f, _)| (f_ref / f).powf(p)).collect();
-        let y: Vec<f64> = pts.iter().map(|(_, t)| (t / tr).powf(p)).collect();
+        let x: Vec<f64> = pts.iter().map(|(f, _)| pow_p(f_ref / f, p)).collect();
+        let y: Vec<f64> = pts.iter().map(|(_, t)| pow_p(t / tr, p)).collect();
         let w: Vec<f64> = y.iter().map(|v| 1.0 / (v * v)).collect();
         let (mut a, mut b) = match wls2(&x, &y, &w) {
             Some(ab) => ab,
@@ -341,8 +351,8 @@ fn fit_time(pts: &[(f64, f64)], f_ref: f64, grid: &[f64]) -> Option<TimeCurve> {
             a = num / den;
         }
         let curve = TimeCurve {
-            t_comp_s: tr * a.max(0.0).powf(1.0 / p),
-            t_mem_s: tr * b.max(0.0).powf(1.0 / p),
+            t_comp_s: tr * pow_p(a.max(0.0), 1.0 / p),
+            t_mem_s: tr * pow_p(b.max(0.0), 1.0 / p),
             overlap_p: p,
             train_rel_rms: 0.0,
         };

@@ -165,6 +165,8 @@ pub(super) fn sources(d: &Data) -> Array2<f64> {
 
 /// The neighbours' weighted mean ratio at setting `k`: `order` is the training rows by
 /// distance (row, distance), the first `kk` measured at `k` (all when `kk` is 0) count.
+/// One configuration at a time, the definition [`mean_ratios`] is checked against.
+#[cfg(test)]
 fn mean_ratio(
     d: &Data,
     src: &Array2<f64>,
@@ -193,6 +195,63 @@ fn mean_ratio(
         taken += 1;
     }
     (den > 0.0).then(|| num / den)
+}
+
+/// [`mean_ratio`] of every configuration `cfgs` at once: one walk along `order` per
+/// weighting, each configuration's ratio taken when its `K` neighbours have counted (at the
+/// end for `K` = 0 or beyond the measured neighbours), the same sums in the same order.
+fn mean_ratios(
+    d: &Data,
+    src: &Array2<f64>,
+    s: f64,
+    order: &[(usize, f64)],
+    k: usize,
+    cfgs: &[(usize, Weighting)],
+    out: &mut Vec<Option<f64>>,
+) {
+    out.clear();
+    out.resize(cfgs.len(), None);
+    for w in [Weighting::Uniform, Weighting::InverseDistance] {
+        // This weighting's configurations by K (0, every neighbour, last).
+        let mut mine: Vec<(usize, usize)> = (0..cfgs.len())
+            .filter(|&c| cfgs[c].1 == w)
+            .map(|c| (if cfgs[c].0 == 0 { usize::MAX } else { cfgs[c].0 }, c))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        mine.sort_unstable();
+        let (mut num, mut den, mut taken, mut next) = (0.0, 0.0, 0, 0);
+        for &(j, dist) in order {
+            if next == mine.len() {
+                break;
+            }
+            let t = src[[j, k]];
+            let base = d.tb[j] - s;
+            if !t.is_finite() || base == 0.0 || !base.is_finite() {
+                continue;
+            }
+            let om = match w {
+                Weighting::Uniform => 1.0,
+                Weighting::InverseDistance => 1.0 / (dist + EPS),
+            };
+            num += om * (t - s) / base;
+            den += om;
+            taken += 1;
+            if mine[next].0 == taken {
+                let r = (den > 0.0).then(|| num / den);
+                while next < mine.len() && mine[next].0 == taken {
+                    out[mine[next].1] = r;
+                    next += 1;
+                }
+            }
+        }
+        // K = 0 and K beyond the measured neighbours: every neighbour counted.
+        let r = (den > 0.0).then(|| num / den);
+        for &(_, c) in &mine[next..] {
+            out[c] = r;
+        }
+    }
 }
 
 /// The (K, weighting) configurations tried with `feats` on `n` training workloads.
@@ -228,6 +287,7 @@ fn cv(
 ) -> Vec<(f64, usize)> {
     let folds = rows.len().min(folds.max(2)).max(1);
     let mut acc = vec![(0.0, 0usize); cfgs.len()];
+    let mut ratios = Vec::with_capacity(cfgs.len());
     for f in 0..folds {
         let train: Vec<usize> = rows
             .iter()
@@ -255,8 +315,9 @@ fn cv(
                 if !t.is_finite() || t == 0.0 {
                     continue;
                 }
-                for (c, &(kk, w)) in cfgs.iter().enumerate() {
-                    let p = mean_ratio(d, src, s, &order, k, kk, w).map(|r| s + (d.tb[i] - s) * r);
+                mean_ratios(d, src, s, &order, k, cfgs, &mut ratios);
+                for (c, r) in ratios.iter().enumerate() {
+                    let p = r.map(|r| s + (d.tb[i] - s) * r);
                     if let Some((kc, out)) = keep.as_mut() {
                         if *kc == c {
                             out[[i, k]] = p.unwrap_or(f64::NAN);
@@ -494,5 +555,62 @@ impl NeighborsFit {
             taken += 1;
         }
         Ok((den > 0.0).then(|| num / den))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one walk per weighting gives every configuration's ratio bit for bit as the walk
+    /// per configuration, with unmeasured neighbours, a zero baseline and K beyond the
+    /// measured neighbours among them.
+    #[test]
+    fn one_walk_per_weighting_equals_one_walk_per_configuration() {
+        let n = 9;
+        let settings = 3;
+        let mut src = Array2::from_elem((n, settings), f64::NAN);
+        let mut tb = Vec::new();
+        for j in 0..n {
+            let jf = j as f64;
+            tb.push(if j == 4 { 0.5 } else { 10.0 + (jf * 0.37).sin() * 3.0 });
+            for k in 0..settings {
+                if (j + k) % 4 != 3 {
+                    src[[j, k]] = 5.0 + ((jf + 1.0) * (k as f64 + 2.0) * 0.61).cos() * 2.0;
+                }
+            }
+        }
+        let d = Data {
+            tb,
+            x: Array2::zeros((n, 0)),
+            settings: vec![crate::models::Knobs::new(); settings],
+            clock: vec![0.0; settings],
+            group: vec![0; settings],
+            t: src.clone(),
+            prior: Array2::ones((n, settings)),
+        };
+        let order: Vec<(usize, f64)> = (0..n).map(|j| (j, 0.1 * j as f64)).collect();
+        let mut cfgs = vec![(0, Weighting::Uniform)];
+        for kk in [1, 2, 3, 4, 6, 8, 12, 16] {
+            for w in [Weighting::Uniform, Weighting::InverseDistance] {
+                cfgs.push((kk, w));
+            }
+        }
+        let mut got = Vec::new();
+        for s in [0.0, 0.5] {
+            for k in 0..settings {
+                mean_ratios(&d, &src, s, &order, k, &cfgs, &mut got);
+                assert_eq!(got.len(), cfgs.len());
+                for (c, &(kk, w)) in cfgs.iter().enumerate() {
+                    let want = mean_ratio(&d, &src, s, &order, k, kk, w);
+                    assert_eq!(
+                        got[c].map(f64::to_bits),
+                        want.map(f64::to_bits),
+                        "s {s}, setting {k}, K {kk}, {w:?}"
+                    );
+                    assert!(want.is_some());
+                }
+            }
+        }
     }
 }

@@ -78,13 +78,21 @@ pub fn weighted_least_squares(a: &[f64], m: usize, y: &[f64], w: &[f64]) -> Opti
     // indexed access costs a bounds check per term), the same sums in the same order.
     let mut gm = vec![0.0; m * m];
     let mut rv = vec![0.0; m];
-    for (row, (&wr, &yr)) in a.chunks_exact(m).zip(w.iter().zip(y)) {
-        for i in 0..m {
-            let wi = wr * row[i];
-            rv[i] += wi * yr;
-            let gi = &mut gm[i * m..i * m + i + 1];
-            for (gij, xj) in gi.iter_mut().zip(&row[..=i]) {
-                *gij += wi * xj;
+    match m {
+        1 => normal_sums::<1>(a, y, w, &mut gm, &mut rv),
+        2 => normal_sums::<2>(a, y, w, &mut gm, &mut rv),
+        3 => normal_sums::<3>(a, y, w, &mut gm, &mut rv),
+        4 => normal_sums::<4>(a, y, w, &mut gm, &mut rv),
+        _ => {
+            for (row, (&wr, &yr)) in a.chunks_exact(m).zip(w.iter().zip(y)) {
+                for i in 0..m {
+                    let wi = wr * row[i];
+                    rv[i] += wi * yr;
+                    let gi = &mut gm[i * m..i * m + i + 1];
+                    for (gij, xj) in gi.iter_mut().zip(&row[..=i]) {
+                        *gij += wi * xj;
+                    }
+                }
             }
         }
     }
@@ -95,11 +103,44 @@ pub fn weighted_least_squares(a: &[f64], m: usize, y: &[f64], w: &[f64]) -> Opti
             gm[j * m + i] = gm[i * m + j];
         }
     }
+    if m == 1 {
+        // One column (the common response, `scaling` without features): linfa's Cholesky
+        // solve of a 1×1 system step by step, `l = √g`, `β = (r/l)/l`, without its two
+        // matrix allocations.
+        if gm[0] <= 0.0 {
+            return None;
+        }
+        let l = gm[0].sqrt();
+        let beta = rv[0] / l / l;
+        return beta.is_finite().then_some(vec![beta]);
+    }
     let mut g = Array2::from_shape_vec((m, m), gm).ok()?;
     let rhs = Array2::from_shape_vec((m, 1), rv).ok()?;
     let beta = g.solvec_into(rhs).ok()?;
     let beta: Vec<f64> = beta.column(0).to_vec();
     beta.iter().all(|b| b.is_finite()).then_some(beta)
+}
+
+/// [`weighted_least_squares`]' sums for `M` columns known at compile time (the common
+/// widths: a clock polynomial of degree 0 to 3 without features), in registers: the lower
+/// triangle of `AᵀWA` into `gm` and `AᵀWy` into `rv`, the same sums in the same order as the
+/// general loop.
+fn normal_sums<const M: usize>(a: &[f64], y: &[f64], w: &[f64], gm: &mut [f64], rv: &mut [f64]) {
+    let mut g = [[0.0f64; M]; M];
+    let mut r = [0.0f64; M];
+    for (row, (&wr, &yr)) in a.chunks_exact(M).zip(w.iter().zip(y)) {
+        for i in 0..M {
+            let wi = wr * row[i];
+            r[i] += wi * yr;
+            for j in 0..=i {
+                g[i][j] += wi * row[j];
+            }
+        }
+    }
+    for i in 0..M {
+        rv[i] = r[i];
+        gm[i * M..i * M + i + 1].copy_from_slice(&g[i][..=i]);
+    }
 }
 
 /// Fit rows `a` (row-major, `m` columns), `y` under `loss` (rows already carry the 1/T
