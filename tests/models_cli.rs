@@ -1025,3 +1025,86 @@ fn auto_workload_holdout_on_a_thread_sweep_predicts_with_a_baseline() {
         .clone();
     assert!(String::from_utf8_lossy(&out.stderr).contains("has no prediction for"));
 }
+
+/// `evaluate --protocol knob-holdout` without `--train` holds out the first knob with two or
+/// more values, and a knob of three values trains on its lowest and highest (the middle one
+/// is predicted): the XU3 PARSEC set (3 clocks × 2 core counts), and the same set cut to one
+/// clock, whose first knob (`core_freq_mhz`) is then constant.
+#[test]
+fn knob_holdout_default_holds_out_the_first_knob_that_varies() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("parsec");
+    pp().args(["import", "xu3-parsec-joint", "-o"])
+        .arg(&set)
+        .assert()
+        .success();
+    let out = pp()
+        .arg("evaluate")
+        .arg(&set)
+        .args(["--protocol", "knob-holdout", "--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("note: --train core_freq_mhz=1000,1800 (lowest and highest"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 4 programs × 2 core counts at 1400 MHz.
+    assert_eq!(v["held_out"], 8, "{v}");
+    assert_eq!(v["points"], 8, "{v}");
+
+    let full = TrainingSet::read(&set).unwrap();
+    let one_clock = TrainingSet {
+        meta: full.meta.clone(),
+        points: full
+            .points
+            .iter()
+            .filter(|p| p.knobs["core_freq_mhz"] == 1800.0)
+            .cloned()
+            .collect(),
+    };
+    assert_eq!(one_clock.meta.knobs[0], "core_freq_mhz");
+    let cut = dir.path().join("parsec-1800");
+    one_clock.write(&cut).unwrap();
+    // Two core counts: both train and nothing is left, which the error says; before, the
+    // default took the constant clock and asked for --train.
+    let out = pp()
+        .arg("evaluate")
+        .arg(&cut)
+        .args(["--protocol", "knob-holdout"])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("note: --train threads=1,2"), "{err}");
+    assert!(err.contains("none is left to predict"), "{err}");
+    // One point per program and core count at one clock: no knob varies.
+    let one = TrainingSet {
+        meta: full.meta.clone(),
+        points: one_clock
+            .points
+            .iter()
+            .filter(|p| p.knobs["threads"] == 2.0)
+            .cloned()
+            .collect(),
+    };
+    let single = dir.path().join("parsec-1800-2");
+    one.write(&single).unwrap();
+    let out = pp()
+        .arg("evaluate")
+        .arg(&single)
+        .args(["--protocol", "knob-holdout"])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no knob with two or more values") && err.contains("--train NAME=A,B"),
+        "{err}"
+    );
+}

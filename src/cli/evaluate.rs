@@ -46,8 +46,9 @@ pub struct EvaluateArgs {
     /// Knob holdout: training values of a knob, `NAME=A,B,…`; every point with one of them
     /// (at any value of the other knobs) trains, the rest are predicted. Repeat the flag (or
     /// join with `;`: `core_freq_mhz=595,1164;mem_freq_mhz=810`) for several knobs: the
-    /// points in the cross product of the lists train. Default: the lowest, middle and
-    /// highest value of the set's first knob.
+    /// points in the cross product of the lists train. Default: the first knob with two or
+    /// more values, its lowest, middle and highest value (with three values, the lowest and
+    /// highest: the middle one is predicted).
     #[arg(long)]
     pub train: Vec<String>,
     /// Knob holdout over any subset of the settings (a joint split): a CSV whose header names
@@ -79,8 +80,9 @@ pub struct EvaluateArgs {
     #[arg(long, value_parser = crate::cli::values::ImageFormat::parser(), default_value = "svg")]
     pub plot_format: ImageFormat,
     /// Instead of a held-out protocol, print the IN-SAMPLE noise floor: a polynomial of this
-    /// degree in the clock knob (`--train`'s knob, else the set's first) fitted per workload
-    /// to ALL its points, and the error of that fit at those points (nothing held out).
+    /// degree in the clock knob (`--train`'s knob, else the first knob with two or more
+    /// values) fitted per workload to ALL its points, and the error of that fit at those
+    /// points (nothing held out).
     #[arg(long, value_name = "DEGREE")]
     pub noise_floor: Option<usize>,
 }
@@ -213,12 +215,16 @@ fn print_noise_floor(
 ) -> anyhow::Result<i32> {
     let knob = match args.train.first() {
         Some(s) => parse_knob_flag(s, "--train")?.0,
-        None => set
-            .meta
-            .knobs
-            .first()
-            .cloned()
-            .context("the set has no knobs")?,
+        // The knob the knob holdout would hold out by default, else the set's first.
+        None => match default_train(set) {
+            Some((k, _)) => k,
+            None => set
+                .meta
+                .knobs
+                .first()
+                .cloned()
+                .context("the set has no knobs")?,
+        },
     };
     args.format
         .check("evaluate --noise-floor", &Format::TABLE_JSON)?;
@@ -268,6 +274,27 @@ fn report_failures(ev: &Evaluation) {
     }
 }
 
+/// `evaluate --protocol knob-holdout`'s training values without `--train`: the first knob
+/// of the set with two or more values; its lowest, middle and highest value when it has more
+/// than three, its lowest and highest when it has three (the middle one is predicted); with
+/// two values, both (every point trains: the caller's error says so). `None` when no knob
+/// varies.
+fn default_train(set: &TrainingSet) -> Option<(String, Vec<f64>)> {
+    let (knob, vals) = set
+        .meta
+        .knobs
+        .iter()
+        .map(|k| (k.clone(), set.knob_values(k)))
+        .find(|(_, v)| v.len() >= 2)?;
+    let n = vals.len();
+    let v = if n > 3 {
+        vec![vals[0], vals[n / 2], vals[n - 1]]
+    } else {
+        vec![vals[0], vals[n - 1]]
+    };
+    Some((knob, v))
+}
+
 /// Run `powerperf evaluate`.
 pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     let set = TrainingSet::read(&args.set)?;
@@ -285,24 +312,19 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
                 (Some(file), _) => TrainSplit::read_settings(file)?,
                 (None, false) => TrainSplit::Grid(parse_train_grid(&args.train)?),
                 (None, true) => {
-                    let knob = set.meta.knobs.first().cloned().with_context(|| {
+                    let (knob, v) = default_train(&set).with_context(|| {
                         format!(
-                            "set {} has no knobs (fix: pass --train NAME=A,B)",
+                            "set {} has no knob with two or more values, so no knob can be held out (fix: pass --train NAME=A,B, or use --protocol workload-holdout)",
                             args.set.display()
                         )
                     })?;
-                    let vals = set.knob_values(&knob);
-                    if vals.len() < 3 {
-                        anyhow::bail!(
-                            "knob {knob} has {} value(s); pass --train {knob}=… explicitly",
-                            vals.len()
-                        );
-                    }
-                    let v = vec![vals[0], vals[vals.len() / 2], vals[vals.len() - 1]];
-                    eprintln!(
-                        "note: --train {knob}={},{},{} (lowest, middle, highest)",
-                        v[0], v[1], v[2]
-                    );
+                    let list: Vec<String> = v.iter().map(f64::to_string).collect();
+                    let which = if v.len() == 3 {
+                        "lowest, middle, highest"
+                    } else {
+                        "lowest and highest; the values between are predicted"
+                    };
+                    eprintln!("note: --train {knob}={} ({which})", list.join(","));
                     TrainSplit::Grid(vec![(knob, v)])
                 }
             };

@@ -215,7 +215,16 @@ fn mean_ratios(
         // This weighting's configurations by K (0, every neighbour, last).
         let mut mine: Vec<(usize, usize)> = (0..cfgs.len())
             .filter(|&c| cfgs[c].1 == w)
-            .map(|c| (if cfgs[c].0 == 0 { usize::MAX } else { cfgs[c].0 }, c))
+            .map(|c| {
+                (
+                    if cfgs[c].0 == 0 {
+                        usize::MAX
+                    } else {
+                        cfgs[c].0
+                    },
+                    c,
+                )
+            })
             .collect();
         if mine.is_empty() {
             continue;
@@ -573,7 +582,11 @@ mod tests {
         let mut tb = Vec::new();
         for j in 0..n {
             let jf = j as f64;
-            tb.push(if j == 4 { 0.5 } else { 10.0 + (jf * 0.37).sin() * 3.0 });
+            tb.push(if j == 4 {
+                0.5
+            } else {
+                10.0 + (jf * 0.37).sin() * 3.0
+            });
             for k in 0..settings {
                 if (j + k) % 4 != 3 {
                     src[[j, k]] = 5.0 + ((jf + 1.0) * (k as f64 + 2.0) * 0.61).cos() * 2.0;
