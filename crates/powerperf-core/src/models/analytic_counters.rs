@@ -74,6 +74,16 @@
 //! `β` is fitted by golden-section search on the relative squared error of the training
 //! points at the non-reference clocks (in workload holdout: the other workloads' points).
 //!
+//! **Threads** (since stop 34). On `n > 1` threads the first factor reads a thread's time
+//! off the core as time every thread is off it at once ([`ThreadIdle::OffCore`], I/O: it
+//! does not scale). A thread may instead be waiting for another one (barriers, load
+//! imbalance, a serial section, pipeline stages taking turns): that wait lasts as long as
+//! the other thread's work and scales as the busy time does, and the factor becomes
+//! `min(1, C/(f0·t0))`, the busy cycles laid end to end on the critical path
+//! ([`ThreadIdle::Waits`]; Amdahl's serial section, during which the other threads wait, is
+//! the simplest case). Where a training group runs on several threads
+//! both readings are fitted and the one with the lower training error is kept.
+//!
 //! ## Two clocks (`combine = base_cpi` on a core × memory clock grid with DRAM counts)
 //!
 //! Where the set also has the memory-clock knob `mem_freq_mhz` and DRAM transaction counts
@@ -344,6 +354,28 @@ pub struct CounterGroup {
     pub dram: Option<f64>,
 }
 
+/// `combine = base_cpi` on several threads: what a thread's time off the core is (module
+/// docs, **Threads**), chosen by the training error where a training group runs on two or
+/// more threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadIdle {
+    /// Off the core on every thread at once (I/O, sleeping): it does not scale with the
+    /// clock; the run share is the per-thread utilisation `min(1, C/(f0·t0·n))`.
+    #[default]
+    OffCore,
+    /// Waiting for another thread (barriers, load imbalance, a serial section): it lasts as
+    /// long as that thread's work, so it scales as the busy time does; the run share is
+    /// `min(1, C/(f0·t0))`, the busy cycles laid end to end on the critical path.
+    Waits,
+}
+
+impl ThreadIdle {
+    fn is_off_core(&self) -> bool {
+        *self == ThreadIdle::OffCore
+    }
+}
+
 /// The fitted model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AnalyticCountersModel {
@@ -381,6 +413,10 @@ pub struct AnalyticCountersModel {
     pub dram_counters: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_cycles_per_transaction: Option<f64>,
+    /// `combine = base_cpi`: the reading of a thread's time off the core (absent in files
+    /// written before stop 34: `off_core`).
+    #[serde(default, skip_serializing_if = "ThreadIdle::is_off_core")]
+    pub thread_idle: ThreadIdle,
 }
 
 fn split(knobs: &Knobs, freq: &str) -> Knobs {
@@ -484,7 +520,7 @@ fn group_threads(g: &CounterGroup) -> f64 {
 /// `combine = base_cpi`: the terms `(u, v)` of a group's clock-scaled share
 /// `φ = u·min(1, β·v)` (module docs: `u = min(1, C/(f0·t0·n))`, `v = N/C`; without cycles
 /// `u = 1`, `v = N/(f0·t0·n)`); `None` without a positive time, instructions or clock.
-fn share_terms(g: &CounterGroup) -> Option<(f64, f64)> {
+fn share_terms(g: &CounterGroup, idle: ThreadIdle) -> Option<(f64, f64)> {
     let t0 = g.t0_s.filter(|t| *t > 0.0 && t.is_finite())?;
     let n_inst = g.instructions.filter(|n| *n > 0.0 && n.is_finite())?;
     let f0 = g.f0_mhz * 1e6;
@@ -493,7 +529,10 @@ fn share_terms(g: &CounterGroup) -> Option<(f64, f64)> {
     }
     let threads = group_threads(g);
     let (u, v) = match g.cycles.filter(|c| *c > 0.0 && c.is_finite()) {
-        Some(c) => ((c / (f0 * t0 * threads)).min(1.0), n_inst / c),
+        Some(c) => match idle {
+            ThreadIdle::OffCore => ((c / (f0 * t0 * threads)).min(1.0), n_inst / c),
+            ThreadIdle::Waits => ((c / (f0 * t0)).min(1.0), n_inst / c),
+        },
         None => (1.0, n_inst / (f0 * t0 * threads)),
     };
     (u.is_finite() && v.is_finite()).then_some((u, v))
@@ -501,11 +540,11 @@ fn share_terms(g: &CounterGroup) -> Option<(f64, f64)> {
 
 /// `combine = base_cpi`: the clock-scaled share `φ` of a group's reference time for base CPI
 /// `beta` (module docs); `None` without a positive time, instructions or clock.
-fn base_share(g: &CounterGroup, beta: f64) -> Option<f64> {
+fn base_share(g: &CounterGroup, beta: f64, idle: ThreadIdle) -> Option<f64> {
     if !(beta.is_finite() && beta >= 0.0) {
         return None;
     }
-    let (u, v) = share_terms(g)?;
+    let (u, v) = share_terms(g, idle)?;
     let phi = u * (beta * v).min(1.0);
     phi.is_finite().then_some(phi.max(0.0))
 }
@@ -547,10 +586,10 @@ fn base_cpi_ratio(
     g: &CounterGroup,
     beta: f64,
     gamma: Option<f64>,
-    rc: f64,
-    rm: f64,
+    idle: ThreadIdle,
+    (rc, rm): (f64, f64),
 ) -> Option<f64> {
-    let phi = base_share(g, beta)?;
+    let phi = base_share(g, beta, idle)?;
     let mu = match gamma {
         Some(c) => Some(mem_share(g, c)?),
         None => None,
@@ -688,13 +727,45 @@ fn two_clock_counters(
 /// (in `[0, γ_top]`, `γ_top` where every such group's `μ` is 1), a log grid over both, then,
 /// in the box of the best cell's neighbours, a zoom on `γ` and golden sections (each `γ` its
 /// best `β`). `None` without any such point.
+///
+/// Where a training group that scores them runs on two or more threads and has a cycles
+/// count, both readings of [`ThreadIdle`] are fitted and the one with the lower error kept
+/// (a tie keeps [`ThreadIdle::OffCore`], the reading before stop 34); elsewhere the two are
+/// the same and `OffCore` is returned.
 fn fit_base_cpi(
     meta: &SetMeta,
     groups: &[(String, Knobs, Vec<&Point>)],
     fitted: &[CounterGroup],
     freq: &str,
     mem_knob: Option<&str>,
-) -> Option<(f64, Option<f64>)> {
+) -> Option<(f64, Option<f64>, ThreadIdle)> {
+    let (b, c, e) = fit_base_cpi_with(meta, groups, fitted, freq, mem_knob, ThreadIdle::OffCore)?;
+    let threaded = groups.iter().zip(fitted).any(|((_, _, pts), g)| {
+        group_threads(g) > 1.0
+            && g.cycles.is_some()
+            && pts.iter().any(|p| p.knobs[freq] != g.f0_mhz)
+    });
+    if threaded {
+        if let Some((bw, cw, ew)) =
+            fit_base_cpi_with(meta, groups, fitted, freq, mem_knob, ThreadIdle::Waits)
+        {
+            if ew < e {
+                return Some((bw, cw, ThreadIdle::Waits));
+            }
+        }
+    }
+    Some((b, c, ThreadIdle::OffCore))
+}
+
+/// [`fit_base_cpi`] under one reading of a thread's idle time: `(β, γ, error)`.
+fn fit_base_cpi_with(
+    meta: &SetMeta,
+    groups: &[(String, Knobs, Vec<&Point>)],
+    fitted: &[CounterGroup],
+    freq: &str,
+    mem_knob: Option<&str>,
+    idle: ThreadIdle,
+) -> Option<(f64, Option<f64>, f64)> {
     // Per training point away from its reference: φ's terms (u, v), μ's term w (NaN
     // without one), t0/t, f0/f, m0/m.
     let mut pairs: Vec<[f64; 6]> = Vec::new();
@@ -706,7 +777,7 @@ fn fit_base_cpi(
         let Some(t0) = g.t0_s.filter(|_| meta.is_reliable("time_s", w)) else {
             continue;
         };
-        let Some((u, v)) = share_terms(g) else {
+        let Some((u, v)) = share_terms(g, idle) else {
             continue;
         };
         let w_mem = mem_term(g).unwrap_or(f64::NAN);
@@ -769,7 +840,7 @@ fn fit_base_cpi(
     };
     if mem_knob.is_none() || !(top_gamma > 0.0 && top_gamma.is_finite()) {
         let b = analytic::golden_section_min(0.0, top, top * 1e-9, 200, |b| err(b, None));
-        return Some((b, None));
+        return Some((b, None, err(b, None)));
     }
     // Two clocks: a log grid over both (the max makes the error surface kinked, so no single
     // bracket holds one minimum), then nested golden sections in the box of the best grid
@@ -826,9 +897,9 @@ fn fit_base_cpi(
     let c = analytic::golden_section_min(lo, hi, hi * 1e-9, 200, |c| best_beta(c).1);
     let (b, e) = best_beta(c);
     Some(if e <= best.2 {
-        (b, Some(c))
+        (b, Some(c), e)
     } else {
-        (betas[best.0], Some(gammas[best.1]))
+        (betas[best.0], Some(gammas[best.1]), best.2)
     })
 }
 
@@ -1085,10 +1156,11 @@ pub fn fit(
         combine: params.combine,
         compute_counters,
         active_counter,
-        base_cpi: fitted_cpi.map(|(b, _)| b),
+        base_cpi: fitted_cpi.map(|(b, _, _)| b),
         instructions_counter,
         cycles_counter,
-        mem_cycles_per_transaction: fitted_cpi.and_then(|(_, c)| c),
+        mem_cycles_per_transaction: fitted_cpi.and_then(|(_, c, _)| c),
+        thread_idle: fitted_cpi.map_or(ThreadIdle::OffCore, |(_, _, i)| i),
         dram_counters: dram_names,
         mem_knob,
     })
@@ -1152,8 +1224,13 @@ impl AnalyticCountersModel {
                     None => 1.0,
                 };
                 self.base_cpi.and_then(|b| {
-                    let r =
-                        base_cpi_ratio(g, b, self.mem_cycles_per_transaction, g.f0_mhz / f, rm)?;
+                    let r = base_cpi_ratio(
+                        g,
+                        b,
+                        self.mem_cycles_per_transaction,
+                        self.thread_idle,
+                        (g.f0_mhz / f, rm),
+                    )?;
                     Some(g.t0_s? * r)
                 })
             }
@@ -1244,7 +1321,11 @@ impl AnalyticCountersModel {
     /// `combine = base_cpi`'s part of [`Self::explain`].
     fn explain_base_cpi(&self) -> String {
         let mut s = format!(
-            "analytic DVFS model, base CPI from counters (CPI stack: Eyerman et al. ASPLOS 2006): t(f) = t0·[(1 − φ) + φ·f0/f], φ = min(1, C/(f0·t0·n))·min(1, β·N/C)\nclock knob: {}\ninstructions: {}, cycles: {}\nβ (base CPI, fitted on the training points at the non-reference clocks) = {}\n",
+            "analytic DVFS model, base CPI from counters (CPI stack: Eyerman et al. ASPLOS 2006): t(f) = t0·[(1 − φ) + φ·f0/f], φ = {}·min(1, β·N/C)\nclock knob: {}\ninstructions: {}, cycles: {}\nβ (base CPI, fitted on the training points at the non-reference clocks) = {}\n",
+            match self.thread_idle {
+                ThreadIdle::OffCore => "min(1, C/(f0·t0·n))",
+                ThreadIdle::Waits => "min(1, C/(f0·t0)) (idle threads: waits on the busy ones, chosen by the training error over off-core time)",
+            },
             self.freq_knob,
             self.instructions_counter.as_deref().unwrap_or("-"),
             self.cycles_counter.as_deref().unwrap_or("none (φ from time)"),
@@ -1266,7 +1347,9 @@ impl AnalyticCountersModel {
         s += if two { "  m0_mhz      μ\n" } else { "\n" };
         for g in &self.groups {
             let cpi = g.cycles.zip(g.instructions).map(|(c, n)| c / n);
-            let phi = self.base_cpi.and_then(|b| base_share(g, b));
+            let phi = self
+                .base_cpi
+                .and_then(|b| base_share(g, b, self.thread_idle));
             s += &format!(
                 "{:<32} {:<22} {:>7} {:>9} {:>9} {:>6}",
                 g.workload,
@@ -1900,6 +1983,8 @@ mod tests {
         assert!((m.base_cpi.unwrap() - 1.2).abs() < 1e-6, "{:?}", m.base_cpi);
         assert_eq!(m.instructions_counter.as_deref(), Some("inst_retired"));
         assert_eq!(m.cycles_counter.as_deref(), Some("cpu_cycles"));
+        // Off-core time on every thread at once (`ti`): the per-thread reading is exact.
+        assert_eq!(m.thread_idle, ThreadIdle::OffCore);
         for p in all.iter().filter(|p| p.workload == "crc32") {
             let got = m.predict("crc32", &p.knobs).unwrap().time_s.unwrap();
             let want = p.time_s.unwrap();
@@ -1914,6 +1999,63 @@ mod tests {
         let back: AnalyticCountersModel =
             serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
+    }
+
+    /// The workloads of [`CPU_WORKLOADS`] as pipelines whose threads take turns (one stage
+    /// hands each buffer to the next): on any thread count one thread runs at a time, so the
+    /// time is the one-thread time, `t(f) = ti + n·1.2/f + ts`, and the cycles are
+    /// `C = n·1.2 + ts·f`; the idle thread waits for the busy one.
+    fn turn_world() -> Vec<Point> {
+        let mut pts = Vec::new();
+        for &(w, n, ts, ti) in &CPU_WORKLOADS {
+            for th in [1.0, 2.0] {
+                for f in [1000.0, 1500.0, 2000.0] {
+                    let mut p = cpu_pt(w, f, 1.0, n, ts, ti);
+                    p.knobs.insert("threads".into(), th);
+                    pts.push(p);
+                }
+            }
+        }
+        pts
+    }
+
+    #[test]
+    fn base_cpi_reads_idle_threads_as_waiting_where_that_fits_the_training_points() {
+        // Per thread, a 2-thread run is half idle; read as off-core time (not scaling) that
+        // would halve the clock-scaled share. The training points choose the other reading:
+        // β, and a held-out workload's curve from its one point, exact on 1 and 2 threads.
+        let all = turn_world();
+        let pts: Vec<Point> = all
+            .iter()
+            .filter(|p| p.workload != "rijndael" || p.knobs["core_freq_mhz"] == 2000.0)
+            .cloned()
+            .collect();
+        let m = fit(&meta_cpu(), &pts, &AnalyticCountersParams::base_cpi()).unwrap();
+        assert_eq!(m.thread_idle, ThreadIdle::Waits);
+        assert!((m.base_cpi.unwrap() - 1.2).abs() < 1e-6, "{:?}", m.base_cpi);
+        for p in all.iter().filter(|p| p.workload == "rijndael") {
+            let got = m.predict("rijndael", &p.knobs).unwrap().time_s.unwrap();
+            let want = p.time_s.unwrap();
+            assert!(
+                (got - want).abs() < 1e-6 * want,
+                "{:?}: {got} vs {want}",
+                p.knobs
+            );
+        }
+        assert!(m.explain().contains("waits"), "{}", m.explain());
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains("\"thread_idle\":\"waits\""), "{text}");
+        let back: AnalyticCountersModel = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, m);
+        // One thread only: the two readings are the same, and the field stays out of the file.
+        let one: Vec<Point> = pts
+            .iter()
+            .filter(|p| p.knobs["threads"] == 1.0)
+            .cloned()
+            .collect();
+        let m1 = fit(&meta_cpu(), &one, &AnalyticCountersParams::base_cpi()).unwrap();
+        assert_eq!(m1.thread_idle, ThreadIdle::OffCore);
+        assert!(!serde_json::to_string(&m1).unwrap().contains("thread_idle"));
     }
 
     #[test]
