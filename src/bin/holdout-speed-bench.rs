@@ -13,7 +13,11 @@
 //! (`inst_executed`, `dram_read_transactions`, `dram_write_transactions`), each kernel's time
 //! `max(0.02·n/f, 0.125·d/m) + lat` and power `40 + 60·f/f_max + 20·m/m_max + s` W, the shape
 //! where `auto` takes the stack with the two-clock base-CPI form (its cost, not its accuracy,
-//! is what this row measures). The table gives the wall-clock seconds
+//! is what this row measures). A fourth, `gpu-2clock-wide` (since stop 34), is the same grid
+//! with 24 more nvprof metrics per point (`gld_transactions` … `flop_count_dp` as counts,
+//! `achieved_occupancy` … `tex_utilization` as rates; kernel-specific values, the rates
+//! moving with the clocks), the width of a per-kernel nvprof export, where the data-driven
+//! members' feature selection has candidates to screen. The table gives the wall-clock seconds
 //! (median of REPEATS runs, default 1; loading not included), the points predicted and the
 //! time and power MAPE beside the median-ratio baseline's.
 
@@ -72,6 +76,72 @@ fn gpu_two_clock_grid() -> (TrainingSet, Vec<Point>) {
     (set, points)
 }
 
+/// Further nvprof metrics (Kepler to Volta names) for `gpu-2clock-wide`: counts, then rates.
+const WIDE_COUNTS: [&str; 17] = [
+    "gld_transactions",
+    "gst_transactions",
+    "l2_read_transactions",
+    "l2_write_transactions",
+    "shared_load_transactions",
+    "shared_store_transactions",
+    "local_load_transactions",
+    "local_store_transactions",
+    "inst_fp_32",
+    "inst_fp_64",
+    "inst_integer",
+    "inst_control",
+    "inst_compute_ld_st",
+    "inst_misc",
+    "inst_bit_convert",
+    "flop_count_sp",
+    "flop_count_dp",
+];
+const WIDE_RATES: [&str; 7] = [
+    "achieved_occupancy",
+    "sm_efficiency",
+    "ipc",
+    "issue_slot_utilization",
+    "dram_utilization",
+    "l2_utilization",
+    "tex_utilization",
+];
+
+/// `gpu-2clock-synth` with the 24 metrics above beside nvprof's three (the width of a
+/// per-kernel nvprof export): each a fixed, kernel-specific multiple of the kernel's
+/// instructions (counts) or a kernel-specific fraction that moves with the clocks (rates).
+/// What the features cost the selection, not what they explain, is measured.
+fn gpu_two_clock_wide() -> (TrainingSet, Vec<Point>) {
+    use powerperf::store::set::CounterKind;
+    let (mut set, _) = gpu_two_clock_grid();
+    for c in WIDE_COUNTS {
+        set.meta.counters.insert(c.into(), CounterKind::Count);
+    }
+    for c in WIDE_RATES {
+        set.meta.counters.insert(c.into(), CounterKind::Rate);
+    }
+    for p in &mut set.points {
+        let k: f64 = p
+            .workload
+            .trim_start_matches("kernel")
+            .parse()
+            .unwrap_or(0.0);
+        let n = p.counters.get("inst_executed").copied().unwrap_or(0.0);
+        let fc = p.knobs.get("core_freq_mhz").copied().unwrap_or(1.0);
+        let fm = p.knobs.get("mem_freq_mhz").copied().unwrap_or(1.0);
+        for (j, c) in WIDE_COUNTS.iter().enumerate() {
+            let share = ((k + 1.0) * (j as f64 + 1.0) * 0.618_034).fract();
+            p.counters.insert((*c).into(), n * share);
+        }
+        for (j, c) in WIDE_RATES.iter().enumerate() {
+            let base = ((k + 3.0) * (j as f64 + 2.0) * 0.377).fract();
+            let r = (base * (0.7 + 0.3 * fc / 1200.0) * (0.8 + 0.2 * fm / 900.0)).min(1.0);
+            p.counters.insert((*c).into(), r);
+        }
+    }
+    let points = set.points.clone();
+    (set, points)
+}
+
 fn main() -> anyhow::Result<()> {
     let repeats: usize = std::env::args()
         .nth(1)
@@ -101,14 +171,15 @@ fn main() -> anyhow::Result<()> {
         ("titanx-micro", 32),
         ("v100-dcgm-sweep", 9),
         ("gpu-2clock-synth", 40),
+        ("gpu-2clock-wide", 40),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
-        let (set, pts) = if name == "gpu-2clock-synth" {
-            gpu_two_clock_grid()
-        } else {
-            load(name, workloads)?
+        let (set, pts) = match name {
+            "gpu-2clock-synth" => gpu_two_clock_grid(),
+            "gpu-2clock-wide" => gpu_two_clock_wide(),
+            _ => load(name, workloads)?,
         };
         let mut base = Knobs::new();
         for k in &set.meta.knobs {

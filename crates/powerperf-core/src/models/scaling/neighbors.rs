@@ -197,39 +197,48 @@ fn mean_ratio(
     (den > 0.0).then(|| num / den)
 }
 
-/// [`mean_ratio`] of every configuration `cfgs` at once: one walk along `order` per
-/// weighting, each configuration's ratio taken when its `K` neighbours have counted (at the
-/// end for `K` = 0 or beyond the measured neighbours), the same sums in the same order.
+/// Per weighting, its configurations `(K, index into cfgs)` sorted by K, with K = 0 (every
+/// neighbour) as `usize::MAX`: the walks of [`mean_ratios`].
+type Walks = Vec<(Weighting, Vec<(usize, usize)>)>;
+
+/// [`Walks`] of `cfgs`.
+fn walks(cfgs: &[(usize, Weighting)]) -> Walks {
+    [Weighting::Uniform, Weighting::InverseDistance]
+        .into_iter()
+        .filter_map(|w| {
+            let mut mine: Vec<(usize, usize)> = (0..cfgs.len())
+                .filter(|&c| cfgs[c].1 == w)
+                .map(|c| {
+                    (
+                        if cfgs[c].0 == 0 {
+                            usize::MAX
+                        } else {
+                            cfgs[c].0
+                        },
+                        c,
+                    )
+                })
+                .collect();
+            mine.sort_unstable();
+            (!mine.is_empty()).then_some((w, mine))
+        })
+        .collect()
+}
+
+/// [`mean_ratio`] of every configuration at once (`walks` of the configurations, `out` one
+/// entry per configuration): one walk along `order` per weighting, each configuration's
+/// ratio taken when its `K` neighbours have counted (at the end for `K` = 0 or beyond the
+/// measured neighbours), the same sums in the same order.
 fn mean_ratios(
     d: &Data,
     src: &Array2<f64>,
     s: f64,
     order: &[(usize, f64)],
     k: usize,
-    cfgs: &[(usize, Weighting)],
-    out: &mut Vec<Option<f64>>,
+    walks: &Walks,
+    out: &mut [Option<f64>],
 ) {
-    out.clear();
-    out.resize(cfgs.len(), None);
-    for w in [Weighting::Uniform, Weighting::InverseDistance] {
-        // This weighting's configurations by K (0, every neighbour, last).
-        let mut mine: Vec<(usize, usize)> = (0..cfgs.len())
-            .filter(|&c| cfgs[c].1 == w)
-            .map(|c| {
-                (
-                    if cfgs[c].0 == 0 {
-                        usize::MAX
-                    } else {
-                        cfgs[c].0
-                    },
-                    c,
-                )
-            })
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
-        mine.sort_unstable();
+    for (w, mine) in walks {
         let (mut num, mut den, mut taken, mut next) = (0.0, 0.0, 0, 0);
         for &(j, dist) in order {
             if next == mine.len() {
@@ -296,7 +305,9 @@ fn cv(
 ) -> Vec<(f64, usize)> {
     let folds = rows.len().min(folds.max(2)).max(1);
     let mut acc = vec![(0.0, 0usize); cfgs.len()];
-    let mut ratios = Vec::with_capacity(cfgs.len());
+    let mut ratios = vec![None; cfgs.len()];
+    let walks = walks(cfgs);
+    let mut order: Vec<(usize, f64)> = Vec::with_capacity(rows.len());
     for f in 0..folds {
         let train: Vec<usize> = rows
             .iter()
@@ -306,25 +317,22 @@ fn cv(
             .collect();
         let stds: Vec<f64> = feats.iter().map(|&j| std_of(u, &train, j)).collect();
         for (_, &i) in rows.iter().enumerate().filter(|(r, _)| r % folds == f) {
-            let mut order: Vec<(usize, f64)> = train
-                .iter()
-                .filter(|&&j| j != i)
-                .map(|&j| {
-                    let d2: f64 = feats
-                        .iter()
-                        .zip(&stds)
-                        .map(|(&c, sd)| ((u[[i, c]] - u[[j, c]]) / sd).powi(2))
-                        .sum();
-                    (j, d2.sqrt())
-                })
-                .collect();
+            order.clear();
+            order.extend(train.iter().filter(|&&j| j != i).map(|&j| {
+                let d2: f64 = feats
+                    .iter()
+                    .zip(&stds)
+                    .map(|(&c, sd)| ((u[[i, c]] - u[[j, c]]) / sd).powi(2))
+                    .sum();
+                (j, d2.sqrt())
+            }));
             order.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
             for k in 0..d.settings.len() {
                 let t = d.t[[i, k]];
                 if !t.is_finite() || t == 0.0 {
                     continue;
                 }
-                mean_ratios(d, src, s, &order, k, cfgs, &mut ratios);
+                mean_ratios(d, src, s, &order, k, &walks, &mut ratios);
                 for (c, r) in ratios.iter().enumerate() {
                     let p = r.map(|r| s + (d.tb[i] - s) * r);
                     if let Some((kc, out)) = keep.as_mut() {
@@ -612,8 +620,9 @@ mod tests {
         let mut got = Vec::new();
         for s in [0.0, 0.5] {
             for k in 0..settings {
-                mean_ratios(&d, &src, s, &order, k, &cfgs, &mut got);
-                assert_eq!(got.len(), cfgs.len());
+                got.clear();
+                got.resize(cfgs.len(), None);
+                mean_ratios(&d, &src, s, &order, k, &walks(&cfgs), &mut got);
                 for (c, &(kk, w)) in cfgs.iter().enumerate() {
                     let want = mean_ratio(&d, &src, s, &order, k, kk, w);
                     assert_eq!(
