@@ -179,12 +179,26 @@ fn choose(
     // The same for the neighbours and the common response over points the physical form
     // does not predict.
     let mut fb_sums: BTreeMap<&str, [(f64, usize); 2]> = BTreeMap::new();
+    // One owned copy of the training points, reordered for each fold: its training points
+    // first and its left-out points last, each in the order of `train`, so the members see
+    // what a filtered copy per fold gave them, without copying every point's counters per
+    // fold (on a set with tens of counters per point the copies cost more than the fits).
+    // `ids` follows each point's position in `train`.
+    let mut pool: Vec<Point> = train.to_vec();
+    let mut ids: Vec<usize> = (0..pool.len()).collect();
     for f in 0..folds {
         let out: Vec<&str> = (f..inner.len()).step_by(folds).map(|i| inner[i]).collect();
         let left_out = |p: &Point| out.contains(&p.workload.as_str()) && !at_base(p);
-        let test: Vec<&Point> = train.iter().filter(|p| left_out(p)).collect();
-        let sub: Vec<Point> = train.iter().filter(|p| !left_out(p)).cloned().collect();
-        let (pa, pn, pg) = members(meta, params, &sub, &test);
+        let mut order: Vec<usize> = (0..pool.len()).collect();
+        order.sort_by_key(|&i| (left_out(&pool[i]), ids[i]));
+        let mut slots: Vec<Option<Point>> =
+            std::mem::take(&mut pool).into_iter().map(Some).collect();
+        pool = order.iter().filter_map(|&i| slots[i].take()).collect();
+        ids = order.iter().map(|&i| ids[i]).collect();
+        let kept = pool.iter().filter(|p| !left_out(p)).count();
+        let (sub, rest) = pool.split_at(kept);
+        let test: Vec<&Point> = rest.iter().collect();
+        let (pa, pn, pg) = members(meta, params, sub, &test);
         for (i, p) in test.iter().enumerate() {
             let m = measured(p);
             for t in TARGETS {
