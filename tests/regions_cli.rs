@@ -356,9 +356,13 @@ int main(void) {
         "compute faulted {} times",
         pf(&compute)
     );
-    // task-clock (ns) of a region is at most its wall time.
+    // task-clock (ns) of a region is at most its wall time, give or take the reads at each
+    // entry and exit: the counter and the clock are read one after the other, not at one
+    // instant, so up to 100 µs per call (CI measured 3.06 ms of task-clock in 2.99 ms of
+    // wall time over 3 calls under load).
     for r in [&touch, &compute] {
         let tc = r.values["rt_task-clock"];
-        assert!(tc > 0.0 && tc <= r.incl_ns as f64 * 1.01, "{r:?}");
+        let slack = r.calls as f64 * 100_000.0;
+        assert!(tc > 0.0 && tc <= r.incl_ns as f64 * 1.01 + slack, "{r:?}");
     }
 }
