@@ -7,6 +7,16 @@ use common::powerperf as pp;
 use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet};
 use std::path::Path;
 
+/// The set bundled in the binary as `name`, imported into `dir/name`.
+fn import_bundled(dir: &Path, name: &str) -> std::path::PathBuf {
+    let set = dir.join(name);
+    pp().args(["import", name, "-o"])
+        .arg(&set)
+        .assert()
+        .success();
+    set
+}
+
 /// t = a + b·1000/f, P = 20 + c·(f/1000)^3, two repeats each (means are exact), with counters.
 fn dvfs_set(dir: &Path) {
     let mut meta = SetMeta {
@@ -881,11 +891,7 @@ fn plan_refuses_arguments_that_are_not_numbers_of_their_kind() {
 #[test]
 fn joint_split_scores_the_separable_baseline_and_never_fails_silently() {
     let dir = tempfile::tempdir().unwrap();
-    let set = dir.path().join("parsec");
-    pp().args(["import", "xu3-parsec-joint", "-o"])
-        .arg(&set)
-        .assert()
-        .success();
+    let set = import_bundled(dir.path(), "xu3-parsec-joint");
     let csv = dir.path().join("train.csv");
     std::fs::write(
         &csv,
@@ -993,11 +999,7 @@ fn joint_split_scores_the_separable_baseline_and_never_fails_silently() {
 #[test]
 fn auto_workload_holdout_on_a_thread_sweep_predicts_with_a_baseline() {
     let dir = tempfile::tempdir().unwrap();
-    let set = dir.path().join("i7");
-    pp().args(["import", "multicore-i7", "-o"])
-        .arg(&set)
-        .assert()
-        .success();
+    let set = import_bundled(dir.path(), "multicore-i7");
     let v = common::json_stdout(pp().arg("evaluate").arg(&set).args([
         "--protocol",
         "workload-holdout",
@@ -1047,11 +1049,7 @@ fn default_knob_holdout(set: &Path, extra: &[&str]) -> (std::process::Output, bo
 #[test]
 fn knob_holdout_default_holds_out_the_first_knob_that_varies() {
     let dir = tempfile::tempdir().unwrap();
-    let set = dir.path().join("parsec");
-    pp().args(["import", "xu3-parsec-joint", "-o"])
-        .arg(&set)
-        .assert()
-        .success();
+    let set = import_bundled(dir.path(), "xu3-parsec-joint");
     let (out, ok) = default_knob_holdout(&set, &["--format", "json"]);
     assert!(ok);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -374,6 +374,15 @@ impl ThreadIdle {
     fn is_off_core(&self) -> bool {
         *self == ThreadIdle::OffCore
     }
+
+    /// The thread count the cycles are spread over in the run share `min(1, C/(f0·t0·n))`:
+    /// the group's `threads` off the core, 1 (the critical path) for waits.
+    fn spread(self, threads: f64) -> f64 {
+        match self {
+            ThreadIdle::OffCore => threads,
+            ThreadIdle::Waits => 1.0,
+        }
+    }
 }
 
 /// The fitted model.
@@ -518,8 +527,10 @@ fn group_threads(g: &CounterGroup) -> f64 {
 }
 
 /// `combine = base_cpi`: the terms `(u, v)` of a group's clock-scaled share
-/// `φ = u·min(1, β·v)` (module docs: `u = min(1, C/(f0·t0·n))`, `v = N/C`; without cycles
-/// `u = 1`, `v = N/(f0·t0·n)`); `None` without a positive time, instructions or clock.
+/// `φ = u·min(1, β·v)` (module docs: `u = min(1, C/(f0·t0·n))`, `n` the threads for
+/// [`ThreadIdle::OffCore`] and 1 for [`ThreadIdle::Waits`], `v = N/C`; without cycles
+/// `u = 1`, `v = N/(f0·t0·n)` with the group's threads); `None` without a positive time,
+/// instructions or clock.
 fn share_terms(g: &CounterGroup, idle: ThreadIdle) -> Option<(f64, f64)> {
     let t0 = g.t0_s.filter(|t| *t > 0.0 && t.is_finite())?;
     let n_inst = g.instructions.filter(|n| *n > 0.0 && n.is_finite())?;
@@ -529,10 +540,7 @@ fn share_terms(g: &CounterGroup, idle: ThreadIdle) -> Option<(f64, f64)> {
     }
     let threads = group_threads(g);
     let (u, v) = match g.cycles.filter(|c| *c > 0.0 && c.is_finite()) {
-        Some(c) => match idle {
-            ThreadIdle::OffCore => ((c / (f0 * t0 * threads)).min(1.0), n_inst / c),
-            ThreadIdle::Waits => ((c / (f0 * t0)).min(1.0), n_inst / c),
-        },
+        Some(c) => ((c / (f0 * t0 * idle.spread(threads))).min(1.0), n_inst / c),
         None => (1.0, n_inst / (f0 * t0 * threads)),
     };
     (u.is_finite() && v.is_finite()).then_some((u, v))
@@ -739,14 +747,10 @@ fn fit_base_cpi(
     freq: &str,
     mem_knob: Option<&str>,
 ) -> Option<(f64, Option<f64>, ThreadIdle)> {
-    let (b, c, e) = fit_base_cpi_with(meta, groups, fitted, freq, mem_knob, ThreadIdle::OffCore)?;
-    let threaded = groups.iter().zip(fitted).any(|((_, _, pts), g)| {
-        group_threads(g) > 1.0
-            && g.cycles.is_some()
-            && pts.iter().any(|p| p.knobs[freq] != g.f0_mhz)
-    });
+    let (b, c, e, threaded) =
+        fit_base_cpi_with(meta, groups, fitted, freq, mem_knob, ThreadIdle::OffCore)?;
     if threaded {
-        if let Some((bw, cw, ew)) =
+        if let Some((bw, cw, ew, _)) =
             fit_base_cpi_with(meta, groups, fitted, freq, mem_knob, ThreadIdle::Waits)
         {
             if ew < e {
@@ -757,7 +761,9 @@ fn fit_base_cpi(
     Some((b, c, ThreadIdle::OffCore))
 }
 
-/// [`fit_base_cpi`] under one reading of a thread's idle time: `(β, γ, error)`.
+/// [`fit_base_cpi`] under one reading of a thread's idle time: `(β, γ, error, threaded)`,
+/// `threaded` when a group that scores them runs on two or more threads with a cycles count
+/// (where the readings differ).
 fn fit_base_cpi_with(
     meta: &SetMeta,
     groups: &[(String, Knobs, Vec<&Point>)],
@@ -765,11 +771,12 @@ fn fit_base_cpi_with(
     freq: &str,
     mem_knob: Option<&str>,
     idle: ThreadIdle,
-) -> Option<(f64, Option<f64>, f64)> {
+) -> Option<(f64, Option<f64>, f64, bool)> {
     // Per training point away from its reference: φ's terms (u, v), μ's term w (NaN
     // without one), t0/t, f0/f, m0/m.
     let mut pairs: Vec<[f64; 6]> = Vec::new();
     let (mut top, mut top_gamma): (f64, f64) = (0.0, 0.0);
+    let mut threaded = false;
     for ((w, _, pts), g) in groups.iter().zip(fitted) {
         let Some(n_inst) = g.instructions.filter(|n| *n > 0.0 && n.is_finite()) else {
             continue;
@@ -810,6 +817,8 @@ fn fit_base_cpi_with(
         // its reference point alone (a held-out workload) would only add a flat stretch
         // where golden section cannot tell which way to go.
         if pairs.len() > before {
+            threaded |=
+                group_threads(g) > 1.0 && g.cycles.is_some_and(|c| c > 0.0 && c.is_finite());
             if busy.is_finite() && busy > 0.0 {
                 top = top.max(busy / n_inst);
             }
@@ -840,7 +849,7 @@ fn fit_base_cpi_with(
     };
     if mem_knob.is_none() || !(top_gamma > 0.0 && top_gamma.is_finite()) {
         let b = analytic::golden_section_min(0.0, top, top * 1e-9, 200, |b| err(b, None));
-        return Some((b, None, err(b, None)));
+        return Some((b, None, err(b, None), threaded));
     }
     // Two clocks: a log grid over both (the max makes the error surface kinked, so no single
     // bracket holds one minimum), then nested golden sections in the box of the best grid
@@ -897,9 +906,9 @@ fn fit_base_cpi_with(
     let c = analytic::golden_section_min(lo, hi, hi * 1e-9, 200, |c| best_beta(c).1);
     let (b, e) = best_beta(c);
     Some(if e <= best.2 {
-        (b, Some(c), e)
+        (b, Some(c), e, threaded)
     } else {
-        (betas[best.0], Some(gammas[best.1]), best.2)
+        (betas[best.0], Some(gammas[best.1]), best.2, threaded)
     })
 }
 

@@ -41,6 +41,16 @@ pub enum Weighting {
     InverseDistance,
 }
 
+impl Weighting {
+    /// A neighbour's weight at distance `dist`.
+    fn weight(self, dist: f64) -> f64 {
+        match self {
+            Weighting::Uniform => 1.0,
+            Weighting::InverseDistance => 1.0 / (dist + EPS),
+        }
+    }
+}
+
 /// Parameters of the local transfer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -186,10 +196,7 @@ fn mean_ratio(
         if !t.is_finite() || base == 0.0 || !base.is_finite() {
             continue;
         }
-        let om = match w {
-            Weighting::Uniform => 1.0,
-            Weighting::InverseDistance => 1.0 / (dist + EPS),
-        };
+        let om = w.weight(dist);
         num += om * (t - s) / base;
         den += om;
         taken += 1;
@@ -249,10 +256,7 @@ fn mean_ratios(
             if !t.is_finite() || base == 0.0 || !base.is_finite() {
                 continue;
             }
-            let om = match w {
-                Weighting::Uniform => 1.0,
-                Weighting::InverseDistance => 1.0 / (dist + EPS),
-            };
+            let om = w.weight(dist);
             num += om * (t - s) / base;
             den += om;
             taken += 1;
@@ -563,10 +567,7 @@ impl NeighborsFit {
             let Some(Some(r)) = self.ratios[i].get(k) else {
                 continue;
             };
-            let om = match self.weighting {
-                Weighting::Uniform => 1.0,
-                Weighting::InverseDistance => 1.0 / (dist + EPS),
-            };
+            let om = self.weighting.weight(dist);
             num += om * r;
             den += om;
             taken += 1;
