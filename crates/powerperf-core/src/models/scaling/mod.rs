@@ -1146,7 +1146,14 @@ impl ScalingModel {
                     nb.features
                         .iter()
                         .zip(&nb.log)
-                        .map(|(f, l)| if *l { format!("ln {f}") } else { f.clone() })
+                        .zip(&nb.mins)
+                        .map(|((f, l), lo)| if *l {
+                            // The floor a value is raised to first: the training minimum,
+                            // or half the smallest positive value where zeros were replaced.
+                            format!("ln max({f}, {lo:.3e})")
+                        } else {
+                            f.clone()
+                        })
                         .collect::<Vec<_>>()
                         .join(", "),
                     nb.inner_cv_mape_pct

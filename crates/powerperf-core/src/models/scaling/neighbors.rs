@@ -68,6 +68,35 @@ pub struct NeighborsParams {
     pub screen_top: usize,
     /// Whether the baseline targets (`baseline:power_w`, `baseline:time_s`) are candidates.
     pub baseline_targets: bool,
+    /// Which features with zeros are taken in logarithms after zero replacement
+    /// ([`transform`]; since stop 35).
+    pub zero_replacement: ZeroReplacement,
+}
+
+/// Which non-negative features with a zero among the training workloads [`transform`] takes
+/// in logarithms, each zero replaced by half the smallest positive value first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ZeroReplacement {
+    /// Static-feature shares (`static_share:*`, e.g. a PTX instruction mix): exact counts,
+    /// where a zero is structural (the kernel has no such instruction). Counter rates stay
+    /// linear: a measured rate near zero is mostly noise, which a logarithm would magnify.
+    #[default]
+    Static,
+    /// Every feature, counter rates too.
+    All,
+    /// None: features with a zero stay linear (the rule before stop 35).
+    None,
+}
+
+impl ZeroReplacement {
+    fn applies(self, name: &str) -> bool {
+        match self {
+            ZeroReplacement::Static => name.starts_with("static_share:"),
+            ZeroReplacement::All => true,
+            ZeroReplacement::None => false,
+        }
+    }
 }
 
 impl Default for NeighborsParams {
@@ -79,6 +108,7 @@ impl Default for NeighborsParams {
             min_gain: 0.02,
             screen_top: 12,
             baseline_targets: true,
+            zero_replacement: ZeroReplacement::Static,
         }
     }
 }
@@ -91,8 +121,9 @@ pub struct NeighborsFit {
     pub features: Vec<String>,
     /// Whether each feature is taken in logarithms.
     pub log: Vec<bool>,
-    /// Smallest training value of each feature (a predicted workload's value is raised to it
-    /// before a logarithm).
+    /// Smallest training value of each feature, or, for a logarithm of a feature with zeros
+    /// among the training workloads, half its smallest positive value (the zero replacement
+    /// of [`transform`]); a predicted workload's value is raised to it before a logarithm.
     pub mins: Vec<f64>,
     /// Training standard deviation of each (transformed) feature.
     pub stds: Vec<f64>,
@@ -114,24 +145,63 @@ pub struct NeighborsFit {
 
 const EPS: f64 = 1e-3;
 
-/// Transformed candidate matrix: logarithms of features positive on every row; columns with
-/// a value that is not finite are dropped (`None`).
-pub(super) fn transform(x: &Array2<f64>) -> (Array2<f64>, Vec<Option<bool>>) {
+/// Transformed candidate matrix: logarithms of features positive on every row, and of the
+/// features `zeros` names ([`ZeroReplacement`]: static-feature shares by default) that are
+/// non-negative on every row with a zero and a positive value, each zero replaced by half
+/// the smallest positive value first (the floor); columns with a value that is not
+/// finite are dropped (`None`). The second element is `Some(log)` per column, the third the
+/// floor a logarithm column raises its values to (its smallest value, or that half), NaN for
+/// the others.
+///
+/// Zero replacement is the usual first step of log-ratio analysis of compositions with
+/// zeros (Aitchison, *The Statistical Analysis of Compositional Data*, 1986, §11.5;
+/// Martín-Fernández, Barceló-Vidal & Pawlowsky-Glahn, "Dealing with zeros and missing values
+/// in compositional data sets using nonparametric imputation", Math. Geol. 35(3), 2003, who
+/// put it at a fraction of the detection limit). Static-feature shares and counter rates are
+/// such data: a kernel with no `cvta` among its PTX instructions converts no generic address
+/// to a global one, and in linear shares it sits as close to a DRAM-streaming kernel with a
+/// share of 0.1 % as that one sits to itself; in logarithms they are ln 2 apart, on the scale
+/// of the shares' spread in logarithms.
+pub(super) fn transform(
+    x: &Array2<f64>,
+    names: &[String],
+    zeros: ZeroReplacement,
+) -> (Array2<f64>, Vec<Option<bool>>, Vec<f64>) {
     let mut u = x.clone();
     let mut log = Vec::with_capacity(x.ncols());
+    let mut floors = Vec::with_capacity(x.ncols());
     for j in 0..x.ncols() {
         let col = x.column(j);
         if col.iter().any(|v| !v.is_finite()) {
             log.push(None);
+            floors.push(f64::NAN);
             continue;
         }
-        let l = col.iter().all(|v| *v > 0.0);
-        if l {
-            u.column_mut(j).mapv_inplace(f64::ln);
+        let min_pos = col
+            .iter()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let floor = if col.iter().all(|v| *v > 0.0) {
+            Some(min_pos)
+        } else if min_pos.is_finite() && col.iter().all(|v| *v >= 0.0) && zeros.applies(&names[j]) {
+            Some(min_pos / 2.0)
+        } else {
+            None
+        };
+        match floor {
+            Some(fl) => {
+                u.column_mut(j).mapv_inplace(|v| v.max(fl).ln());
+                log.push(Some(true));
+                floors.push(fl);
+            }
+            None => {
+                log.push(Some(false));
+                floors.push(f64::NAN);
+            }
         }
-        log.push(Some(l));
     }
-    (u, log)
+    (u, log, floors)
 }
 
 fn std_of(u: &Array2<f64>, rows: &[usize], f: usize) -> f64 {
@@ -391,7 +461,7 @@ pub(super) fn fit(
 ) -> Fitted {
     let n = d.tb.len();
     let rows: Vec<usize> = (0..n).collect();
-    let (u, log) = transform(x);
+    let (u, log, floors) = transform(x, names, p.zero_replacement);
     let src = sources(d);
     // Screen: |Spearman ρ| of each usable candidate with the mean response.
     let resp = super::mean_response(d, s);
@@ -486,7 +556,13 @@ pub(super) fn fit(
         log: feats.iter().map(|&j| log[j] == Some(true)).collect(),
         mins: feats
             .iter()
-            .map(|&j| x.column(j).iter().copied().fold(f64::INFINITY, f64::min))
+            .map(|&j| {
+                if log[j] == Some(true) {
+                    floors[j]
+                } else {
+                    x.column(j).iter().copied().fold(f64::INFINITY, f64::min)
+                }
+            })
             .collect(),
         stds: feats.iter().map(|&j| std_of(&u, &rows, j)).collect(),
         k: cfg.0,
@@ -579,6 +655,34 @@ impl NeighborsFit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Zero replacement: a static share with zeros is logged after its zeros are raised to
+    /// half its smallest positive value, so a zero and a 0.1 % share end up ln 2 apart where
+    /// linearly they are 0.2 % of the column's range apart; a counter rate with zeros stays
+    /// linear unless every feature is asked for; a negative or non-finite column is never
+    /// logged.
+    #[test]
+    fn zero_replacement_logs_static_shares_with_zeros() {
+        let x = ndarray::array![
+            [0.0, 0.0, -1.0, 2.0],
+            [0.001, 0.001, 0.0, 3.0],
+            [0.5, 0.5, 1.0, f64::NAN],
+        ];
+        let names: Vec<String> = ["static_share:cvta", "dram_rate", "signed", "broken"]
+            .map(String::from)
+            .to_vec();
+        let (u, log, floors) = transform(&x, &names, ZeroReplacement::Static);
+        assert_eq!(log, vec![Some(true), Some(false), Some(false), None]);
+        assert_eq!(floors[0], 0.0005);
+        assert_eq!(u[[0, 0]], 0.0005f64.ln());
+        assert!(((u[[1, 0]] - u[[0, 0]]) - 2f64.ln()).abs() < 1e-12);
+        assert_eq!(u[[0, 1]], 0.0);
+        let (_, log, floors) = transform(&x, &names, ZeroReplacement::All);
+        assert_eq!(log, vec![Some(true), Some(true), Some(false), None]);
+        assert_eq!(floors[1], 0.0005);
+        let (_, log, _) = transform(&x, &names, ZeroReplacement::None);
+        assert_eq!(log, vec![Some(false), Some(false), Some(false), None]);
+    }
 
     /// The one walk per weighting gives every configuration's ratio bit for bit as the walk
     /// per configuration, with unmeasured neighbours, a zero baseline and K beyond the

@@ -334,6 +334,118 @@ fn neighbors_recover_each_familys_response() {
     assert!(g.summary.targets["time_s"].mape_pct > 1.0);
 }
 
+/// Three families told apart by the share of one instruction, `global`, that is zero in one
+/// of them: kernels with no global-memory instruction (share 0, compute-bound, `t ∝ 1/f`),
+/// streaming kernels with a tiny share (0.1–0.15 %, time flat in the core clock), and
+/// kernels with a large share (30–55 %, `t ∝ (1500/f)^0.5`). In linear shares the first two
+/// families lie within 0.01 standard deviations of each other, closer than the spread inside
+/// the second; after the zero replacement of [`neighbors::transform`] they are ln 2 apart or
+/// more, and each family's nearest neighbours are its own members. `as_counter` gives the
+/// share as a counter rate instead of a static feature.
+fn zero_share_families(as_counter: bool) -> (SetMeta, Vec<Point>) {
+    let mut meta = SetMeta::default();
+    meta.counters.insert("junk".into(), CounterKind::Rate);
+    if as_counter {
+        meta.counters.insert("global".into(), CounterKind::Rate);
+    }
+    let mut pts = Vec::new();
+    for i in 0..18 {
+        let (fam, j) = (i % 3, (i / 3) as f64);
+        let share = [0.0, 0.001 * (1.0 + 0.1 * j), 0.3 + 0.05 * j][fam];
+        let junk = ((i * 7) % 5) as f64;
+        let (tb, pb) = (1.0 + 0.3 * i as f64, 60.0 + 5.0 * (i % 4) as f64);
+        for &f in &CLOCKS {
+            let u = f / 1500.0;
+            let rt = [1.0 / u, 1.0, u.powf(-0.5)][fam];
+            let mut p = Point {
+                workload: format!("w{i}"),
+                knobs: [("core_freq_mhz".to_string(), f)].into_iter().collect(),
+                time_s: Some(tb * rt),
+                power_w: Some(pb * u * u),
+                energy_j: Some(tb * rt * pb * u * u),
+                counters: [("junk".to_string(), junk)].into_iter().collect(),
+                ..Point::default()
+            };
+            if as_counter {
+                p.counters.insert("global".into(), share);
+            } else {
+                p.static_features = [
+                    ("global".to_string(), share * 1000.0),
+                    ("alu".to_string(), (1.0 - share) * 1000.0),
+                ]
+                .into_iter()
+                .collect();
+            }
+            pts.push(p);
+        }
+    }
+    (meta, pts)
+}
+
+/// The time target's local transfer fitted with `zeros`, the index of `feature` in it, and
+/// the clock of the transfer's first setting.
+fn time_neighbors(
+    meta: &SetMeta,
+    pts: &[Point],
+    zeros: neighbors::ZeroReplacement,
+    feature: &str,
+) -> (NeighborsFit, Option<usize>, f64) {
+    let mut p = ScalingParams::default();
+    p.transfer = Some(Transfer::Neighbors);
+    p.neighbors.zero_replacement = zeros;
+    let m = fit(meta, pts, &p).unwrap();
+    let t = m.targets.iter().find(|t| t.target == "time_s").unwrap();
+    let nb = t.neighbors.clone().unwrap();
+    let g = nb.features.iter().position(|f| f == feature);
+    (nb, g, t.settings[0].knobs["core_freq_mhz"])
+}
+
+#[test]
+fn neighbors_tell_a_zero_share_from_a_tiny_one() {
+    use neighbors::ZeroReplacement;
+    let (meta, pts) = zero_share_families(false);
+    let e = wh(ModelKind::Neighbors, &meta, &pts);
+    assert!(e.failures.is_empty(), "{:?}", e.failures);
+    assert_eq!(e.summary.points, 18 * 5);
+    assert!(
+        e.summary.targets["time_s"].max_pct < 1e-9,
+        "{:?}",
+        e.summary.targets
+    );
+    let (nb, _, f) = time_neighbors(&meta, &pts, ZeroReplacement::Static, "static_share:global");
+    // Both shares are in logarithms; `global`'s zeros replaced by half its smallest positive
+    // share (0.1 %).
+    assert!(!nb.features.is_empty());
+    for (j, name) in nb.features.iter().enumerate() {
+        assert!(nb.log[j], "{name}");
+        if name == "static_share:global" {
+            assert_eq!(nb.mins[j], 0.0005);
+        }
+    }
+    // A new kernel with no global instruction takes the compute-bound response.
+    let r = nb
+        .ratio(0, |f| match f {
+            "static_share:global" => Some(0.0),
+            "static_share:alu" => Some(1.0),
+            "junk" => Some(2.0),
+            _ => None,
+        })
+        .unwrap()
+        .unwrap();
+    assert!((r - 1500.0 / f).abs() < 1e-9, "{r} at {f} MHz");
+
+    // The same share as a measured counter rate stays linear by default, and is replaced
+    // and logged with `"zero_replacement":"all"`.
+    let (meta, pts) = zero_share_families(true);
+    if let (nb, Some(g), _) = time_neighbors(&meta, &pts, ZeroReplacement::Static, "global") {
+        assert!(!nb.log[g]);
+    }
+    let (nb, g, _) = time_neighbors(&meta, &pts, ZeroReplacement::All, "global");
+    let g = g.expect("the rate is selected");
+    assert!(nb.log[g]);
+    assert_eq!(nb.mins[g], 0.0005);
+}
+
 #[test]
 fn neighbors_reach_a_workloads_own_clocks_by_interpolation() {
     // A compute-bound workload measured only between the others' clocks (a sweep with its
