@@ -10,7 +10,9 @@
 //! the Euclidean one in standardised baseline features: the counter rates and static-feature
 //! shares `scaling` screens, plus the workload's baseline targets (`baseline:power_w`,
 //! `baseline:time_s`), a feature taken in logarithms when it is positive on every training
-//! workload. Weights `ω_j` are 1 (uniform) or `1/(d_j + 10⁻³)` (inverse distance).
+//! workload, and a static-feature share with zeros too, after zero replacement
+//! ([`transform`], [`ZeroReplacement`]; since stop 35). Weights `ω_j` are 1 (uniform) or
+//! `1/(d_j + 10⁻³)` (inverse distance).
 //!
 //! This is K-nearest-neighbour regression (Cover & Hart, IEEE Trans. Inf. Theory 13(1), 1967;
 //! Stone, Ann. Statist. 5(4), 1977, for its consistency and the distance weights), applied as
@@ -170,8 +172,8 @@ pub(super) fn transform(
     let mut u = x.clone();
     let mut log = Vec::with_capacity(x.ncols());
     let mut floors = Vec::with_capacity(x.ncols());
-    for j in 0..x.ncols() {
-        let col = x.column(j);
+    debug_assert_eq!(names.len(), x.ncols());
+    for (j, (col, name)) in x.columns().into_iter().zip(names).enumerate() {
         if col.iter().any(|v| !v.is_finite()) {
             log.push(None);
             floors.push(f64::NAN);
@@ -184,7 +186,7 @@ pub(super) fn transform(
             .fold(f64::INFINITY, f64::min);
         let floor = if col.iter().all(|v| *v > 0.0) {
             Some(min_pos)
-        } else if min_pos.is_finite() && col.iter().all(|v| *v >= 0.0) && zeros.applies(&names[j]) {
+        } else if min_pos.is_finite() && col.iter().all(|v| *v >= 0.0) && zeros.applies(name) {
             Some(min_pos / 2.0)
         } else {
             None
