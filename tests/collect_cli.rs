@@ -551,11 +551,19 @@ fn a_reused_run_directory_drops_the_earlier_runs_outputs() {
 fn leader_sampling_gives_grid_rows_that_add_up_to_the_totals() {
     let dir = tempfile::tempdir().unwrap();
     let bin = assert_cmd::cargo::cargo_bin("powerperf");
+    // An empty sysfs root: no RAPL. Leader samples are then the timeline's only source and
+    // its rows lie on the grid. Where a machine exposes the perf power PMU (some virtual
+    // machines do, with an `energy-psys` that never advances), the sampler thread reads it
+    // every interval and the rows follow the thread's wake-ups instead, by design.
+    let root = dir.path().join("empty-sysfs");
+    std::fs::create_dir(&root).unwrap();
     let mut runs = vec![];
     for sampler in ["kernel", "thread"] {
         let run = dir.path().join(sampler);
         pp().args(["collect", "-q", "--nvml", "off", "--interval", "10ms"])
             .args(["-e", "task-clock,page-faults,context-switches"])
+            .arg("--sysfs-root")
+            .arg(&root)
             .args(["--sampler", sampler, "-o"])
             .arg(&run)
             .arg("--")
