@@ -152,8 +152,8 @@ const EPS: f64 = 1e-3;
 /// non-negative on every row with a zero and a positive value, each zero replaced by half
 /// the smallest positive value first (the floor); columns with a value that is not
 /// finite are dropped (`None`). The second element is `Some(log)` per column, the third the
-/// floor a logarithm column raises its values to (its smallest value, or that half), NaN for
-/// the others.
+/// floor a logarithm column raises its values to (its smallest value, or that half), the
+/// smallest value for a linear column, NaN for a dropped one.
 ///
 /// Zero replacement is the usual first step of log-ratio analysis of compositions with
 /// zeros (Aitchison, *The Statistical Analysis of Compositional Data*, 1986, §11.5;
@@ -179,14 +179,15 @@ pub(super) fn transform(
             floors.push(f64::NAN);
             continue;
         }
+        let min = col.iter().copied().fold(f64::INFINITY, f64::min);
         let min_pos = col
             .iter()
             .copied()
             .filter(|v| *v > 0.0)
             .fold(f64::INFINITY, f64::min);
-        let floor = if col.iter().all(|v| *v > 0.0) {
-            Some(min_pos)
-        } else if min_pos.is_finite() && col.iter().all(|v| *v >= 0.0) && zeros.applies(name) {
+        let floor = if min > 0.0 {
+            Some(min)
+        } else if min == 0.0 && min_pos.is_finite() && zeros.applies(name) {
             Some(min_pos / 2.0)
         } else {
             None
@@ -199,7 +200,7 @@ pub(super) fn transform(
             }
             None => {
                 log.push(Some(false));
-                floors.push(f64::NAN);
+                floors.push(min);
             }
         }
     }
@@ -556,16 +557,7 @@ pub(super) fn fit(
         static_part: s,
         features: feats.iter().map(|&j| names[j].clone()).collect(),
         log: feats.iter().map(|&j| log[j] == Some(true)).collect(),
-        mins: feats
-            .iter()
-            .map(|&j| {
-                if log[j] == Some(true) {
-                    floors[j]
-                } else {
-                    x.column(j).iter().copied().fold(f64::INFINITY, f64::min)
-                }
-            })
-            .collect(),
+        mins: feats.iter().map(|&j| floors[j]).collect(),
         stds: feats.iter().map(|&j| std_of(&u, &rows, j)).collect(),
         k: cfg.0,
         weighting: cfg.1,
@@ -676,6 +668,8 @@ mod tests {
         let (u, log, floors) = transform(&x, &names, ZeroReplacement::Static);
         assert_eq!(log, vec![Some(true), Some(false), Some(false), None]);
         assert_eq!(floors[0], 0.0005);
+        assert_eq!(floors[1], 0.0);
+        assert_eq!(floors[2], -1.0);
         assert_eq!(u[[0, 0]], 0.0005f64.ln());
         assert!(((u[[1, 0]] - u[[0, 0]]) - 2f64.ln()).abs() < 1e-12);
         assert_eq!(u[[0, 1]], 0.0);
