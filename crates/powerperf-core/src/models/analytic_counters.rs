@@ -121,6 +121,7 @@ use super::memclock::MEM_KNOB;
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{CounterKind, Point, SetMeta};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// How a counter becomes memory time (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -772,9 +773,11 @@ fn fit_base_cpi_with(
     mem_knob: Option<&str>,
     idle: ThreadIdle,
 ) -> Option<(f64, Option<f64>, f64, bool)> {
-    // Per training point away from its reference: φ's terms (u, v), μ's term w (NaN
-    // without one), t0/t, f0/f, m0/m.
-    let mut pairs: Vec<[f64; 6]> = Vec::new();
+    // Per training point away from its reference: t0/t, f0/f, m0/m; its group's φ terms
+    // (u, v) and μ's term w (NaN without one) once per group in `blocks`, with the group's
+    // range of `pairs` (the points in the same order).
+    let mut pairs: Vec<[f64; 3]> = Vec::new();
+    let mut blocks: Vec<([f64; 3], std::ops::Range<usize>)> = Vec::new();
     let (mut top, mut top_gamma): (f64, f64) = (0.0, 0.0);
     let mut threaded = false;
     for ((w, _, pts), g) in groups.iter().zip(fitted) {
@@ -809,9 +812,12 @@ fn fit_base_cpi_with(
                 && rm.is_finite()
                 && rm > 0.0
             {
-                pairs.push([u, v, w_mem, t0 / t, g.f0_mhz / f, rm]);
+                pairs.push([t0 / t, g.f0_mhz / f, rm]);
                 other_mem |= rm != 1.0;
             }
+        }
+        if pairs.len() > before {
+            blocks.push(([u, v, w_mem], before..pairs.len()));
         }
         // The brackets end where every group that scores β (γ) is clamped: a group known at
         // its reference point alone (a held-out workload) would only add a flat stretch
@@ -833,19 +839,39 @@ fn fit_base_cpi_with(
     if pairs.is_empty() || !(top > 0.0 && top.is_finite()) {
         return None;
     }
+    // The sum of squared relative errors over `pairs` in their order ([`shares_ratio`]'s
+    // terms, a point without a positive finite ratio left out), the group terms φ and μ
+    // (and two clocks' `1 − max(φ, μ)`) computed once per group: the same values, summed
+    // from `Sum`'s start `−0.0`, as summing each point's `shares_ratio` error.
     let err = |b: f64, c: Option<f64>| {
-        pairs
-            .iter()
-            .filter_map(|&[u, v, w, q, rc, rm]| {
-                let mu = match c {
-                    Some(c) if w.is_finite() => Some((c * w).min(1.0)),
-                    Some(_) => return None,
-                    None => None,
-                };
-                let e = q * shares_ratio(u * (b * v).min(1.0), mu, rc, rm)? - 1.0;
-                Some(e * e)
-            })
-            .sum::<f64>()
+        let mut sum = -0.0f64;
+        for ([u, v, w], range) in &blocks {
+            let phi = u * (b * v).min(1.0);
+            let mut add = |r: f64, q: f64| {
+                if r.is_finite() && r > 0.0 {
+                    let e = q * r - 1.0;
+                    sum += e * e;
+                }
+            };
+            match c {
+                Some(c) if w.is_finite() => {
+                    let mu = (c * w).min(1.0);
+                    let head = 1.0 - phi.max(mu);
+                    for &[q, rc, rm] in &pairs[range.clone()] {
+                        add(head + (phi * rc).max(mu * rm), q);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    for &[q, rc, rm] in &pairs[range.clone()] {
+                        if rm == 1.0 {
+                            add(1.0 - phi + phi * rc, q);
+                        }
+                    }
+                }
+            }
+        }
+        sum
     };
     if mem_knob.is_none() || !(top_gamma > 0.0 && top_gamma.is_finite()) {
         let b = analytic::golden_section_min(0.0, top, top * 1e-9, 200, |b| err(b, None));
@@ -921,6 +947,30 @@ pub fn fit(
     meta: &SetMeta,
     points: &[Point],
     params: &AnalyticCountersParams,
+) -> Result<AnalyticCountersModel, ModelError> {
+    fit_with(meta, points, params, true)
+}
+
+/// [`fit`] for a model that is only predicted from, never written or explained (`auto`'s
+/// inner cross-validation): the same predictions, its power model without the time curves
+/// and effective clocks that no prediction of this model reads
+/// ([`analytic::fit_power_only`]).
+///
+/// # Errors
+/// As [`fit`].
+pub(crate) fn fit_for_prediction(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticCountersParams,
+) -> Result<AnalyticCountersModel, ModelError> {
+    fit_with(meta, points, params, false)
+}
+
+fn fit_with(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticCountersParams,
+    whole_power_model: bool,
 ) -> Result<AnalyticCountersModel, ModelError> {
     let freq =
         analytic::freq_knob_of(meta, points, None).ok_or_else(|| ModelError::MissingKnob {
@@ -1139,14 +1189,15 @@ pub fn fit(
         )
     };
     // Power: the analytic model where a group has two clocks.
-    let power = analytic::fit(
-        meta,
-        points,
-        &AnalyticParams {
-            freq_knob: Some(freq.clone()),
-            ..AnalyticParams::default()
-        },
-    )
+    let power_params = AnalyticParams {
+        freq_knob: Some(freq.clone()),
+        ..AnalyticParams::default()
+    };
+    let power = if whole_power_model {
+        analytic::fit(meta, points, &power_params)
+    } else {
+        analytic::fit_power_only(meta, points, &power_params)
+    }
     .ok();
     let power_transfer =
         if params.power_transfer == PowerTransfer::Roofline && params.combine == Combine::Max {
@@ -1305,18 +1356,28 @@ impl AnalyticCountersModel {
         if let (Some(k), Some(m0)) = (&self.mem_knob, g.mem0_mhz) {
             reference.insert(k.clone(), m0);
         }
-        // One power group per (workload, other knobs): each workload at most once.
-        let workloads: Vec<&str> = pm
+        // One power group per (workload, other knobs): each workload at most once. Each
+        // workload's groups at `knobs` and at the reference are what `pm.predict` would find
+        // for them (the first group with the workload and the other knobs), looked up in one
+        // pass over the groups instead of one search per workload and call.
+        let first_at = |point: &Knobs| -> Option<(f64, BTreeMap<&str, &analytic::AnalyticGroup>)> {
+            let clock = *point.get(&pm.freq_knob)?;
+            let other = analytic::other_knobs(point, &pm.freq_knob);
+            let mut by_workload = BTreeMap::new();
+            for a in pm.groups.iter().filter(|a| a.other_knobs == other) {
+                by_workload.entry(a.workload.as_str()).or_insert(a);
+            }
+            Some((clock, by_workload))
+        };
+        let ((f_at, at), (f_ref, at_ref)) = (first_at(knobs)?, first_at(&reference)?);
+        let mut ratios: Vec<f64> = pm
             .groups
             .iter()
             .filter(|a| a.power.is_some() && a.other_knobs == at_setting)
-            .map(|a| a.workload.as_str())
-            .collect();
-        let mut ratios: Vec<f64> = workloads
-            .into_iter()
-            .filter_map(|w| {
-                let pf = pm.predict(w, knobs).ok()?.power_w?;
-                let pr = pm.predict(w, &reference).ok()?.power_w?;
+            .filter_map(|a| {
+                let w = a.workload.as_str();
+                let pf = pm.predict_group(at.get(w)?, f_at).power_w?;
+                let pr = pm.predict_group(at_ref.get(w)?, f_ref).power_w?;
                 (pr > 0.0).then(|| pf / pr)
             })
             .collect();

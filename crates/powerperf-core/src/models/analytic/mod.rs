@@ -296,7 +296,7 @@ pub fn freq_knob_of(meta: &SetMeta, points: &[Point], wanted: Option<&str>) -> O
         .map(|k| k.to_string())
 }
 
-fn other_knobs(knobs: &Knobs, freq: &str) -> Knobs {
+pub(crate) fn other_knobs(knobs: &Knobs, freq: &str) -> Knobs {
     knobs
         .iter()
         .filter(|(k, _)| *k != freq)
@@ -726,14 +726,27 @@ fn fit_power_model(
     let shared_static =
         params.shared_static_power && dof == 0 && n_groups >= 2 && n_power > n_groups + 2;
     let table = params.voltage_table.as_deref().filter(|t| !t.is_empty());
+    // The groups share a few clocks: each distinct clock's dynamic term is computed once per
+    // exponent tried (the same function of the same clock, so the same value) instead of
+    // once per group and point.
+    let mut clocks: Vec<f64> = power_pts.iter().flatten().map(|(f, _)| *f).collect();
+    clocks.sort_by(f64::total_cmp);
+    clocks.dedup_by(|a, b| a.to_bits() == b.to_bits());
     let total_sse = |k: f64| -> f64 {
+        let terms: Vec<f64> = clocks
+            .iter()
+            .map(|&f| dynamic_term(f, f_ref, k, table))
+            .collect();
+        let term = |f: f64| match clocks.binary_search_by(|c| c.total_cmp(&f)) {
+            Ok(i) => terms[i],
+            Err(_) => dynamic_term(f, f_ref, k, table),
+        };
         if shared_static {
-            fit_power_shared(&power_pts, &|f| dynamic_term(f, f_ref, k, table))
-                .map_or(f64::INFINITY, |r| r.2)
+            fit_power_shared(&power_pts, &term).map_or(f64::INFINITY, |r| r.2)
         } else {
             power_pts
                 .iter()
-                .filter_map(|p| fit_power(p, &|f| dynamic_term(f, f_ref, k, table)).map(|(_, s)| s))
+                .filter_map(|p| fit_power(p, &term).map(|(_, s)| s))
                 .sum()
         }
     };
@@ -853,6 +866,7 @@ fn fit_group(
     pf: &PowerFit,
     f_ref: f64,
     eff: &dyn Fn(f64) -> f64,
+    with_time: bool,
 ) -> AnalyticGroup {
     let (ppts, power_exponent, table, knee) = (
         &pf.power_pts[gi],
@@ -862,7 +876,9 @@ fn fit_group(
     );
     let time_ok = |g: &Group| meta.is_reliable("time_s", &g.workload);
     let mut notes = Vec::new();
-    let time = if !time_ok(g) {
+    let time = if !with_time {
+        None
+    } else if !time_ok(g) {
         notes.push("time_s unreliable for this workload (set.toml)".to_string());
         None
     } else {
@@ -946,6 +962,33 @@ pub fn fit(
     points: &[Point],
     params: &AnalyticParams,
 ) -> Result<AnalyticModel, ModelError> {
+    fit_with(meta, points, params, true)
+}
+
+/// [`fit`] for power predictions alone: the same power curves, exponent and static power,
+/// without the time curves and the effective clocks (which only time uses). For a model
+/// that is predicted from and dropped, never written (`analytic_counters`' power inside
+/// `auto`'s inner cross-validation).
+///
+/// Where no group has a power curve it is [`fit`] itself (whose success turns on the time
+/// curves then).
+///
+/// # Errors
+/// As [`fit`].
+pub(crate) fn fit_power_only(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticParams,
+) -> Result<AnalyticModel, ModelError> {
+    fit_with(meta, points, params, false)
+}
+
+fn fit_with(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &AnalyticParams,
+    with_time: bool,
+) -> Result<AnalyticModel, ModelError> {
     let freq = freq_knob_of(meta, points, params.freq_knob.as_deref()).ok_or_else(|| {
         ModelError::MissingKnob {
             knob: FREQ_KNOBS.join(" or "),
@@ -968,7 +1011,11 @@ pub fn fit(
     }
 
     // Effective clocks from compute-bound groups.
-    let (effective_clocks, calibration_note) = calibrate_clocks(meta, &groups, params, f_ref);
+    let (effective_clocks, calibration_note) = if with_time {
+        calibrate_clocks(meta, &groups, params, f_ref)
+    } else {
+        (Vec::new(), "not fitted (power only)".to_string())
+    };
     let eff = |f: f64| -> f64 {
         effective_clocks
             .iter()
@@ -982,8 +1029,12 @@ pub fn fit(
     let out: Vec<AnalyticGroup> = groups
         .iter()
         .enumerate()
-        .map(|(gi, g)| fit_group(meta, params, g, gi, &pf, f_ref, &eff))
+        .map(|(gi, g)| fit_group(meta, params, g, gi, &pf, f_ref, &eff, with_time))
         .collect();
+    if !with_time && out.iter().all(|g| g.power.is_none()) {
+        // Whether the whole fit fails turns on the time curves too: fit them.
+        return fit_with(meta, points, params, true);
+    }
     if out.iter().all(|g| g.time.is_none() && g.power.is_none()) {
         return Err(ModelError::NotEnoughData {
             model: "analytic".into(),
@@ -1028,6 +1079,13 @@ impl AnalyticModel {
         let g = find_group(&self.groups, workload, &other, knobs, |g| {
             (g.workload.as_str(), &g.other_knobs)
         })?;
+        Ok(self.predict_group(g, f))
+    }
+
+    /// [`Self::predict`] for group `g` (one of [`Self::groups`]) at clock `f` (MHz): what
+    /// `predict` gives for `g`'s workload at `g`'s other knobs and `f`, without looking the
+    /// group up.
+    pub(crate) fn predict_group(&self, g: &AnalyticGroup, f: f64) -> Prediction {
         let fe = self
             .effective_clocks
             .iter()
@@ -1055,11 +1113,11 @@ impl AnalyticModel {
             (Some(t), Some(w)) => Some(t * w),
             _ => None,
         };
-        Ok(Prediction {
+        Prediction {
             time_s,
             power_w,
             energy_j,
-        })
+        }
     }
 }
 

@@ -675,7 +675,12 @@ fn nested_predictions(
         }
         let screened = screen_candidates(&sub, s0, params);
         let (feats, _) = select_features(&sub, &rows, &screened, cands, s0, params);
-        let s = search_static(&sub, &rows, &feats, params, with_static);
+        // Without features the search is the one above (the same rows, the same fits).
+        let s = if feats.is_empty() {
+            s0
+        } else {
+            search_static(&sub, &rows, &feats, params, with_static)
+        };
         if let Some(fit) = fit_subset(&sub, &rows, &feats, s, params) {
             weights::predict_rows_into(&mut g, d, &fit, s, &test);
         }
@@ -739,7 +744,13 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
         let screened = screen_candidates(&d, s0, params);
         select_features(&d, &rows, &screened, cands, s0, params)
     };
-    let s = search_static(&d, &rows, &feats, params, with_static);
+    // Without features (the local transfer, the common response, or none selected) the
+    // search is the one above: the same rows and the same fits.
+    let s = if feats.is_empty() {
+        s0
+    } else {
+        search_static(&d, &rows, &feats, params, with_static)
+    };
     let fit = fit_subset(&d, &rows, &feats, s, params).ok_or_else(|| ModelError::Fit {
         model: MODEL.into(),
         what: format!("{t}: the weighted least-squares fit failed"),

@@ -305,45 +305,102 @@ fn walks(cfgs: &[(usize, Weighting)]) -> Walks {
         .collect()
 }
 
+/// What [`mean_ratios`] reads of each training row at each setting for one static part `s`,
+/// computed once per fit instead of once per walk: `t − s` (NaN where the neighbour does not
+/// count: no finite value, or a zero or non-finite baseline `tb − s`), `tb − s`, and the
+/// uniform weighting's term `(t − s)/(tb − s)` (`1·(t − s)/(tb − s)` is that exactly).
+struct Terms {
+    settings: usize,
+    excess: Vec<f64>,
+    base: Vec<f64>,
+    uniform: Vec<f64>,
+}
+
+impl Terms {
+    fn new(d: &Data, src: &Array2<f64>, s: f64) -> Self {
+        let settings = src.ncols();
+        let base: Vec<f64> = d.tb.iter().map(|tb| tb - s).collect();
+        let mut excess = Vec::with_capacity(src.len());
+        let mut uniform = Vec::with_capacity(src.len());
+        for (j, row) in src.rows().into_iter().enumerate() {
+            let b = base[j];
+            for &t in row {
+                if !t.is_finite() || b == 0.0 || !b.is_finite() {
+                    excess.push(f64::NAN);
+                    uniform.push(f64::NAN);
+                } else {
+                    excess.push(t - s);
+                    uniform.push((t - s) / b);
+                }
+            }
+        }
+        Self {
+            settings,
+            excess,
+            base,
+            uniform,
+        }
+    }
+}
+
 /// [`mean_ratio`] of every configuration at once (`walks` of the configurations, `out` one
-/// entry per configuration): one walk along `order` per weighting, each configuration's
-/// ratio taken when its `K` neighbours have counted (at the end for `K` = 0 or beyond the
-/// measured neighbours), the same sums in the same order.
+/// entry per configuration; `terms` of the same `s`; `inverse[e]` the inverse-distance
+/// weight of `order[e]`): one walk along `order` for every weighting together (each
+/// weighting's sums apart, a weighting left once its configurations are all taken), each
+/// configuration's ratio taken when its `K` neighbours have counted (at the end for `K` = 0
+/// or beyond the measured neighbours), the same sums in the same order.
 fn mean_ratios(
-    d: &Data,
-    src: &Array2<f64>,
-    s: f64,
+    terms: &Terms,
     order: &[(usize, f64)],
+    inverse: &[f64],
     k: usize,
     walks: &Walks,
     out: &mut [Option<f64>],
 ) {
-    for (w, mine) in walks {
-        let (mut num, mut den, mut taken, mut next) = (0.0, 0.0, 0, 0);
-        for &(j, dist) in order {
-            if next == mine.len() {
-                break;
-            }
-            let t = src[[j, k]];
-            let base = d.tb[j] - s;
-            if !t.is_finite() || base == 0.0 || !base.is_finite() {
+    // Per weighting: (numerator, denominator, index of its next configuration).
+    let mut sums: Vec<(f64, f64, usize)> = vec![(0.0, 0.0, 0); walks.len()];
+    let mut open = walks.iter().filter(|(_, mine)| !mine.is_empty()).count();
+    let mut taken = 0;
+    for (&(j, _), &inv) in order.iter().zip(inverse) {
+        if open == 0 {
+            break;
+        }
+        let at = j * terms.settings + k;
+        let excess = terms.excess[at];
+        if excess.is_nan() {
+            continue;
+        }
+        taken += 1;
+        for ((w, mine), (num, den, next)) in walks.iter().zip(sums.iter_mut()) {
+            if *next == mine.len() {
                 continue;
             }
-            let om = w.weight(dist);
-            num += om * (t - s) / base;
-            den += om;
-            taken += 1;
-            if mine[next].0 == taken {
-                let r = (den > 0.0).then(|| num / den);
-                while next < mine.len() && mine[next].0 == taken {
-                    out[mine[next].1] = r;
-                    next += 1;
+            match w {
+                Weighting::Uniform => {
+                    *num += terms.uniform[at];
+                    *den += 1.0;
+                }
+                Weighting::InverseDistance => {
+                    *num += inv * excess / terms.base[j];
+                    *den += inv;
+                }
+            }
+            if mine[*next].0 == taken {
+                let r = (*den > 0.0).then(|| *num / *den);
+                while *next < mine.len() && mine[*next].0 == taken {
+                    out[mine[*next].1] = r;
+                    *next += 1;
+                }
+                if *next == mine.len() {
+                    open -= 1;
                 }
             }
         }
-        // K = 0 and K beyond the measured neighbours: every neighbour counted.
-        let r = (den > 0.0).then(|| num / den);
-        for &(_, c) in &mine[next..] {
+    }
+    // K = 0 and K beyond the measured neighbours: every neighbour counted.
+    for ((_, mine), (num, den, next)) in walks.iter().zip(&sums) {
+        let r = (*den > 0.0).then(|| num / den);
+        for &(_, c) in &mine[*next..] {
             out[c] = r;
         }
     }
@@ -371,7 +428,7 @@ fn configs(p: &NeighborsParams, feats: &[usize], n: usize) -> Vec<(usize, Weight
 /// with `keep`, the predictions of configuration `keep` per (row, setting).
 fn cv(
     d: &Data,
-    src: &Array2<f64>,
+    terms: &Terms,
     u: &Array2<f64>,
     rows: &[usize],
     feats: &[usize],
@@ -385,6 +442,7 @@ fn cv(
     let mut ratios = vec![None; cfgs.len()];
     let walks = walks(cfgs);
     let mut order: Vec<(usize, f64)> = Vec::with_capacity(rows.len());
+    let mut inverse: Vec<f64> = Vec::with_capacity(rows.len());
     for f in 0..folds {
         let train: Vec<usize> = rows
             .iter()
@@ -403,13 +461,20 @@ fn cv(
                     .sum();
                 (j, d2.sqrt())
             }));
-            order.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            // Distinct rows: a total order, so the unstable sort gives the same order.
+            order.sort_unstable_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            inverse.clear();
+            inverse.extend(
+                order
+                    .iter()
+                    .map(|&(_, dist)| Weighting::InverseDistance.weight(dist)),
+            );
             for k in 0..d.settings.len() {
                 let t = d.t[[i, k]];
                 if !t.is_finite() || t == 0.0 {
                     continue;
                 }
-                mean_ratios(d, src, s, &order, k, &walks, &mut ratios);
+                mean_ratios(terms, &order, &inverse, k, &walks, &mut ratios);
                 for (c, r) in ratios.iter().enumerate() {
                     let p = r.map(|r| s + (d.tb[i] - s) * r);
                     if let Some((kc, out)) = keep.as_mut() {
@@ -466,6 +531,7 @@ pub(super) fn fit(
     let rows: Vec<usize> = (0..n).collect();
     let (u, log, floors) = transform(x, names, p.zero_replacement);
     let src = sources(d);
+    let terms = Terms::new(d, &src, s);
     // Screen: |Spearman ρ| of each usable candidate with the mean response.
     let resp = super::mean_response(d, s);
     let mut screened: Vec<(usize, f64)> = (0..u.ncols())
@@ -481,7 +547,7 @@ pub(super) fn fit(
 
     let score = |feats: &[usize]| -> (f64, (usize, Weighting)) {
         let cfgs = configs(p, feats, n);
-        let acc = cv(d, &src, &u, &rows, feats, s, &cfgs, folds, None);
+        let acc = cv(d, &terms, &u, &rows, feats, s, &cfgs, folds, None);
         match best(&acc) {
             Some((c, e)) => (e, cfgs[c]),
             None => (f64::INFINITY, cfgs[0]),
@@ -531,7 +597,7 @@ pub(super) fn fit(
     let mut cv_pred = Array2::from_elem(d.t.dim(), f64::NAN);
     cv(
         d,
-        &src,
+        &terms,
         &u,
         &rows,
         &feats,
@@ -723,7 +789,18 @@ mod tests {
             for k in 0..settings {
                 got.clear();
                 got.resize(cfgs.len(), None);
-                mean_ratios(&d, &src, s, &order, k, &walks(&cfgs), &mut got);
+                let inverse: Vec<f64> = order
+                    .iter()
+                    .map(|&(_, dist)| Weighting::InverseDistance.weight(dist))
+                    .collect();
+                mean_ratios(
+                    &Terms::new(&d, &src, s),
+                    &order,
+                    &inverse,
+                    k,
+                    &walks(&cfgs),
+                    &mut got,
+                );
                 for (c, &(kk, w)) in cfgs.iter().enumerate() {
                     let want = mean_ratio(&d, &src, s, &order, k, kk, w);
                     assert_eq!(
