@@ -155,7 +155,7 @@ pub(crate) fn fit_then_predict(
 
 /// A fitted model's prediction of each `test` point, or the reason it has none (the fit's
 /// error for every point where the fit failed).
-fn predict_each(
+pub(crate) fn predict_each(
     fitted: &Result<super::Fitted, super::ModelError>,
     test: &[&Point],
 ) -> Vec<Result<Prediction, String>> {

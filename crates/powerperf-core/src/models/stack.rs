@@ -42,7 +42,7 @@ use super::analytic_counters::{
     base_cpi_applicable, roofline_applicable, AnalyticCountersModel, AnalyticCountersParams,
     PowerTransfer,
 };
-use super::eval::{fit_then_predict, measured};
+use super::eval::{fit_then_predict, measured, predict_each};
 use super::scaling::ScalingModel;
 use super::{FitParams, Knobs, ModelError, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta, TARGETS};
@@ -94,14 +94,10 @@ fn members(
     // The physical member is predicted from and dropped: its power model without the time
     // curves no prediction of it reads.
     let physical =
-        super::analytic_counters::fit_for_prediction(meta, train, &params.analytic_counters);
+        super::analytic_counters::fit_for_prediction(meta, train, &params.analytic_counters)
+            .map(super::Fitted::AnalyticCounters);
     (
-        test.iter()
-            .map(|p| match &physical {
-                Ok(m) => m.predict(&p.workload, &p.knobs).map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            })
-            .collect(),
+        predict_each(&physical, test),
         fit_then_predict(ModelKind::Neighbors, meta, train, test, params),
         fit_then_predict(
             ModelKind::Scaling,
