@@ -39,8 +39,11 @@ pub struct EvaluateArgs {
     pub set: PathBuf,
     #[arg(long, value_enum)]
     pub protocol: Protocol,
-    /// Model kind (`auto`: analytic for clock knobs in knob holdout, scaling in workload holdout,
-    /// threads for thread counts in knob holdout).
+    /// Model kind (`auto`: in knob holdout `joint` where the training points vary two or more
+    /// knobs and no one-knob curve reaches the held-out settings, `threads` for thread counts,
+    /// else `analytic`; in workload holdout `scaling` choosing its transfer per target, or the
+    /// `stack` on sets with DCGM activity fractions or with cycles and instructions counts on
+    /// a clock sweep).
     #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub model: ModelKind,
     /// Knob holdout: training values of a knob, `NAME=A,B,…`; every point with one of them

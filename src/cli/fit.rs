@@ -23,7 +23,9 @@ pub struct FitArgs {
     /// Where to write the model (JSON).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
-    /// Model kind; `auto` picks `threads` for thread-count sets, else `analytic`.
+    /// Model kind; `auto` picks `joint` where the points vary two or more knobs and no
+    /// one-knob curve reaches the other settings (a cross design), `threads` for
+    /// thread-count sets, else `analytic`.
     #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
     pub model: ModelKind,
     /// Print what was fitted: parameters per workload, and for `spca`/`linear` the counters
@@ -67,6 +69,43 @@ pub(crate) fn error_table(targets: &BTreeMap<String, TargetError>, skipped: &[&s
     s
 }
 
+/// Above this projected held-out cost `fit` says what it will cost before it starts: the
+/// progress bar is hidden where stderr is not a terminal (a batch job's log), and a
+/// leave-one-out over thousands of points of a slow model (the stack on the Titan X grid,
+/// 4,480 refits of about 4 s) otherwise looks like a hang.
+const HELD_OUT_NOTE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The note on the held-out error's cost: `refits` refits at about `fit` each (the fit of
+/// the whole set just made, an upper bound since each refit has fewer points), spread over
+/// the evaluation's worker threads; `None` below [`HELD_OUT_NOTE_AFTER`]. For
+/// leave-one-out it names the cheaper options.
+fn held_out_cost_note(
+    what: &str,
+    refits: usize,
+    fit: std::time::Duration,
+    leave_one_out: bool,
+) -> Option<String> {
+    let threads = crate::models::eval::worker_threads(refits);
+    let cost = |n: usize| fit.mul_f64(n.div_ceil(threads) as f64);
+    let total = cost(refits);
+    if total < HELD_OUT_NOTE_AFTER {
+        return None;
+    }
+    let mut note = format!(
+        "note: the {what} error refits the model {refits} times; the fit above took {:.1} s, so expect about {} on {threads} thread(s)",
+        fit.as_secs_f64(),
+        indicatif::HumanDuration(total)
+    );
+    if leave_one_out {
+        note += &format!(
+            " (fix: `--cv 10` refits 10 times, about {}; `--no-loo` skips the held-out error)",
+            indicatif::HumanDuration(cost(10.min(refits)))
+        );
+    }
+    Some(note)
+}
+
+/// Parse `--params`.
 /// Parse `--params`.
 pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
     match text {
@@ -127,6 +166,10 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
             Some(k) => format!("{k}-fold CV"),
             None => "leave-one-out".to_string(),
         };
+        let refits = folds.unwrap_or(points.len());
+        if let Some(note) = held_out_cost_note(&what, refits, t0.elapsed(), folds.is_none()) {
+            eprintln!("{note}");
+        }
         let pb = indicatif::ProgressBar::new(points.len() as u64);
         pb.set_style(
             indicatif::ProgressStyle::with_template(&format!(
@@ -272,4 +315,43 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         outln!("{}", out.to_json()?);
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::held_out_cost_note;
+    use std::time::Duration;
+
+    #[test]
+    fn a_long_leave_one_out_is_announced_with_its_cost_and_the_cheaper_options() {
+        let threads = crate::models::eval::worker_threads(4480);
+        let note = held_out_cost_note("leave-one-out", 4480, Duration::from_secs(4), true)
+            .expect("4,480 refits of 4 s are announced");
+        assert!(note.contains("refits the model 4480 times"), "{note}");
+        assert!(note.contains("took 4.0 s"), "{note}");
+        assert!(note.contains(&format!("on {threads} thread(s)")), "{note}");
+        assert!(
+            note.contains("`--cv 10`") && note.contains("`--no-loo`"),
+            "{note}"
+        );
+        // k-fold: the cost, without the advice to use what is already used.
+        let cv = held_out_cost_note("10-fold CV", 10, Duration::from_secs(600), false)
+            .expect("10 refits of 10 min are announced");
+        assert!(
+            cv.contains("refits the model 10 times") && !cv.contains("--cv"),
+            "{cv}"
+        );
+    }
+
+    #[test]
+    fn a_short_held_out_error_says_nothing() {
+        assert_eq!(
+            held_out_cost_note("leave-one-out", 48, Duration::from_millis(2), true),
+            None
+        );
+        assert_eq!(
+            held_out_cost_note("leave-one-out", 0, Duration::from_secs(3600), true),
+            None
+        );
+    }
 }

@@ -198,12 +198,19 @@ fn concat_parts<A, B>(parts: Vec<(Vec<A>, Vec<B>)>) -> (Vec<A>, Vec<B>) {
     )
 }
 
+/// The worker threads [`parallel_map`] spreads `items` items over: the available
+/// parallelism, at most 16, and no more than one thread per item (at least 1).
+pub fn worker_threads(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 16)
+        .min(items.max(1))
+}
+
 /// `f` over `items` on up to 16 scoped threads (the available cores), results in item
 /// order. Each item is an independent refit in the protocols below.
 pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 16);
+    let threads = worker_threads(items.len());
     let chunk = items.len().div_ceil(threads).max(1);
     let f = &f;
     std::thread::scope(|s| {
