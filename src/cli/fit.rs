@@ -92,7 +92,7 @@ fn held_out_cost_note(
         return None;
     }
     let mut note = format!(
-        "note: the {what} error refits the model {refits} times; the fit above took {:.1} s, so expect about {} on {threads} thread(s)",
+        "note: the {what} error refits the model {refits} times; fitting the whole set took {:.1} s, so expect about {} on {threads} thread(s)",
         fit.as_secs_f64(),
         indicatif::HumanDuration(total)
     );
@@ -105,7 +105,6 @@ fn held_out_cost_note(
     Some(note)
 }
 
-/// Parse `--params`.
 /// Parse `--params`.
 pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
     match text {
@@ -328,7 +327,7 @@ mod tests {
         let note = held_out_cost_note("leave-one-out", 4480, Duration::from_secs(4), true)
             .expect("4,480 refits of 4 s are announced");
         assert!(note.contains("refits the model 4480 times"), "{note}");
-        assert!(note.contains("took 4.0 s"), "{note}");
+        assert!(note.contains("whole set took 4.0 s"), "{note}");
         assert!(note.contains(&format!("on {threads} thread(s)")), "{note}");
         assert!(
             note.contains("`--cv 10`") && note.contains("`--no-loo`"),
