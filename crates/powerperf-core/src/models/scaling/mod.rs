@@ -53,7 +53,8 @@ mod weights;
 pub use neighbors::{NeighborsFit, NeighborsParams, Weighting};
 pub use weights::weighted_least_squares;
 use weights::{
-    errors, fit_subset, inner_cv, inner_cv_predictions, robust_prior, search_static, Data,
+    errors, fit_subset, inner_cv, inner_cv_predictions, robust_prior, search_static,
+    search_static_from, Data,
 };
 
 /// Targets the model fits directly (energy is `P·t`).
@@ -675,12 +676,7 @@ fn nested_predictions(
         }
         let screened = screen_candidates(&sub, s0, params);
         let (feats, _) = select_features(&sub, &rows, &screened, cands, s0, params);
-        // Without features the search is the one above (the same rows, the same fits).
-        let s = if feats.is_empty() {
-            s0
-        } else {
-            search_static(&sub, &rows, &feats, params, with_static)
-        };
+        let s = search_static_from(&sub, &rows, &feats, s0, params, with_static);
         if let Some(fit) = fit_subset(&sub, &rows, &feats, s, params) {
             weights::predict_rows_into(&mut g, d, &fit, s, &test);
         }
@@ -744,13 +740,9 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
         let screened = screen_candidates(&d, s0, params);
         select_features(&d, &rows, &screened, cands, s0, params)
     };
-    // Without features (the local transfer, the common response, or none selected) the
-    // search is the one above: the same rows and the same fits.
-    let s = if feats.is_empty() {
-        s0
-    } else {
-        search_static(&d, &rows, &feats, params, with_static)
-    };
+    // Without features (the local transfer, the common response, or none selected) this is
+    // `s0`.
+    let s = search_static_from(&d, &rows, &feats, s0, params, with_static);
     let fit = fit_subset(&d, &rows, &feats, s, params).ok_or_else(|| ModelError::Fit {
         model: MODEL.into(),
         what: format!("{t}: the weighted least-squares fit failed"),

@@ -462,6 +462,23 @@ pub(super) fn inner_cv(
     }
 }
 
+/// [`search_static`] for `feats` on the rows whose search without features gave `s0`:
+/// `s0` itself where `feats` is empty (the same rows and the same fits), else the search.
+pub(super) fn search_static_from(
+    d: &Data,
+    rows: &[usize],
+    feats: &[usize],
+    s0: f64,
+    p: &ScalingParams,
+    on: bool,
+) -> f64 {
+    if feats.is_empty() {
+        s0
+    } else {
+        search_static(d, rows, feats, p, on)
+    }
+}
+
 /// The static part minimising the training MAPE of `feats` (power), or 0 (time).
 pub(super) fn search_static(
     d: &Data,
