@@ -105,6 +105,33 @@ fn held_out_cost_note(
     Some(note)
 }
 
+/// Above this many points `fit` measures 10-fold cross-validation instead of leave-one-out
+/// by default (issue 41: leave-one-out on the 4,480-point Titan X grid took 26 minutes with
+/// a whole refit per point, and still minutes with `analytic`'s shortcut), and says so.
+pub(crate) const LOO_MAX_POINTS: usize = 1000;
+
+/// The folds `fit` measures: `--cv K` (leave-one-out where K is at least the points), else
+/// leave-one-out (`None`) up to [`LOO_MAX_POINTS`] points and 10 folds above, with the note
+/// that says why.
+fn default_folds(cv: Option<u32>, kind: ModelKind, points: usize) -> (Option<usize>, Option<String>) {
+    if let Some(k) = cv {
+        return ((k as usize) < points).then_some(k as usize).map_or((None, None), |k| (Some(k), None));
+    }
+    if points > LOO_MAX_POINTS {
+        let how = if crate::models::eval::exact_fast_loo(kind) {
+            "refits the curves each left-out point moves (minutes on this many points)"
+        } else {
+            "refits the whole model for each left-out point"
+        };
+        let note = format!(
+            "note: {points} points: leave-one-out of `{}` {how}, so the held-out error is 10-fold cross-validation (the default over {LOO_MAX_POINTS} points; fix: `--cv {points}` for leave-one-out)",
+            kind.name()
+        );
+        return (Some(10), Some(note));
+    }
+    (None, None)
+}
+
 /// Parse `--params`.
 pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
     match text {
@@ -160,13 +187,20 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         None
     } else {
         // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
-        let folds = args.cv.map(|k| k as usize).filter(|&k| k < points.len());
+        let (folds, note) = default_folds(args.cv, kind, points.len());
+        if let Some(note) = note {
+            eprintln!("{note}");
+        }
         let what = match folds {
             Some(k) => format!("{k}-fold CV"),
             None => "leave-one-out".to_string(),
         };
         let refits = folds.unwrap_or(points.len());
-        if let Some(note) = held_out_cost_note(&what, refits, t0.elapsed(), folds.is_none()) {
+        // The exact leave-one-out shortcut refits a point's own curves, not the whole set.
+        let fast = folds.is_none() && crate::models::eval::exact_fast_loo(kind);
+        if let Some(note) = held_out_cost_note(&what, refits, t0.elapsed(), folds.is_none())
+            .filter(|_| !fast)
+        {
             eprintln!("{note}");
         }
         let pb = indicatif::ProgressBar::new(points.len() as u64);
@@ -318,8 +352,27 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::held_out_cost_note;
+    use super::{default_folds, held_out_cost_note, LOO_MAX_POINTS};
+    use crate::models::ModelKind;
     use std::time::Duration;
+
+    #[test]
+    fn large_sets_default_to_ten_folds_unless_leave_one_out_is_exact_and_fast() {
+        // Up to 1,000 points leave-one-out; above, 10 folds for every kind.
+        assert_eq!(default_folds(None, ModelKind::Analytic, LOO_MAX_POINTS), (None, None));
+        let (k, note) = default_folds(None, ModelKind::Analytic, 4480);
+        assert_eq!(k, Some(10));
+        assert!(note.is_some_and(|n| n.contains("`--cv 4480`")));
+        // A model without the shortcut: 10 folds over the limit, with the note naming the fix.
+        let (k, note) = default_folds(None, ModelKind::Threads, LOO_MAX_POINTS + 1);
+        assert_eq!(k, Some(10));
+        let note = note.expect("the switch to 10 folds is announced");
+        assert!(note.contains("10-fold") && note.contains("`--cv 1001`"), "{note}");
+        assert_eq!(default_folds(None, ModelKind::Threads, LOO_MAX_POINTS), (None, None));
+        // --cv is the user's: K folds, or leave-one-out where K reaches the points.
+        assert_eq!(default_folds(Some(5), ModelKind::Threads, 4480), (Some(5), None));
+        assert_eq!(default_folds(Some(4480), ModelKind::Threads, 4480), (None, None));
+    }
 
     #[test]
     fn a_long_leave_one_out_is_announced_with_its_cost_and_the_cheaper_options() {

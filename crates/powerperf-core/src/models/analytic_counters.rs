@@ -1918,7 +1918,7 @@ mod tests {
         assert!(
             m.explain().contains("time_s: analytic_counters 0.00 %")
                 && m.explain()
-                    .contains("energy_j: not scored -> analytic_counters"),
+                    .contains("energy_j: not scored -> scaling"),
             "{}",
             m.explain()
         );

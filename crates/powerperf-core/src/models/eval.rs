@@ -283,6 +283,13 @@ pub fn leave_one_out_progress(
     cross_validate_progress(kind, meta, points, params, None, progress)
 }
 
+/// Whether leave-one-out of `kind` recomputes only what each left-out point can move,
+/// with the full refit's predictions (`analytic`: [`super::analytic::loo`]; issue 41) rather
+/// than refitting the whole model per point.
+pub fn exact_fast_loo(kind: ModelKind) -> bool {
+    kind == ModelKind::Analytic
+}
+
 /// Cross-validation over mean points: with `folds = Some(k)` (k ≥ 2), every workload's
 /// points are dealt round-robin over the k folds (see [`fold_of`]), and each fold is
 /// predicted by a model refitted on the others (k refits); with `None`, or a k of at least
@@ -304,7 +311,29 @@ pub fn cross_validate_progress(
     progress.set_length(k as u64);
     let fold = fold_of(points, k);
     let folds: Vec<usize> = (0..k).collect();
+    // Leave-one-out of `analytic`: each refit recomputes only what its point can move
+    // (`analytic::loo`), the same predictions as a full refit (issue 41).
+    let loo = (exact_fast_loo(kind) && k == points.len())
+        .then(|| super::analytic::loo::Loo::new(meta, points, &params.analytic))
+        .flatten();
     let parts = parallel_map(&folds, |&f| {
+        if let Some(loo) = &loo {
+            let p = &points[f];
+            let fitted = loo.model_without(f).map(super::Fitted::Analytic);
+            let (mut r, mut failures) = (Vec::new(), Vec::new());
+            push_predictions(&[p], predict_each(&fitted, &[p]), &mut r, &mut failures);
+            // The baseline reads the held-out point's own workload alone.
+            let own: Vec<Point> = points
+                .iter()
+                .enumerate()
+                .filter(|(j, q)| *j != f && q.workload == p.workload)
+                .map(|(_, q)| q.clone())
+                .collect();
+            let base = baseline::knob_baseline(&own, &[p]);
+            progress.inc(1);
+            let results = r.into_iter().map(|pr| (f, pr)).collect();
+            return ((results, failures), base);
+        }
         let train: Vec<Point> = points
             .iter()
             .enumerate()
@@ -421,6 +450,77 @@ pub fn split_holdout(
     }
 }
 
+/// Per target, the candidate `auto` took on one held-out workload's training points and its
+/// inner cross-validated MAPE (percent), from the fitted stack or `scaling` (issue 41,
+/// item 4); `scaling`'s labels by the names of `--model` (`global`: `scaling`).
+fn auto_choice(m: &super::Fitted) -> Vec<(String, String, f64)> {
+    match m {
+        super::Fitted::Stack(s) => s
+            .choice
+            .iter()
+            .map(|(t, c)| {
+                let e = s.inner_mape_pct.get(t).and_then(|m| m.get(c)).copied();
+                (t.clone(), c.clone(), e.unwrap_or(f64::NAN))
+            })
+            .collect(),
+        super::Fitted::Scaling(s) => s
+            .targets
+            .iter()
+            .filter_map(|tm| {
+                let c = tm.chosen.as_ref()?;
+                let e = tm.choice.iter().find(|(l, _)| l == c).map_or(f64::NAN, |x| x.1);
+                let name = match c.as_str() {
+                    super::scaling::GLOBAL_NO_FEATURES => "common_response",
+                    "global" => "scaling",
+                    "blend" => "mean",
+                    other => other,
+                };
+                Some((tm.target.clone(), name.to_string(), e))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The choices of [`auto_choice`] over the held-out workloads as text, per target: how often
+/// each candidate was taken, the mean of the chosen candidates' inner MAPE, and the outer
+/// MAPE from `summary` (`time_s: scaling ×8, neighbors ×2, inner 3.10 % beside outer
+/// 4.02 %`).
+fn describe_choices(picked: &[Vec<(String, String, f64)>], summary: &HeldOutError) -> String {
+    let mut parts = Vec::new();
+    for t in TARGETS {
+        let mine: Vec<&(String, String, f64)> =
+            picked.iter().flatten().filter(|(x, _, _)| x == t).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for (_, c, _) in &mine {
+            match counts.iter_mut().find(|(n, _)| n == c) {
+                Some(e) => e.1 += 1,
+                None => counts.push((c, 1)),
+            }
+        }
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let scored: Vec<f64> = mine.iter().map(|x| x.2).filter(|e| e.is_finite()).collect();
+        let inner = if scored.is_empty() {
+            "not scored".to_string()
+        } else {
+            format!("{:.2} %", scored.iter().sum::<f64>() / scored.len() as f64)
+        };
+        let outer = summary
+            .targets
+            .get(t)
+            .map_or("none".to_string(), |e| format!("{:.2} %", e.mape_pct));
+        let counts: Vec<String> = counts.iter().map(|(c, k)| format!("{c} ×{k}")).collect();
+        parts.push(format!(
+            "{t}: {}, inner {inner} beside outer {outer}",
+            counts.join(", ")
+        ));
+    }
+    parts.join("; ")
+}
+
 /// Workload holdout: each workload predicted from the other workloads plus its own point at
 /// `baseline` (every knob named there must match).
 pub fn workload_holdout(
@@ -474,6 +574,7 @@ pub fn workload_holdout(
             .filter(|p| p.workload == w && !at_base(p))
             .collect();
         let mut choice = None;
+        let mut picked = Vec::new();
         if !train.iter().any(|p| p.workload == w) {
             for p in &test {
                 failures.push((
@@ -486,23 +587,23 @@ pub fn workload_holdout(
             let fitted = super::stack::fit(meta, &train, &params).map(super::Fitted::Stack);
             let preds = predict_each(&fitted, &test);
             push_predictions(&test, preds, &mut results, &mut failures);
+            if let Ok(f) = &fitted {
+                picked = auto_choice(f);
+            }
             if let Ok(super::Fitted::Stack(m)) = fitted {
                 choice = Some(m);
             }
         } else {
-            fit_and_predict(
-                kind,
-                meta,
-                &train,
-                &test,
-                &params,
-                &mut results,
-                &mut failures,
-            );
+            let fitted = fit_kind(kind, meta, &train, &params);
+            push_predictions(&test, predict_each(&fitted, &test), &mut results, &mut failures);
+            if let (true, Ok(f)) = (auto, &fitted) {
+                picked = auto_choice(f);
+            }
         }
-        ((results, failures), choice)
+        ((results, failures), (choice, picked))
     });
     let (parts, choices): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+    let (choices, picked): (Vec<_>, Vec<_>) = choices.into_iter().unzip();
     let choices: Vec<_> = choices.iter().flatten().collect();
     let (results, failures) = concat_parts(parts);
     let mut protocol = format!(
@@ -515,7 +616,13 @@ pub fn workload_holdout(
             super::stack::describe(&choices)
         );
     }
-    let summary = summarise(meta, &results, &protocol);
+    let mut summary = summarise(meta, &results, &protocol);
+    let blind = describe_choices(&picked, &summary);
+    if !blind.is_empty() {
+        summary.protocol += &format!(
+            "; auto's choice per target by nested cross-validation on the training workloads, its inner estimate (the chosen candidate's inner MAPE, mean over the held-out workloads) beside the outer error: {blind}"
+        );
+    }
     let test: Vec<&Point> = points.iter().filter(|p| !at_base(p)).collect();
     let base = baseline::median_ratio_baseline(meta, points, &test, &at_base, &knob_key(baseline));
     Evaluation {
@@ -735,5 +842,47 @@ mod tests {
         );
         assert_eq!(e.summary.targets["time_s"].n, 4);
         assert_eq!(e.summary.targets["power_w"].n, 8);
+    }
+
+    #[test]
+    fn auto_reports_its_choice_and_inner_estimate_beside_the_outer_error() {
+        // Issue 41, item 4: workload holdout with `auto` says per target which candidate
+        // the nested cross-validation took on each held-out workload's training points and
+        // what it estimated, beside the outer error.
+        let pts = set();
+        let mut many = pts.clone();
+        for w in ["c", "d", "e"] {
+            many.extend(pts.iter().filter(|p| p.workload == "x").map(|p| {
+                let mut q = p.clone();
+                q.workload = w.into();
+                q
+            }));
+        }
+        let base: Knobs = [("core_freq_mhz".to_string(), 1000.0)].into_iter().collect();
+        let e = workload_holdout(
+            ModelKind::Auto,
+            &SetMeta::default(),
+            &many,
+            &base,
+            &FitParams::default(),
+        );
+        let p = &e.summary.protocol;
+        assert!(p.contains("auto's choice per target"), "{p}");
+        let outer = e.summary.targets["time_s"].mape_pct;
+        assert!(
+            p.contains(&format!("beside outer {outer:.2} %")),
+            "{p}"
+        );
+        // The text itself, from given choices.
+        let picked = vec![
+            vec![("time_s".to_string(), "scaling".to_string(), 2.0)],
+            vec![("time_s".to_string(), "neighbors".to_string(), 4.0)],
+            vec![("time_s".to_string(), "scaling".to_string(), 3.0)],
+        ];
+        let text = describe_choices(&picked, &e.summary);
+        assert_eq!(
+            text,
+            format!("time_s: scaling ×2, neighbors ×1, inner 3.00 % beside outer {outer:.2} %")
+        );
     }
 }

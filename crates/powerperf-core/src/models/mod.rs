@@ -30,6 +30,7 @@ pub mod memclock;
 pub mod noise;
 pub mod regression;
 pub mod scaling;
+pub mod select;
 pub mod slowdown_errors;
 pub mod split;
 pub mod stack;

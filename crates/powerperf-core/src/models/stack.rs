@@ -32,9 +32,12 @@
 //! whichever the same inner folds score better on the left-out workloads' points there
 //! ([`StackModel::fallback`], since stop 32; before, the neighbours unscored).
 //!
-//! Ties, and targets the inner folds cannot score (no left-out point both models predict; on
-//! the V100 set time and energy, measured for two applications only), keep the physical
-//! form. `neighbors` rather than `scaling`'s own per-target choice is the
+//! Since issue 41 `scaling` (its global transfer with its own features, what `--model
+//! scaling` fits) is a fifth member and the reference: another candidate is taken only where
+//! it beats `scaling` on the inner folds by more than one standard error of the per-fold
+//! differences ([`super::select`]), the one with the lowest inner MAPE among those that do.
+//! Ties, and targets the inner folds cannot score (no left-out point every member predicts),
+//! keep `scaling` (before issue 41: the lowest inner MAPE, ties to the physical form). `neighbors` rather than `scaling`'s own per-target choice is the
 //! data-driven member for cost: one inner level of refits per training workload, and the
 //! neighbours' fit costs about a tenth of `scaling`'s choice among its four transfers.
 
@@ -49,10 +52,21 @@ use crate::store::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The candidates, in the order ties are broken: the physical form, the neighbours' transfer,
-/// their mean, and the training workloads' common response (`scaling`'s global transfer
-/// without features, the null model of model selection; since stop 32).
-pub const CANDIDATES: [&str; 4] = ["analytic_counters", "neighbors", "mean", "common_response"];
+/// The candidates: the physical form, the neighbours' transfer, their mean, the training
+/// workloads' common response (`scaling`'s global transfer without features, the null model
+/// of model selection; since stop 32), and `scaling` (its global transfer with its own
+/// feature selection, what `--model scaling` fits; since issue 41 the reference that a
+/// challenger must beat clearly, [`super::select`]).
+pub const CANDIDATES: [&str; 5] = [
+    "analytic_counters",
+    "neighbors",
+    "mean",
+    "common_response",
+    "scaling",
+];
+
+/// The [`CANDIDATES`] index of the reference, `scaling`.
+const REFERENCE: usize = 4;
 
 /// One model's prediction per test point, or the reason it has none.
 type Preds = Vec<Result<Prediction, String>>;
@@ -64,14 +78,21 @@ fn value(p: &Result<Prediction, String>, t: &str) -> Option<f64> {
         .filter(|v| v.is_finite())
 }
 
-/// Candidate `c`'s value of target `t` from the physical (`a`), neighbours' (`n`) and
-/// common-response (`g`) predictions: the mean needs the first two.
-fn candidate(c: usize, a: Option<f64>, n: Option<f64>, g: Option<f64>) -> Option<f64> {
+/// Candidate `c`'s value of target `t` from the physical (`a`), neighbours' (`n`),
+/// common-response (`g`) and `scaling`'s (`sc`) predictions: the mean needs the first two.
+fn candidate(
+    c: usize,
+    a: Option<f64>,
+    n: Option<f64>,
+    g: Option<f64>,
+    sc: Option<f64>,
+) -> Option<f64> {
     match c {
         0 => a,
         1 => n,
         2 => Some((a? + n?) / 2.0),
-        _ => g,
+        3 => g,
+        _ => sc,
     }
 }
 
@@ -84,13 +105,21 @@ fn common_params(params: &FitParams) -> FitParams {
     p
 }
 
-/// The three members fitted on `train`, each predicting every `test` point.
+/// The `scaling` member's parameters: its global transfer with its own feature selection
+/// (`auto` sets `transfer: choose` for the rest of workload holdout).
+fn scaling_params(params: &FitParams) -> FitParams {
+    let mut p = params.clone();
+    p.scaling.transfer = Some(super::scaling::Transfer::Global);
+    p
+}
+
+/// The four members fitted on `train`, each predicting every `test` point.
 fn members(
     meta: &SetMeta,
     params: &FitParams,
     train: &[Point],
     test: &[&Point],
-) -> (Preds, Preds, Preds) {
+) -> (Preds, Preds, Preds, Preds) {
     // The physical member is predicted from and dropped: its power model without the time
     // curves no prediction of it reads.
     let physical =
@@ -106,12 +135,19 @@ fn members(
             test,
             &common_params(params),
         ),
+        fit_then_predict(
+            ModelKind::Scaling,
+            meta,
+            train,
+            test,
+            &scaling_params(params),
+        ),
     )
 }
 
 /// Per target, the index into [`CANDIDATES`] chosen and each candidate's inner MAPE
 /// (percent; NaN where unscored).
-type Choice = BTreeMap<String, (usize, [f64; 4])>;
+type Choice = BTreeMap<String, (usize, [f64; 5])>;
 
 /// Per target, the chosen candidate's name and each scored candidate's inner MAPE by name,
 /// as the model file keeps them; `idx[i]` is the [`CANDIDATES`] index of score `i`.
@@ -178,12 +214,13 @@ fn choose(
         }
     }
     let folds = inner.len().min(params.scaling.inner_folds.max(2));
-    // Per target and candidate: (sum of absolute percentage errors, count) over points
-    // every candidate predicts.
-    let mut sums: BTreeMap<&str, [(f64, usize); 4]> = BTreeMap::new();
+    // Per target, candidate and inner fold: (sum of absolute percentage errors, count) over
+    // points every candidate predicts.
+    let mut sums: BTreeMap<&str, [Vec<(f64, usize)>; 5]> = BTreeMap::new();
     // The same for the neighbours and the common response over points the physical form
     // does not predict.
-    let mut fb_sums: BTreeMap<&str, [(f64, usize); 2]> = BTreeMap::new();
+    let mut fb_sums: BTreeMap<&str, [Vec<(f64, usize)>; 2]> = BTreeMap::new();
+    let empty = || vec![(0.0, 0usize); folds];
     // One owned copy of the training points, reordered for each fold: its training points
     // first and its left-out points last, each in the order of `train`, so the members see
     // what a filtered copy per fold gave them, without copying every point's counters per
@@ -203,7 +240,7 @@ fn choose(
         let kept = pool.iter().filter(|p| !left_out(p)).count();
         let (sub, rest) = pool.split_at(kept);
         let test: Vec<&Point> = rest.iter().collect();
-        let (pa, pn, pg) = members(meta, params, sub, &test);
+        let (pa, pn, pg, ps) = members(meta, params, sub, &test);
         for (i, p) in test.iter().enumerate() {
             let m = measured(p);
             for t in TARGETS {
@@ -214,48 +251,58 @@ fn choose(
                     continue;
                 };
                 let (a, n, g) = (value(&pa[i], t), value(&pn[i], t), value(&pg[i], t));
+                let sc = value(&ps[i], t);
                 if n.is_none() || g.is_none() {
                     continue;
                 }
-                // Candidate `c`'s absolute percentage error added to `acc`.
-                let add = |acc: &mut (f64, usize), c: usize| {
-                    if let Some(x) = candidate(c, a, n, g) {
-                        acc.0 += ((x - y) / y).abs() * 100.0;
-                        acc.1 += 1;
+                // Candidate `c`'s absolute percentage error added to fold `f`'s sum.
+                let add = |acc: &mut Vec<(f64, usize)>, c: usize| {
+                    if let Some(x) = candidate(c, a, n, g, sc) {
+                        acc[f].0 += ((x - y) / y).abs() * 100.0;
+                        acc[f].1 += 1;
                     }
                 };
                 if a.is_none() {
-                    let e = fb_sums.entry(t).or_insert([(0.0, 0); 2]);
+                    let e = fb_sums.entry(t).or_insert_with(|| [empty(), empty()]);
                     e.iter_mut().zip(FALLBACKS).for_each(|(acc, c)| add(acc, c));
-                } else {
-                    let e = sums.entry(t).or_insert([(0.0, 0); 4]);
+                } else if sc.is_some() {
+                    let e = sums
+                        .entry(t)
+                        .or_insert_with(|| [empty(), empty(), empty(), empty(), empty()]);
                     e.iter_mut().enumerate().for_each(|(c, acc)| add(acc, c));
                 }
             }
         }
     }
-    let mean = |(sum, n): (f64, usize)| if n > 0 { sum / n as f64 } else { f64::NAN };
+    // The pooled MAPE over every fold's points.
+    let pooled = |v: &Vec<(f64, usize)>| {
+        let (sum, n) = v.iter().fold((0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        if n > 0 {
+            sum / n as f64
+        } else {
+            f64::NAN
+        }
+    };
+    // Issue 41's rule (`super::select`): the reference unless a challenger beats it by
+    // more than one standard error of the per-fold differences; no score keeps it.
+    let pick = |s: &[Vec<(f64, usize)>], reference: usize| -> usize {
+        let per_fold: Vec<Vec<f64>> = s.iter().map(|v| super::select::fold_mapes(v)).collect();
+        let scores: Vec<f64> = s.iter().map(pooled).collect();
+        super::select::choose(&per_fold, &scores, reference)
+    };
     let choice = TARGETS
         .iter()
-        .map(|t| {
-            let scores = sums.get(t).map_or([f64::NAN; 4], |s| s.map(mean));
-            // The lowest score; ties and no score keep the physical form (index 0).
-            let mut best = 0;
-            for c in 1..CANDIDATES.len() {
-                if scores[c] < scores[best] {
-                    best = c;
-                }
-            }
-            (t.to_string(), (best, scores))
+        .map(|t| match sums.get(t) {
+            Some(s) => (t.to_string(), (pick(s, REFERENCE), s.each_ref().map(pooled))),
+            None => (t.to_string(), (REFERENCE, [f64::NAN; 5])),
         })
         .collect();
     let fallback = fb_sums
         .iter()
         .map(|(t, s)| {
-            let scores = s.map(mean);
-            // Ties keep the neighbours.
-            let best = if scores[1] < scores[0] { 1 } else { 0 };
-            (t.to_string(), (FALLBACKS[best], scores))
+            // The common response is the reference here (index 1 of FALLBACKS).
+            let best = pick(s, 1);
+            (t.to_string(), (FALLBACKS[best], s.each_ref().map(pooled)))
         })
         .collect();
     (choice, fallback)
@@ -305,6 +352,10 @@ pub struct StackModel {
     /// where it could not be fitted, and in files written before stop 32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub common: Option<ScalingModel>,
+    /// The `scaling` member (its global transfer with its own features; the reference of
+    /// issue 41's rule); `None` where it could not be fitted, and in files written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<ScalingModel>,
     /// Per target, the candidate chosen (one of [`CANDIDATES`]).
     pub choice: BTreeMap<String, String>,
     /// Per target, each scored candidate's inner cross-validated MAPE, percent.
@@ -337,6 +388,7 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
     let physical = super::analytic_counters::fit(meta, points, &params.analytic_counters);
     let neighbors = super::scaling::fit_neighbors(meta, points, &params.scaling);
     let common = super::scaling::fit(meta, points, &common_params(&params).scaling);
+    let scaling = super::scaling::fit(meta, points, &scaling_params(&params).scaling);
     let mut notes = Vec::new();
     let physical = match physical {
         Ok(m) => Some(m),
@@ -353,16 +405,18 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
             None
         }
     };
-    let (neighbors, common) = (
+    let (neighbors, common, scaling) = (
         keep("neighbors", neighbors),
         keep("common_response", common),
+        keep("scaling", scaling),
     );
-    let (choice, inner_mape_pct) = named(&choice, [0, 1, 2, 3]);
+    let (choice, inner_mape_pct) = named(&choice, [0, 1, 2, 3, 4]);
     let (fallback, fallback_mape_pct) = named(&fallback, FALLBACKS);
     Ok(StackModel {
         physical,
         neighbors,
         common,
+        scaling,
         choice,
         inner_mape_pct,
         notes,
@@ -398,15 +452,22 @@ impl StackModel {
             || Err(String::new()),
             |m| m.predict(workload, knobs).map_err(|e| e.to_string()),
         );
+        let sc = self.scaling.as_ref().map_or_else(
+            || Err(String::new()),
+            |m| m.predict(workload, knobs).map_err(|e| e.to_string()),
+        );
         let get = |t: &str| {
-            let (va, vn, vg) = (value(&a, t), value(&n, t), value(&g, t));
+            let (va, vn, vg, vs) = (value(&a, t), value(&n, t), value(&g, t), value(&sc, t));
             let c = self.choice.get(t).and_then(|c| index(c)).unwrap_or(0);
             // Where the chosen candidate has no value (no physical prediction there).
             let elsewhere = || {
                 let f = index(self.fallback.get(t)?)?;
-                candidate(f, None, vn, vg)
+                candidate(f, None, vn, vg, None)
             };
-            candidate(c, va, vn, vg).or_else(elsewhere).or(va).or(vn)
+            candidate(c, va, vn, vg, vs)
+                .or_else(elsewhere)
+                .or(va)
+                .or(vn)
         };
         Ok(Prediction {
             time_s: get("time_s"),
@@ -417,7 +478,7 @@ impl StackModel {
 
     /// What was fitted and chosen, for `fit --explain`.
     pub fn explain(&self) -> String {
-        let mut s = "stack (stacked generalisation, Wolpert 1992; Breiman 1996): per target the physical form (analytic-counters), the neighbours' transfer, their mean or the training workloads' common response, by inner cross-validated MAPE over the training workloads\n".to_string();
+        let mut s = "stack (stacked generalisation, Wolpert 1992; Breiman 1996): per target `scaling`, unless the physical form (analytic-counters), the neighbours' transfer, their mean or the training workloads' common response beats it on the training workloads' inner cross-validation by more than one standard error of the per-fold differences (issue 41)\n".to_string();
         for (t, c) in &self.choice {
             let sc: Vec<String> = self
                 .inner_mape_pct
@@ -455,6 +516,10 @@ impl StackModel {
         }
         if let Some(m) = &self.common {
             s += "common-response member:\n";
+            s += &m.explain();
+        }
+        if let Some(m) = &self.scaling {
+            s += "scaling member:\n";
             s += &m.explain();
         }
         s

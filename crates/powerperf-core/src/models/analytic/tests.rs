@@ -360,3 +360,132 @@ fn per_group_exponent_recovers_each_workloads_power_curve() {
         .all(|g| g.power.as_ref().unwrap().exponent.is_none()));
     assert_eq!(m2.power_exponent, 3.0);
 }
+
+/// A set with every case `loo` tells apart: compute-bound groups that calibrate the
+/// effective clocks (t·f equal at the two lowest clocks, a deficit at the highest), groups
+/// that do not, a group with three clocks (two left when one is out: the shared `k`), one
+/// with two, one alone at its memory clock, and a point alone at the highest clock.
+fn loo_set() -> Vec<Point> {
+    let clocks = [600.0, 700.0, 800.0, 900.0, 1000.0];
+    let mut pts = Vec::new();
+    for w in 0..7 {
+        let tc = 1.0 + 0.3 * w as f64;
+        for mem in [1.0, 2.0] {
+            for f in clocks {
+                // Compute-bound: t ∝ 1/f_eff, the top clock 2 % short; a tiny t_mem.
+                let fe = if f == 1000.0 { 980.0 } else { f };
+                let t = tc * 1000.0 / fe + 0.001 * w as f64 * mem;
+                let p = 30.0 + 5.0 * w as f64 + 70.0 * (f / 1000.0f64).powf(2.5 + 0.1 * w as f64);
+                pts.push(pt(&format!("cb{w}"), f, mem, t, p));
+            }
+        }
+    }
+    for w in 0..3 {
+        let (tc, tm) = (1.0 + w as f64, 2.0 + 0.5 * w as f64);
+        for f in clocks {
+            let t = tm + tc * 1000.0 / f;
+            let p = 40.0 + 60.0 * (f / 1000.0f64).powf(3.0 + 0.2 * w as f64) * (1.0 + 0.01 * (f / 100.0).sin());
+            pts.push(pt(&format!("mb{w}"), f, 1.0, t, p));
+        }
+    }
+    for f in [600.0, 800.0, 1000.0] {
+        pts.push(pt("three", f, 1.0, 2.0 + 1000.0 / f, 50.0 + 40.0 * (f / 1000.0f64).powi(3)));
+    }
+    for f in [600.0, 1000.0] {
+        pts.push(pt("two", f, 1.0, 1.0 + 1000.0 / f, 45.0 + 30.0 * (f / 1000.0f64).powi(3)));
+    }
+    pts.push(pt("alone", 800.0, 3.0, 3.0, 60.0));
+    pts.push(pt("top", 600.0, 1.0, 4.0, 50.0));
+    pts.push(pt("top", 1100.0, 1.0, 2.5, 90.0));
+    pts
+}
+
+/// `loo::Loo::model_without(i)` predicts `points[i]` exactly as `fit` on every other point
+/// does: the same bits, or the same error.
+fn assert_loo_equals_full_refit(pts: &[Point], params: &AnalyticParams) {
+    let meta = SetMeta::default();
+    let loo = loo::Loo::new(&meta, pts, params).unwrap();
+    for (i, p) in pts.iter().enumerate() {
+        let rest: Vec<Point> = pts
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, q)| q.clone())
+            .collect();
+        let full = fit(&meta, &rest, params).and_then(|m| m.predict(&p.workload, &p.knobs));
+        let fast = loo
+            .model_without(i)
+            .and_then(|m| m.predict(&p.workload, &p.knobs));
+        match (full, fast) {
+            (Ok(a), Ok(b)) => {
+                for t in ["time_s", "power_w", "energy_j"] {
+                    assert_eq!(
+                        a.target(t).map(f64::to_bits),
+                        b.target(t).map(f64::to_bits),
+                        "{t} of {} {:?}: full {:?}, fast {:?}",
+                        p.workload,
+                        p.knobs,
+                        a.target(t),
+                        b.target(t)
+                    );
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => panic!("{} {:?}: full {a:?}, fast {b:?}", p.workload, p.knobs),
+        }
+    }
+}
+
+#[test]
+fn leave_one_out_equals_the_full_refit_bit_for_bit() {
+    let pts = loo_set();
+    // The default (joint calibration, a k per group) and every power shape and calibration
+    // the shortcut treats differently.
+    assert_loo_equals_full_refit(&pts, &AnalyticParams::default());
+    for params in [
+        AnalyticParams {
+            power_shape: PowerShape::PowerLaw,
+            ..AnalyticParams::default()
+        },
+        AnalyticParams {
+            power_shape: PowerShape::VoltageFloor,
+            calibration: Calibration::Ratio,
+            ..AnalyticParams::default()
+        },
+        AnalyticParams {
+            power_exponent: Some(2.0),
+            calibrate_clock: false,
+            ..AnalyticParams::default()
+        },
+    ] {
+        assert_loo_equals_full_refit(&pts, &params);
+    }
+    // Two clocks per group: no residual degree of freedom, a shared static power.
+    let two: Vec<Point> = pts
+        .iter()
+        .filter(|p| [600.0, 1000.0].contains(&p.knobs["core_freq_mhz"]))
+        .cloned()
+        .collect();
+    assert_loo_equals_full_refit(
+        &two,
+        &AnalyticParams {
+            shared_static_power: true,
+            ..AnalyticParams::default()
+        },
+    );
+}
+
+#[test]
+fn loo_shortcut_calibrates_and_is_taken() {
+    // The set does calibrate (else the test above would not exercise the recomputation),
+    // and the shortcut serves most points (else it would not be one).
+    let pts = loo_set();
+    let params = AnalyticParams::default();
+    let m = fit(&SetMeta::default(), &pts, &params).unwrap();
+    assert!(!m.effective_clocks.is_empty());
+    let meta = SetMeta::default();
+    let loo = loo::Loo::new(&meta, &pts, &params).unwrap();
+    let taken = (0..pts.len()).filter(|&i| loo.shortcut_taken(i)).count();
+    assert!(taken * 10 >= pts.len() * 9, "{taken} of {}", pts.len());
+    assert!(taken < pts.len());
+}

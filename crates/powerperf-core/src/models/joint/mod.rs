@@ -12,11 +12,12 @@
 //! - `T = ln` (multiplicative, the separable rule y(k1,k2) = y(k1,b2)·y(b1,k2)/y(b1,b2)
 //!   when there is no interaction) or `T = identity` (additive: Moore's
 //!   `t = t_comp·f0/f + t_mem·m0/m + t_other` and `P = P_static + P_core(f) + P_mem(m)`,
-//!   one part per clock domain). `combine: auto` picks multiplicative when `threads` is
-//!   among the varied knobs (Amdahl's law and Curtis-Maury et al.'s concurrency model
-//!   scale the whole run with the thread count), additive for clock knobs alone; when the
-//!   training points identify an interaction (some workload has two values of two knobs
-//!   together) it picks the one with the lower relative training residual instead.
+//!   one part per clock domain). `combine: auto` picks multiplicative, the separable rule,
+//!   where no training workload identifies an interaction (a cross: no inner split over
+//!   programs can show that anything else carries over; issue 41, docs/models.md, before
+//!   which it picked additive for clock knobs alone), and drops the contention term there
+//!   too; when the training points identify an interaction (some workload has two values of
+//!   two knobs together) it picks the one with the lower relative training residual.
 //! - `e_{w,j}`: one main effect per training value of knob `j` (the workload's own 1-D
 //!   curve, categorical, least squares in `T`); between training values it is interpolated
 //!   linearly in `1/k` (Moore's `t ∝ 1/f`, Amdahl's `t ∝ 1/n`); outside them the model
@@ -513,11 +514,12 @@ pub fn fit(
                         let r = format!("multiplicative: lower relative training residual ({:.3e} against {:.3e} additive) where the training points identify an interaction", m.2, a.2);
                         (Combine::Multiplicative, r, m)
                     }
-                } else if knobs.iter().any(|k| k == super::threads::THREADS_KNOB) {
-                    (Combine::Multiplicative, "multiplicative: the thread count scales the whole run (Amdahl; Curtis-Maury et al.); no interaction identified by the training points".into(), m)
                 } else {
-                    let a = fit_one(Combine::Additive);
-                    (Combine::Additive, "additive: one part per clock domain (Moore's t_comp·f0/f + t_mem·m0/m); no interaction identified by the training points".into(), a)
+                    // Issue 41: no training workload identifies an interaction, so no inner
+                    // split over programs can show that a term beyond the separable rule
+                    // helps (before it: additive for clock knobs, Moore's one part per clock
+                    // domain, which lost on programs it was not tuned on).
+                    (Combine::Multiplicative, "multiplicative: the separable rule y(a, b) = y(a, b0)·y(a0, b)/y(a0, b0), since no training workload identifies an interaction and no inner split over programs can show that other terms help (issue 41)".into(), m)
                 }
             }
             c => (c, "given in --params".into(), fit_one(c)),
@@ -537,6 +539,17 @@ pub fn fit(
         return Err(not_enough(
             "no workload has a positive time or power at every training point".into(),
         ));
+    }
+    // Issue 41: the CPI-stack contention term is kept only where the training points can
+    // test it; in a cross (no workload identifies an interaction) the separable rule.
+    if params.combine == Combine::Auto
+        && targets
+            .iter()
+            .all(|t| t.interactions.iter().all(|i| i.workloads == 0))
+    {
+        for w in &mut workloads {
+            w.contention.clear();
+        }
     }
     Ok(JointModel {
         knobs,

@@ -237,15 +237,24 @@ fn additive_clock_domains_are_recovered_from_a_cross() {
         .into_iter()
         .collect(),
     );
-    let ev = settings_holdout(
+    // Opt-in since issue 41 (`combine: additive`): in a cross no inner split over programs
+    // can show that it carries over, so `auto` keeps the separable rule (below).
+    let mut additive = FitParams::default();
+    additive.joint.combine = Combine::Additive;
+    let ev = settings_holdout(ModelKind::Auto, &SetMeta::default(), &pts, &settings, &additive);
+    assert_eq!(ev.kind, ModelKind::Joint);
+    assert_eq!(ev.results.len(), 3 * 4);
+    let by_default = settings_holdout(
         ModelKind::Auto,
         &SetMeta::default(),
         &pts,
         &settings,
         &FitParams::default(),
     );
-    assert_eq!(ev.kind, ModelKind::Joint);
-    assert_eq!(ev.results.len(), 3 * 4);
+    let mut separable = FitParams::default();
+    separable.joint.combine = Combine::Multiplicative;
+    let mult = settings_holdout(ModelKind::Joint, &SetMeta::default(), &pts, &settings, &separable);
+    assert_eq!(by_default.results, mult.results);
     for r in &ev.results {
         for t in ["time_s", "power_w"] {
             let e = rel(
@@ -330,7 +339,11 @@ fn contention_from_the_cpi_stack_is_recovered_exactly() {
     for b in F {
         let mut s: Vec<Knobs> = F.iter().map(|f| knobs(*f, 1.0)).collect();
         s.extend(N[1..].iter().map(|n| knobs(b, *n)));
-        let ev = settings_holdout(ModelKind::Auto, &meta(), &pts, &s, &FitParams::default());
+        // Opt-in since issue 41 (an explicit `combine`): in a cross `auto` keeps the
+        // separable rule (the last check below).
+        let mut with = FitParams::default();
+        with.joint.combine = Combine::Multiplicative;
+        let ev = settings_holdout(ModelKind::Auto, &meta(), &pts, &s, &with);
         assert_eq!(ev.kind, ModelKind::Joint);
         assert_eq!(ev.results.len(), 4);
         for r in &ev.results {
@@ -350,6 +363,9 @@ fn contention_from_the_cpi_stack_is_recovered_exactly() {
         let d = (off.summary.targets["time_s"].mape_pct - base.summary.targets["time_s"].mape_pct)
             .abs();
         assert!(d < 1e-9, "{d}");
+        // `auto` in a cross: the separable rule.
+        let auto = settings_holdout(ModelKind::Auto, &meta(), &pts, &s, &FitParams::default());
+        assert_eq!(auto.results, off.results);
     }
 }
 

@@ -272,6 +272,10 @@ pub struct TargetModel {
     /// global transfer with no features).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choice: Vec<(String, f64)>,
+    /// With [`Transfer::Choose`]: the label in [`Self::choice`] taken (issue 41's rule,
+    /// [`super::select`]); absent in files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<String>,
 }
 
 /// A workload's baseline: its targets and features there.
@@ -399,6 +403,25 @@ fn cv_mape(d: &Data, pred: &Array2<f64>) -> f64 {
     } else {
         sum / n as f64
     }
+}
+
+/// Each candidate's MAPE (fraction) per inner fold (training workload `i` in fold
+/// `i mod folds`, the folds of [`inner_cv`] and [`nested_predictions`]), over the fold's
+/// measured points that every candidate predicts; NaN where a fold has none.
+fn fold_mapes(d: &Data, preds: &[&Array2<f64>], folds: usize) -> Vec<Vec<f64>> {
+    let folds = folds.max(1);
+    let mut sums = vec![vec![(0.0, 0usize); folds]; preds.len()];
+    for ((i, k), t) in d.t.indexed_iter() {
+        if !t.is_finite() || *t == 0.0 || !preds.iter().all(|p| p[[i, k]].is_finite()) {
+            continue;
+        }
+        for (c, p) in preds.iter().enumerate() {
+            let s = &mut sums[c][i % folds];
+            s.0 += ((p[[i, k]] - t) / t).abs();
+            s.1 += 1;
+        }
+    }
+    sums.iter().map(|s| super::select::fold_mapes(s)).collect()
 }
 
 /// The baseline setting: `params.baseline`, or every knob at its highest value in the set.
@@ -748,8 +771,8 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
         what: format!("{t}: the weighted least-squares fit failed"),
     })?;
     let (e, c) = errors(&d, &fit, s, &rows);
-    let (nb, transfer, choice, no_features) = if mode == Transfer::Global {
-        (None, None, Vec::new(), false)
+    let (nb, transfer, choice, chosen) = if mode == Transfer::Global {
+        (None, None, Vec::new(), None)
     } else {
         let (xn, nn) = neighbor_candidates(sh, &d, &names);
         let nf = neighbors::fit(
@@ -762,7 +785,7 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
             params.inner_folds,
         );
         match mode {
-            Transfer::Neighbors => (Some(nf.fit), Some(Transfer::Neighbors), Vec::new(), false),
+            Transfer::Neighbors => (Some(nf.fit), Some(Transfer::Neighbors), Vec::new(), None),
             _ => {
                 // Scored on the training workloads only, by the same folds: nested (each
                 // fold's selections made without it) within the budget, else the
@@ -792,24 +815,26 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
                 let (label, chosen) = if mode == Transfer::Blend {
                     ("blend", Transfer::Blend)
                 } else {
-                    // Ties go to the simpler candidate (the order above).
-                    scores
-                        .iter()
-                        .filter(|(_, _, e)| e.is_finite())
-                        .min_by(|a, b| a.2.total_cmp(&b.2))
-                        .map_or(("global", Transfer::Global), |(l, tr, _)| (*l, *tr))
+                    // Issue 41's rule (`super::select`): the global transfer, what
+                    // `--model scaling` fits, unless a challenger beats it by more than
+                    // one standard error of the per-fold differences.
+                    let folds = n.min(params.inner_folds.max(2));
+                    let per_fold = fold_mapes(&d, &[&g0, &g, &nbp, &blend], folds);
+                    let pooled: Vec<f64> = scores.iter().map(|s| s.2).collect();
+                    let c = super::select::choose(&per_fold, &pooled, 1);
+                    (scores[c].0, scores[c].1)
                 };
                 let choice = scores
                     .iter()
                     .map(|(l, _, e)| (l.to_string(), e * 100.0))
                     .collect();
                 let keep = (chosen != Transfer::Global).then_some(nf.fit);
-                (keep, Some(chosen), choice, label == GLOBAL_NO_FEATURES)
+                (keep, Some(chosen), choice, Some(label.to_string()))
             }
         }
     };
     // The null candidate won: the global transfer without features, refitted so.
-    let (feats, s, fit, e, c) = if no_features {
+    let (feats, s, fit, e, c) = if chosen.as_deref() == Some(GLOBAL_NO_FEATURES) {
         let f0 = fit_subset(&d, &rows, &[], s0, params).ok_or_else(|| ModelError::Fit {
             model: MODEL.into(),
             what: format!("{t}: the weighted least-squares fit without features failed"),
@@ -844,6 +869,7 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
         transfer,
         neighbors: nb,
         choice,
+        chosen,
     }))
 }
 
