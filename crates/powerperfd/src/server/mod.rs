@@ -185,6 +185,8 @@ pub struct Daemon {
     metrics: std::sync::OnceLock<crate::metrics::Hook>,
     /// Held for the daemon's life: no `powerperf apply` as root races it on this tree.
     _lock: state::SysfsLock,
+    /// Set by [`Daemon::shutdown`]: no request is served and no client accepted after it.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 pub use powerperf::daemon::peer_cred;
@@ -317,6 +319,7 @@ impl Daemon {
             opts: Options { state_dir, ..opts },
             metrics: std::sync::OnceLock::new(),
             _lock: lock,
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -369,6 +372,10 @@ impl Daemon {
     /// Accept clients on `listener` until the process ends.
     pub fn serve(self: &Arc<Self>, listener: UnixListener) {
         for s in listener.incoming() {
+            if self.stopping() {
+                // closed unanswered: the daemon is stopping
+                continue;
+            }
             let s = match s {
                 Ok(s) => s,
                 Err(e) => {
@@ -387,21 +394,54 @@ impl Daemon {
         }
     }
 
-    /// Restore every session (shutdown).
+    /// Whether [`Daemon::shutdown`] has begun.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stop (SIGTERM, SIGINT, SIGHUP; issue 38): no request is served from now on (a
+    /// request already holding the state lock finishes first), every session is restored,
+    /// then the process exits with the lock still held, so no connection can set anything
+    /// between the restore and the exit. Exits 0 when every restore succeeded, else 1 (the
+    /// journal keeps what failed for the next start).
+    pub fn shutdown(&self) -> ! {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut g = self.lock();
+        let ok = self.restore_all_locked(&mut g);
+        if ok && g.journal.open_sessions().is_empty() {
+            // nothing left to undo: the journal holds its header only
+            if let Err(e) = g.journal.compact() {
+                tracing::warn!(error = %format!("{e:#}"), "cannot compact the journal");
+            }
+        }
+        tracing::info!(restored_all = ok, "stopped");
+        std::process::exit(if ok { 0 } else { 1 });
+    }
+
+    /// Restore every session (shutdown): see [`Daemon::shutdown`], which also stops serving.
     pub fn restore_all(&self) {
         let mut g = self.lock();
+        self.restore_all_locked(&mut g);
+    }
+
+    /// Restore every session under the held lock; whether all restores succeeded.
+    fn restore_all_locked(&self, g: &mut Inner) -> bool {
+        let mut ok = true;
         let ids: Vec<u64> = g.sessions.keys().rev().copied().collect();
         for id in ids {
-            match self.restore_session(&mut g, id) {
+            match self.restore_session(g, id) {
                 Ok(w) if !w.is_empty() => {
                     tracing::info!(session = id, writes = ?w, "restored at shutdown")
                 }
                 Ok(_) => {}
                 Err(e) => {
+                    ok = false;
                     tracing::error!(session = id, error = %format!("{e:#}"), "restore at shutdown failed; the journal keeps it")
                 }
             }
         }
+        ok
     }
 
     fn refuse(&self, s: &Session, session: u64, why: String) -> Response {
@@ -616,6 +656,9 @@ impl Daemon {
     /// Answer one request line.
     fn handle(&self, id: u64, line: &[u8]) -> Response {
         let mut g = self.lock();
+        if self.stopping() {
+            return Response::refused("powerperfd is stopping: nothing was changed");
+        }
         let req: Request = match serde_json::from_slice(line) {
             Ok(r) => r,
             Err(e) => {
@@ -630,7 +673,7 @@ impl Daemon {
                 version,
                 on_behalf_of,
             } => self.hello(&mut g, id, version, on_behalf_of),
-            Request::ReadEnergy => self.read_energy(&mut g, id),
+            Request::ReadEnergy {} => self.read_energy(&mut g, id),
             Request::SetCoreFreq { mhz, cpus } => {
                 self.set_cpus(&mut g, id, Setting::CoreFreq(mhz), cpus)
             }
@@ -651,8 +694,8 @@ impl Daemon {
             Request::SetGpuPowerLimit { gpu, watts } => {
                 self.set_gpu(&mut g, id, gpu, power::GpuAsk::PowerLimit(watts))
             }
-            Request::ReadPower => self.read_power(&mut g, id),
-            Request::Restore => match self.restore_session(&mut g, id) {
+            Request::ReadPower {} => self.read_power(&mut g, id),
+            Request::Restore {} => match self.restore_session(&mut g, id) {
                 Ok(w) => Response {
                     ok: true,
                     session: Some(id),
@@ -663,7 +706,7 @@ impl Daemon {
                     "{e:#}; the journal keeps the saved values for the next start of powerperfd"
                 )),
             },
-            Request::Status => self.status(&g, id),
+            Request::Status {} => self.status(&g, id),
         };
         if let Some(sess) = g.sessions.get_mut(&id) {
             sess.started = true;
@@ -769,7 +812,9 @@ impl Daemon {
             .map(|d| EnergyReading {
                 name: d.name.clone(),
                 column: d.column.clone(),
-                energy_uj: read_counter(&d.energy_path),
+                // a counter above its wrap point is no reading (issue 38)
+                energy_uj: read_counter(&d.energy_path)
+                    .filter(|v| d.max_energy_range_uj == 0 || *v <= d.max_energy_range_uj),
                 max_energy_range_uj: d.max_energy_range_uj,
             })
             .collect();
