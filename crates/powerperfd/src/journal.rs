@@ -616,4 +616,164 @@ mod tests {
             "{\"kind\":\"end\",\"session\":1}\n"
         );
     }
+
+    fn private_dir() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        d
+    }
+
+    fn save_of(session: u64, value: &str) -> Entry {
+        Entry::Save {
+            session,
+            uid: 65534,
+            pid: 1,
+            job: None,
+            control: "cpu.core_freq".into(),
+            snapshot: snap(value),
+            gpu: None,
+        }
+    }
+
+    /// Issue 38: the journal is rewritten with only the open saves; what it says to undo
+    /// is the same before and after.
+    #[test]
+    fn the_journal_is_compacted_keeping_the_open_saves() {
+        let d = private_dir();
+        let mut j = Journal::create(d.path(), Path::new("/")).unwrap();
+        let header = j.len();
+        // one session held through 1000 others that set and restored
+        j.append(&save_of(1, "powersave")).unwrap();
+        for s in 2..1002 {
+            j.append(&save_of(s, "ondemand")).unwrap();
+            j.append(&Entry::End { session: s }).unwrap();
+        }
+        let len = std::fs::metadata(j.path()).unwrap().len();
+        assert_eq!(len, j.len());
+        assert!(len < 2 * COMPACT_BYTES, "{len}");
+        let text = std::fs::read_to_string(j.path()).unwrap();
+        let (h, todo) = scan(text.as_bytes(), j.path()).unwrap();
+        assert!(matches!(h, Some(Entry::Header { .. })));
+        assert_eq!(todo.len(), 1);
+        assert_eq!(todo[0].0, 1);
+        assert_eq!(j.open_sessions(), [1]);
+        // the last session ends: the journal is its header again
+        j.append(&Entry::End { session: 1 }).unwrap();
+        j.compact().unwrap();
+        assert_eq!(j.len(), header);
+        assert_eq!(std::fs::metadata(j.path()).unwrap().len(), header);
+        // 0600, root's own regular file, no temporary left behind
+        use std::os::unix::fs::PermissionsExt;
+        let m = std::fs::symlink_metadata(j.path()).unwrap();
+        assert!(m.is_file() && m.permissions().mode() & 0o777 == 0o600);
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    /// A journal of ended sessions far larger than MAX_JOURNAL_BYTES is read in little
+    /// memory and restores nothing; open saves beyond the limit are refused.
+    #[test]
+    fn a_long_journal_of_ended_sessions_is_scanned_and_open_saves_are_bounded() {
+        let mut text = String::new();
+        let line = |e: &Entry| serde_json::to_string(e).unwrap() + "\n";
+        let mut s = 0;
+        while text.len() < (MAX_JOURNAL_BYTES + (1 << 20)) as usize {
+            s += 1;
+            text.push_str(&line(&save_of(s, "ondemand")));
+            text.push_str(&line(&Entry::End { session: s }));
+        }
+        let (_, todo) = scan(text.as_bytes(), Path::new("j")).unwrap();
+        assert!(todo.is_empty());
+        let mut open = String::new();
+        let mut s = 0;
+        while open.len() <= MAX_JOURNAL_BYTES as usize {
+            s += 1;
+            open.push_str(&line(&save_of(s, "ondemand")));
+        }
+        let e = scan(open.as_bytes(), Path::new("j"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("saves without their end"), "{e}");
+    }
+
+    /// Issue 38 (Low): replay runs the checks a live request gets: a frequency not in
+    /// scaling_available_frequencies, an uncore value off the 100 MHz step, a GPU power
+    /// limit below the GPU's range are refused, and nothing is written.
+    #[test]
+    fn replay_refuses_what_a_live_request_would_refuse() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        copy_tree(&fixtures.join("sysfs/cpufreq-userspace"), &root);
+        copy_tree(&fixtures.join("sysfs/intel-uncore"), &root);
+        copy_tree(&fixtures.join("fake-gpu"), &d.path().join("gpu"));
+        let ctl = CpufreqController::open(&root).unwrap();
+        let mut gpu = powerperf::dvfs::gpu_control::FakeGpu::open(&d.path().join("gpu")).unwrap();
+        let state = private_dir();
+        let cpu0 = "sys/devices/system/cpu/cpu0/cpufreq";
+        let unc = "sys/devices/system/cpu/intel_uncore_frequency/package_00_die_00";
+        let cases: Vec<(Snapshot, Option<GpuSaved>, &str)> = vec![
+            (
+                Snapshot {
+                    files: vec![SavedFile {
+                        path: format!("{cpu0}/scaling_max_freq"),
+                        value: "1200400".into(),
+                    }],
+                },
+                None,
+                "scaling_available_frequencies",
+            ),
+            (
+                Snapshot {
+                    files: vec![SavedFile {
+                        path: format!("{unc}/max_freq_khz"),
+                        value: "1850000".into(),
+                    }],
+                },
+                None,
+                "100 MHz step",
+            ),
+            (
+                Snapshot::default(),
+                Some(GpuSaved {
+                    gpu: 0,
+                    knob: powerperf::dvfs::gpu_control::GpuKnob::PowerLimit,
+                    power_limit_w: Some(10.0),
+                }),
+                "power limit range",
+            ),
+        ];
+        for (snapshot, g, want) in cases {
+            let mut j = Journal::create(state.path(), &root).unwrap();
+            j.append(&Entry::Save {
+                session: 1,
+                uid: 65534,
+                pid: 1,
+                job: None,
+                control: "x".into(),
+                snapshot,
+                gpu: g,
+            })
+            .unwrap();
+            drop(j);
+            let e = format!(
+                "{:#}",
+                recover(
+                    state.path(),
+                    Some(&ctl),
+                    Some(&mut gpu as &mut (dyn GpuControl + 'static))
+                )
+                .unwrap_err()
+            );
+            assert!(
+                e.contains("fails validation") && e.contains(want),
+                "{want}: {e}"
+            );
+            std::fs::remove_file(path_in(state.path())).unwrap();
+        }
+        let max = std::fs::read_to_string(root.join(cpu0).join("scaling_max_freq")).unwrap();
+        assert_eq!(max.trim(), "2400000");
+        let p = std::fs::read_to_string(d.path().join("gpu/gpu0/power_limit_w")).unwrap();
+        assert_eq!(p.trim(), "700");
+    }
 }
