@@ -1,0 +1,459 @@
+//! Issue 39, items 4 to 6, on a copy of tests/fixtures/fake-gpu (no GPU, no root needed):
+//! `sweep --gpu-clock` with repeats → `fit` → `plan --model` (a GPU plan) → `apply`, the
+//! command seeing the locked clock and the fake GPU's files byte-identical afterwards; an
+//! unsupported clock refused with nothing changed; the restore on SIGTERM, SIGINT, a
+//! crashing command, and (through `apply --restore`) after a SIGKILL.
+
+mod common;
+use common::{copy_tree, powerperf as pp};
+
+use predicates::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+struct Fake {
+    dir: tempfile::TempDir,
+    gpu: PathBuf,
+}
+
+fn fake() -> Fake {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = dir.path().join("fake-gpu");
+    std::fs::create_dir_all(&gpu).unwrap();
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-gpu"),
+        &gpu,
+    );
+    Fake { dir, gpu }
+}
+
+impl Fake {
+    /// Every file of the fake GPU, bytes.
+    fn files(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut m = BTreeMap::new();
+        for e in std::fs::read_dir(self.gpu.join("gpu0")).unwrap() {
+            let e = e.unwrap();
+            m.insert(
+                e.file_name().to_string_lossy().to_string(),
+                std::fs::read(e.path()).unwrap(),
+            );
+        }
+        m
+    }
+    fn p(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    fn locked(&self) -> String {
+        std::fs::read_to_string(self.gpu.join("gpu0/locked_clocks_mhz"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+    /// `powerperf sweep` on the fake GPU, the record and log in the temporary directory.
+    fn sweep(&self, set: &str, extra: &[&str], child: &str) -> assert_cmd::Command {
+        let mut c = pp();
+        c.arg("sweep")
+            .arg("-o")
+            .arg(self.p(set))
+            .arg("--fake-gpu")
+            .arg(&self.gpu)
+            .arg("--restore-file")
+            .arg(self.p("restore.toml"))
+            .arg("--log")
+            .arg(self.p("switches.log"))
+            .args(extra)
+            .args(["--", "sh", "-c", child]);
+        c
+    }
+    fn sweep_std(&self, set: &str, extra: &[&str], child: &str) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_powerperf"));
+        c.arg("sweep")
+            .arg("-o")
+            .arg(self.p(set))
+            .arg("--fake-gpu")
+            .arg(&self.gpu)
+            .arg("--restore-file")
+            .arg(self.p("restore.toml"))
+            .arg("--log")
+            .arg(self.p("switches.log"))
+            .args(extra)
+            .args(["--", "sh", "-c", child])
+            .stderr(std::process::Stdio::piped());
+        c
+    }
+}
+
+/// A command whose run time is 60/f s at the fake GPU's locked SM clock f (a compute-bound
+/// kernel's 1/f), that appends the lock it saw to `seen`.
+fn clock_bound(f: &Fake, seen: &Path) -> String {
+    format!(
+        "l=$(cat {0}/gpu0/locked_clocks_mhz); echo \"$l\" >> {1}; c=${{l#* }}; sleep $(awk -v c=$c 'BEGIN {{ printf \"%.3f\", 60 / c }}')",
+        f.gpu.display(),
+        seen.display()
+    )
+}
+
+#[test]
+fn sweep_fit_plan_apply_on_a_fake_gpu_restores_every_file() {
+    let f = fake();
+    let before = f.files();
+    let seen = f.p("seen");
+    let child = clock_bound(&f, &seen);
+    f.sweep(
+        "set",
+        &[
+            "--gpu-clock",
+            "1200,1500,1980",
+            "--repeat",
+            "2",
+            "--warmup",
+            "1",
+            "--interval",
+            "5ms",
+            "--workload",
+            "kernel",
+        ],
+        &child,
+    )
+    .assert()
+    .success()
+    .stderr(
+        predicate::str::contains("9 runs done")
+            .and(predicate::str::contains("6 points"))
+            .and(predicate::str::contains(
+                "nvmlDeviceSetGpuLockedClocks(device 0, minGpuClockMHz 1200, maxGpuClockMHz 1200)",
+            ))
+            .and(predicate::str::contains(
+                "restored: nvmlDeviceResetGpuLockedClocks(device 0)",
+            )),
+    );
+    // each run (one warm-up and two repeats per clock) saw its clock locked
+    let lines: Vec<String> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let want: Vec<String> = ["1200 1200", "1500 1500", "1980 1980"]
+        .iter()
+        .flat_map(|l| std::iter::repeat_n(l.to_string(), 3))
+        .collect();
+    assert_eq!(lines, want);
+    assert_eq!(f.files(), before, "the fake GPU's files changed");
+    assert!(!f.p("powerperf-gpu-restore.toml").exists() && !f.p("restore.toml.gpu").exists());
+    // the set: GPU knobs on gpu0, the warm-up runs left out, requested = observed
+    let set = powerperf::store::set::TrainingSet::read(&f.p("set")).unwrap();
+    assert_eq!(set.points.len(), 6);
+    assert_eq!(
+        set.knob_values("core_freq_mhz"),
+        vec![1200.0, 1500.0, 1980.0]
+    );
+    assert_eq!(set.meta.knob_devices["core_freq_mhz"], "gpu0");
+    assert!(f.p("set/warmup").is_dir());
+    for p in &set.points {
+        // energy is the fake GPU's: its constant 250.5 W integrated over the run
+        let pw = p.power_w.expect("GPU power");
+        assert!((pw - 250.5).abs() < 30.0, "{p:?}");
+    }
+    let run = powerperf::store::run::RunMeta::read(&f.p("set/runs/f-_t-_r0_g1500")).unwrap();
+    let g = run.gpu_setting.expect("[gpu_setting]");
+    assert_eq!(
+        (
+            g.requested_sm_clock_mhz,
+            g.observed_sm_clock_mhz,
+            g.flag.as_deref()
+        ),
+        (Some(1500.0), Some(1500.0), None)
+    );
+    assert!(g.samples > 0 && g.observed_power_w == Some(250.5), "{g:?}");
+    // fit, then a GPU plan
+    let model = f.p("model.json");
+    pp().arg("fit")
+        .arg(f.p("set"))
+        .arg("-o")
+        .arg(&model)
+        .arg("--no-loo")
+        .assert()
+        .success();
+    let plan = f.p("plan.toml");
+    pp().args(["plan", "--model"])
+        .arg(&model)
+        .args(["--objective", "energy", "--slowdown-margin", "0", "-o"])
+        .arg(&plan)
+        .assert()
+        .success();
+    let pl = powerperf::dvfs::plan_file::Plan::read(&plan).unwrap();
+    let dev = pl.device_of("core_freq_mhz").expect("a device");
+    assert_eq!(dev.kind, powerperf::dvfs::plan_file::DeviceKind::Gpu);
+    let clock = pl.regions[0].setting["core_freq_mhz"];
+    assert!([1200.0, 1500.0, 1980.0].contains(&clock), "{clock}");
+    // apply: the command sees the plan's clock locked (the maximum too), all put back
+    let seen2 = f.p("seen2");
+    pp().args(["apply", "--plan"])
+        .arg(&plan)
+        .arg("--fake-gpu")
+        .arg(&f.gpu)
+        .arg("--restore-file")
+        .arg(f.p("restore.toml"))
+        .arg("--log")
+        .arg(f.p("switches.log"))
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "cat {} > {}",
+            f.gpu.join("gpu0/locked_clocks_mhz").display(),
+            seen2.display()
+        ))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("original GPU settings restored"));
+    assert_eq!(
+        std::fs::read_to_string(&seen2).unwrap().trim(),
+        format!("{clock} {clock}")
+    );
+    assert_eq!(f.files(), before, "the fake GPU's files changed");
+    // the switch log has the GPU's set and restore
+    let log = std::fs::read_to_string(f.p("switches.log")).unwrap();
+    assert!(
+        log.contains("\tset\tgpu0\t") && log.contains("\trestore\tgpu0\t"),
+        "{log}"
+    );
+}
+
+#[test]
+fn unsupported_clock_and_limit_are_refused_with_nothing_changed() {
+    let f = fake();
+    let before = f.files();
+    let marker = f.p("ran");
+    let child = format!("touch {}", marker.display());
+    // 1234 MHz where 1200 and 1500 are listed: refused before anything runs or changes
+    f.sweep("set", &["--gpu-clock", "1500,1234"], &child)
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("1234 MHz is not a supported clock")
+                .and(predicate::str::contains("1200 MHz or 1500 MHz")),
+        );
+    f.sweep("set", &["--gpu-power-limit", "900"], &child)
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("power limit 900 W")
+                .and(predicate::str::contains("200..700 W")),
+        );
+    f.sweep("set", &["--gpu-clock", "1200", "--gpu", "3"], &child)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("GPU 3 does not exist"));
+    // no memory-clock lock on this GPU: refused with the reason
+    std::fs::remove_file(f.gpu.join("gpu0/mem_locked_clocks_mhz")).unwrap();
+    f.sweep("set", &["--gpu-mem-clock", "1593"], &child)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("has no memory-clock lock"));
+    let mut before_no_mem = before.clone();
+    before_no_mem.remove("mem_locked_clocks_mhz");
+    assert!(!marker.exists());
+    assert_eq!(f.files(), before_no_mem);
+    assert!(!f.p("set/runs").exists());
+    // the same clock in a plan given to apply
+    let plan = f.p("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"[plan]
+objective = "energy"
+model = "hand-written"
+created = "2026-01-01T00:00:00Z"
+scope = "per_workload"
+
+[[device]]
+kind = "gpu"
+index = 0
+knobs = ["core_freq_mhz"]
+default = { core_freq_mhz = 1234.0 }
+
+[[region]]
+name = "a"
+setting = { core_freq_mhz = 1234.0 }
+time_s = 1.0
+energy_j = 1.0
+power_w = 1.0
+reference_time_s = 1.0
+reference_energy_j = 1.0
+energy_saving = 0.0
+slowdown = 0.0
+"#,
+    )
+    .unwrap();
+    pp().args(["apply", "--plan"])
+        .arg(&plan)
+        .arg("--fake-gpu")
+        .arg(&f.gpu)
+        .arg("--restore-file")
+        .arg(f.p("restore.toml"))
+        .arg("--log")
+        .arg(f.p("switches.log"))
+        .args(["--", "sh", "-c", &child])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("1200 MHz or 1500 MHz")
+                .and(predicate::str::contains("the command did not run")),
+        );
+    assert!(!marker.exists());
+    assert_eq!(f.files(), before_no_mem);
+}
+
+/// Start a sweep whose command sleeps; wait until the clock is locked; signal powerperf.
+fn sweep_signalled(sig: i32) {
+    let f = fake();
+    let before = f.files();
+    let started = f.p("started");
+    let child = format!("touch {}; exec sleep 30", started.display());
+    let p = f
+        .sweep_std("set", &["--gpu-clock", "1200", "--interval", "0s"], &child)
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(t0.elapsed().as_secs() < 30, "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(f.locked(), "1200 1200");
+    unsafe { libc::kill(p.id() as i32, sig) };
+    let out = p.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + sig), "{out:?}");
+    assert_eq!(f.files(), before, "not restored after signal {sig}");
+    assert!(!f.p("powerperf-gpu-restore.toml").exists() && !f.p("restore.toml.gpu").exists());
+}
+
+#[test]
+fn sigterm_during_a_gpu_sweep_restores() {
+    sweep_signalled(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_during_a_gpu_sweep_restores() {
+    sweep_signalled(libc::SIGINT);
+}
+
+#[test]
+fn a_crashing_command_is_left_out_and_the_gpu_restored() {
+    let f = fake();
+    let before = f.files();
+    f.sweep(
+        "set",
+        &[
+            "--gpu-clock",
+            "1200,1500",
+            "--gpu-power-limit",
+            "300",
+            "--interval",
+            "0s",
+        ],
+        "kill -SEGV $$",
+    )
+    .assert()
+    .failure()
+    .stderr(predicate::str::contains("no usable run"));
+    assert_eq!(f.files(), before);
+    // apply: the command crashes, the GPU is put back
+    let plan = f.p("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"[plan]
+objective = "energy"
+model = "hand-written"
+created = "2026-01-01T00:00:00Z"
+scope = "per_workload"
+
+[[device]]
+kind = "gpu"
+index = 0
+knobs = ["core_freq_mhz", "power_limit_w"]
+default = { core_freq_mhz = 1980.0, power_limit_w = 700.0 }
+
+[[region]]
+name = "a"
+setting = { core_freq_mhz = 1980.0, power_limit_w = 450.0 }
+time_s = 1.0
+energy_j = 1.0
+power_w = 1.0
+reference_time_s = 1.0
+reference_energy_j = 1.0
+energy_saving = 0.0
+slowdown = 0.0
+"#,
+    )
+    .unwrap();
+    let seen = f.p("seen");
+    pp().args(["apply", "--plan"])
+        .arg(&plan)
+        .arg("--fake-gpu")
+        .arg(&f.gpu)
+        .arg("--restore-file")
+        .arg(f.p("restore.toml"))
+        .arg("--log")
+        .arg(f.p("switches.log"))
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "cat {0}/gpu0/locked_clocks_mhz {0}/gpu0/power_limit_w > {1}; kill -SEGV $$",
+            f.gpu.display(),
+            seen.display()
+        ))
+        .assert()
+        .code(128 + libc::SIGSEGV);
+    // the maximum clock is locked too, and the power limit set
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "1980 1980\n450\n");
+    assert_eq!(f.files(), before);
+}
+
+#[test]
+fn after_sigkill_apply_restore_replays_the_gpu_record() {
+    let f = fake();
+    let before = f.files();
+    let started = f.p("started");
+    let pidfile = f.p("pid");
+    let child = format!(
+        "echo $$ > {}; touch {}; exec sleep 30",
+        pidfile.display(),
+        started.display()
+    );
+    let p = f
+        .sweep_std(
+            "set",
+            &[
+                "--gpu-clock",
+                "1200",
+                "--gpu-power-limit",
+                "300",
+                "--interval",
+                "0s",
+            ],
+            &child,
+        )
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(t0.elapsed().as_secs() < 30, "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe { libc::kill(p.id() as i32, libc::SIGKILL) };
+    let _ = p.wait_with_output();
+    assert_eq!(f.locked(), "1200 1200");
+    let record = f.p("restore.toml.gpu");
+    assert!(record.exists(), "no GPU restore record after SIGKILL");
+    pp().args(["apply", "--restore", "--restore-file"])
+        .arg(f.p("restore.toml"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("restored 2 GPU setting(s)"));
+    assert_eq!(f.files(), before);
+    assert!(!record.exists());
+    // the sleeping command, orphaned by the SIGKILL, is ended by the test (by its pid)
+    if let Some(pid) = std::fs::read_to_string(&pidfile)
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok())
+    {
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
