@@ -457,3 +457,95 @@ fn after_sigkill_apply_restore_replays_the_gpu_record() {
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }
+
+/// The 2 % rule: a GPU that does not reach its locked clock (the fake GPU's `sm_clock_mhz`
+/// file stands for throttling) gives flagged points: in run.toml, in sweep.toml and by fit.
+#[test]
+fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
+    let f = fake();
+    std::fs::write(f.gpu.join("gpu0/sm_clock_mhz"), "1100\n").unwrap();
+    let before = f.files();
+    f.sweep(
+        "set",
+        &[
+            "--gpu-clock",
+            "1200,1980",
+            "--repeat",
+            "2",
+            "--interval",
+            "5ms",
+        ],
+        "sleep 0.05",
+    )
+    .assert()
+    .success()
+    .stderr(
+        predicate::str::contains("f-_t-_r0_g1980 is flagged").and(predicate::str::contains(
+            "1100.0 MHz is 44.4 % off the requested 1980 MHz",
+        )),
+    );
+    assert_eq!(f.files(), before);
+    let run = powerperf::store::run::RunMeta::read(&f.p("set/runs/f-_t-_r1_g1980")).unwrap();
+    let g = run.gpu_setting.unwrap();
+    assert_eq!(g.observed_sm_clock_mhz, Some(1100.0));
+    assert!(g.flag.unwrap().contains("more than 2 %"));
+    assert_eq!(run.knobs.core_freq_mhz, Some(1980.0));
+    assert_eq!(run.knobs.gpu_sm_clock_mhz, Some(1100.0));
+    // 1200 requested, 1100 observed: 8.3 % off, flagged too
+    let rec: powerperf::dvfs::sweep::SweepRecord =
+        toml::from_str(&std::fs::read_to_string(f.p("set/sweep.toml")).unwrap()).unwrap();
+    assert_eq!(rec.off_setting.len(), 4, "{rec:?}");
+    pp().arg("fit")
+        .arg(f.p("set"))
+        .arg("-o")
+        .arg(f.p("model.json"))
+        .arg("--no-loo")
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("4 point(s)")
+                .and(predicate::str::contains(
+                    "not at their requested GPU setting",
+                ))
+                .and(predicate::str::contains(
+                    "f-_t-_r0_g1200: observed mean SM clock 1100.0 MHz",
+                )),
+        );
+}
+
+/// `collect --fake-gpu`: the fake GPU's power, clocks and energy become the gpu0_* columns,
+/// without root or NVML.
+#[test]
+fn collect_reads_the_fake_gpu_as_it_would_nvml() {
+    let f = fake();
+    let run = f.p("run");
+    pp().args(["collect", "--interval", "5ms", "--fake-gpu"])
+        .arg(&f.gpu)
+        .arg("-o")
+        .arg(&run)
+        .args(["--", "sleep", "0.05"])
+        .assert()
+        .success();
+    let df = powerperf_format::timeline::read_run(&run).unwrap().unwrap();
+    let col = |c: &str| powerperf_format::timeline::column_f64(&df, c).unwrap();
+    assert!(!col("gpu0_power_w").is_empty());
+    assert!(col("gpu0_power_w").iter().flatten().all(|w| *w == 250.5));
+    assert!(col("gpu0_sm_clock_mhz")
+        .iter()
+        .flatten()
+        .all(|c| *c == 1980.0));
+    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    assert!(
+        meta.notes.iter().any(|n| n.contains("fake GPUs under")),
+        "{:?}",
+        meta.notes
+    );
+    pp().args(["collect", "--fake-gpu"])
+        .arg(f.p("nowhere"))
+        .arg("-o")
+        .arg(f.p("run2"))
+        .args(["--", "true"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("holds no gpu0 directory"));
+}

@@ -483,6 +483,33 @@ fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn super::gpu_control::GpuC
         .context("cannot sweep GPU settings (a sweep as a user through powerperfd is not available yet: use --dry-run to see the calls)")
 }
 
+/// Save every GPU control the grid changes (GPU restore record next to the CPU's), before
+/// the first GPU write.
+///
+/// # Errors
+/// As [`GpuSession::begin`].
+fn begin_gpu_session(
+    cfg: &SweepConfig,
+    c: Box<dyn super::gpu_control::GpuControl>,
+    gpus: &[GpuSetting],
+) -> Result<GpuSession> {
+    let mut knobs = Vec::new();
+    for k in gpus.iter().flat_map(|g| g.knobs()) {
+        if !knobs.contains(&k) {
+            knobs.push(k);
+        }
+    }
+    GpuSession::begin(
+        c,
+        cfg.gpu,
+        &knobs,
+        &gpu_session::gpu_record_path(&cfg.restore_file),
+        Some(&cfg.log_file),
+        cfg.fake_gpu.as_deref(),
+        &cfg.command,
+    )
+}
+
 /// Whether the warm-up run `r` can be skipped: every repeat of its point is finished.
 fn point_finished(runs: &[PlannedRun], r: &PlannedRun) -> bool {
     runs.iter()
@@ -570,32 +597,12 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
         }
         None => None,
     };
-    let mut gpu_sess = match gpu_ctl {
-        Some(c) => {
-            let knobs = gpus
-                .iter()
-                .flat_map(|g| g.knobs())
-                .fold(Vec::new(), |mut v, k| {
-                    if !v.contains(&k) {
-                        v.push(k);
-                    }
-                    v
-                });
-            Some(GpuSession::begin(
-                c,
-                cfg.gpu,
-                &knobs,
-                &gpu_session::gpu_record_path(&cfg.restore_file),
-                Some(&cfg.log_file),
-                cfg.fake_gpu.as_deref(),
-                &cfg.command,
-            )?)
-        }
-        None => None,
-    };
+    let mut gpu_sess = gpu_ctl
+        .map(|c| begin_gpu_session(cfg, c, &gpus))
+        .transpose()?;
     let todo = runs
         .iter()
-        .filter(|r| !finished(&r.dir) && !(r.warmup && point_finished(&runs, r)))
+        .filter(|r| !(finished(&r.dir) || r.warmup && point_finished(&runs, r)))
         .count();
     let skipped = runs.iter().filter(|r| !r.warmup).count()
         - runs
@@ -683,27 +690,40 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
         s.restore()?;
     }
     drop(session);
+    let (points, notes) = match write_set(cfg, &runs, &mut record) {
+        Ok(x) => x,
+        // interrupted before any usable run: nothing to make a set of yet
+        Err(e) if interrupted.is_some() => (0, vec![format!("no set written yet: {e:#}")]),
+        Err(e) => return Err(e),
+    };
+    Ok(SweepOutcome {
+        ran,
+        skipped,
+        failed,
+        points,
+        notes,
+        interrupted,
+    })
+}
+
+/// Make the training set of the finished runs (warm-ups left out): `SET/set.toml` and
+/// `SET/points.parquet`, with the knobs' devices; for a GPU sweep, the flagged runs go into
+/// `SET/sweep.toml`'s `[[off_setting]]`. Returns the number of points and the notes.
+///
+/// # Errors
+/// No usable run, an unreadable run, an unwritable set.
+fn write_set(
+    cfg: &SweepConfig,
+    runs: &[PlannedRun],
+    record: &mut SweepRecord,
+) -> Result<(usize, Vec<String>)> {
     let dirs: Vec<PathBuf> = runs
         .iter()
         .filter(|r| !r.warmup && finished(&r.dir))
         .map(|r| r.dir.clone())
         .collect();
     let (mut set, mut notes) =
-        match crate::store::set::from_runs_labelled(&dirs, cfg.workload.as_deref()) {
-            Ok(x) => x,
-            // interrupted before any usable run: nothing to make a set of yet
-            Err(e) if interrupted.is_some() => {
-                return Ok(SweepOutcome {
-                    ran,
-                    skipped,
-                    failed,
-                    points: 0,
-                    notes: vec![format!("no set written yet: {e:#}")],
-                    interrupted,
-                })
-            }
-            Err(e) => return Err(e),
-        };
+        crate::store::set::from_runs_labelled(&dirs, cfg.workload.as_deref())?;
     set.meta.description = format!("powerperf sweep of `{}`", cfg.command.join(" "));
     // The sweep sets core_freq_mhz through cpufreq: the CPU's (issue 20, item 4).
     if set.meta.knobs.iter().any(|k| k == "core_freq_mhz") {
@@ -742,15 +762,8 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
                     .push(super::sweep_gpu::OffSetting { run, flag });
             }
         }
-        write_record(cfg, &record)?;
+        write_record(cfg, record)?;
     }
     set.write(&cfg.out)?;
-    Ok(SweepOutcome {
-        ran,
-        skipped,
-        failed,
-        points: set.points.len(),
-        notes,
-        interrupted,
-    })
+    Ok((set.points.len(), notes))
 }

@@ -416,8 +416,10 @@ pub fn check_clock_list(
 /// metrics endpoint and `collect`/`sweep`/`apply --fake-gpu DIR` serve): `gpuN/power_w`
 /// (watts) and `gpuN/energy_mj` (the total energy counter, mJ), both optional, a missing
 /// or unreadable file being a missing value; its SM clock is the locked clock's upper end
-/// (the highest supported graphics clock when unlocked), its memory clock likewise, and
-/// its clock throttle reasons `gpuN/throttle_reasons` (a number, optional, else 0: none).
+/// (the highest supported graphics clock when unlocked), or `gpuN/sm_clock_mhz` where that
+/// file exists (a GPU that does not reach its lock, as under power or thermal throttling),
+/// its memory clock likewise from its lock, and its clock throttle reasons
+/// `gpuN/throttle_reasons` (a number, optional, else 0: none).
 #[derive(Debug, Clone)]
 pub struct FakeGpu {
     dir: PathBuf,
@@ -445,11 +447,14 @@ impl crate::collect::nvml::GpuSource for FakeGpu {
                 .read_file(i, "energy_mj")
                 .ok()
                 .and_then(|t| t.parse().ok()),
-            sm_clock_mhz: self.observed_clock(
-                i,
-                "locked_clocks_mhz",
-                "supported_graphics_clocks_mhz",
-            ),
+            sm_clock_mhz: self
+                .read_file(i, "sm_clock_mhz")
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .or_else(|| {
+                    self.observed_clock(i, "locked_clocks_mhz", "supported_graphics_clocks_mhz")
+                }),
             mem_clock_mhz: self.observed_clock(
                 i,
                 "mem_locked_clocks_mhz",
