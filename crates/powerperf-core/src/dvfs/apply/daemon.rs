@@ -317,9 +317,11 @@ impl StaticSetting {
             reqs.push(Request::SetGpuPowerLimit { gpu, watts });
         }
         if let Some((gpu, mhz)) = self.gpu_mem_mhz {
-            notes.push(format!(
-                "GPU {gpu} mem_freq_mhz = {mhz}: powerperfd has no memory clock control, left unchanged"
-            ));
+            reqs.push(Request::SetGpuMemLockedClocks {
+                gpu,
+                min_mhz: mhz,
+                max_mhz: Some(mhz),
+            });
         }
         (reqs, notes)
     }
