@@ -549,3 +549,110 @@ fn collect_reads_the_fake_gpu_as_it_would_nvml() {
         .failure()
         .stderr(predicate::str::contains("holds no gpu0 directory"));
 }
+
+/// A client of apply's controller socket, as powerperf-rt and the NVTX injection speak to
+/// it (`B name` / `E name`, one ack byte each): it records the fake GPU's lock in each
+/// region.
+const REGIONS: &str = r#"
+import os, socket, sys
+gpu, seen = sys.argv[1], open(sys.argv[2], "w")
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["POWERPERF_CTL_SOCKET"])
+def lock():
+    return open(gpu + "/gpu0/locked_clocks_mhz").read().strip()
+def say(line):
+    s.sendall((line + "\n").encode())
+    assert s.recv(1) == b"K", line
+seen.write("start " + lock() + "\n")
+say("B dgemm"); seen.write("dgemm " + lock() + "\n")
+say("B inner"); seen.write("inner " + lock() + "\n")
+say("E inner"); say("E dgemm"); seen.write("between " + lock() + "\n")
+for _ in range(20):
+    say("B stream"); say("E stream")
+say("B stream"); seen.write("stream " + lock() + "\n")
+say("E stream"); seen.write("end " + lock() + "\n")
+"#;
+
+/// Issue 39, item 5: a job plan's GPU clocks switched at region boundaries on the fake
+/// GPU, the default locked even though it is the maximum, everything put back; the time of
+/// a switch on the fake GPU printed (the software path only: no value for
+/// --transition-latency, which is the GPU's own transition).
+#[test]
+fn gpu_clocks_follow_regions_and_are_restored() {
+    if !std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        println!("skipped: python3 is not installed");
+        return;
+    }
+    let f = fake();
+    let before = f.files();
+    let plan = f.p("plan.toml");
+    let region = |name: &str, mhz: f64| {
+        format!(
+            "[[region]]\nname = \"{name}\"\nsetting = {{ core_freq_mhz = {mhz:.1} }}\ntime_s = 1.0\nenergy_j = 1.0\npower_w = 1.0\nreference_time_s = 1.0\nreference_energy_j = 1.0\nenergy_saving = 0.0\nslowdown = 0.0\n"
+        )
+    };
+    std::fs::write(
+        &plan,
+        format!(
+            "[plan]\nobjective = \"energy\"\nmodel = \"hand-written\"\ncreated = \"2026-01-01T00:00:00Z\"\nscope = \"job\"\ntransition_latency_s = 0.0\ntransition_energy_j = 0.0\nmin_region_s = 0.0\n\n[[device]]\nkind = \"gpu\"\nindex = 0\nknobs = [\"core_freq_mhz\"]\ndefault = {{ core_freq_mhz = 1980.0 }}\n\n{}\n{}",
+            region("dgemm", 1500.0),
+            region("stream", 1200.0)
+        ),
+    )
+    .unwrap();
+    let script = f.p("regions.py");
+    std::fs::write(&script, REGIONS).unwrap();
+    let seen = f.p("seen");
+    pp().args(["apply", "--plan"])
+        .arg(&plan)
+        .arg("--fake-gpu")
+        .arg(&f.gpu)
+        .arg("--restore-file")
+        .arg(f.p("restore.toml"))
+        .arg("--log")
+        .arg(f.p("switches.log"))
+        .arg("--")
+        .arg("python3")
+        .arg(&script)
+        .arg(&f.gpu)
+        .arg(&seen)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "switching GPU 0's SM clock at region boundaries",
+        ));
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "start 1980 1980\ndgemm 1500 1500\ninner 1500 1500\nbetween 1980 1980\nstream 1200 1200\nend 1980 1980\n"
+    );
+    assert_eq!(f.files(), before);
+    // the switch log: each `region` line is followed by the GPU's `set`; the time between
+    // them is one switch through the fake GPU
+    let log = std::fs::read_to_string(f.p("switches.log")).unwrap();
+    let rows: Vec<Vec<&str>> = log
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    let mut dt: Vec<u64> = rows
+        .windows(2)
+        .filter(|w| w[0][2] == "region" && w[1][2] == "set")
+        .map(|w| w[1][0].parse::<u64>().unwrap() - w[0][0].parse::<u64>().unwrap())
+        .collect();
+    assert!(dt.len() >= 40, "{log}");
+    dt.sort_unstable();
+    println!(
+        "GPU clock switch on the fake GPU (software path: region event to locked_clocks_mhz written and logged), {} switches: median {:.1} µs, max {:.1} µs; not the GPU's own transition, no value for --transition-latency",
+        dt.len(),
+        dt[dt.len() / 2] as f64 / 1e3,
+        dt[dt.len() - 1] as f64 / 1e3
+    );
+    assert!(
+        log.lines().last().unwrap().contains("\trestore\tgpu0\t"),
+        "{log}"
+    );
+}

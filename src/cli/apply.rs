@@ -281,6 +281,16 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     let plan_path = args.plan.clone().context("--plan PLAN is required")?;
     let plan = Plan::read(&plan_path)?;
     let run_as = command_user(args)?;
+    if let Some(settings) = gpu_region_settings(&plan, args.workload.as_deref()) {
+        if sets_gpu_for_real(args) {
+            sum.region_settings = settings.clone();
+            return run_gpu_regions(args, &plan, &plan_path, settings, run_as, sum);
+        }
+        eprintln!(
+            "powerperf: the plan's GPU clocks differ per region; they are switched at region boundaries only as root or with --fake-gpu DIR, {}",
+            if args.dry_run { "and not in a dry run" } else { "so this run leaves them unchanged" }
+        );
+    }
     if let Some(settings) = region_settings(&plan, args.workload.as_deref()) {
         sum.region_settings = settings.clone();
         return run_regions(args, &plan, &plan_path, settings, run_as, sum);
@@ -688,6 +698,120 @@ fn run_regions(
     )?;
     eprintln!(
         "powerperf: original settings restored; switches logged in {}",
+        req.log_file.display()
+    );
+    Ok(st)
+}
+
+/// The per-region GPU SM clocks of a job plan whose `core_freq_mhz` is a GPU's and differs
+/// between regions; `None` otherwise.
+fn gpu_region_settings(plan: &Plan, workload: Option<&str>) -> Option<Vec<(String, f64)>> {
+    if workload.is_some()
+        || plan.plan.scope != Scope::Job
+        || plan.device_of("core_freq_mhz").map(|d| d.kind) != Some(DeviceKind::Gpu)
+    {
+        return None;
+    }
+    let list: Vec<(String, f64)> = plan
+        .regions
+        .iter()
+        .filter_map(|r| r.setting.get("core_freq_mhz").map(|v| (r.name.clone(), *v)))
+        .collect();
+    let first = list.first()?.1;
+    list.iter().any(|(_, v)| *v != first).then_some(list)
+}
+
+/// `powerperf apply` switching the GPU's SM clock at region boundaries (NVTX ranges and
+/// powerperf-rt regions report them on the controller socket, as for CPU clocks): the
+/// plan's default and every region's clock are checked before anything changes; the
+/// default is locked (even when it is the maximum), each region's clock locked on entry,
+/// the enclosing one on exit; the GPU is put back at the end.
+fn run_gpu_regions(
+    args: &ApplyArgs,
+    plan: &Plan,
+    plan_path: &Path,
+    list: Vec<(String, f64)>,
+    run_as: Option<RunAs>,
+    sum: &mut Summary,
+) -> Result<i32> {
+    use crate::dvfs::gpu_control::session::{self as gsess, GpuSession, GpuSetting};
+    use crate::dvfs::gpu_control::GpuKnob;
+    if args.command.is_empty() {
+        anyhow::bail!(
+            "no command given: write it after `--`, e.g. `powerperf apply --plan {} -- ./app`",
+            plan_path.display()
+        );
+    }
+    let dev = plan.device_of("core_freq_mhz");
+    let idx = dev.and_then(|d| d.index).unwrap_or(0);
+    let default_mhz = dev
+        .and_then(|d| d.default.get("core_freq_mhz").copied())
+        .context("the plan has no default core_freq_mhz for its GPU (fix: give the plan's [[device]] a default, the clock outside every region, e.g. default = { core_freq_mhz = 1980.0 })")?;
+    let ctl = gsess::open_control(args.fake_gpu.as_deref())
+        .context("nothing was changed and the command did not run")?;
+    for (name, mhz) in std::iter::once(("(default)".to_string(), default_mhz)).chain(list.clone()) {
+        let s = GpuSetting {
+            sm_clock_mhz: Some(mhz),
+            ..Default::default()
+        };
+        gsess::check_setting(ctl.as_ref(), idx, &s).with_context(|| {
+            format!("region `{name}`: refused before anything changed; the command did not run")
+        })?;
+    }
+    let mut env = Vec::new();
+    if let Some(t) = plan
+        .regions
+        .iter()
+        .find_map(|r| r.setting.get("threads").copied())
+    {
+        env.push((
+            "OMP_NUM_THREADS".to_string(),
+            format!("{}", t.round() as u64),
+        ));
+    }
+    let req = ApplyRequest {
+        core_freq_mhz: Some(default_mhz),
+        env,
+        command: args.command.clone(),
+        restore_file: restore_path(args)?,
+        log_file: log_path(args)?,
+        sysfs_root: args.sysfs_root.clone(),
+        run_as,
+    };
+    eprintln!(
+        "powerperf: switching GPU {idx}'s SM clock at region boundaries from {}: default {default_mhz} MHz; {}",
+        plan_path.display(),
+        list.iter()
+            .map(|(n, v)| format!("{n} = {v} MHz"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!("powerperf: {}", ctl.describe());
+    sum.controller = Some(ctl.describe());
+    sum.log = Some(req.log_file.clone());
+    sum.env = req.env.clone();
+    let sig = SignalForwarder::install()?;
+    let mut g = GpuSession::begin(
+        ctl,
+        idx,
+        &[GpuKnob::LockedClocks],
+        &gsess::gpu_record_path(&req.restore_file),
+        Some(&req.log_file),
+        args.fake_gpu.as_deref(),
+        &req.command,
+    )?;
+    g.set(&GpuSetting {
+        sm_clock_mhz: Some(default_mhz),
+        ..Default::default()
+    })?;
+    let settings = RegionSettings {
+        regions: list.into_iter().collect(),
+        default_mhz,
+    };
+    let sock = apply::control_socket(&req)?;
+    let st = apply::switch_at_regions(&mut g, sock, &req, &settings, &sig)?;
+    eprintln!(
+        "powerperf: original GPU settings restored; switches logged in {}",
         req.log_file.display()
     );
     Ok(st)

@@ -297,12 +297,13 @@ impl StaticSetting {
     }
 
     /// The powerperfd requests that put this setting in place in one session: the CPU core
-    /// frequency on every CPU (`set_core_freq`) and the GPU SM clock locked
-    /// (`set_gpu_locked_clocks`). The memory clock has no daemon request: a note says so.
+    /// frequency on every CPU (`set_core_freq`), the GPU SM clock locked
+    /// (`set_gpu_locked_clocks`), the GPU memory clock locked (`set_gpu_mem_locked_clocks`)
+    /// and the GPU power limit (`set_gpu_power_limit`). The notes are empty today.
     pub fn daemon_requests(&self) -> (Vec<crate::daemon::Request>, Vec<String>) {
         use crate::daemon::Request;
         let mut reqs = Vec::new();
-        let mut notes = Vec::new();
+        let notes = Vec::new();
         if let Some(mhz) = self.core_mhz {
             reqs.push(Request::SetCoreFreq { mhz, cpus: None });
         }

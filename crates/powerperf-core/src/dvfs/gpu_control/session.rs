@@ -318,6 +318,36 @@ impl GpuSession {
     }
 }
 
+impl GpuSession {
+    /// Log a line that is not a write (`region`, `refuse`, `deny`) in the switch log.
+    pub fn note(&mut self, action: &str, what: &str, old: &str, new: &str) {
+        if let Some(l) = &mut self.log {
+            l.note(action, what, old, new);
+        }
+    }
+}
+
+/// Region-triggered switching of the GPU's SM clock (`apply` with a job plan whose
+/// `core_freq_mhz` is a GPU's): each switch locks the clock through the session.
+impl crate::dvfs::apply::Switcher for GpuSession {
+    fn set(&mut self, mhz: f64) -> Result<()> {
+        GpuSession::set(
+            self,
+            &GpuSetting {
+                sm_clock_mhz: Some(mhz),
+                ..Default::default()
+            },
+        )
+        .map(|_| ())
+    }
+    fn note(&mut self, action: &str, what: &str, old: &str, new: &str) {
+        GpuSession::note(self, action, what, old, new);
+    }
+    fn restore(&mut self) -> Result<()> {
+        GpuSession::restore(self).map(|_| ())
+    }
+}
+
 impl Drop for GpuSession {
     fn drop(&mut self) {
         if let Err(e) = self.restore() {
