@@ -656,3 +656,27 @@ fn gpu_clocks_follow_regions_and_are_restored() {
         "{log}"
     );
 }
+
+/// As root, a fake GPU directory another user can write is refused (docs/security.md):
+/// that user could point `gpu0` elsewhere and have root write the fake GPU's files there.
+#[test]
+fn as_root_a_fake_gpu_another_user_can_write_is_refused() {
+    if !common::is_root() {
+        println!("skipped: not root");
+        return;
+    }
+    let f = fake();
+    common::chown_nobody(&f.gpu.join("gpu0"));
+    let before = f.files();
+    let marker = f.p("ran");
+    f.sweep(
+        "set",
+        &["--gpu-clock", "1200"],
+        &format!("touch {}", marker.display()),
+    )
+    .assert()
+    .failure()
+    .stderr(predicate::str::contains("must be a directory of root's"));
+    assert!(!marker.exists());
+    assert_eq!(f.files(), before);
+}

@@ -99,6 +99,10 @@ pub fn check_setting(ctl: &dyn GpuControl, gpu: u32, s: &GpuSetting) -> Result<(
 /// No fake GPU there; not root (the message names `--fake-gpu` and powerperfd); no NVML.
 pub fn open_control(fake: Option<&Path>) -> Result<Box<dyn GpuControl>> {
     if let Some(d) = fake {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            check_fake_dir_for_root(d)?;
+        }
         return FakeGpu::open(d)
             .map(|g| Box::new(g) as Box<dyn GpuControl>)
             .map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()));
@@ -112,6 +116,39 @@ pub fn open_control(fake: Option<&Path>) -> Result<Box<dyn GpuControl>> {
     NvmlGpu::open_writable()
         .map(|g| Box::new(g) as Box<dyn GpuControl>)
         .map_err(anyhow::Error::new)
+}
+
+/// As root, the fake GPU directory and its `gpuN` directories must be real directories
+/// (not symbolic links) of root's, not writable by group or others: otherwise another user
+/// could point a `gpuN` at a directory of their choice and have root write the fake GPU's
+/// file names there (docs/security.md).
+///
+/// # Errors
+/// The first directory that is not, named with its owner and mode.
+pub fn check_fake_dir_for_root(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("gpu") {
+                dirs.push(e.path());
+            }
+        }
+    }
+    for d in dirs {
+        let m = std::fs::symlink_metadata(&d)
+            .with_context(|| format!("--fake-gpu: cannot read {}", d.display()))?;
+        if !m.file_type().is_dir() || m.uid() != 0 || m.mode() & 0o022 != 0 {
+            anyhow::bail!(
+                "--fake-gpu: as root, {} must be a directory of root's that only root can write (it is {}, uid {}, mode {:o}); copy the fake GPU to such a directory",
+                d.display(),
+                if m.file_type().is_symlink() { "a symbolic link" } else if m.is_dir() { "a directory" } else { "not a directory" },
+                m.uid(),
+                m.mode() & 0o7777
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The GPU restore record: what a GPU session overwrote, written before the first write.
