@@ -680,3 +680,85 @@ fn as_root_a_fake_gpu_another_user_can_write_is_refused() {
     assert!(!marker.exists());
     assert_eq!(f.files(), before);
 }
+
+/// `power_limit_w` is a knob of the GPU like a clock: sweep → fit (scaling; the analytic
+/// form has no power-limit term and says so) → a GPU plan → apply sets the limit (the
+/// maximum too) and puts it back.
+#[test]
+fn a_power_limit_sweep_gives_a_gpu_plan_that_apply_sets() {
+    let f = fake();
+    let before = f.files();
+    let child = format!(
+        "l=$(cat {}/gpu0/power_limit_w); sleep $(awk -v c=$l 'BEGIN {{ printf \"%.3f\", 15 / c }}')",
+        f.gpu.display()
+    );
+    f.sweep(
+        "set",
+        &[
+            "--gpu-power-limit",
+            "300,500,700",
+            "--repeat",
+            "2",
+            "--interval",
+            "5ms",
+        ],
+        &child,
+    )
+    .assert()
+    .success();
+    assert_eq!(f.files(), before);
+    let set = powerperf::store::set::TrainingSet::read(&f.p("set")).unwrap();
+    assert_eq!(set.knob_values("power_limit_w"), vec![300.0, 500.0, 700.0]);
+    assert_eq!(set.meta.knob_devices["power_limit_w"], "gpu0");
+    pp().arg("fit")
+        .arg(f.p("set"))
+        .args(["--no-loo", "-o"])
+        .arg(f.p("auto.json"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "--model scaling (or linear) for a GPU power-limit sweep",
+        ));
+    let model = f.p("model.json");
+    pp().arg("fit")
+        .arg(f.p("set"))
+        .args(["--no-loo", "--model", "scaling", "-o"])
+        .arg(&model)
+        .assert()
+        .success();
+    let plan = f.p("plan.toml");
+    pp().args(["plan", "--model"])
+        .arg(&model)
+        .args(["--objective", "energy", "--slowdown-margin", "0", "-o"])
+        .arg(&plan)
+        .assert()
+        .success();
+    let pl = powerperf::dvfs::plan_file::Plan::read(&plan).unwrap();
+    assert_eq!(
+        pl.device_of("power_limit_w").map(|d| d.kind),
+        Some(powerperf::dvfs::plan_file::DeviceKind::Gpu)
+    );
+    let w = pl.regions[0].setting["power_limit_w"];
+    let seen = f.p("seen");
+    pp().args(["apply", "--plan"])
+        .arg(&plan)
+        .arg("--fake-gpu")
+        .arg(&f.gpu)
+        .arg("--restore-file")
+        .arg(f.p("restore.toml"))
+        .arg("--log")
+        .arg(f.p("switches.log"))
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "cat {}/gpu0/power_limit_w > {}",
+            f.gpu.display(),
+            seen.display()
+        ))
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap().trim(),
+        format!("{w}")
+    );
+    assert_eq!(f.files(), before);
+}
