@@ -183,9 +183,14 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// `GPU 0 stream 7`.
+    /// `GPU 0 stream 7`; `GPU 0 (no stream)` for CUPTI's activities of no stream (stream id
+    /// 2^32 - 1: context and event synchronisations).
     pub fn label(&self) -> String {
-        format!("GPU {} stream {}", self.device, self.stream)
+        if self.stream == u32::MAX {
+            format!("GPU {} (no stream)", self.device)
+        } else {
+            format!("GPU {} stream {}", self.device, self.stream)
+        }
     }
 }
 

@@ -59,6 +59,13 @@ extern "C" fn post_flush(_: *mut c_void, _: u8, _: u64) -> u64 {
     0
 }
 
+/// The flush callbacks: OTF2 keeps the pointer (until the archive is closed), so they live
+/// in a static.
+static FLUSH_CALLBACKS: FlushCallbacks = FlushCallbacks {
+    pre: pre_flush,
+    post: post_flush,
+};
+
 /// `OTF2_MetricValue`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -336,16 +343,12 @@ pub fn write(trace: &Trace, out: &Path) -> Result<PathBuf> {
 }
 
 fn write_archive(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> {
-    let callbacks = FlushCallbacks {
-        pre: pre_flush,
-        post: post_flush,
-    };
     // SAFETY (all calls below): `archive` is open; pointers passed live across each call;
     // writers come from this archive and are closed once.
     unsafe {
         api.check(
             "OTF2_Archive_SetFlushCallbacks",
-            (api.set_flush)(archive, &callbacks, std::ptr::null_mut()),
+            (api.set_flush)(archive, &FLUSH_CALLBACKS, std::ptr::null_mut()),
         )?;
         api.check(
             "OTF2_Archive_SetSerialCollectiveCallbacks",
