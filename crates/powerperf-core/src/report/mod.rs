@@ -303,7 +303,7 @@ fn ending_line(s: &Summary) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::run::*;
 
