@@ -162,7 +162,7 @@ impl Session<'_> {
                 "node-wide sources (NVML) are sampled by the first rank on each node (local rank 0, whose shard holds them); this is local rank {l}"
             )),
             _ => match &cfg.fake_gpu {
-                Some(dir) => match crate::dvfs::gpu_control::FakeGpu::open(dir) {
+                Some(dir) => match super::super::fake_gpu::FileGpus::open(dir) {
                     Ok(f) => {
                         meta.notes.push(format!(
                             "GPU readings from the fake GPUs under {} (--fake-gpu), not from NVML",

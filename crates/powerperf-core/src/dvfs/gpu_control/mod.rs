@@ -436,37 +436,11 @@ impl crate::collect::nvml::GpuSource for FakeGpu {
     fn power_source(&self, _: u32) -> &'static str {
         "the file power_w"
     }
+    /// The readings of [`crate::collect::fake_gpu::FileGpus`] over the same directory.
     fn read(&mut self, i: u32) -> crate::collect::nvml::GpuReading {
-        crate::collect::nvml::GpuReading {
-            power_w: self
-                .read_file(i, "power_w")
-                .ok()
-                .and_then(|t| t.parse::<f64>().ok())
-                .filter(|w| w.is_finite() && *w >= 0.0),
-            energy_mj: self
-                .read_file(i, "energy_mj")
-                .ok()
-                .and_then(|t| t.parse().ok()),
-            sm_clock_mhz: self
-                .read_file(i, "sm_clock_mhz")
-                .ok()
-                .and_then(|t| t.parse::<f64>().ok())
-                .filter(|f| f.is_finite() && *f >= 0.0)
-                .or_else(|| {
-                    self.observed_clock(i, "locked_clocks_mhz", "supported_graphics_clocks_mhz")
-                }),
-            mem_clock_mhz: self.observed_clock(
-                i,
-                "mem_locked_clocks_mhz",
-                "supported_memory_clocks_mhz",
-            ),
-            throttle_reasons: Some(
-                self.read_file(i, "throttle_reasons")
-                    .ok()
-                    .and_then(|t| t.parse().ok())
-                    .unwrap_or(0),
-            ),
-            ..Default::default()
+        match crate::collect::fake_gpu::FileGpus::open(&self.dir) {
+            Ok(mut f) => crate::collect::nvml::GpuSource::read(&mut f, i),
+            Err(_) => crate::collect::nvml::GpuReading::default(),
         }
     }
 }
@@ -579,18 +553,6 @@ impl FakeGpu {
                 call: f,
                 why: "not `MIN MAX` or `none`".into(),
             }),
-        }
-    }
-
-    /// The clock a run sees: the lock's upper end, else the highest supported clock.
-    fn observed_clock(&self, gpu: u32, lock: &'static str, list: &'static str) -> Option<f64> {
-        match self.lock_file(gpu, lock) {
-            Ok(Some((_, hi))) => Some(hi),
-            Ok(None) => self
-                .numbers(gpu, list)
-                .ok()
-                .and_then(|l| l.into_iter().reduce(f64::max)),
-            Err(_) => None,
         }
     }
 
