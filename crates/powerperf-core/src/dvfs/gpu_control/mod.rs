@@ -375,7 +375,8 @@ pub fn check_clock_list(
             allowed: "min <= max, finite".into(),
         });
     }
-    if min_mhz < lo - 0.5 || max_mhz > hi + 0.5 {
+    // no tolerance: the clocks written are the clocks checked (issue 38)
+    if min_mhz < lo || max_mhz > hi {
         return Err(GpuControlError::OutOfRange {
             gpu,
             what: shown,
