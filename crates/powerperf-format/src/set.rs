@@ -569,7 +569,7 @@ impl TrainingSet {
 }
 
 /// Knobs read from a run's `[knobs]` into set columns.
-pub const RUN_KNOBS: [&str; 3] = ["core_freq_mhz", "mem_freq_mhz", "threads"];
+pub const RUN_KNOBS: [&str; 4] = ["core_freq_mhz", "mem_freq_mhz", "threads", "power_limit_w"];
 
 /// The devices of a collected run's knobs (issue 20, item 4): `core_freq_mhz` is cpufreq's
 /// clock of CPU 0 (run.toml `knobs.core_freq_mhz`, docs/run-format.md), so `cpu`. The
@@ -672,6 +672,7 @@ pub fn from_runs_labelled(
             ("core_freq_mhz", k.core_freq_mhz),
             ("mem_freq_mhz", k.mem_freq_mhz),
             ("threads", k.threads.map(f64::from)),
+            ("power_limit_w", k.power_limit_w),
         ] {
             if let Some(v) = v {
                 knobs.insert(name.to_string(), v);
@@ -713,6 +714,21 @@ pub fn from_runs_labelled(
                 }
                 Backend::Nvml | Backend::Cupti => {}
             }
+        }
+        // A run of a GPU sweep (`[gpu_setting]`): its energy is the swept GPU's, from NVML's
+        // energy counter, else its mean sampled power times the run time (the CPU's RAPL
+        // energy is not the target of a GPU knob).
+        if let Some(g) = &meta.gpu_setting {
+            let counter = meta
+                .events
+                .iter()
+                .find(|e| {
+                    e.backend == Backend::Nvml
+                        && e.name == format!("gpu{}-energy", g.gpu)
+                        && e.status.has_value()
+                })
+                .and_then(|e| e.total);
+            energy = counter.or_else(|| g.observed_power_w.map(|w| w * time_s));
         }
         let repeat = points
             .iter()

@@ -20,11 +20,12 @@ use std::path::{Path, PathBuf};
 /// The signals a grant may let users read.
 pub const READ_SIGNALS: [&str; 2] = ["energy", "power"];
 /// The controls a grant may let users set.
-pub const WRITE_CONTROLS: [&str; 5] = [
+pub const WRITE_CONTROLS: [&str; 6] = [
     "cpu.core_freq",
     "cpu.governor",
     "cpu.uncore_freq",
     "gpu.locked_clocks",
+    "gpu.mem_locked_clocks",
     "gpu.power_limit",
 ];
 /// The unit of each control's range.

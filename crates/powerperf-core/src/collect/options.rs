@@ -103,6 +103,10 @@ pub struct CollectConfig {
     pub env: Vec<(String, String)>,
     /// NVML GPU sampling.
     pub nvml: NvmlMode,
+    /// Read the fake GPUs of this directory (`--fake-gpu DIR`, [`super::fake_gpu::FileGpus`])
+    /// in place of NVML: their `power_w`, `energy_mj` and clocks become the run's GPU
+    /// columns.
+    pub fake_gpu: Option<PathBuf>,
     /// Turn NVTX ranges into regions through NVTX injection (`NVTX_INJECTION64_PATH`).
     pub nvtx: bool,
     /// CUDA activity through CUPTI: start the command with `CUDA_INJECTION64_PATH` naming

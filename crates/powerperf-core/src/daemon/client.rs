@@ -204,6 +204,23 @@ impl Client {
         })
     }
 
+    /// Lock GPU `gpu`'s memory clock to `[min_mhz, max_mhz]`.
+    ///
+    /// # Errors
+    /// The daemon's refusal.
+    pub fn set_gpu_mem_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Response> {
+        self.request(&Request::SetGpuMemLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz: Some(max_mhz),
+        })
+    }
+
     /// Set GPU `gpu`'s power limit, W.
     ///
     /// # Errors

@@ -81,6 +81,15 @@ pub enum Request {
     /// Set GPU `gpu`'s power limit, W (write control `gpu.power_limit`). Restored to the
     /// value before.
     SetGpuPowerLimit { gpu: u32, watts: f64 },
+    /// Lock GPU `gpu`'s memory clock to `[min_mhz, max_mhz]` (write control
+    /// `gpu.mem_locked_clocks`, `nvmlDeviceSetMemoryLockedClocks`; `max_mhz` defaults to
+    /// `min_mhz`). Restored by a reset. Refused where the GPU has no memory-clock lock.
+    SetGpuMemLockedClocks {
+        gpu: u32,
+        min_mhz: f64,
+        #[serde(default)]
+        max_mhz: Option<f64>,
+    },
     /// Power and energy readings that need privileges (read signal `power`): the perf
     /// `power` PMU's RAPL events (opened by the daemon for this session; energy since the
     /// session's first `read_power`) and NVML's power and total energy per GPU.

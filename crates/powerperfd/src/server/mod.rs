@@ -643,6 +643,16 @@ impl Daemon {
             Request::SetGpuPowerLimit { gpu, watts } => {
                 self.set_gpu(&mut g, id, gpu, power::GpuAsk::PowerLimit(watts))
             }
+            Request::SetGpuMemLockedClocks {
+                gpu,
+                min_mhz,
+                max_mhz,
+            } => self.set_gpu(
+                &mut g,
+                id,
+                gpu,
+                power::GpuAsk::MemLockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
+            ),
             Request::ReadPower {} => self.read_power(&mut g, id),
             Request::Restore {} => match self.restore_session(&mut g, id) {
                 Ok(w) => Response {
