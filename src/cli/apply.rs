@@ -63,6 +63,13 @@ pub struct ApplyArgs {
     /// $POWERPERF_DAEMON, else /run/powerperf/powerperfd.sock when it exists.
     #[arg(long, value_name = "PATH", conflicts_with = "restore")]
     pub daemon: Option<PathBuf>,
+    /// Check a GPU plan's clocks against the fake GPUs in DIR (the files of
+    /// tests/fixtures/fake-gpu: `gpuN/supported_graphics_clocks_mhz`,
+    /// `supported_memory_clocks_mhz`, …) instead of NVML's; the real GPUs are not read.
+    /// With --dry-run (quickstart checks the bundled sets' plans against their own GPU's clocks
+    /// this way).
+    #[arg(long, value_name = "DIR", requires = "dry_run")]
+    pub fake_gpu: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -199,11 +206,31 @@ fn gpu_reads_and_calls(
     let index = plan.device_of(knob).and_then(|d| d.index).unwrap_or(0);
     // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
     // against the supported clocks before the command runs.
-    match crate::dvfs::nvml_clocks::probe(index) {
+    let (probe, source) = match &args.fake_gpu {
+        Some(dir) => {
+            let fake = crate::dvfs::gpu_control::FakeGpu::open(dir)
+                .with_context(|| format!("--fake-gpu {}", dir.display()))?;
+            let p = fake
+                .probe(index)
+                .with_context(|| format!("--fake-gpu {}", dir.display()))?;
+            (
+                Ok(p),
+                format!(
+                    "reads on GPU {index} of the fake GPU in {} (no real GPU is read)",
+                    dir.display()
+                ),
+            )
+        }
+        None => (
+            crate::dvfs::nvml_clocks::probe(index),
+            format!("NVML reads on GPU {index}"),
+        ),
+    };
+    match probe {
         Ok(p) => {
             plan.check_device(knob, &format!("gpu{}", p.device), "NVML")
                 .map_err(anyhow::Error::msg)?;
-            eprintln!("powerperf: NVML reads on GPU {index}:");
+            eprintln!("powerperf: {source}:");
             for l in p.lines() {
                 eprintln!("  {l}");
             }

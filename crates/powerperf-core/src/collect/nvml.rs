@@ -70,6 +70,12 @@ pub struct GpuSampler {
     pub power_integral_j: Vec<f64>,
     /// Notes for run.toml (which power field each GPU offers).
     pub notes: Vec<String>,
+    /// The GPM performance metrics (Hopper and newer), sampled with the rest
+    /// ([`super::gpm`]); none until [`GpuSampler::with_gpm`].
+    pub gpm: super::gpm::GpmSampler,
+    /// Time spent in GPM sampling (all GPUs), ns, and the number of samples: its cost.
+    gpm_ns: u64,
+    gpm_samples: u64,
 }
 
 impl GpuSampler {
@@ -93,19 +99,42 @@ impl GpuSampler {
             energy_j: vec![0.0; n],
             power_integral_j: vec![0.0; n],
             notes,
+            gpm: super::gpm::GpmSampler::none("GPM not opened"),
+            gpm_ns: 0,
+            gpm_samples: 0,
         }
+    }
+
+    /// Sample GPM metrics too (their columns follow the NVML ones).
+    pub fn with_gpm(mut self, gpm: super::gpm::GpmSampler) -> Self {
+        self.gpm = gpm;
+        self
+    }
+
+    /// The mean time one GPM sample of every GPU took, µs, and the number of samples.
+    pub fn gpm_cost_us(&self) -> Option<(f64, u64)> {
+        (self.gpm_samples > 0).then(|| {
+            (
+                self.gpm_ns as f64 * 1e-3 / self.gpm_samples as f64,
+                self.gpm_samples,
+            )
+        })
     }
 
     /// No GPU source, with the reason (NVML missing, no GPU, turned off).
     pub fn none(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
         GpuSampler {
             source: None,
-            unavailable: Some(reason.into()),
+            gpm: super::gpm::GpmSampler::none(format!("no GPM without NVML: {reason}")),
+            unavailable: Some(reason),
             last_energy_mj: vec![],
             last_power_w: vec![],
             energy_j: vec![],
             power_integral_j: vec![],
             notes: vec![],
+            gpm_ns: 0,
+            gpm_samples: 0,
         }
     }
 
@@ -116,9 +145,11 @@ impl GpuSampler {
 
     /// Timeline column names, in the order [`GpuSampler::sample`] returns values.
     pub fn columns(&self) -> Vec<String> {
-        (0..self.count())
+        let mut c: Vec<String> = (0..self.count())
             .flat_map(|i| FIELDS.iter().map(move |(f, _)| format!("gpu{i}_{f}")))
-            .collect()
+            .collect();
+        c.extend(self.gpm.columns());
+        c
     }
 
     /// Read every GPU; `dur_ns` is the length of the interval that ends now (for the power
@@ -159,12 +190,19 @@ impl GpuSampler {
                 r.throttle_reasons.map(|m| m as f64),
             ]);
         }
+        if self.gpm.is_active() {
+            let t = std::time::Instant::now();
+            out.extend(self.gpm.sample());
+            self.gpm_ns += t.elapsed().as_nanos() as u64;
+            self.gpm_samples += 1;
+        }
         out
     }
 
     /// Event records for run.toml: per GPU the energy (counted, or not supported when the
     /// counter never advanced) and the mean power over the run; or one record saying why
     /// NVML is not available when `required`.
+    /// (The GPM metrics' records: [`super::gpm::GpmSampler::records`].)
     pub fn records(&self, duration_ns: u64, required: bool) -> Vec<EventRecord> {
         if let Some(why) = &self.unavailable {
             return if required {

@@ -282,6 +282,7 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
         workload: cfg.workload.clone(),
         env,
         nvml: crate::collect::NvmlMode::Auto,
+        gpm: Default::default(),
         nvtx: true,
         gpu: false,
         per_thread: false,
