@@ -45,10 +45,16 @@ fn v100_fractions_at_1380_mhz_give_the_documented_errors() {
         all.extend(ape);
     }
     let mape = all.iter().sum::<f64>() / all.len() as f64;
-    println!("v100 from 1380 MHz: time {mape:.2} % over {} points; {per:?}", all.len());
+    println!(
+        "v100 from 1380 MHz: time {mape:.2} % over {} points; {per:?}",
+        all.len()
+    );
     assert_eq!(all.len(), 232);
     for (got, want) in [(mape, 9.57), (per["dgemm"], 7.05), (per["stream"], 12.09)] {
-        assert!((got - want).abs() < 0.005, "{got:.3} against docs/models.md's {want}");
+        assert!(
+            (got - want).abs() < 0.005,
+            "{got:.3} against docs/models.md's {want}"
+        );
     }
 }
 
@@ -124,10 +130,16 @@ fn predict_from_a_run_without_a_model_is_flat_for_memory_and_one_over_f_for_comp
     // the whole run: mean fractions 0.5 and 0.5
     assert!((time("(whole run)", 990.0) - 0.16).abs() < 1e-9);
     for p in v["predictions"].as_array().unwrap() {
-        assert!(p["power_w"].is_null() && p["energy_j"].is_null(), "time only: {p}");
+        assert!(
+            p["power_w"].is_null() && p["energy_j"].is_null(),
+            "time only: {p}"
+        );
     }
     let notes = v["notes"].to_string();
-    assert!(notes.contains("from counters") && notes.contains("not validated"), "{notes}");
+    assert!(
+        notes.contains("from counters") && notes.contains("not validated"),
+        "{notes}"
+    );
     assert!(notes.contains("time only"), "{notes}");
     // the table says the same
     let out = common::powerperf()
@@ -138,8 +150,14 @@ fn predict_from_a_run_without_a_model_is_flat_for_memory_and_one_over_f_for_comp
         .stdout
         .clone();
     let text = String::from_utf8_lossy(&out);
-    assert!(text.contains("from counters") && text.contains("not validated on this GPU"), "{text}");
-    assert!(text.contains("copy") && text.contains("dgemm") && text.contains("1980 MHz"), "{text}");
+    assert!(
+        text.contains("from counters") && text.contains("not validated on this GPU"),
+        "{text}"
+    );
+    assert!(
+        text.contains("copy") && text.contains("dgemm") && text.contains("1980 MHz"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -155,7 +173,10 @@ fn predict_from_a_run_without_fractions_or_with_another_knob_is_refused() {
         .stderr
         .clone();
     let e = String::from_utf8_lossy(&out);
-    assert!(e.contains("no GPU activity fractions") && e.contains("--model"), "{e}");
+    assert!(
+        e.contains("no GPU activity fractions") && e.contains("--model"),
+        "{e}"
+    );
     let d = tempfile::tempdir().unwrap();
     gpu_run(d.path());
     let out = common::powerperf()
@@ -168,5 +189,8 @@ fn predict_from_a_run_without_fractions_or_with_another_knob_is_refused() {
         .stderr
         .clone();
     let e = String::from_utf8_lossy(&out);
-    assert!(e.contains("--knob threads") && e.contains("core_freq_mhz"), "{e}");
+    assert!(
+        e.contains("--knob threads") && e.contains("core_freq_mhz"),
+        "{e}"
+    );
 }

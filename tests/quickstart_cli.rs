@@ -169,7 +169,10 @@ fn quickstart_runs_every_step_on_the_bundled_data_with_no_repository() {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    assert!(args.contains(&"--fake-gpu") && args.contains(&"--dry-run"), "{args:?}");
+    assert!(
+        args.contains(&"--fake-gpu") && args.contains(&"--dry-run"),
+        "{args:?}"
+    );
     let gpu_err = gpu_apply["stderr"].as_str().unwrap();
     assert!(
         gpu_err.contains("of the fake GPU in") && gpu_err.contains("GeForce GTX Titan X"),

@@ -73,9 +73,6 @@ pub struct GpuSampler {
     /// The GPM performance metrics (Hopper and newer), sampled with the rest
     /// ([`super::gpm`]); none until [`GpuSampler::with_gpm`].
     pub gpm: super::gpm::GpmSampler,
-    /// Time spent in GPM sampling (all GPUs), ns, and the number of samples: its cost.
-    gpm_ns: u64,
-    gpm_samples: u64,
 }
 
 impl GpuSampler {
@@ -100,8 +97,6 @@ impl GpuSampler {
             power_integral_j: vec![0.0; n],
             notes,
             gpm: super::gpm::GpmSampler::none("GPM not opened"),
-            gpm_ns: 0,
-            gpm_samples: 0,
         }
     }
 
@@ -111,14 +106,9 @@ impl GpuSampler {
         self
     }
 
-    /// The mean time one GPM sample of every GPU took, µs, and the number of samples.
+    /// The mean time one GPM sample of every GPU took, µs, and the number taken.
     pub fn gpm_cost_us(&self) -> Option<(f64, u64)> {
-        (self.gpm_samples > 0).then(|| {
-            (
-                self.gpm_ns as f64 * 1e-3 / self.gpm_samples as f64,
-                self.gpm_samples,
-            )
-        })
+        self.gpm.cost_us()
     }
 
     /// No GPU source, with the reason (NVML missing, no GPU, turned off).
@@ -133,8 +123,6 @@ impl GpuSampler {
             energy_j: vec![],
             power_integral_j: vec![],
             notes: vec![],
-            gpm_ns: 0,
-            gpm_samples: 0,
         }
     }
 
@@ -191,10 +179,7 @@ impl GpuSampler {
             ]);
         }
         if self.gpm.is_active() {
-            let t = std::time::Instant::now();
             out.extend(self.gpm.sample());
-            self.gpm_ns += t.elapsed().as_nanos() as u64;
-            self.gpm_samples += 1;
         }
         out
     }

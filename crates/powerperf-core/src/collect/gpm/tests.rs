@@ -40,12 +40,22 @@ fn percent_becomes_a_fraction_and_mib_bytes_and_each_metric_has_a_record() {
     let cols = s.columns();
     assert_eq!(cols.len(), METRICS.len(), "only gpu0 offers GPM");
     assert_eq!(cols[0], "gpu0_gr_engine_active");
-    let first = s.sample();
+    let t0 = std::time::Instant::now();
+    let first = s.sample_at(t0);
     assert!(
         first.iter().all(Option::is_none),
         "the first sample sets the origin"
     );
-    let v = s.sample();
+    // within MIN_WINDOW: no GPM sample is taken, the row has nulls
+    let early = s.sample_at(t0 + MIN_WINDOW / 2);
+    assert_eq!(early.len(), cols.len());
+    assert!(early.iter().all(Option::is_none));
+    let v = s.sample_at(t0 + MIN_WINDOW);
+    assert_eq!(
+        s.cost_us().unwrap().1,
+        2,
+        "two GPM samples taken, not three"
+    );
     let at = |n: &str| v[cols.iter().position(|c| c == &format!("gpu0_{n}")).unwrap()];
     assert_eq!(at("dram_active"), Some(0.73));
     assert_eq!(at("pcie_tx_bytes"), Some(2.0 * 1_048_576.0));

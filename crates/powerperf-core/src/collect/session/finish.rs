@@ -206,7 +206,7 @@ impl Session<'_> {
         meta.notes.extend(gpu.gpm.notes());
         if let Some((us, n)) = gpu.gpm_cost_us() {
             meta.notes.push(format!(
-                "GPM sampling (nvmlGpmSampleGet + nvmlGpmMetricsGet, every GPU): {us:.1} µs per interval on average over {n} intervals, on the sampler thread"
+                "GPM sampling (nvmlGpmSampleGet + nvmlGpmMetricsGet, every GPU, at most every {} ms): {us:.1} µs per sample on average over {n} samples, on the sampler thread", super::super::gpm::MIN_WINDOW.as_millis()
             ));
         }
         // GPM: each metric counted, or not supported with the reason (a GPU without GPM);
