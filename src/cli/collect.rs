@@ -77,6 +77,12 @@ pub struct CollectArgs {
     /// GPM streaming is never switched on or off.
     #[arg(long, value_parser = crate::cli::values::NvmlMode::parser(), default_value = "auto")]
     pub gpm: crate::collect::NvmlMode,
+    /// Read the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,
+    /// tests/fixtures/fake-gpu) in place of NVML: their power_w, energy_mj and clocks (the
+    /// locked clock, else the highest supported one) become the run's gpuN_* columns. For
+    /// tests and demonstrations; needs neither root nor a GPU.
+    #[arg(long, value_name = "DIR")]
+    pub fake_gpu: Option<PathBuf>,
     /// Do not turn NVTX ranges (nvtxRangePush/Pop, torch.cuda.nvtx.range_push/pop) into
     /// regions (by default collect sets NVTX_INJECTION64_PATH to libpowerperf_rt.so).
     #[arg(long)]
@@ -137,6 +143,10 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     if let Some(d) = &args.daemon {
         crate::daemon::client::set_explicit_socket(d.clone());
     }
+    if let Some(d) = &args.fake_gpu {
+        crate::dvfs::gpu_control::FakeGpu::open(d)
+            .map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()))?;
+    }
     let (host, _) = crate::collect::sysinfo::host_and_kernel();
     let out = PathBuf::from(crate::collect::expand_output(
         &args.output,
@@ -170,6 +180,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
             .unwrap_or_default(),
         nvml: args.nvml,
         gpm: args.gpm,
+        fake_gpu: args.fake_gpu,
         nvtx: !args.no_nvtx,
         gpu: args.gpu,
         per_thread: args.per_thread,

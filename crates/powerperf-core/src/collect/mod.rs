@@ -9,6 +9,7 @@ pub mod attribution;
 pub mod energy;
 pub mod events;
 pub mod gpm;
+pub mod fake_gpu;
 pub mod gpu_activity;
 pub mod gpu_pcsamp;
 #[cfg(target_os = "linux")]

@@ -50,8 +50,8 @@ fn list(v: &[u32]) -> String {
 
 impl FakeGpu {
     /// Write `gpus` as `dir/gpu0`, `dir/gpu1`, … (each created, never reused: `dir` should be
-    /// a private directory, e.g. [`tempfile::tempdir`]) and open them. Locked clocks start
-    /// unset (`none`).
+    /// a private directory, e.g. [`tempfile::tempdir`]) and open them. Locked clocks (SM, and
+    /// memory where memory clocks are given) start unset (`none`).
     ///
     /// # Errors
     /// No GPU or one without graphics clocks; a directory or file that exists or cannot be
@@ -78,6 +78,7 @@ impl FakeGpu {
                     &d.join("supported_memory_clocks_mhz"),
                     &list(&g.memory_clocks_mhz),
                 )?;
+                write_new(&d.join("mem_locked_clocks_mhz"), "none\n")?;
             }
             write_new(&d.join("locked_clocks_mhz"), "none\n")?;
             if let Some(((lo, hi), w)) = g.power_limit_w {
