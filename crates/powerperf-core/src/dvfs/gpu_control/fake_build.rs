@@ -237,16 +237,28 @@ mod tests {
     #[test]
     fn without_memory_clocks_a_memory_setting_is_unreadable_with_the_reason() {
         let d = tempfile::tempdir().unwrap();
-        crate::dvfs::controller::tests::copy_tree(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fake-gpu"),
+        let g = FakeGpu::create(
             d.path(),
-        );
-        let p = FakeGpu::open(d.path()).unwrap().probe(0).unwrap();
+            &[FakeGpuSpec {
+                graphics_clocks_mhz: vec![1200, 1500],
+                ..Default::default()
+            }],
+        )
+        .unwrap();
+        let p = g.probe(0).unwrap();
         assert_eq!(p.name, "fake GPU 0");
         assert!(check_plan(&p, Some(1200.0), None).is_ok());
         let e = check_plan(&p, Some(1200.0), Some(1000.0))
             .unwrap_err()
             .to_string();
         assert!(e.contains("supported_memory_clocks_mhz"), "{e}");
+        // the shipped fixture lists memory clocks: one of them is accepted
+        let f = tempfile::tempdir().unwrap();
+        crate::dvfs::controller::tests::copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fake-gpu"),
+            f.path(),
+        );
+        let p = FakeGpu::open(f.path()).unwrap().probe(0).unwrap();
+        assert!(check_plan(&p, Some(1200.0), Some(1593.0)).is_ok());
     }
 }
