@@ -25,6 +25,7 @@ pub mod baseline;
 pub mod error;
 pub mod eval;
 pub mod features;
+pub mod from_counters;
 pub mod joint;
 pub mod memclock;
 pub mod noise;
