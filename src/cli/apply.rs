@@ -65,7 +65,10 @@ pub struct ApplyArgs {
     pub daemon: Option<PathBuf>,
     /// Use the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,
     /// tests/fixtures/fake-gpu) for the plan's GPU knobs: the settings are written to its
-    /// files and restored afterwards. Needs neither root nor powerperfd.
+    /// files and restored afterwards. Needs neither root nor powerperfd. With --dry-run the
+    /// plan's clocks are checked against its files (`supported_graphics_clocks_mhz`,
+    /// `supported_memory_clocks_mhz`) instead of NVML's and nothing is written (quickstart
+    /// checks the bundled sets' plans against their own GPU's clocks this way).
     #[arg(long, value_name = "DIR", conflicts_with = "restore")]
     pub fake_gpu: Option<PathBuf>,
     /// The command and its arguments.
@@ -219,11 +222,31 @@ fn gpu_reads_and_calls(
     let index = plan.device_of(knob).and_then(|d| d.index).unwrap_or(0);
     // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
     // against the supported clocks before the command runs.
-    match crate::dvfs::nvml_clocks::probe(index) {
+    let (probe, source) = match &args.fake_gpu {
+        Some(dir) => {
+            let fake = crate::dvfs::gpu_control::FakeGpu::open(dir)
+                .with_context(|| format!("--fake-gpu {}", dir.display()))?;
+            let p = fake
+                .probe(index)
+                .with_context(|| format!("--fake-gpu {}", dir.display()))?;
+            (
+                Ok(p),
+                format!(
+                    "reads on GPU {index} of the fake GPU in {} (no real GPU is read)",
+                    dir.display()
+                ),
+            )
+        }
+        None => (
+            crate::dvfs::nvml_clocks::probe(index),
+            format!("NVML reads on GPU {index}"),
+        ),
+    };
+    match probe {
         Ok(p) => {
             plan.check_device(knob, &format!("gpu{}", p.device), "NVML")
                 .map_err(anyhow::Error::msg)?;
-            eprintln!("powerperf: NVML reads on GPU {index}:");
+            eprintln!("powerperf: {source}:");
             for l in p.lines() {
                 eprintln!("  {l}");
             }

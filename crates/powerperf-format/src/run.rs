@@ -350,20 +350,28 @@ pub struct PcSampling {
     pub rows: u64,
 }
 
+/// The largest run.toml read (one written by `powerperf collect` is a few KiB to a few
+/// hundred KiB: one table per event, the notes).
+pub const MAX_RUN_TOML_BYTES: u64 = 16 << 20;
+
 impl RunMeta {
-    /// Read `DIR/run.toml`.
+    /// Read `DIR/run.toml` (at most [`MAX_RUN_TOML_BYTES`], through
+    /// [`crate::safe_file::read_to_string_bounded`]).
     ///
     /// # Errors
     /// A missing directory or file, or TOML that is not a run.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(RUN_TOML);
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "cannot read {} (is {} a run directory written by `powerperf collect`?)",
-                path.display(),
-                dir.display()
-            )
-        })?;
+        // a file a user may have written: no link followed, no FIFO waited on, at most
+        // MAX_RUN_TOML_BYTES read (issue 38)
+        let text = crate::safe_file::read_to_string_bounded(&path, MAX_RUN_TOML_BYTES, RUN_TOML)
+            .with_context(|| {
+                format!(
+                    "cannot read {} (is {} a run directory written by `powerperf collect`?)",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
         let mut meta = Self::from_toml(&text)
             .with_context(|| format!("{} is not a valid run.toml", path.display()))?;
         meta.rebuild_from_journal(dir);
@@ -389,7 +397,7 @@ impl RunMeta {
             return;
         }
         let path = dir.join(crate::timeline::JOURNAL);
-        if !path.is_file() {
+        if std::fs::symlink_metadata(&path).is_err() {
             return;
         }
         let Ok((t, dropped)) = crate::timeline::read_journal(&path) else {

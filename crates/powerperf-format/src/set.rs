@@ -155,6 +155,9 @@ pub struct TrainingSet {
     pub points: Vec<Point>,
 }
 
+/// The largest set.toml read (one column description per feature and target).
+pub const MAX_SET_TOML_BYTES: u64 = 16 << 20;
+
 impl TrainingSet {
     /// Workload names in first-seen order.
     pub fn workloads(&self) -> Vec<String> {
@@ -398,7 +401,8 @@ impl TrainingSet {
         Ok(())
     }
 
-    /// Read a set written by [`TrainingSet::write`] from directory `dir`.
+    /// Read a set written by [`TrainingSet::write`] from directory `dir` (`set.toml` at
+    /// most [`MAX_SET_TOML_BYTES`]; both files through [`crate::safe_file::open_regular`]).
     ///
     /// Every column named in `set.toml` must be present in `points.parquet` (any numeric
     /// type; it is cast to f64); nulls become absent values.
@@ -408,18 +412,20 @@ impl TrainingSet {
     /// [`SetError::MissingColumn`] naming the column, the file and the columns it has.
     pub fn read(dir: &Path) -> Result<TrainingSet> {
         let meta_path = dir.join(SET_TOML);
-        let text = std::fs::read_to_string(&meta_path).with_context(|| {
-            format!(
-                "cannot read {} (is {} a set directory written by `powerperf import`?)",
-                meta_path.display(),
-                dir.display()
-            )
-        })?;
+        // files a user may have written: no link, no FIFO, a stated size (issue 38)
+        let text =
+            crate::safe_file::read_to_string_bounded(&meta_path, MAX_SET_TOML_BYTES, SET_TOML)
+                .with_context(|| {
+                    format!(
+                        "cannot read {} (is {} a set directory written by `powerperf import`?)",
+                        meta_path.display(),
+                        dir.display()
+                    )
+                })?;
         let meta = SetMeta::from_toml(&text)
             .with_context(|| format!("{} is not a valid set.toml", meta_path.display()))?;
         let pq = dir.join(POINTS);
-        let file =
-            std::fs::File::open(&pq).with_context(|| format!("cannot open {}", pq.display()))?;
+        let file = crate::safe_file::open_regular(&pq, POINTS)?;
         Self::from_parquet(meta, file, &pq)
     }
 

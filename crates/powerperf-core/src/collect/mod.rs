@@ -8,6 +8,7 @@ pub mod attribution;
 #[cfg(target_os = "linux")]
 pub mod energy;
 pub mod events;
+pub mod gpm;
 pub mod fake_gpu;
 pub mod gpu_activity;
 pub mod gpu_pcsamp;

@@ -103,6 +103,10 @@ pub struct CollectConfig {
     pub env: Vec<(String, String)>,
     /// NVML GPU sampling.
     pub nvml: NvmlMode,
+    /// NVML GPM performance metrics (`collect --gpm`), sampled with NVML: `auto` where the
+    /// GPU offers them, `on` also records them as not supported (with the reason) where it
+    /// does not, `off` takes no GPM sample.
+    pub gpm: NvmlMode,
     /// Read the fake GPUs of this directory (`--fake-gpu DIR`, [`super::fake_gpu::FileGpus`])
     /// in place of NVML: their `power_w`, `energy_mj` and clocks become the run's GPU
     /// columns.

@@ -400,6 +400,7 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
             crate::collect::NvmlMode::Auto
         },
         fake_gpu: cfg.fake_gpu.clone(),
+        gpm: Default::default(),
         nvtx: true,
         gpu: false,
         per_thread: false,

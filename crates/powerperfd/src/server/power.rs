@@ -132,6 +132,24 @@ impl Daemon {
                 );
             }
         }
+        // NVML takes whole MHz and whole mW: a value that would be rounded is refused, so
+        // the value written is the value the policy and the device checked (issue 38)
+        let whole = match ask {
+            GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) => {
+                (a.fract() == 0.0 && b.fract() == 0.0).then_some(()).ok_or_else(|| {
+                    format!("locked clocks [{a}, {b}] MHz: NVML takes whole MHz; ask for whole numbers (one of the GPU's supported graphics clocks)")
+                })
+            }
+            GpuAsk::PowerLimit(w) => {
+                let mw = w * 1e3;
+                ((mw - mw.round()).abs() < 1e-6).then_some(()).ok_or_else(|| {
+                    format!("power limit {w} W: NVML takes whole milliwatts; ask for at most three decimals")
+                })
+            }
+        };
+        if let Err(why) = whole {
+            return self.refuse(sess, id, why);
+        }
         if let GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) = ask {
             if a > b {
                 return self.refuse(

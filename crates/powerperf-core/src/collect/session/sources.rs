@@ -4,6 +4,7 @@
 
 use super::super::energy::Energy;
 use super::super::events::{self, EventSpec};
+use super::super::gpm::GpmSampler;
 use super::super::launcher::Paused;
 use super::super::leader_sampling::KernelTimeline;
 use super::super::nvml::GpuSampler;
@@ -173,7 +174,18 @@ impl Session<'_> {
                     Err(e) => GpuSampler::none(format!("--fake-gpu {}: {e}", dir.display())),
                 },
                 None => match super::super::nvml::open_nvml() {
-                    Ok(src) => GpuSampler::new(src),
+                    Ok(src) => {
+                        let gpm = match cfg.gpm {
+                            NvmlMode::Off => {
+                                GpmSampler::none("GPM sampling turned off (--gpm off)")
+                            }
+                            _ => match super::super::gpm::open_gpm() {
+                                Ok(g) => GpmSampler::new(g),
+                                Err(why) => GpmSampler::none(why),
+                            },
+                        };
+                        GpuSampler::new(src).with_gpm(gpm)
+                    }
                     Err(why) => GpuSampler::none(why),
                 },
             },

@@ -15,6 +15,7 @@
 //!
 //! Units: MHz for clocks, W for power limits (NVML's mW only at the NVML boundary).
 
+pub mod fake_build;
 pub mod nvml;
 pub mod session;
 
@@ -375,7 +376,8 @@ pub fn check_clock_list(
             allowed: "min <= max, finite".into(),
         });
     }
-    if min_mhz < lo - 0.5 || max_mhz > hi + 0.5 {
+    // no tolerance: the clocks written are the clocks checked (issue 38)
+    if min_mhz < lo || max_mhz > hi {
         return Err(GpuControlError::OutOfRange {
             gpu,
             what: shown,
@@ -405,7 +407,9 @@ pub fn check_clock_list(
 /// GPUs described by files: `DIR/gpuN/` (N = 0, 1, … without gaps) with
 /// `supported_graphics_clocks_mhz` (space-separated), `power_limit_range_w` (`MIN MAX`),
 /// `power_limit_w` (current, written) and `locked_clocks_mhz` (`MIN MAX` or `none`,
-/// written). For tests and demonstrations (`powerperfd --fake-gpu DIR`): no GPU is
+/// written); optionally `supported_memory_clocks_mhz` (space-separated: what
+/// `nvmlDeviceGetSupportedMemoryClocks` would list; without it a memory clock cannot be
+/// checked) and `name`. For tests and demonstrations (`powerperfd --fake-gpu DIR`): no GPU is
 /// touched. Files are written `O_NOFOLLOW`, never created.
 ///
 /// Memory clocks (optional): `supported_memory_clocks_mhz` (space-separated) and
@@ -431,7 +435,11 @@ impl crate::collect::nvml::GpuSource for FakeGpu {
         self.count
     }
     fn name(&self, i: u32) -> String {
-        format!("fake GPU {i}")
+        // The optional file `name` (e.g. what the fake GPU stands for).
+        self.read_file(i, "name")
+            .ok()
+            .filter(|n| !n.is_empty() && n.len() <= 256)
+            .unwrap_or_else(|| format!("fake GPU {i}"))
     }
     fn power_source(&self, _: u32) -> &'static str {
         "the file power_w"
