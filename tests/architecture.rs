@@ -165,6 +165,7 @@ fn core_modules_import_only_downwards() {
             "report",
             &["store", "units", "events_dsl", "models", "dvfs", "output"][..],
         ),
+        ("export", &["store", "report"][..]),
     ]);
     let src = repo().join("crates/powerperf-core/src");
     let mut checked = 0;

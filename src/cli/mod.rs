@@ -53,11 +53,13 @@ pub mod collect;
 pub mod datasets;
 pub mod evaluate;
 pub mod events;
+pub mod export;
 pub mod fit;
 pub mod import;
 pub mod microbench;
 pub mod plan;
 pub mod predict;
+pub mod predict_counters;
 pub mod quickstart;
 pub mod report;
 pub mod sweep;
@@ -128,6 +130,9 @@ pub enum Command {
     /// Derived events: check and evaluate PAPI, perf, LIKWID, PerfExpert and infix formulas.
     #[command(subcommand)]
     Events(events::EventsCommand),
+    /// Write a run (or a job of ranks) as an OTF2, Perfetto or Chrome trace for Vampir,
+    /// the Perfetto UI or chrome://tracing.
+    Export(export::ExportArgs),
     /// Turn tabular measurements into a training set through a TOML spec.
     Import(import::ImportArgs),
     /// The public measurement sets bundled in the binary: list them, or write them out.
@@ -190,6 +195,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Collect(a) => collect::run(a),
         Command::Report(a) => report::run(a),
         Command::Events(a) => events::run(a),
+        Command::Export(a) => export::run(a),
         Command::Import(a) => import::run(a),
         Command::Datasets(a) => datasets::run(a),
         Command::Fit(a) => fit::run(a),

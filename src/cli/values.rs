@@ -72,6 +72,19 @@ pub fn format() -> impl clap::builder::TypedValueParser<Value = OutputFormat> {
 }
 
 clap_twin! {
+    /// `export --format`: [`crate::export::Format`].
+    TraceFormat => crate::export::Format {
+        /// OTF2 archive (Vampir, Score-P tools, otf2-print): -o DIR, anchor DIR/traces.otf2.
+        Otf2,
+        /// Perfetto protobuf trace (ui.perfetto.dev, trace_processor): -o FILE.pftrace.
+        Perfetto,
+        /// Chrome JSON trace (chrome://tracing, ui.perfetto.dev): -o FILE.json (.json.gz:
+        /// gzip-compressed).
+        Chrome,
+    }
+}
+
+clap_twin! {
     /// `--model` / `--kind`: [`crate::models::ModelKind`].
     ModelKind => crate::models::ModelKind {
         /// Analytical DVFS time/power model ([`analytic`]).

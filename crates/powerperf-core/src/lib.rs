@@ -4,7 +4,8 @@
 //! [`store::run`], owned by the `powerperf-format` crate), [`models`] fitted on training sets
 //! ([`store::set`]), predictions at other frequencies and thread counts, and [`dvfs`] plans
 //! applied to a job through a frequency controller; [`report`] summarises runs, [`output`]
-//! holds the typed outputs of the commands. The `powerperf` crate puts the CLI (clap) on top
+//! holds the typed outputs of the commands, [`export`] writes runs as OTF2, Perfetto and Chrome
+//! traces. The `powerperf` crate puts the CLI (clap) on top
 //! and re-exports these modules, so `powerperf::models::…` paths keep working. Layers and
 //! allowed dependencies: docs/architecture.md.
 
@@ -12,6 +13,7 @@ pub mod collect;
 pub mod daemon;
 pub mod dvfs;
 pub use powerperf_events as events_dsl;
+pub mod export;
 pub mod models;
 pub mod output;
 pub mod report;

@@ -303,7 +303,7 @@ fn ending_line(s: &Summary) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::run::*;
 
@@ -399,6 +399,7 @@ mod tests {
             threads: vec![],
             pc_sampling: None,
             gpu_attribution: None,
+            gpu_setting: None,
         }
     }
 
