@@ -388,7 +388,14 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
     let physical = super::analytic_counters::fit(meta, points, &params.analytic_counters);
     let neighbors = super::scaling::fit_neighbors(meta, points, &params.scaling);
     let common = super::scaling::fit(meta, points, &common_params(&params).scaling);
-    let scaling = super::scaling::fit(meta, points, &scaling_params(&params).scaling);
+    // Its feature-selection log is dropped: a step's score is infinite where no fit
+    // exists, which a JSON model file cannot hold.
+    let scaling = super::scaling::fit(meta, points, &scaling_params(&params).scaling).map(|mut m| {
+        for t in &mut m.targets {
+            t.selection.clear();
+        }
+        m
+    });
     let mut notes = Vec::new();
     let physical = match physical {
         Ok(m) => Some(m),

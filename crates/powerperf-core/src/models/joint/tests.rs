@@ -388,8 +388,10 @@ fn a_model_file_round_trips_and_passes_the_number_checks() {
         })
         .collect();
     let (train, test) = super::split::split(&pts, &cross_settings());
-    let m =
-        crate::models::fit_kind(ModelKind::Joint, &meta(), &train, &FitParams::default()).unwrap();
+    // The contention term is opt-in in a cross since issue 41 (an explicit combine).
+    let mut params = FitParams::default();
+    params.joint.combine = Combine::Multiplicative;
+    let m = crate::models::fit_kind(ModelKind::Joint, &meta(), &train, &params).unwrap();
     let crate::models::Fitted::Joint(jm) = &m else {
         panic!("not joint")
     };
