@@ -382,7 +382,7 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn large_sets_default_to_ten_folds_unless_leave_one_out_is_exact_and_fast() {
+    fn large_sets_default_to_ten_folds_with_a_note() {
         // Up to 1,000 points leave-one-out; above, 10 folds for every kind.
         assert_eq!(default_folds(None, ModelKind::Analytic, LOO_MAX_POINTS), (None, None));
         let (k, note) = default_folds(None, ModelKind::Analytic, 4480);
