@@ -157,15 +157,18 @@ fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
 /// on the training programs' one-core points. Measured: power 0.606 of the median-ratio
 /// baseline's error (issue 21 asks ≤ ¾; `scaling`'s choice gave 0.796), time 1.016 (level
 /// with the baseline, as `scaling`'s 0.996; ≤ ½ is not met either way, docs/models.md).
-/// The bounds guard those figures: power within the target, time not clearly worse than
-/// the baseline.
+/// Issue 41's rule (`scaling` unless a challenger clearly beats it, fixed before
+/// measuring) gives time 1.267 and power 0.752 of the baseline's error (13.29 / 5.35 %
+/// against 10.49 / 7.11 %): issue 21's power target is no longer met here, and time is worse
+/// than the baseline (docs/models.md, the issue-41 table). The bounds guard those figures
+/// against further regression; they are not targets.
 #[test]
 fn parsec_auto_workload_holdout_takes_the_stack_and_meets_the_power_target() {
     auto_holdout_within(
         "xu3-parsec-joint",
         &[("core_freq_mhz", 1800.0), ("threads", 2.0)],
         ModelKind::Stack,
-        &[("time_s", 1.05), ("power_w", 0.75)],
+        &[("time_s", 1.30), ("power_w", 0.76)],
     );
 }
 
