@@ -163,15 +163,15 @@ fn quickstart_runs_every_step_on_the_bundled_data_with_no_repository() {
     );
     // Issue 39: checked against a fake GPU with the Titan X set's clocks (never this
     // machine's GPU), whose files the dry run left byte-identical.
-    let args: Vec<&str> = gpu_apply["args"]
+    let apply_args: Vec<&str> = gpu_apply["args"]
         .as_array()
         .unwrap()
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
     assert!(
-        args.contains(&"--fake-gpu") && args.contains(&"--dry-run"),
-        "{args:?}"
+        apply_args.contains(&"--fake-gpu") && apply_args.contains(&"--dry-run"),
+        "{apply_args:?}"
     );
     let gpu_err = gpu_apply["stderr"].as_str().unwrap();
     assert!(

@@ -129,7 +129,7 @@ pub(super) fn step_this_gpu(c: &Ctx) -> Result<()> {
         }
         match crate::collect::gpm::support(i) {
             Ok(()) => out!(
-                "      GPM metrics: available (nvmlGpmQueryDeviceSupport): `collect` records sm_active, dram_active, fp64_active, … every interval"
+                "      GPM metrics: available (nvmlGpmQueryDeviceSupport): `collect` records sm_active, dram_active, fp64_active, … (each over spans of at least 200 ms)"
             ),
             Err(why) => out!("      GPM metrics: not available: {why}"),
         }

@@ -137,7 +137,11 @@ impl FakeGpu {
         Ok(NvmlProbe {
             device_count: self.count,
             device: gpu,
-            name: crate::collect::nvml::GpuSource::name(self, gpu),
+            name: self
+                .read_file(gpu, "name")
+                .ok()
+                .filter(|n| !n.is_empty() && n.len() <= 256)
+                .unwrap_or_else(|| format!("fake GPU {gpu}")),
             memory_clocks_mhz: mems,
             graphics_clocks_mhz,
             current_sm_mhz: current,

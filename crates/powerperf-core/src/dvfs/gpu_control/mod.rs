@@ -319,7 +319,7 @@ pub fn nearest_clocks(supported: &[u32], f: f64) -> Vec<u32> {
 }
 
 /// Check `[min, max]` MHz against a list of supported clocks (`call` names the list's
-/// NVML query): both ends must be clocks of the list (within 0.5 MHz). An unlisted clock
+/// NVML query): both ends must be clocks of the list, exactly (whole MHz). An unlisted clock
 /// is refused naming the nearest listed ones, as is a range outside the list, before
 /// anything changes (the driver would otherwise lock to some supported clock of its
 /// choosing, and the run would not be at the clock asked for). Returns no notes today (the
@@ -385,7 +385,8 @@ pub fn check_clock_list(
         });
     }
     for f in [min_mhz, max_mhz] {
-        let listed = supported.iter().any(|c| (f64::from(*c) - f).abs() <= 0.5);
+        // exactly a listed clock: what is written is what was checked (issue 38)
+        let listed = supported.iter().any(|c| f64::from(*c) == f);
         if !listed {
             let near: Vec<String> = nearest_clocks(supported, f)
                 .iter()
