@@ -353,7 +353,9 @@ slowdown = 0.0
             predicate::str::contains(
                 "nvmlDeviceSetGpuLockedClocks(device 0, minGpuClockMHz 861, maxGpuClockMHz 861)",
             )
-            .and(predicate::str::contains("GPU clocks are never changed")),
+            .and(predicate::str::contains(
+                "GPU clocks are not changed in a dry run",
+            )),
         );
     assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "2");
     // no CPU knob in the plan: the CPU settings were not touched and no record was written

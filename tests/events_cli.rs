@@ -75,6 +75,7 @@ fn write_run(dir: &Path) {
         threads: vec![],
         pc_sampling: None,
         gpu_attribution: None,
+        gpu_setting: None,
     };
     meta.write(dir).unwrap();
 }

@@ -161,6 +161,32 @@ fn quickstart_runs_every_step_on_the_bundled_data_with_no_repository() {
             .contains("nvmlDeviceSetGpuLockedClocks(device 0"),
         "{gpu_apply}"
     );
+    // Issue 39: checked against a fake GPU with the Titan X set's clocks (never this
+    // machine's GPU), whose files the dry run left byte-identical.
+    let apply_args: Vec<&str> = gpu_apply["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        apply_args.contains(&"--fake-gpu") && apply_args.contains(&"--dry-run"),
+        "{apply_args:?}"
+    );
+    let gpu_err = gpu_apply["stderr"].as_str().unwrap();
+    assert!(
+        gpu_err.contains("of the fake GPU in") && gpu_err.contains("GeForce GTX Titan X"),
+        "{gpu_err}"
+    );
+    assert!(
+        gpu_err.contains("nvmlDeviceSetMemoryLockedClocks(device 0, minMemClockMHz 810"),
+        "{gpu_err}"
+    );
+    assert!(
+        text.contains("fake GPU carrying the Titan X's clocks")
+            && text.contains("byte-identical (nothing was set)"),
+        "{text}"
+    );
     // The CPU plan from the XU3 set, applied in a dry run to the bundled cpufreq fixture.
     let cpu_apply = find("apply", "powerperf-quickstart/plans/xu3.toml");
     let err = cpu_apply["stderr"].as_str().unwrap();

@@ -150,10 +150,11 @@ fn daemon(
         let socket = socket.clone();
         std::thread::spawn(move || {
             if let Some(sig) = signals.forever().next() {
+                // no new client, no request served, every session restored, then the exit
+                // with the state lock held: no window for a new set (issue 38)
                 tracing::info!(signal = sig, "stopping: restoring every session's settings");
                 let _ = std::fs::remove_file(&socket);
-                d.restore_all();
-                std::process::exit(0);
+                d.shutdown();
             }
         });
     }

@@ -63,6 +63,14 @@ pub struct ApplyArgs {
     /// $POWERPERF_DAEMON, else /run/powerperf/powerperfd.sock when it exists.
     #[arg(long, value_name = "PATH", conflicts_with = "restore")]
     pub daemon: Option<PathBuf>,
+    /// Use the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,
+    /// tests/fixtures/fake-gpu) for the plan's GPU knobs: the settings are written to its
+    /// files and restored afterwards. Needs neither root nor powerperfd. With --dry-run the
+    /// plan's clocks are checked against its files (`supported_graphics_clocks_mhz`,
+    /// `supported_memory_clocks_mhz`) instead of NVML's and nothing is written (quickstart
+    /// checks the bundled sets' plans against their own GPU's clocks this way).
+    #[arg(long, value_name = "DIR", conflicts_with = "restore")]
+    pub fake_gpu: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -160,6 +168,21 @@ fn command_user(args: &ApplyArgs) -> Result<Option<RunAs>> {
 fn run_restore(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     let restore_file = restore_path(args)?;
     let root = (args.sysfs_root != Path::new("/")).then_some(args.sysfs_root.as_path());
+    let gpu_record = crate::dvfs::gpu_control::session::gpu_record_path(&restore_file);
+    if let Some(calls) = crate::dvfs::gpu_control::session::replay_gpu_restore(&gpu_record)? {
+        eprintln!(
+            "powerperf: restored {} GPU setting(s) from {}",
+            calls.len(),
+            gpu_record.display()
+        );
+        for c in &calls {
+            eprintln!("  {c}");
+        }
+        sum.restored.extend(calls);
+        if std::fs::symlink_metadata(&restore_file).is_err() {
+            return Ok(0);
+        }
+    }
     match apply::replay_restore(&restore_file, root)? {
         None => {
             eprintln!(
@@ -177,7 +200,7 @@ fn run_restore(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
             for x in &w {
                 eprintln!("  {x}");
             }
-            sum.restored = w.iter().map(|x| x.to_string()).collect();
+            sum.restored.extend(w.iter().map(|x| x.to_string()));
             Ok(0)
         }
     }
@@ -199,11 +222,31 @@ fn gpu_reads_and_calls(
     let index = plan.device_of(knob).and_then(|d| d.index).unwrap_or(0);
     // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
     // against the supported clocks before the command runs.
-    match crate::dvfs::nvml_clocks::probe(index) {
+    let (probe, source) = match &args.fake_gpu {
+        Some(dir) => {
+            let fake = crate::dvfs::gpu_control::FakeGpu::open(dir)
+                .with_context(|| format!("--fake-gpu {}", dir.display()))?;
+            let p = fake
+                .probe(index)
+                .with_context(|| format!("--fake-gpu {}", dir.display()))?;
+            (
+                Ok(p),
+                format!(
+                    "reads on GPU {index} of the fake GPU in {} (no real GPU is read)",
+                    dir.display()
+                ),
+            )
+        }
+        None => (
+            crate::dvfs::nvml_clocks::probe(index),
+            format!("NVML reads on GPU {index}"),
+        ),
+    };
+    match probe {
         Ok(p) => {
             plan.check_device(knob, &format!("gpu{}", p.device), "NVML")
                 .map_err(anyhow::Error::msg)?;
-            eprintln!("powerperf: NVML reads on GPU {index}:");
+            eprintln!("powerperf: {source}:");
             for l in p.lines() {
                 eprintln!("  {l}");
             }
@@ -211,8 +254,12 @@ fn gpu_reads_and_calls(
             let calls = crate::dvfs::nvml_clocks::check_plan(&p, gpu.0, gpu.1)
                 .context("the plan's GPU setting was refused before the command ran")?;
             eprintln!(
-                "powerperf: GPU clocks are never changed by this build{}; a privileged run would call:",
-                if args.dry_run { " (dry run)" } else { "" }
+                "powerperf: GPU clocks are not changed {}; a privileged run would call:",
+                if args.dry_run {
+                    "in a dry run"
+                } else {
+                    "by a powerperf that is not root (run it as root, or use --fake-gpu DIR)"
+                }
             );
             for l in &calls.set {
                 eprintln!("  {l}");
@@ -239,7 +286,7 @@ fn gpu_reads_and_calls(
         Err(why) => {
             eprintln!("powerperf: {why}");
             eprintln!(
-                "powerperf: GPU clocks are never changed by this build; unchecked, a privileged run would call:"
+                "powerperf: GPU clocks are not changed in a dry run; unchecked, a privileged run would call:"
             );
             for l in (NvmlLockedClocks { device: index }).describe_set(gpu.0, gpu.1) {
                 eprintln!("  {l}");
@@ -257,6 +304,16 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     let plan_path = args.plan.clone().context("--plan PLAN is required")?;
     let plan = Plan::read(&plan_path)?;
     let run_as = command_user(args)?;
+    if let Some(settings) = gpu_region_settings(&plan, args.workload.as_deref()) {
+        if sets_gpu_for_real(args) {
+            sum.region_settings = settings.clone();
+            return run_gpu_regions(args, &plan, &plan_path, settings, run_as, sum);
+        }
+        eprintln!(
+            "powerperf: the plan's GPU clocks differ per region; they are switched at region boundaries only as root or with --fake-gpu DIR, {}",
+            if args.dry_run { "and not in a dry run" } else { "so this run leaves them unchanged" }
+        );
+    }
     if let Some(settings) = region_settings(&plan, args.workload.as_deref()) {
         sum.region_settings = settings.clone();
         return run_regions(args, &plan, &plan_path, settings, run_as, sum);
@@ -271,6 +328,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         crate::dvfs::planner::format_knobs(&setting.knobs)
     );
     let core_mhz = setting.core_mhz;
+    let gpu_setting = setting.gpu_setting();
     let gpu = (
         setting.gpu_core_mhz.map(|(_, v)| v),
         setting.gpu_mem_mhz.map(|(_, v)| v),
@@ -281,9 +339,114 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     for n in &notes {
         eprintln!("powerperf: {n}");
     }
-    if gpu.0.is_some() || gpu.1.is_some() {
-        gpu_reads_and_calls(args, &plan, gpu, sum)?;
+    // as root or on a fake GPU the plan's GPU setting is made for real (issue 39, item 5);
+    // signals are caught from before the first write (the forwarder of run_static takes
+    // over for the command)
+    let early = SignalForwarder::install()?;
+    let mut gpu_sess = None;
+    match gpu_setting {
+        Some((idx, gs)) if sets_gpu_for_real(args) => {
+            gpu_sess = Some(begin_gpu(args, idx, &gs, sum)?);
+        }
+        Some((idx, gs)) => {
+            if let Some(w) = gs.power_limit_w {
+                eprintln!(
+                    "powerperf: power_limit_w = {w} on GPU {idx} is not set {}; a privileged run would call nvmlDeviceSetPowerManagementLimit(device {idx}, limit {:.0} mW)",
+                    if args.dry_run { "in a dry run" } else { "by a powerperf that is not root (run it as root, or use --fake-gpu DIR)" },
+                    w * 1e3
+                );
+            }
+            if gpu.0.is_some() || gpu.1.is_some() {
+                gpu_reads_and_calls(args, &plan, gpu, sum)?;
+            }
+        }
+        None => {}
     }
+    let st = if early.caught() != 0 {
+        eprintln!(
+            "powerperf: caught signal {} before the command started; restoring",
+            early.caught()
+        );
+        Ok(128 + early.caught())
+    } else {
+        run_static(args, &plan_path, core_mhz, env, notes, run_as, sum)
+    };
+    drop(early);
+    if let Some(mut g) = gpu_sess {
+        // the command has ended (or failed to start): put the GPU back either way
+        let calls = g.restore()?;
+        eprintln!("powerperf: original GPU settings restored:");
+        for c in &calls {
+            eprintln!("  {c}");
+        }
+    }
+    st
+}
+
+/// Whether the plan's GPU setting is made for real: `--fake-gpu`, or root (NVML's
+/// setters, through `NvmlGpu::nvml_set`); never in a dry run.
+fn sets_gpu_for_real(args: &ApplyArgs) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    !args.dry_run && (args.fake_gpu.is_some() || unsafe { libc::geteuid() } == 0)
+}
+
+/// Check the plan's GPU setting on GPU `idx` (before anything changes), save what it
+/// overwrites in the GPU restore record, set it.
+fn begin_gpu(
+    args: &ApplyArgs,
+    idx: u32,
+    gs: &crate::dvfs::gpu_control::session::GpuSetting,
+    sum: &mut Summary,
+) -> Result<crate::dvfs::gpu_control::session::GpuSession> {
+    use crate::dvfs::gpu_control::session::{self as gsess, GpuSession};
+    let ctl = gsess::open_control(args.fake_gpu.as_deref()).map_err(|e| {
+        if args.fake_gpu.is_some() {
+            return e.context("nothing was changed and the command did not run");
+        }
+        anyhow::anyhow!(
+            "the plan sets {} on `gpu{idx}` (a GPU, through NVML), and NVML has no such GPU here: {e:#}; nothing was changed and the command did not run (fix: apply the plan on the node with that GPU, add --dry-run to print the NVML calls it would make, or use --fake-gpu DIR)",
+            gs.describe()
+        )
+    })?;
+    gsess::check_setting(ctl.as_ref(), idx, gs).with_context(|| {
+        format!(
+            "the plan's GPU setting {} was refused before anything changed; the command did not run",
+            gs.describe()
+        )
+    })?;
+    eprintln!("powerperf: {}", ctl.describe());
+    sum.controller = Some(ctl.describe());
+    let restore = restore_path(args)?;
+    let log = log_path(args)?;
+    let mut g = GpuSession::begin(
+        ctl,
+        idx,
+        &gs.knobs(),
+        &gsess::gpu_record_path(&restore),
+        Some(&log),
+        args.fake_gpu.as_deref(),
+        &args.command,
+    )?;
+    let calls = g.set(gs)?;
+    eprintln!("powerperf: GPU {idx} set to {}:", gs.describe());
+    for c in &calls {
+        eprintln!("  {c}");
+    }
+    sum.gpu_calls = calls;
+    Ok(g)
+}
+
+/// The CPU part of a static plan, and the command: through powerperfd, the cpufreq
+/// controller, or unchanged.
+fn run_static(
+    args: &ApplyArgs,
+    plan_path: &Path,
+    core_mhz: Option<f64>,
+    env: Vec<(String, String)>,
+    notes: Vec<String>,
+    run_as: Option<RunAs>,
+    sum: &mut Summary,
+) -> Result<i32> {
     for (k, v) in &env {
         eprintln!("powerperf: {k}={v} for the command");
     }
@@ -558,6 +721,120 @@ fn run_regions(
     )?;
     eprintln!(
         "powerperf: original settings restored; switches logged in {}",
+        req.log_file.display()
+    );
+    Ok(st)
+}
+
+/// The per-region GPU SM clocks of a job plan whose `core_freq_mhz` is a GPU's and differs
+/// between regions; `None` otherwise.
+fn gpu_region_settings(plan: &Plan, workload: Option<&str>) -> Option<Vec<(String, f64)>> {
+    if workload.is_some()
+        || plan.plan.scope != Scope::Job
+        || plan.device_of("core_freq_mhz").map(|d| d.kind) != Some(DeviceKind::Gpu)
+    {
+        return None;
+    }
+    let list: Vec<(String, f64)> = plan
+        .regions
+        .iter()
+        .filter_map(|r| r.setting.get("core_freq_mhz").map(|v| (r.name.clone(), *v)))
+        .collect();
+    let first = list.first()?.1;
+    list.iter().any(|(_, v)| *v != first).then_some(list)
+}
+
+/// `powerperf apply` switching the GPU's SM clock at region boundaries (NVTX ranges and
+/// powerperf-rt regions report them on the controller socket, as for CPU clocks): the
+/// plan's default and every region's clock are checked before anything changes; the
+/// default is locked (even when it is the maximum), each region's clock locked on entry,
+/// the enclosing one on exit; the GPU is put back at the end.
+fn run_gpu_regions(
+    args: &ApplyArgs,
+    plan: &Plan,
+    plan_path: &Path,
+    list: Vec<(String, f64)>,
+    run_as: Option<RunAs>,
+    sum: &mut Summary,
+) -> Result<i32> {
+    use crate::dvfs::gpu_control::session::{self as gsess, GpuSession, GpuSetting};
+    use crate::dvfs::gpu_control::GpuKnob;
+    if args.command.is_empty() {
+        anyhow::bail!(
+            "no command given: write it after `--`, e.g. `powerperf apply --plan {} -- ./app`",
+            plan_path.display()
+        );
+    }
+    let dev = plan.device_of("core_freq_mhz");
+    let idx = dev.and_then(|d| d.index).unwrap_or(0);
+    let default_mhz = dev
+        .and_then(|d| d.default.get("core_freq_mhz").copied())
+        .context("the plan has no default core_freq_mhz for its GPU (fix: give the plan's [[device]] a default, the clock outside every region, e.g. default = { core_freq_mhz = 1980.0 })")?;
+    let ctl = gsess::open_control(args.fake_gpu.as_deref())
+        .context("nothing was changed and the command did not run")?;
+    for (name, mhz) in std::iter::once(("(default)".to_string(), default_mhz)).chain(list.clone()) {
+        let s = GpuSetting {
+            sm_clock_mhz: Some(mhz),
+            ..Default::default()
+        };
+        gsess::check_setting(ctl.as_ref(), idx, &s).with_context(|| {
+            format!("region `{name}`: refused before anything changed; the command did not run")
+        })?;
+    }
+    let mut env = Vec::new();
+    if let Some(t) = plan
+        .regions
+        .iter()
+        .find_map(|r| r.setting.get("threads").copied())
+    {
+        env.push((
+            "OMP_NUM_THREADS".to_string(),
+            format!("{}", t.round() as u64),
+        ));
+    }
+    let req = ApplyRequest {
+        core_freq_mhz: Some(default_mhz),
+        env,
+        command: args.command.clone(),
+        restore_file: restore_path(args)?,
+        log_file: log_path(args)?,
+        sysfs_root: args.sysfs_root.clone(),
+        run_as,
+    };
+    eprintln!(
+        "powerperf: switching GPU {idx}'s SM clock at region boundaries from {}: default {default_mhz} MHz; {}",
+        plan_path.display(),
+        list.iter()
+            .map(|(n, v)| format!("{n} = {v} MHz"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!("powerperf: {}", ctl.describe());
+    sum.controller = Some(ctl.describe());
+    sum.log = Some(req.log_file.clone());
+    sum.env = req.env.clone();
+    let sig = SignalForwarder::install()?;
+    let mut g = GpuSession::begin(
+        ctl,
+        idx,
+        &[GpuKnob::LockedClocks],
+        &gsess::gpu_record_path(&req.restore_file),
+        Some(&req.log_file),
+        args.fake_gpu.as_deref(),
+        &req.command,
+    )?;
+    g.set(&GpuSetting {
+        sm_clock_mhz: Some(default_mhz),
+        ..Default::default()
+    })?;
+    let settings = RegionSettings {
+        regions: list.into_iter().collect(),
+        default_mhz,
+    };
+    let sock = apply::control_socket(&req)?;
+    let st = apply::switch_at_regions(&mut g, sock, &req, &settings, &sig)?;
+    eprintln!(
+        "powerperf: original GPU settings restored; switches logged in {}",
         req.log_file.display()
     );
     Ok(st)

@@ -69,6 +69,20 @@ pub struct CollectArgs {
     /// on also records NVML as not supported where it is missing.
     #[arg(long, value_parser = crate::cli::values::NvmlMode::parser(), default_value = "auto")]
     pub nvml: crate::collect::NvmlMode,
+    /// GPU performance metrics through NVML's GPM API (Hopper and newer), sampled every
+    /// interval with NVML: `gpu<i>_sm_active`, `_dram_active`, `_fp64_active`, … named after
+    /// DCGM's profiling fields (fractions 0..1; PCIe and NVLink traffic in bytes/s;
+    /// docs/run-format.md). auto samples where the GPU offers GPM, on also records each metric
+    /// as not supported (with the reason) where it does not, off takes no GPM sample.
+    /// GPM streaming is never switched on or off.
+    #[arg(long, value_parser = crate::cli::values::NvmlMode::parser(), default_value = "auto")]
+    pub gpm: crate::collect::NvmlMode,
+    /// Read the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,
+    /// tests/fixtures/fake-gpu) in place of NVML: their power_w, energy_mj and clocks (the
+    /// locked clock, else the highest supported one) become the run's gpuN_* columns. For
+    /// tests and demonstrations; needs neither root nor a GPU.
+    #[arg(long, value_name = "DIR")]
+    pub fake_gpu: Option<PathBuf>,
     /// Do not turn NVTX ranges (nvtxRangePush/Pop, torch.cuda.nvtx.range_push/pop) into
     /// regions (by default collect sets NVTX_INJECTION64_PATH to libpowerperf_rt.so).
     #[arg(long)]
@@ -129,6 +143,10 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     if let Some(d) = &args.daemon {
         crate::daemon::client::set_explicit_socket(d.clone());
     }
+    if let Some(d) = &args.fake_gpu {
+        crate::dvfs::gpu_control::FakeGpu::open(d)
+            .map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()))?;
+    }
     let (host, _) = crate::collect::sysinfo::host_and_kernel();
     let out = PathBuf::from(crate::collect::expand_output(
         &args.output,
@@ -161,6 +179,8 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
             .map(|c| vec![(powerperf_rt::counters::ENV_COUNTERS.to_string(), c)])
             .unwrap_or_default(),
         nvml: args.nvml,
+        gpm: args.gpm,
+        fake_gpu: args.fake_gpu,
         nvtx: !args.no_nvtx,
         gpu: args.gpu,
         per_thread: args.per_thread,

@@ -131,6 +131,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         }
     };
     let set = TrainingSet::read(&args.set)?;
+    warn_off_setting(&args.set);
     let params = parse_params(args.params.as_deref())?;
     let points = mean_points(&set);
     if points.is_empty() {
@@ -314,6 +315,30 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         outln!("{}", out.to_json()?);
     }
     Ok(0)
+}
+
+/// Name the points of a GPU sweep that are not at their requested setting (issue 39: the
+/// 2 % rule, `[[off_setting]]` of `SET/sweep.toml`): they stay in the fit, never silently.
+fn warn_off_setting(set: &std::path::Path) {
+    let p = set.join("sweep.toml");
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        return;
+    };
+    let Ok(rec) = toml::from_str::<crate::dvfs::sweep::SweepRecord>(&text) else {
+        return;
+    };
+    if rec.off_setting.is_empty() {
+        return;
+    }
+    eprintln!(
+        "powerperf fit: warning: {} point(s) of {} are not at their requested GPU setting (observed clock more than {} % off, or not observed); they are fitted as recorded, at the requested setting:",
+        rec.off_setting.len(),
+        set.display(),
+        crate::dvfs::sweep_gpu::MAX_CLOCK_OFF * 100.0
+    );
+    for o in &rec.off_setting {
+        eprintln!("  {}: {}", o.run, o.flag);
+    }
 }
 
 #[cfg(test)]

@@ -59,6 +59,7 @@ pub mod import;
 pub mod microbench;
 pub mod plan;
 pub mod predict;
+pub mod predict_counters;
 pub mod quickstart;
 pub mod report;
 pub mod sweep;

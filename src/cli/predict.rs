@@ -18,12 +18,15 @@ use crate::output::Table;
 /// Arguments of `powerperf predict`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf predict --model titanx.json --workload DP --knob core_freq_mhz=595,861,1164\n  powerperf predict --model threads.json --workload mixed --knob threads=1,2,4,8 --format json\n  powerperf predict --model titanx.json --from run1 --knob core_freq_mhz=700,900"
+    after_help = "Examples:\n  powerperf predict --model titanx.json --workload DP --knob core_freq_mhz=595,861,1164\n  powerperf predict --from gpu-run --knob core_freq_mhz=1200,1500,1980      # from the run's GPU counters, no model\n  powerperf predict --model threads.json --workload mixed --knob threads=1,2,4,8 --format json\n  powerperf predict --model titanx.json --from run1 --knob core_freq_mhz=700,900"
 )]
 pub struct PredictArgs {
-    /// Model file from `powerperf fit`.
-    #[arg(long = "model")]
-    pub model: PathBuf,
+    /// Model file from `powerperf fit`. Without it, `--from RUN` of a run with GPU activity
+    /// fractions (GPM, `collect` on Hopper or newer) predicts the time at other SM clocks
+    /// (`--knob core_freq_mhz=…`) from those counters, per region and for the whole run
+    /// (the bound-and-bottleneck form of analytic_counters; time only).
+    #[arg(long = "model", required_unless_present = "from")]
+    pub model: Option<PathBuf>,
     /// A run directory: its program name is the workload (unless --workload is given) and its
     /// knobs fill the knobs not given with --knob.
     #[arg(long = "from", required_unless_present = "workload")]
@@ -112,7 +115,20 @@ fn run_knobs(meta: &RunMeta) -> Knobs {
 
 /// Run `powerperf predict`.
 pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
-    let model = ModelFile::read(&args.model)?;
+    let Some(model_path) = args.model.clone() else {
+        // clap: --from is given without --model
+        let dir = args
+            .from
+            .clone()
+            .context("--model MODEL or --from RUN is required")?;
+        let lists: Vec<(String, Vec<f64>)> = args
+            .knob
+            .iter()
+            .map(|s| parse_knob(s))
+            .collect::<anyhow::Result<_>>()?;
+        return super::predict_counters::run(&dir, &lists, args.format);
+    };
+    let model = ModelFile::read(&model_path)?;
     let (workload, from_knobs) = match &args.from {
         Some(dir) => {
             let meta =
@@ -136,7 +152,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
     if !model.workloads().contains(&workload) {
         anyhow::bail!(
             "model {} does not know workload `{workload}`; it knows: {} (fix: --workload NAME)",
-            args.model.display(),
+            model_path.display(),
             crate::models::name_list(&model.workloads())
         );
     }
@@ -186,7 +202,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
             if let Some(x) = v.filter(|x| !(x.is_finite() && *x >= 0.0)) {
                 anyhow::bail!(
                     "model {} predicts {what} = {x} for {workload} at {}: not a valid value (the knob is outside what the model can describe, or the model file is damaged; fix: predict within the training grid, or fit the model again)",
-                    args.model.display(),
+                    model_path.display(),
                     knob_key(&k)
                 );
             }
@@ -199,7 +215,8 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
             let out = PredictOutput {
                 held_out_error: err.cloned(),
                 kind: model.kind().to_string(),
-                model: args.model.display().to_string(),
+                model: model_path.display().to_string(),
+                notes: vec![],
                 predictions: rows
                     .iter()
                     .map(|(k, p)| PredictionRow {
@@ -241,7 +258,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
             } else {
                 outln!(
                     "model {} ({}), workload {workload}",
-                    args.model.display(),
+                    model_path.display(),
                     model.kind()
                 );
                 let mut h = String::new();

@@ -14,6 +14,12 @@
 //!    (`tests/fixtures/sysfs/cpufreq-userspace`, written into the output directory), so the
 //!    step runs on a machine without cpufreq.
 //!
+//! Where NVML finds GPUs, a read-only step (`1c`) shows each one's name, supported clocks,
+//! power and energy, whether GPM metrics are available, and the `sweep` command that would
+//! build a training set for it. GPU plans are only ever dry-run, against a fake GPU carrying
+//! the clocks of the set they were made from (tests/fixtures/fake-gpu's format), so this
+//! machine's GPUs are never read for the check nor changed.
+//!
 //! Everything it reads is inside the binary, so it runs from a fresh clone or an installed
 //! binary alike. It never reports a measurement this machine cannot make: where a source is
 //! missing (RAPL, hardware counters, cpufreq), the step says so.
@@ -65,6 +71,9 @@ macro_rules! out {
         }
     };
 }
+
+#[path = "quickstart_gpu.rs"]
+mod gpu;
 
 /// One step of the transcript and one command run, for `--format json`.
 use crate::output::commands::{QuickstartCommand as Ran, QuickstartStep as Step};
@@ -211,6 +220,25 @@ impl Ctx<'_> {
         if sysfs {
             a.extend(["--sysfs-root", &root_s]);
         }
+        self.apply_dry_run_args(a)
+    }
+
+    /// [`Ctx::apply_dry_run`] of a GPU plan, checked against the fake GPU in `fake`.
+    fn apply_dry_run_fake_gpu(&self, plan: &str, workload: &str, fake: &Path) -> Result<String> {
+        let fake_s = fake.display().to_string();
+        self.apply_dry_run_args(vec![
+            "apply",
+            "--plan",
+            plan,
+            "--workload",
+            workload,
+            "--dry-run",
+            "--fake-gpu",
+            &fake_s,
+        ])
+    }
+
+    fn apply_dry_run_args<'a>(&'a self, mut a: Vec<&'a str>) -> Result<String> {
         a.extend([
             "--",
             &self.exe_s,
@@ -436,8 +464,32 @@ fn step_gpu(c: &Ctx, source: &str) -> Result<()> {
         ],
         14,
     )?;
-    out!("    the GPU plan applied in a dry run: the NVML calls a privileged run would make (nothing is changed):");
-    c.apply_dry_run(&txp, "DP", false)?;
+    // The plan is the Titan X's: it is checked against a fake GPU with the Titan X's clocks
+    // (those of the set), never against this machine's GPUs, which are neither read nor set.
+    let (fake, graphics, memory) = gpu::fake_gpu_of_set(
+        Path::new(&tx),
+        "GeForce GTX Titan X (the clocks of the titanx-micro set)",
+    )?;
+    out!(
+        "    the GPU plan applied in a dry run against a fake GPU carrying the Titan X's clocks (the set's {} SM clocks {}..{} MHz and memory clocks {:?} MHz, written to a private temporary directory): the NVML calls a privileged run on a Titan X would make; this machine's GPUs are neither read nor changed:",
+        graphics.len(),
+        graphics.iter().min().unwrap_or(&0),
+        graphics.iter().max().unwrap_or(&0),
+        memory
+    );
+    let before = gpu::snapshot(fake.path());
+    c.apply_dry_run_fake_gpu(&txp, "DP", fake.path())?;
+    let same = gpu::snapshot(fake.path()) == before;
+    out!(
+        "    the fake GPU's files after the dry run: {}",
+        if same {
+            "byte-identical (nothing was set)"
+        } else {
+            "CHANGED"
+        }
+    );
+    anyhow::ensure!(same, "the dry run changed the fake GPU's files");
+    drop(fake);
     let v = p("sets/v100");
     r.pp(&["import", "v100-dcgm-sweep", "-o", &v], 8)?;
     let vm = p("models/v100.json");
@@ -596,6 +648,8 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     step_threads(&c, args.repeat, &scale)?;
     // Frequency runs where this machine's cpufreq can be set (never on a VM without it).
     step_freq_sweep(&c, &scale)?;
+    // This node's GPUs, read only, where NVML finds any.
+    gpu::step_this_gpu(&c)?;
 
     // The cpufreq fixture (a machine with cpufreq, as files) and the example plans, from the
     // bundle: the dry runs below check plans against it.

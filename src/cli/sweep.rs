@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// Arguments of `powerperf sweep`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf sweep -o set1 --freq 1.2GHz,1.8GHz,max --threads 1,2,4,8 --repeat 3 -- ./my_program\n  powerperf sweep -o set1 --freq min,max --dry-run -- ./my_program\n\nFinished runs are skipped when the same command is run again; the original settings are restored at the end."
+    after_help = "Examples:\n  powerperf sweep -o set1 --freq 1.2GHz,1.8GHz,max --threads 1,2,4,8 --repeat 3 -- ./my_program\n  powerperf sweep -o set1 --freq min,max --dry-run -- ./my_program\n  sudo powerperf sweep -o gpuset --gpu-clock 1200,1500,1980 --warmup 1 --repeat 3 -- ./my_cuda_program\n  powerperf sweep -o gpuset --fake-gpu tests/fixtures/fake-gpu-copy --gpu-clock 1200,1500 -- ./my_cuda_program\n\nFinished runs are skipped when the same command is run again; the original settings are restored at the end."
 )]
 pub struct SweepArgs {
     /// The training set directory to write (runs under SET/runs/).
@@ -52,6 +52,35 @@ pub struct SweepArgs {
     /// `perf stat -j` does: stdout belongs to the command).
     #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
     pub format: crate::output::OutputFormat,
+    /// GPU SM clocks to lock, MHz, comma-separated (`nvmlDeviceSetGpuLockedClocks` with
+    /// min = max; the knob core_freq_mhz on the GPU, as the bundled GPU sets name it). Each
+    /// must be one of the GPU's supported clocks (nvidia-smi -q -d SUPPORTED_CLOCKS);
+    /// another is refused, naming the nearest, before anything changes. As root through
+    /// NVML, or on --fake-gpu.
+    #[arg(long, value_delimiter = ',', value_name = "MHZ,...")]
+    pub gpu_clock: Vec<f64>,
+    /// GPU memory clocks to lock, MHz, comma-separated (`nvmlDeviceSetMemoryLockedClocks`,
+    /// Ampere and newer; the knob mem_freq_mhz on the GPU). Refused, with the reason, where
+    /// the GPU or driver has no memory-clock lock.
+    #[arg(long, value_delimiter = ',', value_name = "MHZ,...")]
+    pub gpu_mem_clock: Vec<f64>,
+    /// GPU power limits, W, comma-separated (`nvmlDeviceSetPowerManagementLimit`; the knob
+    /// power_limit_w on the GPU, as Zeus profiles it). Each must be inside the GPU's range
+    /// (nvmlDeviceGetPowerManagementLimitConstraints).
+    #[arg(long, value_delimiter = ',', value_name = "W,...")]
+    pub gpu_power_limit: Vec<f64>,
+    /// The GPU the GPU settings go to (NVML's index).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub gpu: u32,
+    /// Use the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,
+    /// tests/fixtures/fake-gpu) in place of NVML: settings are written to its files and the
+    /// runs read its power_w, energy_mj and clocks. Needs neither root nor powerperfd.
+    #[arg(long, value_name = "DIR")]
+    pub fake_gpu: Option<PathBuf>,
+    /// Runs made and dropped before the repeats of each grid point (the first runs after a
+    /// change are often slower), under SET/warmup/.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup: u32,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -68,7 +97,10 @@ pub fn run(args: SweepArgs) -> Result<i32> {
     crate::collect::check_interval(args.interval)?;
     let sig = SignalForwarder::install()?;
     // the record and the log are needed only when frequencies are set
-    let sets = !args.freq.is_empty() && !args.dry_run;
+    let sets_gpu = !(args.gpu_clock.is_empty()
+        && args.gpu_mem_clock.is_empty()
+        && args.gpu_power_limit.is_empty());
+    let sets = (!args.freq.is_empty() || sets_gpu) && !args.dry_run;
     let restore_file = match args.restore_file {
         Some(p) => p,
         None if sets => apply::default_restore_path(args.state_dir.as_deref())?,
@@ -92,6 +124,12 @@ pub fn run(args: SweepArgs) -> Result<i32> {
         workload: args.workload,
         events: args.events,
         interval: args.interval,
+        gpu_clocks: args.gpu_clock,
+        gpu_mem_clocks: args.gpu_mem_clock,
+        gpu_power_limits: args.gpu_power_limit,
+        gpu: args.gpu,
+        fake_gpu: args.fake_gpu,
+        warmup: args.warmup,
     };
     let out = sweep::sweep(&cfg, &sig)?;
     if cfg.dry_run {

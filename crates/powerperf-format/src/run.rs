@@ -142,6 +142,47 @@ pub struct Knobs {
     /// RAPL power limits by zone and constraint (`package-0.long_term`), watts.
     #[serde(default)]
     pub rapl_power_limits_w: std::collections::BTreeMap<String, f64>,
+    /// The GPU power limit the run was made under, W (`powerperf sweep --gpu-power-limit`;
+    /// the knob `power_limit_w`, device gpu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_limit_w: Option<f64>,
+}
+
+/// `[gpu_setting]`: the GPU setting a run of `powerperf sweep --gpu-clock/--gpu-mem-clock/
+/// --gpu-power-limit` was made under: what was requested, and what the GPU's samples
+/// (`gpu<N>_*` timeline columns) show over the run.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuRunSetting {
+    /// The GPU index (NVML's).
+    pub gpu: u32,
+    /// The locked SM clock requested, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_sm_clock_mhz: Option<f64>,
+    /// The locked memory clock requested, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_mem_clock_mhz: Option<f64>,
+    /// The power limit requested, W.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_power_limit_w: Option<f64>,
+    /// Mean SM clock over the run's samples, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_sm_clock_mhz: Option<f64>,
+    /// Mean memory clock over the run's samples, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_mem_clock_mhz: Option<f64>,
+    /// Mean power over the run's samples, W.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_power_w: Option<f64>,
+    /// The clock throttle reasons seen in any sample (bitwise OR of NVML's
+    /// `nvmlClocksEventReasons` masks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle_reasons: Option<u64>,
+    /// The number of samples the means are over.
+    pub samples: u64,
+    /// Why the point is not at the setting requested (an observed clock more than 2 % off
+    /// the requested one, or no observed clock at all); absent when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flag: Option<String>,
 }
 
 /// Backend an event came from.
@@ -225,6 +266,10 @@ pub struct RunMeta {
     /// with regions or NVTX ranges); absent in runs without GPU activity and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_attribution: Option<GpuAttribution>,
+    /// `[gpu_setting]`: the GPU setting of a sweep's run, requested and observed; absent
+    /// in other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_setting: Option<GpuRunSetting>,
 }
 
 /// `[gpu_attribution]`: the rules that gave each GPU activity of `gpu_activity.parquet` its
@@ -305,20 +350,28 @@ pub struct PcSampling {
     pub rows: u64,
 }
 
+/// The largest run.toml read (one written by `powerperf collect` is a few KiB to a few
+/// hundred KiB: one table per event, the notes).
+pub const MAX_RUN_TOML_BYTES: u64 = 16 << 20;
+
 impl RunMeta {
-    /// Read `DIR/run.toml`.
+    /// Read `DIR/run.toml` (at most [`MAX_RUN_TOML_BYTES`], through
+    /// [`crate::safe_file::read_to_string_bounded`]).
     ///
     /// # Errors
     /// A missing directory or file, or TOML that is not a run.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(RUN_TOML);
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "cannot read {} (is {} a run directory written by `powerperf collect`?)",
-                path.display(),
-                dir.display()
-            )
-        })?;
+        // a file a user may have written: no link followed, no FIFO waited on, at most
+        // MAX_RUN_TOML_BYTES read (issue 38)
+        let text = crate::safe_file::read_to_string_bounded(&path, MAX_RUN_TOML_BYTES, RUN_TOML)
+            .with_context(|| {
+                format!(
+                    "cannot read {} (is {} a run directory written by `powerperf collect`?)",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
         let mut meta = Self::from_toml(&text)
             .with_context(|| format!("{} is not a valid run.toml", path.display()))?;
         meta.rebuild_from_journal(dir);
@@ -344,7 +397,7 @@ impl RunMeta {
             return;
         }
         let path = dir.join(crate::timeline::JOURNAL);
-        if !path.is_file() {
+        if std::fs::symlink_metadata(&path).is_err() {
             return;
         }
         let Ok((t, dropped)) = crate::timeline::read_journal(&path) else {

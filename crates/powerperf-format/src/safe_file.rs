@@ -154,6 +154,94 @@ pub fn anonymous(dir: &Path) -> io::Result<File> {
     }
 }
 
+/// Open a file that a user may have written for reading, as every reader of such files does
+/// (issue 38): `O_NONBLOCK` (a FIFO does not hang the open), `O_NOFOLLOW` (a symbolic link
+/// at the last component is refused, not followed), `O_NOCTTY`, then `fstat` on the open
+/// file: it must be a regular file. `what` names the file in errors (`run.toml`, `plan`).
+///
+/// # Errors
+/// Each names the path, what it is, and the fix: a symbolic link, not a regular file (a
+/// FIFO, a device, a directory, a socket), the open's error.
+pub fn open_regular(path: &Path, what: &str) -> anyhow::Result<File> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                anyhow::anyhow!(
+                    "the {what} {} is a symbolic link; powerperf does not follow links in files a user can write: put the file itself there",
+                    path.display()
+                )
+            } else {
+                anyhow::Error::new(e).context(format!("cannot open the {what} {}", path.display()))
+            }
+        })?;
+    let m = f.metadata().map_err(|e| {
+        anyhow::Error::new(e).context(format!("cannot stat the {what} {}", path.display()))
+    })?;
+    let t = m.file_type();
+    if !t.is_file() {
+        let kind = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_dir() {
+            "a directory"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        anyhow::bail!(
+            "the {what} {} is {kind}, not a regular file; put a regular file there",
+            path.display()
+        );
+    }
+    Ok(f)
+}
+
+/// Read a file that a user may have written ([`open_regular`]), at most `max` bytes: a file
+/// whose `fstat` size is larger is refused before it is read, and one that grows past
+/// `max` while read is refused too, so memory stays under `max` whatever is there (a
+/// sparse file of many GB).
+///
+/// # Errors
+/// As [`open_regular`]; larger than `max` (the size, the limit, the file); read errors.
+pub fn read_bounded(path: &Path, max: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    let f = open_regular(path, what)?;
+    let too_big = |n: u64| {
+        anyhow::anyhow!(
+            "the {what} {} has {n} bytes, more than the {max} a {what} may have; it is not read (is it the file powerperf wrote?)",
+            path.display()
+        )
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > max {
+        return Err(too_big(len));
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    if buf.len() as u64 > max {
+        return Err(too_big(buf.len() as u64));
+    }
+    Ok(buf)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+///
+/// # Errors
+/// As [`read_bounded`], and text that is not UTF-8.
+pub fn read_to_string_bounded(path: &Path, max: u64, what: &str) -> anyhow::Result<String> {
+    String::from_utf8(read_bounded(path, max, what)?)
+        .map_err(|e| anyhow::anyhow!("the {what} {} is not UTF-8 text: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +266,42 @@ mod tests {
         assert_eq!(r.metadata().unwrap().len(), 4096);
         let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
         assert_eq!(names.len(), 3, "{names:?}");
+    }
+
+    #[test]
+    fn bounded_reads_refuse_links_fifos_and_large_files() {
+        let d = tempfile::tempdir().unwrap();
+        let ok = d.path().join("run.toml");
+        std::fs::write(&ok, "a = 1\n").unwrap();
+        assert_eq!(
+            read_to_string_bounded(&ok, 6, "run.toml").unwrap(),
+            "a = 1\n"
+        );
+        let e = read_bounded(&ok, 5, "run.toml").unwrap_err().to_string();
+        assert!(e.contains("6 bytes, more than the 5"), "{e}");
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&ok, &link).unwrap();
+        let e = read_bounded(&link, 64, "run.toml").unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_bounded(&fifo, 64, "run.toml").unwrap_err().to_string();
+        assert!(e.contains("a FIFO"), "{e}");
+        let e = read_bounded(d.path(), 64, "run.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a directory"), "{e}");
+        // a sparse file of 6 GB: refused from its size, nothing allocated
+        let big = d.path().join("big");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(6 << 30)
+            .unwrap();
+        let e = read_bounded(&big, 1 << 20, "run.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("6442450944 bytes"), "{e}");
     }
 }

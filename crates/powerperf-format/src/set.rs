@@ -155,6 +155,9 @@ pub struct TrainingSet {
     pub points: Vec<Point>,
 }
 
+/// The largest set.toml read (one column description per feature and target).
+pub const MAX_SET_TOML_BYTES: u64 = 16 << 20;
+
 impl TrainingSet {
     /// Workload names in first-seen order.
     pub fn workloads(&self) -> Vec<String> {
@@ -398,7 +401,8 @@ impl TrainingSet {
         Ok(())
     }
 
-    /// Read a set written by [`TrainingSet::write`] from directory `dir`.
+    /// Read a set written by [`TrainingSet::write`] from directory `dir` (`set.toml` at
+    /// most [`MAX_SET_TOML_BYTES`]; both files through [`crate::safe_file::open_regular`]).
     ///
     /// Every column named in `set.toml` must be present in `points.parquet` (any numeric
     /// type; it is cast to f64); nulls become absent values.
@@ -408,18 +412,20 @@ impl TrainingSet {
     /// [`SetError::MissingColumn`] naming the column, the file and the columns it has.
     pub fn read(dir: &Path) -> Result<TrainingSet> {
         let meta_path = dir.join(SET_TOML);
-        let text = std::fs::read_to_string(&meta_path).with_context(|| {
-            format!(
-                "cannot read {} (is {} a set directory written by `powerperf import`?)",
-                meta_path.display(),
-                dir.display()
-            )
-        })?;
+        // files a user may have written: no link, no FIFO, a stated size (issue 38)
+        let text =
+            crate::safe_file::read_to_string_bounded(&meta_path, MAX_SET_TOML_BYTES, SET_TOML)
+                .with_context(|| {
+                    format!(
+                        "cannot read {} (is {} a set directory written by `powerperf import`?)",
+                        meta_path.display(),
+                        dir.display()
+                    )
+                })?;
         let meta = SetMeta::from_toml(&text)
             .with_context(|| format!("{} is not a valid set.toml", meta_path.display()))?;
         let pq = dir.join(POINTS);
-        let file =
-            std::fs::File::open(&pq).with_context(|| format!("cannot open {}", pq.display()))?;
+        let file = crate::safe_file::open_regular(&pq, POINTS)?;
         Self::from_parquet(meta, file, &pq)
     }
 
@@ -563,7 +569,7 @@ impl TrainingSet {
 }
 
 /// Knobs read from a run's `[knobs]` into set columns.
-pub const RUN_KNOBS: [&str; 3] = ["core_freq_mhz", "mem_freq_mhz", "threads"];
+pub const RUN_KNOBS: [&str; 4] = ["core_freq_mhz", "mem_freq_mhz", "threads", "power_limit_w"];
 
 /// The devices of a collected run's knobs (issue 20, item 4): `core_freq_mhz` is cpufreq's
 /// clock of CPU 0 (run.toml `knobs.core_freq_mhz`, docs/run-format.md), so `cpu`. The
@@ -666,6 +672,7 @@ pub fn from_runs_labelled(
             ("core_freq_mhz", k.core_freq_mhz),
             ("mem_freq_mhz", k.mem_freq_mhz),
             ("threads", k.threads.map(f64::from)),
+            ("power_limit_w", k.power_limit_w),
         ] {
             if let Some(v) = v {
                 knobs.insert(name.to_string(), v);
@@ -707,6 +714,21 @@ pub fn from_runs_labelled(
                 }
                 Backend::Nvml | Backend::Cupti => {}
             }
+        }
+        // A run of a GPU sweep (`[gpu_setting]`): its energy is the swept GPU's, from NVML's
+        // energy counter, else its mean sampled power times the run time (the CPU's RAPL
+        // energy is not the target of a GPU knob).
+        if let Some(g) = &meta.gpu_setting {
+            let counter = meta
+                .events
+                .iter()
+                .find(|e| {
+                    e.backend == Backend::Nvml
+                        && e.name == format!("gpu{}-energy", g.gpu)
+                        && e.status.has_value()
+                })
+                .and_then(|e| e.total);
+            energy = counter.or_else(|| g.observed_power_w.map(|w| w * time_s));
         }
         let repeat = points
             .iter()

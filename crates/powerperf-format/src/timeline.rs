@@ -567,10 +567,11 @@ impl Journal {
 /// # Errors
 /// A missing file or a header without `t_ns,dur_ns`.
 pub fn read_journal(path: &Path) -> Result<(Timeline, usize)> {
+    // a file a user may have written: no link, no FIFO (issue 38)
+    let f = crate::safe_file::open_regular(path, JOURNAL)?;
     let mut r = csv::ReaderBuilder::new()
         .flexible(true)
-        .from_path(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+        .from_reader(std::io::BufReader::new(f));
     let header = r
         .headers()
         .with_context(|| format!("cannot read {}", path.display()))?

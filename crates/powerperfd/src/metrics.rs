@@ -37,13 +37,21 @@ use std::time::{Duration, Instant};
 /// The sampler reads everything at least this often (RAPL counters wrap after minutes at
 /// full power; one wrap between two reads is handled, two are not).
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
-/// A scraper must send its request headers within this; the sampler must answer within it.
+/// The sampler must answer a scrape within this.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// A scraper must send its whole request head within this from the connection's accept
+/// (Prometheus sends it at once; a client that sends one byte a second is cut here).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 /// A scrape connection is closed after this, whatever the scraper does (a slow reader
 /// included).
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
-/// Scrape connections open at once; more are closed as soon as they are accepted.
-pub const MAX_CONNECTIONS: usize = 16;
+/// Scrape connections open at once, all peers together. When they are all taken, a
+/// connection from a peer address with fewer open connections than the busiest address
+/// closes the oldest connection of that busiest address (so a new scraper is let in while
+/// one address, or a few, hold the slots); otherwise it is closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Scrape connections open at once from one peer address; more are closed at once.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 4;
 /// Finished jobs whose energy is still served (the oldest finished is dropped first).
 pub const MAX_FINISHED_JOBS: usize = 1000;
 /// Power gauges are averages over at least this long.
@@ -628,9 +636,69 @@ pub(crate) fn start(addr: SocketAddr, src: Sources) -> Result<(Hook, SocketAddr)
     Ok((Hook { tx }, bound))
 }
 
-/// Accept scrapers: at most [`MAX_CONNECTIONS`] at once (more are closed at once), one
-/// request per connection, each connection closed after [`CONNECTION_TIMEOUT`] whatever
-/// the client does (hyper reads the request, the sampler writes the text).
+/// The open scrape connections, by peer address (issue 38, finding 4).
+#[derive(Default)]
+struct Conns {
+    next: u64,
+    /// Per address: (connection id, its task) oldest first.
+    by_peer: std::collections::HashMap<std::net::IpAddr, VecDeque<(u64, tokio::task::AbortHandle)>>,
+    total: usize,
+}
+
+impl Conns {
+    /// Whether a connection from `ip` may open, closing the oldest connection of the busiest
+    /// address when every slot is taken and `ip` has fewer; `Err`: why it is refused.
+    fn admit(&mut self, ip: std::net::IpAddr) -> Result<(), &'static str> {
+        let mine = self.by_peer.get(&ip).map_or(0, VecDeque::len);
+        if mine >= MAX_CONNECTIONS_PER_PEER {
+            return Err("the per-address limit");
+        }
+        if self.total < MAX_CONNECTIONS {
+            return Ok(());
+        }
+        let busiest = self
+            .by_peer
+            .iter()
+            .max_by_key(|(_, v)| v.len())
+            .map(|(a, v)| (*a, v.len()));
+        match busiest {
+            Some((a, n)) if n > mine => {
+                if let Some((_, h)) = self.by_peer.get_mut(&a).and_then(VecDeque::pop_front) {
+                    h.abort();
+                    self.total -= 1;
+                }
+                if self.by_peer.get(&a).is_some_and(VecDeque::is_empty) {
+                    self.by_peer.remove(&a);
+                }
+                Ok(())
+            }
+            _ => Err("the total limit"),
+        }
+    }
+
+    fn add(&mut self, ip: std::net::IpAddr, id: u64, h: tokio::task::AbortHandle) {
+        self.by_peer.entry(ip).or_default().push_back((id, h));
+        self.total += 1;
+    }
+
+    fn remove(&mut self, ip: std::net::IpAddr, id: u64) {
+        if let Some(v) = self.by_peer.get_mut(&ip) {
+            let before = v.len();
+            v.retain(|(i, _)| *i != id);
+            self.total -= before - v.len();
+            if v.is_empty() {
+                self.by_peer.remove(&ip);
+            }
+        }
+    }
+}
+
+/// Accept scrapers: at most [`MAX_CONNECTIONS_PER_PEER`] per peer address and
+/// [`MAX_CONNECTIONS`] in all (see there for which is closed when all are taken); every
+/// connection beyond is accepted and closed at once, so the listen backlog never fills.
+/// One request per connection, its head within [`HEADER_TIMEOUT`], each connection closed
+/// after [`CONNECTION_TIMEOUT`] whatever the client does (hyper reads the request, the
+/// sampler writes the text).
 async fn serve_http(listener: std::net::TcpListener, tx: mpsc::Sender<Event>) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -639,10 +707,12 @@ async fn serve_http(listener: std::net::TcpListener, tx: mpsc::Sender<Event>) {
             return;
         }
     };
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    // one thread runs this loop and every connection task: a plain Mutex, never held
+    // across an await
+    let conns = std::sync::Arc::new(std::sync::Mutex::new(Conns::default()));
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
             Err(e) => {
                 // EMFILE and the like: wait, the listener stays
                 tracing::warn!(error = %e, "metrics: accept failed");
@@ -650,19 +720,26 @@ async fn serve_http(listener: std::net::TcpListener, tx: mpsc::Sender<Event>) {
                 continue;
             }
         };
-        let Ok(slot) = std::sync::Arc::clone(&slots).try_acquire_owned() else {
-            tracing::debug!("metrics: {MAX_CONNECTIONS} connections open; one more closed");
+        let ip = peer.ip();
+        let mut c = conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(why) = c.admit(ip) {
+            tracing::debug!(peer = %ip, limit = why, "metrics: a connection over the limit closed");
             continue;
-        };
+        }
+        let id = c.next;
+        c.next += 1;
         let tx = tx.clone();
-        tokio::spawn(async move {
+        let done = std::sync::Arc::clone(&conns);
+        let task = tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |rq| {
                 let tx = tx.clone();
                 async move { Ok::<_, std::convert::Infallible>(answer(&rq, &tx).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(IO_TIMEOUT)
+                .header_read_timeout(HEADER_TIMEOUT)
                 .keep_alive(false)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
             if tokio::time::timeout(CONNECTION_TIMEOUT, conn)
@@ -671,8 +748,11 @@ async fn serve_http(listener: std::net::TcpListener, tx: mpsc::Sender<Event>) {
             {
                 tracing::debug!("metrics: a connection timed out");
             }
-            drop(slot);
+            done.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(ip, id);
         });
+        c.add(ip, id, task.abort_handle());
     }
 }
 

@@ -14,7 +14,10 @@
 //! "Energy of concurrent regions": in proportion to the threads' time in regions; the
 //! per-thread CPU time within a sample is not measured, so every thread in a region counts
 //! as busy). Values are inclusive: a nested region's share is also its parent's. Gauges
-//! (power, clocks, utilisation, temperature) are not attributed.
+//! (power, clocks, utilisation, temperature) are not attributed. GPM metrics
+//! (`gpu<i>_sm_active`, `gpu<i>_pcie_tx_bytes`, …: rates over their sample,
+//! [`crate::collect::gpm`]) are attributed as their mean over the region's time, each sample
+//! weighted by its overlap with the region's instances (samples without a value left out).
 
 use crate::collect::timeline::Timeline;
 use anyhow::{Context, Result};
@@ -27,13 +30,30 @@ use std::path::Path;
 pub use powerperf_format::regions::{read_regions, RegionRecord, RegionRow, REGIONS};
 
 /// The attribution rule, as recorded in run.toml's notes.
-pub const RULE: &str = "regions.parquet: each sample's counter deltas and energy are split among the region instances overlapping it, in proportion to overlap time over max(sample length, total thread time in outermost regions); values are inclusive of nested regions";
+pub const RULE: &str = "regions.parquet: each sample's counter deltas and energy are split among the region instances overlapping it, in proportion to overlap time over max(sample length, total thread time in outermost regions); GPM metrics (gpu<i>_sm_active, …) are the mean over the region's time, each sample weighted by its overlap; values are inclusive of nested regions";
 
 /// Whether a timeline column adds up over time (and so can be split among regions).
 pub fn is_additive(column: &str) -> bool {
     !["_w", "_mhz", "_pct", "_c", "_reasons"]
         .iter()
         .any(|s| column.ends_with(s))
+        && !crate::collect::gpm::is_gpm_column(column)
+}
+
+/// Per row, per attributed column: the overlap seconds weighting a GPM mean (0 for the
+/// additive columns).
+type Weights = Vec<Vec<f64>>;
+
+/// Divide the GPM columns' weighted sums by their weights (a mean; `NaN` where no sample with
+/// a value overlapped the region).
+fn finish_means(names: &[String], rows: &mut [RegionRow], w: &Weights) {
+    for (r, wr) in rows.iter_mut().zip(w) {
+        for ((v, n), wt) in r.values.iter_mut().zip(names).zip(wr) {
+            if crate::collect::gpm::is_gpm_column(n) {
+                *v = if *wt > 0.0 { *v / wt } else { f64::NAN };
+            }
+        }
+    }
 }
 
 /// Split the timeline's additive columns among `intervals`.
@@ -45,12 +65,28 @@ pub fn attribute(
     timeline: &Timeline,
     origin_ns: u64,
 ) -> (Vec<String>, Vec<RegionRow>) {
+    let (names, mut rows, w) = attribute_weighted(intervals, timeline, origin_ns);
+    finish_means(&names, &mut rows, &w);
+    (names, rows)
+}
+
+/// [`attribute`] with the GPM columns left as weighted sums, and their weights (chunks add
+/// up; [`finish_means`] divides).
+fn attribute_weighted(
+    intervals: &[Interval],
+    timeline: &Timeline,
+    origin_ns: u64,
+) -> (Vec<String>, Vec<RegionRow>, Weights) {
     let cols: Vec<usize> = timeline
         .columns
         .iter()
         .enumerate()
-        .filter(|(_, (n, _))| is_additive(n))
+        .filter(|(_, (n, _))| is_additive(n) || crate::collect::gpm::is_gpm_column(n))
         .map(|(i, _)| i)
+        .collect();
+    let mean: Vec<bool> = cols
+        .iter()
+        .map(|&i| crate::collect::gpm::is_gpm_column(&timeline.columns[i].0))
         .collect();
     let names: Vec<String> = cols
         .iter()
@@ -69,6 +105,7 @@ pub fn attribute(
             values: vec![0.0; cols.len()],
         })
         .collect();
+    let mut weights: Weights = vec![vec![0.0; cols.len()]; rows.len()];
     // Samples as absolute [start, end) on CLOCK_MONOTONIC; ends are sorted.
     let ends: Vec<u64> = timeline.t_ns.iter().map(|t| origin_ns + t).collect();
     let starts: Vec<u64> = ends
@@ -95,14 +132,22 @@ pub fn attribute(
                 continue;
             }
             let f = o as f64 / denom[s] as f64;
-            for (v, &c) in rows[k].values.iter_mut().zip(&cols) {
-                if let Some(x) = timeline.columns[c].1[s] {
-                    *v += x * f;
+            let secs = o as f64 * 1e-9;
+            for (j, (v, &c)) in rows[k].values.iter_mut().zip(&cols).enumerate() {
+                match timeline.columns[c].1[s] {
+                    Some(x) if mean[j] => {
+                        if x.is_finite() {
+                            *v += x * secs;
+                            weights[k][j] += secs;
+                        }
+                    }
+                    Some(x) => *v += x * f,
+                    None => {}
                 }
             }
         }
     }
-    (names, rows)
+    (names, rows, weights)
 }
 
 /// The samples an interval overlaps, with the overlap in ns. Samples are
@@ -178,14 +223,17 @@ pub fn write_regions_from(
             a.unterminated
         ));
     }
-    let mut acc: Option<(Vec<String>, Vec<RegionRow>)> = None;
+    let mut acc: Option<(Vec<String>, Vec<RegionRow>, Weights)> = None;
     timeline(&mut |chunk| {
-        let (names, rows) = attribute(&a.intervals, chunk, origin_ns);
+        let (names, rows, w) = attribute_weighted(&a.intervals, chunk, origin_ns);
         match &mut acc {
-            None => acc = Some((names, rows)),
-            Some((_, sum)) => {
-                for (s, r) in sum.iter_mut().zip(&rows) {
+            None => acc = Some((names, rows, w)),
+            Some((_, sum, sw)) => {
+                for ((s, r), (swr, wr)) in sum.iter_mut().zip(&rows).zip(sw.iter_mut().zip(&w)) {
                     for (v, x) in s.values.iter_mut().zip(&r.values) {
+                        *v += x;
+                    }
+                    for (v, x) in swr.iter_mut().zip(wr) {
                         *v += x;
                     }
                 }
@@ -194,7 +242,10 @@ pub fn write_regions_from(
         Ok(())
     })?;
     let (names, rows) = match acc {
-        Some(a) => a,
+        Some((names, mut rows, w)) => {
+            finish_means(&names, &mut rows, &w);
+            (names, rows)
+        }
         None => attribute(&a.intervals, &Timeline::default(), origin_ns),
     };
     if !read.counter_names.is_empty() {
@@ -257,6 +308,33 @@ mod tests {
         assert!((outer.values[0] - 20.0).abs() < 1e-9, "{}", outer.values[0]);
         assert!((inner.values[0] - 10.0).abs() < 1e-9, "{}", inner.values[0]);
         assert_eq!(outer.stats.incl_ns, 20);
+    }
+
+    #[test]
+    fn gpm_metrics_are_the_mean_over_the_region_not_split() {
+        use Kind::*;
+        // dram_active 0.2, 0.8, 0.8, none over four 10 ns samples; the region 105..135
+        // overlaps 5 ns of the first, the second, the third and 5 ns of the fourth (no value).
+        let mut t = Timeline::new(&["gpu0_dram_active".into(), "gpu0_pcie_tx_bytes".into()]);
+        for (k, v) in [(1, Some(0.2)), (2, Some(0.8)), (3, Some(0.8)), (4, None)] {
+            t.push(k * 10, 10, &[v, v.map(|x| x * 1e9)]);
+        }
+        let evs = vec![ev(105, 7, "r", Begin), ev(135, 7, "r", End)];
+        let iv = events::intervals(&evs);
+        let (names, rows) = attribute(&iv, &t, 100);
+        assert_eq!(names, vec!["gpu0_dram_active", "gpu0_pcie_tx_bytes"]);
+        // (0.2·5 + 0.8·10 + 0.8·10) / 25
+        let want = (0.2 * 5.0 + 0.8 * 20.0) / 25.0;
+        assert!(
+            (rows[0].values[0] - want).abs() < 1e-12,
+            "{}",
+            rows[0].values[0]
+        );
+        assert!((rows[0].values[1] - want * 1e9).abs() < 1e-3);
+        // a region with no sample value at all: NaN, not 0
+        let evs = vec![ev(131, 7, "late", Begin), ev(139, 7, "late", End)];
+        let (_, rows) = attribute(&events::intervals(&evs), &t, 100);
+        assert!(rows[0].values[0].is_nan());
     }
 
     #[test]

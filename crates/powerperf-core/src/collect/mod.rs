@@ -8,6 +8,8 @@ pub mod attribution;
 #[cfg(target_os = "linux")]
 pub mod energy;
 pub mod events;
+pub mod fake_gpu;
+pub mod gpm;
 pub mod gpu_activity;
 pub mod gpu_pcsamp;
 #[cfg(target_os = "linux")]

@@ -70,6 +70,9 @@ pub struct GpuSampler {
     pub power_integral_j: Vec<f64>,
     /// Notes for run.toml (which power field each GPU offers).
     pub notes: Vec<String>,
+    /// The GPM performance metrics (Hopper and newer), sampled with the rest
+    /// ([`super::gpm`]); none until [`GpuSampler::with_gpm`].
+    pub gpm: super::gpm::GpmSampler,
 }
 
 impl GpuSampler {
@@ -93,14 +96,28 @@ impl GpuSampler {
             energy_j: vec![0.0; n],
             power_integral_j: vec![0.0; n],
             notes,
+            gpm: super::gpm::GpmSampler::none("GPM not opened"),
         }
+    }
+
+    /// Sample GPM metrics too (their columns follow the NVML ones).
+    pub fn with_gpm(mut self, gpm: super::gpm::GpmSampler) -> Self {
+        self.gpm = gpm;
+        self
+    }
+
+    /// The mean time one GPM sample of every GPU took, µs, and the number taken.
+    pub fn gpm_cost_us(&self) -> Option<(f64, u64)> {
+        self.gpm.cost_us()
     }
 
     /// No GPU source, with the reason (NVML missing, no GPU, turned off).
     pub fn none(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
         GpuSampler {
             source: None,
-            unavailable: Some(reason.into()),
+            gpm: super::gpm::GpmSampler::none(format!("no GPM without NVML: {reason}")),
+            unavailable: Some(reason),
             last_energy_mj: vec![],
             last_power_w: vec![],
             energy_j: vec![],
@@ -116,9 +133,11 @@ impl GpuSampler {
 
     /// Timeline column names, in the order [`GpuSampler::sample`] returns values.
     pub fn columns(&self) -> Vec<String> {
-        (0..self.count())
+        let mut c: Vec<String> = (0..self.count())
             .flat_map(|i| FIELDS.iter().map(move |(f, _)| format!("gpu{i}_{f}")))
-            .collect()
+            .collect();
+        c.extend(self.gpm.columns());
+        c
     }
 
     /// Read every GPU; `dur_ns` is the length of the interval that ends now (for the power
@@ -159,12 +178,16 @@ impl GpuSampler {
                 r.throttle_reasons.map(|m| m as f64),
             ]);
         }
+        if self.gpm.is_active() {
+            out.extend(self.gpm.sample());
+        }
         out
     }
 
     /// Event records for run.toml: per GPU the energy (counted, or not supported when the
     /// counter never advanced) and the mean power over the run; or one record saying why
     /// NVML is not available when `required`.
+    /// (The GPM metrics' records: [`super::gpm::GpmSampler::records`].)
     pub fn records(&self, duration_ns: u64, required: bool) -> Vec<EventRecord> {
         if let Some(why) = &self.unavailable {
             return if required {

@@ -103,6 +103,14 @@ pub struct CollectConfig {
     pub env: Vec<(String, String)>,
     /// NVML GPU sampling.
     pub nvml: NvmlMode,
+    /// NVML GPM performance metrics (`collect --gpm`), sampled with NVML: `auto` where the
+    /// GPU offers them, `on` also records them as not supported (with the reason) where it
+    /// does not, `off` takes no GPM sample.
+    pub gpm: NvmlMode,
+    /// Read the fake GPUs of this directory (`--fake-gpu DIR`, [`super::fake_gpu::FileGpus`])
+    /// in place of NVML: their `power_w`, `energy_mj` and clocks become the run's GPU
+    /// columns.
+    pub fake_gpu: Option<PathBuf>,
     /// Turn NVTX ranges into regions through NVTX injection (`NVTX_INJECTION64_PATH`).
     pub nvtx: bool,
     /// CUDA activity through CUPTI: start the command with `CUDA_INJECTION64_PATH` naming

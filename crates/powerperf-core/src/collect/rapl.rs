@@ -153,6 +153,15 @@ impl RaplReader {
             let now = read_trim(&d.energy_path)
                 .ok()
                 .and_then(|s| s.parse::<u64>().ok());
+            // a counter above its own wrap point is no reading (a fixture, a firmware bug):
+            // dropped and logged, never added to the totals (issue 38)
+            let now = match now {
+                Some(n) if d.max_energy_range_uj > 0 && n > d.max_energy_range_uj => {
+                    tracing::warn!(domain = %d.name, energy_uj = n, max_energy_range_uj = d.max_energy_range_uj, path = %d.energy_path.display(), "RAPL reading above max_energy_range_uj dropped");
+                    None
+                }
+                n => n,
+            };
             let delta = match (self.last[i], now) {
                 (Some(b), Some(n)) => {
                     let dj = delta_uj(b, n, d.max_energy_range_uj);
@@ -177,6 +186,26 @@ mod tests {
     fn fixture() -> PathBuf {
         PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .join("tests/fixtures/sysfs/rapl-wrap")
+    }
+
+    #[test]
+    fn a_reading_above_the_wrap_point_is_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("energy_uj");
+        std::fs::write(&p, "100\n").unwrap();
+        let dom = RaplDomain {
+            name: "package-0".into(),
+            column: "energy_package_0_j".into(),
+            energy_path: p.clone(),
+            max_energy_range_uj: 1000,
+        };
+        let mut r = RaplReader::new(vec![dom]);
+        std::fs::write(&p, "18000000000000000000\n").unwrap();
+        assert_eq!(r.sample(), [None]);
+        assert_eq!(r.total_uj, [0]);
+        std::fs::write(&p, "300\n").unwrap();
+        assert_eq!(r.sample(), [Some(200.0 * 1e-6)]);
+        assert_eq!(r.total_uj, [200]);
     }
 
     #[test]

@@ -204,6 +204,23 @@ impl Client {
         })
     }
 
+    /// Lock GPU `gpu`'s memory clock to `[min_mhz, max_mhz]`.
+    ///
+    /// # Errors
+    /// The daemon's refusal.
+    pub fn set_gpu_mem_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Response> {
+        self.request(&Request::SetGpuMemLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz: Some(max_mhz),
+        })
+    }
+
     /// Set GPU `gpu`'s power limit, W.
     ///
     /// # Errors
@@ -217,7 +234,7 @@ impl Client {
     /// # Errors
     /// The connection broke, or the daemon refused (policy, no source).
     pub fn read_power(&mut self) -> Result<Vec<super::PowerReading>> {
-        Ok(self.request(&Request::ReadPower)?.power)
+        Ok(self.request(&Request::ReadPower {})?.power)
     }
 
     /// Put back everything this session changed.
@@ -225,7 +242,7 @@ impl Client {
     /// # Errors
     /// The connection broke or the restore failed.
     pub fn restore(&mut self) -> Result<Response> {
-        self.request(&Request::Restore)
+        self.request(&Request::Restore {})
     }
 
     /// The raw RAPL counters.
@@ -233,7 +250,7 @@ impl Client {
     /// # Errors
     /// The connection broke, or the daemon refused (policy, no RAPL).
     pub fn read_energy(&mut self) -> Result<Vec<EnergyReading>> {
-        Ok(self.request(&Request::ReadEnergy)?.energy)
+        Ok(self.request(&Request::ReadEnergy {})?.energy)
     }
 }
 
@@ -257,7 +274,7 @@ impl DaemonPower {
     /// No daemon, a refusal, or no perf power PMU reading.
     pub fn open(socket: &Path) -> Result<Self> {
         let mut client = Client::connect(socket)?;
-        let r = client.request(&Request::ReadPower)?;
+        let r = client.request(&Request::ReadPower {})?;
         let domains: Vec<super::PowerReading> = r
             .power
             .into_iter()
@@ -285,7 +302,7 @@ impl DaemonPower {
 
     /// Energy per domain since the previous call, J (`None` where a read failed).
     pub fn sample(&mut self) -> Vec<Option<f64>> {
-        let now: Vec<super::PowerReading> = match self.client.request(&Request::ReadPower) {
+        let now: Vec<super::PowerReading> = match self.client.request(&Request::ReadPower {}) {
             Ok(r) => r
                 .power
                 .into_iter()

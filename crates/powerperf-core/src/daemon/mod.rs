@@ -47,7 +47,7 @@ pub enum Request {
         on_behalf_of: Option<OnBehalf>,
     },
     /// The raw RAPL counters (`energy_uj`) of every domain (read signal `energy`).
-    ReadEnergy,
+    ReadEnergy {},
     /// Pin the CPU core frequency (write control `cpu.core_freq`) of `cpus` (default: every
     /// CPU), MHz, through the same controller `powerperf apply` uses as root.
     SetCoreFreq {
@@ -81,15 +81,28 @@ pub enum Request {
     /// Set GPU `gpu`'s power limit, W (write control `gpu.power_limit`). Restored to the
     /// value before.
     SetGpuPowerLimit { gpu: u32, watts: f64 },
+    /// Lock GPU `gpu`'s memory clock to `[min_mhz, max_mhz]` (write control
+    /// `gpu.mem_locked_clocks`, `nvmlDeviceSetMemoryLockedClocks`; `max_mhz` defaults to
+    /// `min_mhz`). Restored by a reset. Refused where the GPU has no memory-clock lock.
+    SetGpuMemLockedClocks {
+        gpu: u32,
+        min_mhz: f64,
+        #[serde(default)]
+        max_mhz: Option<f64>,
+    },
     /// Power and energy readings that need privileges (read signal `power`): the perf
     /// `power` PMU's RAPL events (opened by the daemon for this session; energy since the
     /// session's first `read_power`) and NVML's power and total energy per GPU.
-    ReadPower,
+    ReadPower {},
     /// Put back everything this session changed, in reverse order.
-    Restore,
+    Restore {},
     /// What this session holds, who the daemon thinks the client is.
-    Status,
+    Status {},
 }
+// The ops without parameters are empty struct variants, not unit variants: serde ignores
+// every other field of a unit variant of an internally tagged enum, where
+// `deny_unknown_fields` refuses them on a struct variant (`{"op":"restore","uid":0}` is
+// refused, issue 38).
 
 /// One RAPL domain's counter as read by the daemon.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,11 +306,21 @@ mod tests {
         )
         .is_err());
         assert_eq!(
-            serde_json::to_string(&Request::ReadPower).unwrap(),
+            serde_json::to_string(&Request::ReadPower {}).unwrap(),
             r#"{"op":"read_power"}"#
         );
-        let text = serde_json::to_string(&Request::ReadEnergy).unwrap();
+        let text = serde_json::to_string(&Request::ReadEnergy {}).unwrap();
         assert_eq!(text, r#"{"op":"read_energy"}"#);
+        // ops without parameters refuse unknown fields too (issue 38)
+        for op in ["read_energy", "read_power", "restore", "status"] {
+            let ok = format!(r#"{{"op":"{op}"}}"#);
+            assert!(serde_json::from_str::<Request>(&ok).is_ok(), "{ok}");
+            let bad = format!(r#"{{"op":"{op}","uid":0}}"#);
+            let e = serde_json::from_str::<Request>(&bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("unknown field `uid`"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod plan_file;
 pub mod planner;
 pub mod state;
 pub mod sweep;
+pub mod sweep_gpu;
 
 pub use planner::{Candidate, Objective, PlannerConfig, RegionInput, Solution, Transition};
 

@@ -151,6 +151,9 @@ impl Device {
     }
 }
 
+/// The largest plan file read (as the SPANK plugin's `MAX_PLAN_BYTES`).
+pub const MAX_PLAN_BYTES: u64 = 1 << 20;
+
 impl Plan {
     /// Check that the controller in use has the device of the plan's `knob` (issue 20,
     /// item 4): a plan written for a GPU is not applied by a CPU controller, nor one for
@@ -201,8 +204,9 @@ impl Plan {
             path: path.display().to_string(),
             message: m,
         };
-        let text =
-            std::fs::read_to_string(path).map_err(|e| err(format!("cannot read the plan: {e}")))?;
+        // a file a user may have written: no link, no FIFO, a stated size (issue 38)
+        let text = crate::store::safe_file::read_to_string_bounded(path, MAX_PLAN_BYTES, "plan")
+            .map_err(|e| err(format!("{e:#}")))?;
         Self::from_toml(&text).map_err(err)
     }
 

@@ -8,9 +8,20 @@
 //! interrupted sweep resumes where it stopped. At the end the finished runs become the
 //! training set `SET/set.toml` + `SET/points.parquet` ([`crate::store::set::from_runs_labelled`]);
 //! the grid is kept in `SET/sweep.toml`.
+//!
+//! GPU settings (issue 39): `--gpu-clock`, `--gpu-mem-clock` and `--gpu-power-limit` add the
+//! GPU's locked SM clock (knob `core_freq_mhz`), locked memory clock (`mem_freq_mhz`) and
+//! power limit (`power_limit_w`) to the grid, on GPU `--gpu N`, through a
+//! [`GpuSession`](super::gpu_control::session::GpuSession): every setting is checked before
+//! anything changes, the originals are saved in a GPU restore record and put back at the
+//! end and on every exit path. Each run records the requested setting and the observed one
+//! ([`super::sweep_gpu::observe`]); `set.toml`'s `knob_devices` maps the GPU knobs to
+//! `gpu<N>`. `--warmup N` runs N runs before the repeats of each grid point, into
+//! `SET/warmup/`, left out of the set.
 
 use super::apply::{Session, SignalForwarder};
 use super::controller::{ControllerError, CpufreqController, FrequencyController};
+use super::gpu_control::session::{self as gpu_session, GpuSession, GpuSetting};
 use crate::store::run::RunMeta;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -60,6 +71,27 @@ pub struct SweepConfig {
     pub workload: Option<String>,
     pub events: Option<String>,
     pub interval: Duration,
+    /// GPU SM clocks to lock, MHz (knob `core_freq_mhz` on the GPU).
+    pub gpu_clocks: Vec<f64>,
+    /// GPU memory clocks to lock, MHz (knob `mem_freq_mhz` on the GPU).
+    pub gpu_mem_clocks: Vec<f64>,
+    /// GPU power limits, W (knob `power_limit_w`).
+    pub gpu_power_limits: Vec<f64>,
+    /// The GPU the settings go to.
+    pub gpu: u32,
+    /// Fake GPUs (`--fake-gpu DIR`) in place of NVML.
+    pub fake_gpu: Option<PathBuf>,
+    /// Runs made and dropped before the repeats of each grid point.
+    pub warmup: u32,
+}
+
+impl SweepConfig {
+    /// Whether the sweep sets GPU settings.
+    pub fn sets_gpu(&self) -> bool {
+        !(self.gpu_clocks.is_empty()
+            && self.gpu_mem_clocks.is_empty()
+            && self.gpu_power_limits.is_empty())
+    }
 }
 
 /// `SET/sweep.toml`: the grid, so that a resumed sweep runs the same command.
@@ -69,6 +101,24 @@ pub struct SweepRecord {
     pub freqs_mhz: Vec<f64>,
     pub threads: Vec<u32>,
     pub repeat: u32,
+    /// The GPU the GPU settings went to (absent: no GPU setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_clocks_mhz: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_mem_clocks_mhz: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_power_limits_w: Vec<f64>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup: u32,
+    /// Runs not at their requested GPU setting (the 2 % rule).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub off_setting: Vec<super::sweep_gpu::OffSetting>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One planned run.
@@ -78,6 +128,10 @@ pub struct PlannedRun {
     pub threads: Option<u32>,
     pub repeat: u32,
     pub dir: PathBuf,
+    /// The GPU setting (empty: none).
+    pub gpu: GpuSetting,
+    /// A warm-up run (under `SET/warmup/`, left out of the set).
+    pub warmup: bool,
 }
 
 /// What a sweep did.
@@ -143,16 +197,46 @@ pub fn plan_runs(
     threads: &[Option<u32>],
     repeat: u32,
 ) -> Vec<PlannedRun> {
+    plan_runs_gpu(out, freqs, &[GpuSetting::default()], threads, repeat, 0)
+}
+
+/// The grid with GPU settings: CPU frequency outermost, then the GPU setting (one switch
+/// each), threads, then `warmup` warm-up runs and the repeats of each point.
+pub fn plan_runs_gpu(
+    out: &Path,
+    freqs: &[Option<f64>],
+    gpus: &[GpuSetting],
+    threads: &[Option<u32>],
+    repeat: u32,
+    warmup: u32,
+) -> Vec<PlannedRun> {
     let mut v = Vec::new();
     for f in freqs {
-        for t in threads {
-            for r in 0..repeat {
-                v.push(PlannedRun {
-                    freq_mhz: *f,
-                    threads: *t,
-                    repeat: r,
-                    dir: out.join("runs").join(run_dir_name(*f, *t, r)),
-                });
+        for g in gpus {
+            let sfx = super::sweep_gpu::dir_suffix(g);
+            for t in threads {
+                let base = run_dir_name(*f, *t, 0);
+                let base = base.strip_suffix("_r0").unwrap_or(&base);
+                for w in 0..warmup {
+                    v.push(PlannedRun {
+                        freq_mhz: *f,
+                        threads: *t,
+                        repeat: w,
+                        dir: out.join("warmup").join(format!("{base}_w{w}{sfx}")),
+                        gpu: *g,
+                        warmup: true,
+                    });
+                }
+                for r in 0..repeat {
+                    v.push(PlannedRun {
+                        freq_mhz: *f,
+                        threads: *t,
+                        repeat: r,
+                        dir: out.join("runs").join(format!("{base}_r{r}{sfx}")),
+                        gpu: *g,
+                        warmup: false,
+                    });
+                }
             }
         }
     }
@@ -202,7 +286,7 @@ fn open_controller(cfg: &SweepConfig) -> Result<(Option<CpufreqController>, Vec<
 }
 
 /// `--dry-run`: print the runs (and whether each would be skipped) and the writes each
-/// frequency would make.
+/// frequency and GPU setting would make.
 ///
 /// # Errors
 /// A frequency the controller cannot plan.
@@ -211,6 +295,8 @@ fn print_dry_run(
     runs: &[PlannedRun],
     ctl: Option<&CpufreqController>,
     freqs: &[Option<f64>],
+    gpus: &[GpuSetting],
+    gpu_ctl: Option<&dyn super::gpu_control::GpuControl>,
 ) -> Result<()> {
     eprintln!(
         "powerperf sweep: dry-run: {} runs into {}",
@@ -220,6 +306,8 @@ fn print_dry_run(
     for r in runs {
         let state = if finished(&r.dir) {
             "finished, would skip"
+        } else if r.warmup {
+            "warm-up, would run and leave out of the set"
         } else {
             "would run"
         };
@@ -232,6 +320,30 @@ fn print_dry_run(
                 eprintln!("    {w}");
             }
         }
+    }
+    if cfg.sets_gpu() {
+        let g = cfg.gpu;
+        let checked = if gpu_ctl.is_some() {
+            "checked against the GPU's supported clocks and power limit range"
+        } else {
+            "unchecked: no GPU control here"
+        };
+        for s in gpus {
+            eprintln!("  at {} on GPU {g} ({checked}), would call:", s.describe());
+            if let Some(f) = s.sm_clock_mhz {
+                eprintln!("    nvmlDeviceSetGpuLockedClocks(device {g}, minGpuClockMHz {f}, maxGpuClockMHz {f})");
+            }
+            if let Some(f) = s.mem_clock_mhz {
+                eprintln!("    nvmlDeviceSetMemoryLockedClocks(device {g}, minMemClockMHz {f}, maxMemClockMHz {f})");
+            }
+            if let Some(w) = s.power_limit_w {
+                eprintln!(
+                    "    nvmlDeviceSetPowerManagementLimit(device {g}, limit {:.0} mW)",
+                    w * 1e3
+                );
+            }
+        }
+        eprintln!("  at the end: the original GPU settings put back (nvmlDeviceResetGpuLockedClocks, nvmlDeviceResetMemoryLockedClocks, the saved power limit)");
     }
     Ok(())
 }
@@ -261,8 +373,8 @@ fn write_record(cfg: &SweepConfig, record: &SweepRecord) -> Result<()> {
     Ok(())
 }
 
-/// Collect one run of the sweep into `r.dir` and record its requested setting; returns the
-/// command's shell status.
+/// Collect one run of the sweep into `r.dir` and record its requested setting (and, for a
+/// GPU setting, the observed one); returns the command's shell status.
 ///
 /// # Errors
 /// Collection errors, or a run directory whose metadata cannot be read back or written.
@@ -281,7 +393,14 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
         command: cfg.command.clone(),
         workload: cfg.workload.clone(),
         env,
-        nvml: crate::collect::NvmlMode::Auto,
+        // a GPU sweep needs the GPU's readings: NVML missing is recorded, not a note
+        nvml: if cfg.sets_gpu() && cfg.fake_gpu.is_none() {
+            crate::collect::NvmlMode::On
+        } else {
+            crate::collect::NvmlMode::Auto
+        },
+        fake_gpu: cfg.fake_gpu.clone(),
+        gpm: Default::default(),
         nvtx: true,
         gpu: false,
         per_thread: false,
@@ -307,16 +426,106 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
     if let Some(t) = r.threads {
         meta.knobs.threads = Some(t);
     }
+    if !r.gpu.is_empty() {
+        let g = cfg.gpu;
+        let obs = super::sweep_gpu::observe(&r.dir, g, &r.gpu)?;
+        if let Some(f) = r.gpu.sm_clock_mhz {
+            meta.knobs.core_freq_mhz = Some(f);
+            meta.knobs.gpu_sm_clock_mhz = obs.observed_sm_clock_mhz;
+        }
+        if let Some(f) = r.gpu.mem_clock_mhz {
+            meta.knobs.mem_freq_mhz = Some(f);
+        }
+        if let Some(w) = r.gpu.power_limit_w {
+            meta.knobs.power_limit_w = Some(w);
+        }
+        meta.notes.push(format!(
+            "{} set on GPU {g} by powerperf sweep{} ([gpu_setting]: requested and observed); knobs core_freq_mhz/mem_freq_mhz/power_limit_w of this run are the GPU's",
+            r.gpu.describe(),
+            if cfg.fake_gpu.is_some() { " on a fake GPU (--fake-gpu)" } else { " through NVML" }
+        ));
+        if let Some(f) = &obs.flag {
+            meta.notes
+                .push(format!("not at the requested GPU setting: {f}"));
+        }
+        meta.gpu_setting = Some(obs);
+    }
     meta.write(&r.dir)?;
     Ok(outcome.shell_status)
+}
+
+/// The GPU controls of a sweep: for a dry run, the fake GPUs or NVML read-only (`None`
+/// when there is none: the calls are printed unchecked); else the fake GPUs, or NVML
+/// writable as root.
+///
+/// # Errors
+/// No fake GPU there; not root and no fake GPU.
+fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn super::gpu_control::GpuControl>>> {
+    use super::gpu_control::{nvml::NvmlGpu, FakeGpu, GpuControl};
+    if !cfg.sets_gpu() {
+        return Ok(None);
+    }
+    if cfg.dry_run {
+        return Ok(match &cfg.fake_gpu {
+            Some(d) => Some(Box::new(
+                FakeGpu::open(d).map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()))?,
+            ) as Box<dyn GpuControl>),
+            None => match NvmlGpu::open() {
+                Ok(g) => Some(Box::new(g) as Box<dyn GpuControl>),
+                Err(e) => {
+                    eprintln!("powerperf sweep: dry-run: {e}");
+                    None
+                }
+            },
+        });
+    }
+    gpu_session::open_control(cfg.fake_gpu.as_deref())
+        .map(Some)
+        .context("cannot sweep GPU settings (a sweep as a user through powerperfd is not available yet: use --dry-run to see the calls)")
+}
+
+/// Save every GPU control the grid changes (GPU restore record next to the CPU's), before
+/// the first GPU write.
+///
+/// # Errors
+/// As [`GpuSession::begin`].
+fn begin_gpu_session(
+    cfg: &SweepConfig,
+    c: Box<dyn super::gpu_control::GpuControl>,
+    gpus: &[GpuSetting],
+) -> Result<GpuSession> {
+    let mut knobs = Vec::new();
+    for k in gpus.iter().flat_map(|g| g.knobs()) {
+        if !knobs.contains(&k) {
+            knobs.push(k);
+        }
+    }
+    GpuSession::begin(
+        c,
+        cfg.gpu,
+        &knobs,
+        &gpu_session::gpu_record_path(&cfg.restore_file),
+        Some(&cfg.log_file),
+        cfg.fake_gpu.as_deref(),
+        &cfg.command,
+    )
+}
+
+/// Whether the warm-up run `r` can be skipped: every repeat of its point is finished.
+fn point_finished(runs: &[PlannedRun], r: &PlannedRun) -> bool {
+    runs.iter()
+        .filter(|x| {
+            !x.warmup && x.freq_mhz == r.freq_mhz && x.threads == r.threads && x.gpu == r.gpu
+        })
+        .all(|x| finished(&x.dir))
 }
 
 /// Run the sweep.
 ///
 /// # Errors
 /// No cpufreq when frequencies are asked for (the message says what `--dry-run` would do),
-/// a frequency outside the range, missing privileges, a left-over restore record, a
-/// `sweep.toml` for another command, or collection errors.
+/// a frequency outside the range, a GPU setting the GPU does not take, missing privileges,
+/// a left-over restore record, a `sweep.toml` for another command, or collection errors.
 pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
     if cfg.command.is_empty() {
         anyhow::bail!("no command given: write it after `--`");
@@ -324,21 +533,46 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
     if cfg.repeat == 0 {
         anyhow::bail!("--repeat must be at least 1");
     }
+    if !cfg.freqs.is_empty() && !cfg.gpu_clocks.is_empty() {
+        anyhow::bail!(
+            "--freq and --gpu-clock both set the knob core_freq_mhz (the CPU's and the GPU's): sweep one of them per set"
+        );
+    }
     let (mut ctl, freqs) = open_controller(cfg)?;
+    let gpus =
+        super::sweep_gpu::gpu_grid(&cfg.gpu_clocks, &cfg.gpu_mem_clocks, &cfg.gpu_power_limits);
+    let gpu_ctl = open_gpu(cfg)?;
+    // every GPU setting is checked before anything changes
+    if let Some(c) = &gpu_ctl {
+        for g in gpus.iter().filter(|g| !g.is_empty()) {
+            gpu_session::check_setting(c.as_ref(), cfg.gpu, g).with_context(|| {
+                format!(
+                    "GPU setting {} refused before anything was changed",
+                    g.describe()
+                )
+            })?;
+        }
+    }
     let threads: Vec<Option<u32>> = if cfg.threads.is_empty() {
         vec![None]
     } else {
         cfg.threads.iter().map(|t| Some(*t)).collect()
     };
-    let runs = plan_runs(&cfg.out, &freqs, &threads, cfg.repeat);
-    let record = SweepRecord {
+    let runs = plan_runs_gpu(&cfg.out, &freqs, &gpus, &threads, cfg.repeat, cfg.warmup);
+    let mut record = SweepRecord {
         command: cfg.command.clone(),
         freqs_mhz: freqs.iter().flatten().copied().collect(),
         threads: cfg.threads.clone(),
         repeat: cfg.repeat,
+        gpu: cfg.sets_gpu().then_some(cfg.gpu),
+        gpu_clocks_mhz: cfg.gpu_clocks.clone(),
+        gpu_mem_clocks_mhz: cfg.gpu_mem_clocks.clone(),
+        gpu_power_limits_w: cfg.gpu_power_limits.clone(),
+        warmup: cfg.warmup,
+        off_setting: vec![],
     };
     if cfg.dry_run {
-        print_dry_run(cfg, &runs, ctl.as_ref(), &freqs)?;
+        print_dry_run(cfg, &runs, ctl.as_ref(), &freqs, &gpus, gpu_ctl.as_deref())?;
         return Ok(SweepOutcome {
             ran: 0,
             skipped: 0,
@@ -364,8 +598,18 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
         }
         None => None,
     };
-    let todo = runs.iter().filter(|r| !finished(&r.dir)).count();
-    let skipped = runs.len() - todo;
+    let mut gpu_sess = gpu_ctl
+        .map(|c| begin_gpu_session(cfg, c, &gpus))
+        .transpose()?;
+    let todo = runs
+        .iter()
+        .filter(|r| !(finished(&r.dir) || r.warmup && point_finished(&runs, r)))
+        .count();
+    let skipped = runs.iter().filter(|r| !r.warmup).count()
+        - runs
+            .iter()
+            .filter(|r| !r.warmup && !finished(&r.dir))
+            .count();
     let pb = indicatif::ProgressBar::new(todo as u64);
     pb.set_style(
         indicatif::ProgressStyle::with_template(
@@ -376,15 +620,16 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
     if skipped > 0 {
         eprintln!(
             "powerperf sweep: {skipped} of {} runs already finished, skipped",
-            runs.len()
+            runs.iter().filter(|r| !r.warmup).count()
         );
     }
     let mut ran = 0;
     let mut failed = Vec::new();
     let mut current: Option<f64> = None;
+    let mut current_gpu = GpuSetting::default();
     let mut interrupted = None;
     for r in &runs {
-        if finished(&r.dir) {
+        if finished(&r.dir) || (r.warmup && point_finished(&runs, r)) {
             continue;
         }
         if sig.caught() != 0 {
@@ -402,6 +647,14 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
                 current = Some(f);
             }
         }
+        if let Some(gs) = gpu_sess.as_mut() {
+            if !r.gpu.is_empty() && r.gpu != current_gpu {
+                for call in gs.set(&r.gpu)? {
+                    pb.suspend(|| eprintln!("powerperf sweep: {call}"));
+                }
+                current_gpu = r.gpu;
+            }
+        }
         let label = r
             .dir
             .file_name()
@@ -409,29 +662,69 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             .unwrap_or_default();
         pb.set_message(label.clone());
         let shell_status = collect_one(cfg, r)?;
-        if shell_status != 0 {
+        if shell_status != 0 && !r.warmup {
             failed.push((r.dir.clone(), shell_status));
         }
         ran += 1;
         pb.inc(1);
         if pb.is_hidden() {
             eprintln!(
-                "powerperf sweep: {label}: status {} ({}/{todo})",
-                shell_status, ran
+                "powerperf sweep: {label}{}: status {} ({}/{todo})",
+                if r.warmup { " (warm-up, left out)" } else { "" },
+                shell_status,
+                ran
             );
         }
     }
     pb.finish_and_clear();
+    if interrupted.is_none() && sig.caught() != 0 {
+        // caught during the last run
+        interrupted = Some(128 + sig.caught());
+    }
+    if let Some(gs) = gpu_sess.as_mut() {
+        for call in gs.restore()? {
+            eprintln!("powerperf sweep: restored: {call}");
+        }
+    }
+    drop(gpu_sess);
     if let Some(s) = session.as_mut() {
         s.restore()?;
     }
     drop(session);
+    let (points, notes) = match write_set(cfg, &runs, &mut record) {
+        Ok(x) => x,
+        // interrupted before any usable run: nothing to make a set of yet
+        Err(e) if interrupted.is_some() => (0, vec![format!("no set written yet: {e:#}")]),
+        Err(e) => return Err(e),
+    };
+    Ok(SweepOutcome {
+        ran,
+        skipped,
+        failed,
+        points,
+        notes,
+        interrupted,
+    })
+}
+
+/// Make the training set of the finished runs (warm-ups left out): `SET/set.toml` and
+/// `SET/points.parquet`, with the knobs' devices; for a GPU sweep, the flagged runs go into
+/// `SET/sweep.toml`'s `[[off_setting]]`. Returns the number of points and the notes.
+///
+/// # Errors
+/// No usable run, an unreadable run, an unwritable set.
+fn write_set(
+    cfg: &SweepConfig,
+    runs: &[PlannedRun],
+    record: &mut SweepRecord,
+) -> Result<(usize, Vec<String>)> {
     let dirs: Vec<PathBuf> = runs
         .iter()
-        .filter(|r| finished(&r.dir))
+        .filter(|r| !r.warmup && finished(&r.dir))
         .map(|r| r.dir.clone())
         .collect();
-    let (mut set, notes) = crate::store::set::from_runs_labelled(&dirs, cfg.workload.as_deref())?;
+    let (mut set, mut notes) =
+        crate::store::set::from_runs_labelled(&dirs, cfg.workload.as_deref())?;
     set.meta.description = format!("powerperf sweep of `{}`", cfg.command.join(" "));
     // The sweep sets core_freq_mhz through cpufreq: the CPU's (issue 20, item 4).
     if set.meta.knobs.iter().any(|k| k == "core_freq_mhz") {
@@ -439,13 +732,39 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             .knob_devices
             .insert("core_freq_mhz".into(), "cpu".into());
     }
+    // GPU knobs are the GPU's (issue 39, item 4)
+    for (knob, list) in [
+        ("core_freq_mhz", &cfg.gpu_clocks),
+        ("mem_freq_mhz", &cfg.gpu_mem_clocks),
+        ("power_limit_w", &cfg.gpu_power_limits),
+    ] {
+        if !list.is_empty() {
+            set.meta
+                .knob_devices
+                .insert(knob.into(), format!("gpu{}", cfg.gpu));
+        }
+    }
+    if cfg.sets_gpu() {
+        for d in &dirs {
+            let flag = RunMeta::read(d)
+                .ok()
+                .and_then(|m| m.gpu_setting)
+                .and_then(|g| g.flag);
+            if let Some(flag) = flag {
+                let run = d
+                    .file_name()
+                    .map(|s| s.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                notes.push(format!(
+                    "{run} is flagged: not at its requested GPU setting: {flag} (kept in the set, listed in sweep.toml's [[off_setting]]; fit names it)"
+                ));
+                record
+                    .off_setting
+                    .push(super::sweep_gpu::OffSetting { run, flag });
+            }
+        }
+        write_record(cfg, record)?;
+    }
     set.write(&cfg.out)?;
-    Ok(SweepOutcome {
-        ran,
-        skipped,
-        failed,
-        points: set.points.len(),
-        notes,
-        interrupted,
-    })
+    Ok((set.points.len(), notes))
 }

@@ -25,6 +25,7 @@ pub mod baseline;
 pub mod error;
 pub mod eval;
 pub mod features;
+pub mod from_counters;
 pub mod joint;
 pub mod memclock;
 pub mod noise;
@@ -463,6 +464,9 @@ pub struct ModelFile {
 /// The file format tag of [`ModelFile`].
 pub const MODEL_FORMAT: &str = "powerperf-model/1";
 
+/// The largest model file read (a fitted model's JSON is a few KiB to a few MiB).
+pub const MAX_MODEL_FILE_BYTES: u64 = 64 << 20;
+
 impl ModelFile {
     /// Write as pretty JSON.
     ///
@@ -486,14 +490,21 @@ impl ModelFile {
         })
     }
 
-    /// Read a model file.
+    /// Read a model file (at most [`MAX_MODEL_FILE_BYTES`], through
+    /// `safe_file::read_to_string_bounded`: no link followed, no FIFO waited on).
     ///
     /// # Errors
     /// [`ModelError::Io`], or [`ModelError::Json`] for a malformed or unknown model.
     pub fn read(path: &Path) -> Result<Self, ModelError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
+        // a file a user may have written: no link, no FIFO, a stated size (issue 38)
+        let text = crate::store::safe_file::read_to_string_bounded(
+            path,
+            MAX_MODEL_FILE_BYTES,
+            "model file",
+        )
+        .map_err(|e| ModelError::Io {
             path: path.into(),
-            source: e,
+            source: std::io::Error::other(format!("{e:#}")),
         })?;
         let m = Self::from_json(&text).map_err(|e| ModelError::Json {
             path: path.into(),

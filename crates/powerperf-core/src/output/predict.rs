@@ -18,6 +18,10 @@ pub struct PredictOutput {
     /// The model file, as given to `--model`.
     #[serde(default)]
     pub model: String,
+    /// Where the predictions come from and what they lack (`predict --from RUN` without
+    /// `--model`: the counter-driven form, time only); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// One per combination of the `--knob` values.
     pub predictions: Vec<PredictionRow>,
 }

@@ -399,6 +399,7 @@ pub(crate) mod tests {
             threads: vec![],
             pc_sampling: None,
             gpu_attribution: None,
+            gpu_setting: None,
         }
     }
 

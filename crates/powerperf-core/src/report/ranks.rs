@@ -89,15 +89,19 @@ pub fn shards(dir: &Path) -> Vec<PathBuf> {
 
 /// One pass over `dir`: its run directories (sorted paths, as [`shards`]) and the names of
 /// the other directories directly under it, those without a run.toml (sorted).
+///
+/// Anything named run.toml counts, whatever it is (a link, a FIFO): the shard is then read,
+/// and refused naming the file and why (issue 38), never dropped silently.
 fn scan(dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
-    if dir.join(RUN_TOML).is_file() {
+    let present = |p: &Path| std::fs::symlink_metadata(p.join(RUN_TOML)).is_ok();
+    if present(dir) {
         return (vec![], vec![]);
     }
     let mut runs = Vec::new();
     let mut others = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
-        if p.join(RUN_TOML).is_file() {
+        if p.is_dir() && present(&p) {
             runs.push(p);
         } else if e.file_type().is_ok_and(|t| t.is_dir()) {
             others.push(e.file_name().to_string_lossy().into_owned());
@@ -172,7 +176,7 @@ fn read_shard(dir: &Path) -> Result<Shard> {
             .iter()
             .any(|n| n.contains("sampled by the first rank on each node")),
     };
-    let totals = meta
+    let totals: Vec<(String, f64, Option<String>)> = meta
         .events
         .iter()
         .filter(|e| e.status.has_value())
@@ -184,8 +188,18 @@ fn read_shard(dir: &Path) -> Result<Shard> {
             ))
         })
         .collect();
+    // one value per event and shard: a run lists each event once, and a shard that repeats
+    // one must not count as many ranks (issue 38)
+    let mut seen = std::collections::HashSet::new();
+    if let Some((col, ..)) = totals.iter().find(|(c, ..)| !seen.insert(c.as_str())) {
+        let n = totals.iter().filter(|(c, ..)| c == col).count();
+        anyhow::bail!(
+            "{}: the event `{col}` is listed {n} times; a run lists each event once (is it the file powerperf collect wrote?)",
+            dir.join(RUN_TOML).display()
+        );
+    }
     let p = dir.join(REGIONS);
-    let regions = if p.is_file() {
+    let regions = if std::fs::symlink_metadata(&p).is_ok() {
         region_times(&p)?
     } else {
         vec![]
@@ -207,8 +221,7 @@ fn read_shard(dir: &Path) -> Result<Shard> {
 /// Inclusive time per region path of one regions.parquet, summed over threads exactly in
 /// integer nanoseconds (nulls count as nothing).
 fn region_times(path: &Path) -> Result<Vec<(String, i128)>> {
-    let f = std::fs::File::open(path)
-        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    let f = crate::store::safe_file::open_regular(path, REGIONS)?;
     let df = ParquetReader::new(f)
         .with_columns(Some(vec!["path".into(), "incl_ns".into()]))
         // A small table read on one of read_all's threads: no hand-off to polars' pool.

@@ -185,66 +185,17 @@ pub struct Daemon {
     metrics: std::sync::OnceLock<crate::metrics::Hook>,
     /// Held for the daemon's life: no `powerperf apply` as root races it on this tree.
     _lock: state::SysfsLock,
+    /// Set by [`Daemon::shutdown`]: no request is served and no client accepted after it.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 pub use powerperf::daemon::peer_cred;
 
 mod power;
+mod socket;
 mod uncore;
 
-/// Create the socket's directory (0755, when missing) and bind the socket (0666). The
-/// directory must be a real directory of this user that nobody else can write; a stale
-/// socket at the path is replaced, anything else there is refused.
-///
-/// # Errors
-/// As above, naming the path and the fix.
-pub fn bind_socket(path: &Path) -> Result<UnixListener> {
-    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .context("the socket path has no directory: give an absolute path")?;
-    if !path.is_absolute() {
-        anyhow::bail!("the socket {} is not an absolute path", path.display());
-    }
-    match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
-            .mode(0o755)
-            .create(dir)
-            .with_context(|| format!("cannot create the socket directory {}", dir.display()))?,
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("cannot inspect {}", dir.display())))
-        }
-        Ok(_) => {}
-    }
-    let m = std::fs::symlink_metadata(dir)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
-        anyhow::bail!(
-            "refusing the socket directory {}: it must be a real directory owned by uid {me} that nobody else can write (it is {}owned by uid {} with mode {:04o}); remove it and let powerperfd create it, or use another --socket",
-            dir.display(),
-            if m.file_type().is_symlink() { "a symbolic link " } else { "" },
-            m.uid(),
-            m.mode() & 0o7777
-        );
-    }
-    if let Ok(old) = std::fs::symlink_metadata(path) {
-        if old.file_type().is_socket() {
-            std::fs::remove_file(path)
-                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
-        } else {
-            anyhow::bail!(
-                "refusing to replace {}: it is not a socket; remove it or use another --socket",
-                path.display()
-            );
-        }
-    }
-    let l = UnixListener::bind(path).with_context(|| format!("cannot bind {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-        .with_context(|| format!("cannot chmod 0666 {}", path.display()))?;
-    Ok(l)
-}
+pub use socket::bind_socket;
 
 impl Daemon {
     /// Start: check the state directory, lock the sysfs tree, open the controller, replay
@@ -317,6 +268,7 @@ impl Daemon {
             opts: Options { state_dir, ..opts },
             metrics: std::sync::OnceLock::new(),
             _lock: lock,
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -369,6 +321,10 @@ impl Daemon {
     /// Accept clients on `listener` until the process ends.
     pub fn serve(self: &Arc<Self>, listener: UnixListener) {
         for s in listener.incoming() {
+            if self.stopping() {
+                // closed unanswered: the daemon is stopping
+                continue;
+            }
             let s = match s {
                 Ok(s) => s,
                 Err(e) => {
@@ -387,21 +343,54 @@ impl Daemon {
         }
     }
 
-    /// Restore every session (shutdown).
+    /// Whether [`Daemon::shutdown`] has begun.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stop (SIGTERM, SIGINT, SIGHUP; issue 38): no request is served from now on (a
+    /// request already holding the state lock finishes first), every session is restored,
+    /// then the process exits with the lock still held, so no connection can set anything
+    /// between the restore and the exit. Exits 0 when every restore succeeded, else 1 (the
+    /// journal keeps what failed for the next start).
+    pub fn shutdown(&self) -> ! {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut g = self.lock();
+        let ok = self.restore_all_locked(&mut g);
+        if ok && g.journal.open_sessions().is_empty() {
+            // nothing left to undo: the journal holds its header only
+            if let Err(e) = g.journal.compact() {
+                tracing::warn!(error = %format!("{e:#}"), "cannot compact the journal");
+            }
+        }
+        tracing::info!(restored_all = ok, "stopped");
+        std::process::exit(if ok { 0 } else { 1 });
+    }
+
+    /// Restore every session (shutdown): see [`Daemon::shutdown`], which also stops serving.
     pub fn restore_all(&self) {
         let mut g = self.lock();
+        self.restore_all_locked(&mut g);
+    }
+
+    /// Restore every session under the held lock; whether all restores succeeded.
+    fn restore_all_locked(&self, g: &mut Inner) -> bool {
+        let mut ok = true;
         let ids: Vec<u64> = g.sessions.keys().rev().copied().collect();
         for id in ids {
-            match self.restore_session(&mut g, id) {
+            match self.restore_session(g, id) {
                 Ok(w) if !w.is_empty() => {
                     tracing::info!(session = id, writes = ?w, "restored at shutdown")
                 }
                 Ok(_) => {}
                 Err(e) => {
+                    ok = false;
                     tracing::error!(session = id, error = %format!("{e:#}"), "restore at shutdown failed; the journal keeps it")
                 }
             }
         }
+        ok
     }
 
     fn refuse(&self, s: &Session, session: u64, why: String) -> Response {
@@ -616,6 +605,9 @@ impl Daemon {
     /// Answer one request line.
     fn handle(&self, id: u64, line: &[u8]) -> Response {
         let mut g = self.lock();
+        if self.stopping() {
+            return Response::refused("powerperfd is stopping: nothing was changed");
+        }
         let req: Request = match serde_json::from_slice(line) {
             Ok(r) => r,
             Err(e) => {
@@ -630,7 +622,7 @@ impl Daemon {
                 version,
                 on_behalf_of,
             } => self.hello(&mut g, id, version, on_behalf_of),
-            Request::ReadEnergy => self.read_energy(&mut g, id),
+            Request::ReadEnergy {} => self.read_energy(&mut g, id),
             Request::SetCoreFreq { mhz, cpus } => {
                 self.set_cpus(&mut g, id, Setting::CoreFreq(mhz), cpus)
             }
@@ -651,8 +643,18 @@ impl Daemon {
             Request::SetGpuPowerLimit { gpu, watts } => {
                 self.set_gpu(&mut g, id, gpu, power::GpuAsk::PowerLimit(watts))
             }
-            Request::ReadPower => self.read_power(&mut g, id),
-            Request::Restore => match self.restore_session(&mut g, id) {
+            Request::SetGpuMemLockedClocks {
+                gpu,
+                min_mhz,
+                max_mhz,
+            } => self.set_gpu(
+                &mut g,
+                id,
+                gpu,
+                power::GpuAsk::MemLockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
+            ),
+            Request::ReadPower {} => self.read_power(&mut g, id),
+            Request::Restore {} => match self.restore_session(&mut g, id) {
                 Ok(w) => Response {
                     ok: true,
                     session: Some(id),
@@ -663,7 +665,7 @@ impl Daemon {
                     "{e:#}; the journal keeps the saved values for the next start of powerperfd"
                 )),
             },
-            Request::Status => self.status(&g, id),
+            Request::Status {} => self.status(&g, id),
         };
         if let Some(sess) = g.sessions.get_mut(&id) {
             sess.started = true;
@@ -769,7 +771,9 @@ impl Daemon {
             .map(|d| EnergyReading {
                 name: d.name.clone(),
                 column: d.column.clone(),
-                energy_uj: read_counter(&d.energy_path),
+                // a counter above its wrap point is no reading (issue 38)
+                energy_uj: read_counter(&d.energy_path)
+                    .filter(|v| d.max_energy_range_uj == 0 || *v <= d.max_energy_range_uj),
                 max_energy_range_uj: d.max_energy_range_uj,
             })
             .collect();

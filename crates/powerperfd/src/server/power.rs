@@ -1,5 +1,6 @@
-//! GPU controls (`set_gpu_locked_clocks`, `set_gpu_power_limit`: write controls
-//! `gpu.locked_clocks`, `gpu.power_limit`) through `dvfs::gpu_control` (NVML, its setters
+//! GPU controls (`set_gpu_locked_clocks`, `set_gpu_mem_locked_clocks`,
+//! `set_gpu_power_limit`: write controls `gpu.locked_clocks`, `gpu.mem_locked_clocks`,
+//! `gpu.power_limit`) through `dvfs::gpu_control` (NVML, its setters
 //! reached only through a grant of those controls, or the fake GPUs of `--fake-gpu DIR`), and `read_power` (read signal `power`): the perf
 //! `power` PMU's RAPL events, opened per session through `collect::perf_event` (the code
 //! `powerperf collect` opens them with), and NVML's power and total energy through
@@ -35,6 +36,8 @@ pub(super) enum GpuAsk {
     LockedClocks(f64, f64),
     /// W.
     PowerLimit(f64),
+    /// Memory clock `[min, max]` MHz.
+    MemLockedClocks(f64, f64),
 }
 
 impl GpuAsk {
@@ -42,6 +45,7 @@ impl GpuAsk {
         match self {
             GpuAsk::LockedClocks(..) => GpuKnob::LockedClocks,
             GpuAsk::PowerLimit(_) => GpuKnob::PowerLimit,
+            GpuAsk::MemLockedClocks(..) => GpuKnob::MemLockedClocks,
         }
     }
     fn describe(self) -> String {
@@ -49,12 +53,14 @@ impl GpuAsk {
             GpuAsk::LockedClocks(a, b) if a == b => format!("locked clocks {a} MHz"),
             GpuAsk::LockedClocks(a, b) => format!("locked clocks [{a}, {b}] MHz"),
             GpuAsk::PowerLimit(w) => format!("power limit {w} W"),
+            GpuAsk::MemLockedClocks(a, b) if a == b => format!("memory locked clocks {a} MHz"),
+            GpuAsk::MemLockedClocks(a, b) => format!("memory locked clocks [{a}, {b}] MHz"),
         }
     }
     /// The values the policy's range must hold.
     fn values(self) -> Vec<f64> {
         match self {
-            GpuAsk::LockedClocks(a, b) => vec![a, b],
+            GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) => vec![a, b],
             GpuAsk::PowerLimit(w) => vec![w],
         }
     }
@@ -126,7 +132,25 @@ impl Daemon {
                 );
             }
         }
-        if let GpuAsk::LockedClocks(a, b) = ask {
+        // NVML takes whole MHz and whole mW: a value that would be rounded is refused, so
+        // the value written is the value the policy and the device checked (issue 38)
+        let whole = match ask {
+            GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) => {
+                (a.fract() == 0.0 && b.fract() == 0.0).then_some(()).ok_or_else(|| {
+                    format!("locked clocks [{a}, {b}] MHz: NVML takes whole MHz; ask for whole numbers (one of the GPU's supported graphics clocks)")
+                })
+            }
+            GpuAsk::PowerLimit(w) => {
+                let mw = w * 1e3;
+                ((mw - mw.round()).abs() < 1e-6).then_some(()).ok_or_else(|| {
+                    format!("power limit {w} W: NVML takes whole milliwatts; ask for at most three decimals")
+                })
+            }
+        };
+        if let Err(why) = whole {
+            return self.refuse(sess, id, why);
+        }
+        if let GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) = ask {
             if a > b {
                 return self.refuse(
                     sess,
@@ -161,6 +185,7 @@ impl Daemon {
         let checked = match ask {
             GpuAsk::LockedClocks(a, b) => gc.check_locked_clocks(gpu, a, b).map(|_| ()),
             GpuAsk::PowerLimit(w) => gc.check_power_limit(gpu, w),
+            GpuAsk::MemLockedClocks(a, b) => gc.check_mem_locked_clocks(gpu, a, b).map(|_| ()),
         };
         if let Err(e) = checked {
             return self.refuse(sess, id, e.to_string());
@@ -175,6 +200,7 @@ impl Daemon {
             let why = match ask {
                 GpuAsk::LockedClocks(a, b) => gm.set_locked_clocks(gpu, a, b),
                 GpuAsk::PowerLimit(w) => gm.set_power_limit_w(gpu, w),
+                GpuAsk::MemLockedClocks(a, b) => gm.set_mem_locked_clocks(gpu, a, b),
             }
             .err()
             .map(|e| e.to_string())
@@ -214,18 +240,21 @@ impl Daemon {
         let done = match ask {
             GpuAsk::LockedClocks(a, b) => gc.set_locked_clocks(gpu, a, b),
             GpuAsk::PowerLimit(w) => gc.set_power_limit_w(gpu, w),
+            GpuAsk::MemLockedClocks(a, b) => gc.set_mem_locked_clocks(gpu, a, b),
         };
         match done {
             Ok(w) => {
                 tracing::info!(session = id, uid, pid, control, gpu, value = %what, "set");
                 let target = format!("gpu{gpu}");
                 let applied = match ask {
-                    GpuAsk::LockedClocks(a, b) => crate::metrics::Applied::Hertz {
-                        control,
-                        target,
-                        min: a * 1e6,
-                        max: b * 1e6,
-                    },
+                    GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) => {
+                        crate::metrics::Applied::Hertz {
+                            control,
+                            target,
+                            min: a * 1e6,
+                            max: b * 1e6,
+                        }
+                    }
                     GpuAsk::PowerLimit(w) => crate::metrics::Applied::Watts {
                         control,
                         target,

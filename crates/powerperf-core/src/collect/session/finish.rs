@@ -203,6 +203,21 @@ impl Session<'_> {
                 running_ratio: None,
             });
         }
+        meta.notes.extend(gpu.gpm.notes());
+        if let Some((us, n)) = gpu.gpm_cost_us() {
+            meta.notes.push(format!(
+                "GPM sampling (nvmlGpmSampleGet + nvmlGpmMetricsGet, every GPU, at most every {} ms): {us:.1} µs per sample on average over {n} samples, on the sampler thread", super::super::gpm::MIN_WINDOW.as_millis()
+            ));
+        }
+        // GPM: each metric counted, or not supported with the reason (a GPU without GPM);
+        // a missing NVML is said once, with --gpm on.
+        for rec in gpu.gpm.records(self.cfg.gpm == NvmlMode::On) {
+            if rec.status != EventStatus::Counted {
+                // a metric this GPU never gave: no column of nulls
+                timeline.remove(&rec.name.replacen('-', "_", 1));
+            }
+            meta.events.push(rec);
+        }
         for rec in gpu.records(meta.run.duration_ns, self.cfg.nvml == NvmlMode::On) {
             if rec.name.ends_with("-energy") && rec.column.is_none() {
                 timeline.remove(&rec.name.replace("-energy", "_energy_j"));

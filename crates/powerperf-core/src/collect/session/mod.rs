@@ -265,6 +265,7 @@ fn initial_meta(
         threads: vec![],
         pc_sampling: None,
         gpu_attribution: None,
+        gpu_setting: None,
     }
 }
 

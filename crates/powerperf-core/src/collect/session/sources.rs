@@ -4,6 +4,7 @@
 
 use super::super::energy::Energy;
 use super::super::events::{self, EventSpec};
+use super::super::gpm::GpmSampler;
 use super::super::launcher::Paused;
 use super::super::leader_sampling::KernelTimeline;
 use super::super::nvml::GpuSampler;
@@ -161,9 +162,32 @@ impl Session<'_> {
             (_, Some(l)) if l > 0 => GpuSampler::none(format!(
                 "node-wide sources (NVML) are sampled by the first rank on each node (local rank 0, whose shard holds them); this is local rank {l}"
             )),
-            _ => match super::super::nvml::open_nvml() {
-                Ok(src) => GpuSampler::new(src),
-                Err(why) => GpuSampler::none(why),
+            _ => match &cfg.fake_gpu {
+                Some(dir) => match super::super::fake_gpu::FileGpus::open(dir) {
+                    Ok(f) => {
+                        meta.notes.push(format!(
+                            "GPU readings from the fake GPUs under {} (--fake-gpu), not from NVML",
+                            dir.display()
+                        ));
+                        GpuSampler::new(Box::new(f))
+                    }
+                    Err(e) => GpuSampler::none(format!("--fake-gpu {}: {e}", dir.display())),
+                },
+                None => match super::super::nvml::open_nvml() {
+                    Ok(src) => {
+                        let gpm = match cfg.gpm {
+                            NvmlMode::Off => {
+                                GpmSampler::none("GPM sampling turned off (--gpm off)")
+                            }
+                            _ => match super::super::gpm::open_gpm() {
+                                Ok(g) => GpmSampler::new(g),
+                                Err(why) => GpmSampler::none(why),
+                            },
+                        };
+                        GpuSampler::new(src).with_gpm(gpm)
+                    }
+                    Err(why) => GpuSampler::none(why),
+                },
             },
         };
         meta.notes.extend(gpu.notes.iter().cloned());

@@ -181,6 +181,8 @@ pub struct StaticSetting {
     pub gpu_core_mhz: Option<(u32, f64)>,
     /// GPU memory clock, MHz (`mem_freq_mhz` of a GPU device).
     pub gpu_mem_mhz: Option<(u32, f64)>,
+    /// GPU power limit, W (`power_limit_w` of a GPU device).
+    pub gpu_power_limit_w: Option<(u32, f64)>,
     /// Environment for the command: `OMP_NUM_THREADS` from `threads`.
     pub env: Vec<(String, String)>,
     /// Knobs no controller sets (left unchanged), one sentence each.
@@ -251,6 +253,7 @@ pub fn static_setting(
         core_mhz: None,
         gpu_core_mhz: None,
         gpu_mem_mhz: None,
+        gpu_power_limit_w: None,
         env: Vec::new(),
         notes: Vec::new(),
     };
@@ -264,6 +267,7 @@ pub fn static_setting(
             )),
             ("core_freq_mhz", Some(DeviceKind::Gpu)) => s.gpu_core_mhz = Some((gpu, *v)),
             ("mem_freq_mhz", Some(DeviceKind::Gpu)) => s.gpu_mem_mhz = Some((gpu, *v)),
+            ("power_limit_w", Some(DeviceKind::Gpu)) => s.gpu_power_limit_w = Some((gpu, *v)),
             ("core_freq_mhz", _) => s.core_mhz = Some(*v),
             (k, _) => s
                 .notes
@@ -274,13 +278,32 @@ pub fn static_setting(
 }
 
 impl StaticSetting {
+    /// The GPU part of the setting and its GPU (`None`: no GPU knob). The knobs of one
+    /// region name one GPU; the SM clock's index wins where they differ.
+    pub fn gpu_setting(&self) -> Option<(u32, crate::dvfs::gpu_control::session::GpuSetting)> {
+        let idx = self
+            .gpu_core_mhz
+            .or(self.gpu_mem_mhz)
+            .or(self.gpu_power_limit_w)?
+            .0;
+        Some((
+            idx,
+            crate::dvfs::gpu_control::session::GpuSetting {
+                sm_clock_mhz: self.gpu_core_mhz.map(|x| x.1),
+                mem_clock_mhz: self.gpu_mem_mhz.map(|x| x.1),
+                power_limit_w: self.gpu_power_limit_w.map(|x| x.1),
+            },
+        ))
+    }
+
     /// The powerperfd requests that put this setting in place in one session: the CPU core
-    /// frequency on every CPU (`set_core_freq`) and the GPU SM clock locked
-    /// (`set_gpu_locked_clocks`). The memory clock has no daemon request: a note says so.
+    /// frequency on every CPU (`set_core_freq`), the GPU SM clock locked
+    /// (`set_gpu_locked_clocks`), the GPU memory clock locked (`set_gpu_mem_locked_clocks`)
+    /// and the GPU power limit (`set_gpu_power_limit`). The notes are empty today.
     pub fn daemon_requests(&self) -> (Vec<crate::daemon::Request>, Vec<String>) {
         use crate::daemon::Request;
         let mut reqs = Vec::new();
-        let mut notes = Vec::new();
+        let notes = Vec::new();
         if let Some(mhz) = self.core_mhz {
             reqs.push(Request::SetCoreFreq { mhz, cpus: None });
         }
@@ -291,10 +314,15 @@ impl StaticSetting {
                 max_mhz: Some(mhz),
             });
         }
+        if let Some((gpu, watts)) = self.gpu_power_limit_w {
+            reqs.push(Request::SetGpuPowerLimit { gpu, watts });
+        }
         if let Some((gpu, mhz)) = self.gpu_mem_mhz {
-            notes.push(format!(
-                "GPU {gpu} mem_freq_mhz = {mhz}: powerperfd has no memory clock control, left unchanged"
-            ));
+            reqs.push(Request::SetGpuMemLockedClocks {
+                gpu,
+                min_mhz: mhz,
+                max_mhz: Some(mhz),
+            });
         }
         (reqs, notes)
     }

@@ -96,15 +96,39 @@ pub struct FreqRange {
 }
 
 impl FreqRange {
-    /// Whether `mhz` is allowed (inside the range and, when listed, one of the listed values
-    /// within 0.5 MHz).
+    /// Whether `mhz` is allowed: inside the range and, when the driver lists frequencies,
+    /// one of the listed values to the kHz (issue 38: the userspace governor passes its
+    /// target to the driver with `CPUFREQ_RELATION_L`, the lowest listed frequency at or
+    /// above it, so 1200.4 MHz would run at the next listed step; it is refused instead).
     pub fn allows(&self, mhz: f64) -> bool {
-        let inside = mhz >= self.min_mhz - 1e-6 && mhz <= self.max_mhz + 1e-6;
-        inside
-            && self
-                .available_mhz
-                .as_ref()
-                .is_none_or(|l| l.iter().any(|a| (a - mhz).abs() < 0.5))
+        self.khz(mhz).is_some()
+    }
+
+    /// The kHz written for `mhz` when [`allows`](Self::allows) it: the listed value itself
+    /// (`scaling_available_frequencies`), else `mhz` in whole kHz; `None` when it is
+    /// outside the range, not a whole kHz, or not listed. The value written is the value
+    /// checked.
+    pub fn khz(&self, mhz: f64) -> Option<u64> {
+        if !mhz.is_finite() || mhz <= 0.0 {
+            return None;
+        }
+        let k = (mhz * 1000.0).round();
+        // a whole kHz (the unit of the cpufreq files), up to the rounding of MHz as f64
+        if (mhz * 1000.0 - k).abs() > 1e-3 {
+            return None;
+        }
+        let khz = k as u64;
+        let (lo, hi) = (
+            MegaHertz(self.min_mhz).to_khz(),
+            MegaHertz(self.max_mhz).to_khz(),
+        );
+        if !(lo..=hi).contains(&khz) {
+            return None;
+        }
+        match &self.available_mhz {
+            Some(l) => l.iter().map(|a| MegaHertz(*a).to_khz()).find(|a| *a == khz),
+            None => Some(khz),
+        }
     }
 
     /// Human description of the allowed values.
@@ -418,12 +442,24 @@ impl CpufreqController {
                 _ => {
                     let lo = read_khz(&d.join("cpuinfo_min_freq"))?;
                     let hi = read_khz(&d.join("cpuinfo_max_freq"))?;
-                    match f.value.parse::<u64>() {
-                        Ok(k) if (lo..=hi).contains(&k) => {}
+                    let k = match f.value.parse::<u64>() {
+                        Ok(k) if (lo..=hi).contains(&k) => k,
                         _ => {
                             return Err(bad(format!(
                                 "not a frequency in kHz between cpuinfo_min_freq {lo} and cpuinfo_max_freq {hi}"
                             )))
+                        }
+                    };
+                    // the check a live request gets: one of the listed frequencies, where
+                    // the driver lists them (issue 38)
+                    let avail = d.join("scaling_available_frequencies");
+                    if avail.exists() {
+                        let l = list("scaling_available_frequencies")?;
+                        if !l.iter().any(|x| x.parse::<u64>().ok() == Some(k)) {
+                            return Err(bad(format!(
+                                "not in scaling_available_frequencies ({})",
+                                l.join(" ")
+                            )));
                         }
                     }
                 }
@@ -670,13 +706,13 @@ impl FrequencyController for CpufreqController {
 
     fn plan_set(&self, mhz: f64) -> Result<Vec<Write>, ControllerError> {
         let range = self.range()?;
-        if !range.allows(mhz) {
+        let Some(khz) = range.khz(mhz) else {
             return Err(ControllerError::OutOfRange {
                 mhz,
                 allowed: range.describe(),
             });
-        }
-        let khz = MegaHertz(mhz).to_khz().to_string();
+        };
+        let khz = khz.to_string();
         let mut out = Vec::new();
         for (_, dir) in &self.cpus {
             match self.method {

@@ -290,10 +290,12 @@ impl CpufreqController {
             )));
         }
         let (lo, hi) = (MegaHertz(d.min_mhz).to_khz(), MegaHertz(d.max_mhz).to_khz());
+        let step = MegaHertz(UNCORE_STEP_MHZ).to_khz();
         match f.value.parse::<u64>() {
-            Ok(k) if (lo..=hi).contains(&k) => Ok(()),
+            // the checks a live request gets: the range and the 100 MHz step (issue 38)
+            Ok(k) if (lo..=hi).contains(&k) && k % step == 0 => Ok(()),
             _ => Err(bad(format!(
-                "not a frequency in kHz between initial_min_freq_khz {lo} and initial_max_freq_khz {hi}"
+                "not a frequency in kHz between initial_min_freq_khz {lo} and initial_max_freq_khz {hi} on the {UNCORE_STEP_MHZ} MHz step"
             ))),
         }
     }

@@ -15,7 +15,9 @@
 //!
 //! Units: MHz for clocks, W for power limits (NVML's mW only at the NVML boundary).
 
+pub mod fake_build;
 pub mod nvml;
+pub mod session;
 
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -48,6 +50,9 @@ pub enum GpuControlError {
     /// A write that failed.
     #[error("GPU {gpu}: {call} failed: {why}")]
     Write { gpu: u32, call: String, why: String },
+    /// The GPU or driver cannot lock its memory clock.
+    #[error("GPU {gpu} has no memory-clock lock: {why}; memory-clock sweeps and plans are refused on it (nothing was changed)")]
+    NoMemLock { gpu: u32, why: String },
     /// NVML opened read-only: the call is named, nothing is set.
     #[error(
         "GPU {gpu}: NVML is open read-only here; a write would call {call}. Nothing was changed"
@@ -66,6 +71,9 @@ pub enum GpuKnob {
     LockedClocks,
     /// `gpu.power_limit`: the power management limit, W.
     PowerLimit,
+    /// `gpu.mem_locked_clocks`: the memory clock locked to `[min, max]` MHz
+    /// (`nvmlDeviceSetMemoryLockedClocks`, Ampere and newer).
+    MemLockedClocks,
 }
 
 impl GpuKnob {
@@ -74,6 +82,7 @@ impl GpuKnob {
         match self {
             GpuKnob::LockedClocks => "gpu.locked_clocks",
             GpuKnob::PowerLimit => "gpu.power_limit",
+            GpuKnob::MemLockedClocks => "gpu.mem_locked_clocks",
         }
     }
     /// For messages: `locked clocks`, `power limit`.
@@ -81,6 +90,7 @@ impl GpuKnob {
         match self {
             GpuKnob::LockedClocks => "locked clocks",
             GpuKnob::PowerLimit => "power limit",
+            GpuKnob::MemLockedClocks => "memory locked clocks",
         }
     }
 }
@@ -119,11 +129,13 @@ pub trait GpuControl: Send + std::fmt::Debug {
     fn describe_only(&self) -> bool {
         false
     }
-    /// Check a locked-clock range `[min, max]` MHz against the clocks the GPU supports;
-    /// returns notes (a clock inside the range that is not listed). Changes nothing.
+    /// Check a locked-clock range `[min, max]` MHz against the clocks the GPU supports
+    /// ([`check_clock_range`]: both ends must be listed clocks); returns notes. Changes
+    /// nothing.
     ///
     /// # Errors
-    /// [`GpuControlError::OutOfRange`], unreadable lists, no such GPU.
+    /// [`GpuControlError::OutOfRange`] (naming the nearest supported clocks), unreadable
+    /// lists, no such GPU.
     fn check_locked_clocks(
         &self,
         gpu: u32,
@@ -177,6 +189,35 @@ pub trait GpuControl: Send + std::fmt::Debug {
     /// [`GpuControlError::OutOfRange`], the write.
     fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError>;
 
+    /// Check a memory locked-clock range `[min, max]` MHz against the memory clocks the GPU
+    /// supports (`nvmlDeviceGetSupportedMemoryClocks`); both ends must be listed. Changes
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`GpuControlError::NoMemLock`] where the GPU or driver has no memory-clock lock,
+    /// [`GpuControlError::OutOfRange`], unreadable lists, no such GPU.
+    fn check_mem_locked_clocks(
+        &self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Vec<String>, GpuControlError>;
+    /// Lock the memory clock to `[min, max]` MHz (checked first); returns what was done.
+    ///
+    /// # Errors
+    /// As `check_mem_locked_clocks`, and the write.
+    fn set_mem_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<String, GpuControlError>;
+    /// Undo memory locked clocks; returns what was done.
+    ///
+    /// # Errors
+    /// The write.
+    fn reset_mem_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError>;
+
     /// What a change of `knob` on `gpu` overwrites.
     ///
     /// # Errors
@@ -188,7 +229,7 @@ pub trait GpuControl: Send + std::fmt::Debug {
             knob,
             power_limit_w: match knob {
                 GpuKnob::PowerLimit => Some(self.power_limit_w(gpu)?),
-                GpuKnob::LockedClocks => None,
+                GpuKnob::LockedClocks | GpuKnob::MemLockedClocks => None,
             },
         })
     }
@@ -207,8 +248,8 @@ pub trait GpuControl: Send + std::fmt::Debug {
             return Err(bad(format!("this node has {} GPU(s)", self.count())));
         }
         match (s.knob, s.power_limit_w) {
-            (GpuKnob::LockedClocks, None) => Ok(()),
-            (GpuKnob::LockedClocks, Some(_)) => {
+            (GpuKnob::LockedClocks | GpuKnob::MemLockedClocks, None) => Ok(()),
+            (GpuKnob::LockedClocks | GpuKnob::MemLockedClocks, Some(_)) => {
                 Err(bad("a locked-clock save holds no power limit".into()))
             }
             (GpuKnob::PowerLimit, None) => Err(bad("no power limit saved".into())),
@@ -234,6 +275,7 @@ pub trait GpuControl: Send + std::fmt::Debug {
     fn restore(&mut self, s: &GpuSaved) -> Result<String, GpuControlError> {
         match (s.knob, s.power_limit_w) {
             (GpuKnob::LockedClocks, _) => self.reset_locked_clocks(s.gpu),
+            (GpuKnob::MemLockedClocks, _) => self.reset_mem_locked_clocks(s.gpu),
             (GpuKnob::PowerLimit, Some(w)) => self.set_power_limit_w(s.gpu, w),
             (GpuKnob::PowerLimit, None) => Err(GpuControlError::BadSaved {
                 saved: s.to_string(),
@@ -258,67 +300,131 @@ pub trait GpuControl: Send + std::fmt::Debug {
     }
 }
 
-/// Check `[min, max]` MHz against a list of supported clocks (the range of the list); a
-/// clock inside the range but not listed gets a note naming the nearest listed one (the
-/// driver locks to supported clocks inside the range).
+/// The supported clocks nearest to `f`: the highest listed clock at or below it and the
+/// lowest at or above it (one of them when `f` is outside the list).
+pub fn nearest_clocks(supported: &[u32], f: f64) -> Vec<u32> {
+    let below = supported
+        .iter()
+        .copied()
+        .filter(|c| f64::from(*c) <= f)
+        .max();
+    let above = supported
+        .iter()
+        .copied()
+        .filter(|c| f64::from(*c) >= f)
+        .min();
+    let mut v: Vec<u32> = below.into_iter().chain(above).collect();
+    v.dedup();
+    v
+}
+
+/// Check `[min, max]` MHz against a list of supported clocks (`call` names the list's
+/// NVML query): both ends must be clocks of the list, exactly (whole MHz). An unlisted clock
+/// is refused naming the nearest listed ones, as is a range outside the list, before
+/// anything changes (the driver would otherwise lock to some supported clock of its
+/// choosing, and the run would not be at the clock asked for). Returns no notes today (the
+/// vector is kept for the callers' messages).
 ///
 /// # Errors
-/// [`GpuControlError::OutOfRange`].
+/// [`GpuControlError::OutOfRange`]; [`GpuControlError::Read`] for an empty list.
 pub fn check_clock_range(
     gpu: u32,
     supported: &[u32],
     min_mhz: f64,
     max_mhz: f64,
 ) -> Result<Vec<String>, GpuControlError> {
+    check_clock_list(
+        gpu,
+        supported,
+        min_mhz,
+        max_mhz,
+        "nvmlDeviceGetSupportedGraphicsClocks",
+        "locked clocks",
+    )
+}
+
+/// [`check_clock_range`] for any list (`call`: the NVML query that lists it; `what`:
+/// `locked clocks`, `memory locked clocks`).
+///
+/// # Errors
+/// As [`check_clock_range`].
+pub fn check_clock_list(
+    gpu: u32,
+    supported: &[u32],
+    min_mhz: f64,
+    max_mhz: f64,
+    call: &'static str,
+    what: &str,
+) -> Result<Vec<String>, GpuControlError> {
     let (Some(lo), Some(hi)) = (supported.iter().min(), supported.iter().max()) else {
         return Err(GpuControlError::Read {
             gpu,
-            call: "nvmlDeviceGetSupportedGraphicsClocks",
+            call,
             why: "an empty list".into(),
         });
     };
     let (lo, hi) = (f64::from(*lo), f64::from(*hi));
+    let shown = if min_mhz == max_mhz {
+        format!("{what} {min_mhz} MHz")
+    } else {
+        format!("{what} [{min_mhz}, {max_mhz}] MHz")
+    };
     if !(min_mhz.is_finite() && max_mhz.is_finite() && min_mhz <= max_mhz) {
         return Err(GpuControlError::OutOfRange {
             gpu,
-            what: format!("locked clocks [{min_mhz}, {max_mhz}] MHz"),
+            what: shown,
             allowed: "min <= max, finite".into(),
         });
     }
-    if min_mhz < lo - 0.5 || max_mhz > hi + 0.5 {
+    // no tolerance: the clocks written are the clocks checked (issue 38)
+    if min_mhz < lo || max_mhz > hi {
         return Err(GpuControlError::OutOfRange {
             gpu,
-            what: format!("locked clocks [{min_mhz}, {max_mhz}] MHz"),
-            allowed: format!(
-                "{lo}..{hi} MHz (nvmlDeviceGetSupportedGraphicsClocks); choose clocks in that range"
-            ),
+            what: shown,
+            allowed: format!("{lo}..{hi} MHz ({call}); choose clocks of that list"),
         });
     }
-    let mut notes = Vec::new();
     for f in [min_mhz, max_mhz] {
-        let near = supported.iter().copied().min_by(|a, b| {
-            (f64::from(*a) - f)
-                .abs()
-                .total_cmp(&(f64::from(*b) - f).abs())
-        });
-        if let Some(n) = near.filter(|n| (f64::from(*n) - f).abs() > 0.5) {
-            notes.push(format!(
-                "GPU {gpu}: {f} MHz is not a supported graphics clock; nearest: {n} MHz"
-            ));
+        // exactly a listed clock: what is written is what was checked (issue 38)
+        let listed = supported.iter().any(|c| f64::from(*c) == f);
+        if !listed {
+            let near: Vec<String> = nearest_clocks(supported, f)
+                .iter()
+                .map(|c| format!("{c} MHz"))
+                .collect();
+            return Err(GpuControlError::OutOfRange {
+                gpu,
+                what: shown,
+                allowed: format!(
+                    "{f} MHz is not a supported clock ({call}); nearest: {}",
+                    near.join(" or ")
+                ),
+            });
         }
     }
-    Ok(notes)
+    Ok(Vec::new())
 }
 
 /// GPUs described by files: `DIR/gpuN/` (N = 0, 1, … without gaps) with
 /// `supported_graphics_clocks_mhz` (space-separated), `power_limit_range_w` (`MIN MAX`),
 /// `power_limit_w` (current, written) and `locked_clocks_mhz` (`MIN MAX` or `none`,
-/// written). For tests and demonstrations (`powerperfd --fake-gpu DIR`): no GPU is
+/// written); optionally `supported_memory_clocks_mhz` (space-separated: what
+/// `nvmlDeviceGetSupportedMemoryClocks` would list; without it a memory clock cannot be
+/// checked) and `name`. For tests and demonstrations (`powerperfd --fake-gpu DIR`): no GPU is
 /// touched. Files are written `O_NOFOLLOW`, never created.
 ///
-/// It is also a [`crate::collect::nvml::GpuSource`] (the readings `read_power` and the
-/// metrics endpoint serve): `gpuN/power_w` (watts) and `gpuN/energy_mj` (the total energy
-/// counter, mJ), both optional; a missing or unreadable file is a missing value.
+/// Memory clocks (optional): `supported_memory_clocks_mhz` (space-separated) and
+/// `mem_locked_clocks_mhz` (`MIN MAX` or `none`, written); a GPU directory without them has
+/// no memory-clock lock, and memory-clock settings are refused on it with that reason.
+///
+/// It is also a [`crate::collect::nvml::GpuSource`] (the readings `read_power`, the
+/// metrics endpoint and `collect`/`sweep`/`apply --fake-gpu DIR` serve): `gpuN/power_w`
+/// (watts) and `gpuN/energy_mj` (the total energy counter, mJ), both optional, a missing
+/// or unreadable file being a missing value; its SM clock is the locked clock's upper end
+/// (the highest supported graphics clock when unlocked), or `gpuN/sm_clock_mhz` where that
+/// file exists (a GPU that does not reach its lock, as under power or thermal throttling),
+/// its memory clock likewise from its lock, and its clock throttle reasons
+/// `gpuN/throttle_reasons` (a number, optional, else 0: none).
 #[derive(Debug, Clone)]
 pub struct FakeGpu {
     dir: PathBuf,
@@ -330,23 +436,20 @@ impl crate::collect::nvml::GpuSource for FakeGpu {
         self.count
     }
     fn name(&self, i: u32) -> String {
-        format!("fake GPU {i}")
+        // The optional file `name` (e.g. what the fake GPU stands for).
+        self.read_file(i, "name")
+            .ok()
+            .filter(|n| !n.is_empty() && n.len() <= 256)
+            .unwrap_or_else(|| format!("fake GPU {i}"))
     }
     fn power_source(&self, _: u32) -> &'static str {
         "the file power_w"
     }
+    /// The readings of [`crate::collect::fake_gpu::FileGpus`] over the same directory.
     fn read(&mut self, i: u32) -> crate::collect::nvml::GpuReading {
-        crate::collect::nvml::GpuReading {
-            power_w: self
-                .read_file(i, "power_w")
-                .ok()
-                .and_then(|t| t.parse::<f64>().ok())
-                .filter(|w| w.is_finite() && *w >= 0.0),
-            energy_mj: self
-                .read_file(i, "energy_mj")
-                .ok()
-                .and_then(|t| t.parse().ok()),
-            ..Default::default()
+        match crate::collect::fake_gpu::FileGpus::open(&self.dir) {
+            Ok(mut f) => crate::collect::nvml::GpuSource::read(&mut f, i),
+            Err(_) => crate::collect::nvml::GpuReading::default(),
         }
     }
 }
@@ -437,17 +540,38 @@ impl FakeGpu {
     /// # Errors
     /// Unreadable.
     pub fn locked_clocks(&self, gpu: u32) -> Result<Option<(f64, f64)>, GpuControlError> {
-        if self.read_file(gpu, "locked_clocks_mhz")? == "none" {
+        self.lock_file(gpu, "locked_clocks_mhz")
+    }
+
+    /// The current memory locked clocks (`None`: not locked).
+    ///
+    /// # Errors
+    /// Unreadable.
+    pub fn mem_locked_clocks(&self, gpu: u32) -> Result<Option<(f64, f64)>, GpuControlError> {
+        self.lock_file(gpu, "mem_locked_clocks_mhz")
+    }
+
+    fn lock_file(&self, gpu: u32, f: &'static str) -> Result<Option<(f64, f64)>, GpuControlError> {
+        if self.read_file(gpu, f)? == "none" {
             return Ok(None);
         }
-        match self.numbers(gpu, "locked_clocks_mhz")?[..] {
+        match self.numbers(gpu, f)?[..] {
             [a, b] => Ok(Some((a, b))),
             _ => Err(GpuControlError::Read {
                 gpu,
-                call: "locked_clocks_mhz",
+                call: f,
                 why: "not `MIN MAX` or `none`".into(),
             }),
         }
+    }
+
+    fn clock_list(&self, gpu: u32, f: &'static str) -> Result<Vec<u32>, GpuControlError> {
+        Ok(self
+            .numbers(gpu, f)?
+            .into_iter()
+            .filter(|v| *v >= 0.0 && *v <= f64::from(u32::MAX))
+            .map(|v| v.round() as u32)
+            .collect())
     }
 }
 
@@ -468,12 +592,35 @@ impl GpuControl for FakeGpu {
         min_mhz: f64,
         max_mhz: f64,
     ) -> Result<Vec<String>, GpuControlError> {
-        let l: Vec<u32> = self
-            .numbers(gpu, "supported_graphics_clocks_mhz")?
-            .into_iter()
-            .map(|v| v.round() as u32)
-            .collect();
+        let l = self.clock_list(gpu, "supported_graphics_clocks_mhz")?;
         check_clock_range(gpu, &l, min_mhz, max_mhz)
+    }
+    fn check_mem_locked_clocks(
+        &self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Vec<String>, GpuControlError> {
+        self.check_gpu(gpu)?;
+        let p = self.path(gpu, "mem_locked_clocks_mhz");
+        if !p.exists() {
+            return Err(GpuControlError::NoMemLock {
+                gpu,
+                why: format!(
+                    "the fake GPU has no {} (the file that stands for nvmlDeviceSetMemoryLockedClocks)",
+                    p.display()
+                ),
+            });
+        }
+        let l = self.clock_list(gpu, "supported_memory_clocks_mhz")?;
+        check_clock_list(
+            gpu,
+            &l,
+            min_mhz,
+            max_mhz,
+            "nvmlDeviceGetSupportedMemoryClocks",
+            "memory locked clocks",
+        )
     }
     fn power_limit_w(&self, gpu: u32) -> Result<f64, GpuControlError> {
         match self.numbers(gpu, "power_limit_w")?[..] {
@@ -516,6 +663,29 @@ impl GpuControl for FakeGpu {
             "locked_clocks_mhz",
             "none",
             format!("nvmlDeviceResetGpuLockedClocks(device {gpu})"),
+        )
+    }
+    fn set_mem_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<String, GpuControlError> {
+        self.check_mem_locked_clocks(gpu, min_mhz, max_mhz)?;
+        self.write(
+            gpu,
+            "mem_locked_clocks_mhz",
+            &format!("{min_mhz:.0} {max_mhz:.0}"),
+            format!("nvmlDeviceSetMemoryLockedClocks(device {gpu}, minMemClockMHz {min_mhz:.0}, maxMemClockMHz {max_mhz:.0})"),
+        )
+    }
+    fn reset_mem_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError> {
+        self.check_gpu(gpu)?;
+        self.write(
+            gpu,
+            "mem_locked_clocks_mhz",
+            "none",
+            format!("nvmlDeviceResetMemoryLockedClocks(device {gpu})"),
         )
     }
     fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError> {
@@ -596,5 +766,75 @@ mod tests {
             g.set_power_limit_w(3, 300.0),
             Err(GpuControlError::NoDevice { gpu: 3, count: 1 })
         ));
+    }
+
+    /// Issue 39: an unlisted clock inside the range is refused (it used to get a note),
+    /// naming the nearest listed clocks, and nothing is written.
+    #[test]
+    fn unlisted_clock_refused_with_nearest_and_nothing_written() {
+        let (d, mut g) = fake();
+        let before = std::fs::read(d.path().join("gpu0/locked_clocks_mhz")).unwrap();
+        let e = g
+            .set_locked_clocks(0, 1234.0, 1234.0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("1234 MHz is not a supported clock") && e.contains("1200 MHz or 1500 MHz"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(d.path().join("gpu0/locked_clocks_mhz")).unwrap(),
+            before
+        );
+        assert_eq!(nearest_clocks(&[1200, 1500], 1234.0), vec![1200, 1500]);
+        assert_eq!(nearest_clocks(&[1200, 1500], 1500.0), vec![1500]);
+        assert_eq!(nearest_clocks(&[1200, 1500], 99.0), vec![1200]);
+        // listed clocks pass, as a range too
+        assert!(g.check_locked_clocks(0, 345.0, 1980.0).unwrap().is_empty());
+    }
+
+    /// The observed clocks of the fake GPU: the lock's upper end, else the highest listed.
+    #[test]
+    fn fake_gpu_observed_clock_follows_the_lock() {
+        use crate::collect::nvml::GpuSource;
+        let (_d, mut g) = fake();
+        assert_eq!(GpuSource::read(&mut g, 0).sm_clock_mhz, Some(1980.0));
+        assert_eq!(GpuSource::read(&mut g, 0).mem_clock_mhz, Some(2619.0));
+        g.set_locked_clocks(0, 1200.0, 1200.0).unwrap();
+        g.set_mem_locked_clocks(0, 1593.0, 1593.0).unwrap();
+        let r = GpuSource::read(&mut g, 0);
+        assert_eq!(
+            (
+                r.sm_clock_mhz,
+                r.mem_clock_mhz,
+                r.power_w,
+                r.throttle_reasons
+            ),
+            (Some(1200.0), Some(1593.0), Some(250.5), Some(0))
+        );
+    }
+
+    /// Memory locked clocks: checked against the memory list, reset on restore; a GPU
+    /// without the lock refuses with the reason.
+    #[test]
+    fn fake_gpu_memory_clock_lock() {
+        let (d, mut g) = fake();
+        let s = g.save(0, GpuKnob::MemLockedClocks).unwrap();
+        let e = g
+            .set_mem_locked_clocks(0, 2000.0, 2000.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nearest: 1593 MHz or 2619 MHz"), "{e}");
+        g.set_mem_locked_clocks(0, 1593.0, 1593.0).unwrap();
+        assert_eq!(g.mem_locked_clocks(0).unwrap(), Some((1593.0, 1593.0)));
+        g.restore(&s).unwrap();
+        assert_eq!(g.mem_locked_clocks(0).unwrap(), None);
+        std::fs::remove_file(d.path().join("gpu0/mem_locked_clocks_mhz")).unwrap();
+        let e = g.check_mem_locked_clocks(0, 1593.0, 1593.0).unwrap_err();
+        assert!(
+            matches!(e, GpuControlError::NoMemLock { gpu: 0, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("no memory-clock lock"), "{e}");
     }
 }

@@ -10,14 +10,16 @@
 //!   [`GpuControlError::DescribeOnly`] naming the call it would make; nothing changes.
 //! - [`NvmlGpu::open_writable`]: the setters are called (NVML API Reference Guide, Device
 //!   Commands): `nvmlDeviceSetGpuLockedClocks` / `nvmlDeviceResetGpuLockedClocks` (Volta and
-//!   newer) and `nvmlDeviceSetPowerManagementLimit` (mW). All need root. Only `powerperfd`
+//!   newer), `nvmlDeviceSetMemoryLockedClocks` / `nvmlDeviceResetMemoryLockedClocks` (Ampere
+//!   and newer; older GPUs are refused before any call) and
+//!   `nvmlDeviceSetPowerManagementLimit` (mW). All need root. Only `powerperfd`
 //!   opens it this way, where its policy is the gate: no grant of `gpu.locked_clocks` or
 //!   `gpu.power_limit`, no write (docs/cluster.md). The setters are reached only through
 //!   [`NvmlGpu::nvml_set`] (the test `setters_only_in_nvml_set` checks the source), and are
 //!   exercised in CI only on the fake GPU: the project never changes a real GPU's clocks or
 //!   power limit in a test.
 
-use super::{check_clock_range, GpuControl, GpuControlError};
+use super::{check_clock_list, check_clock_range, GpuControl, GpuControlError};
 
 /// The GPUs NVML sees, read-only.
 pub struct NvmlGpu {
@@ -33,6 +35,8 @@ pub struct NvmlGpu {
 enum NvmlSet {
     LockedClocks { min_mhz: u32, max_mhz: u32 },
     ResetLockedClocks,
+    MemLockedClocks { min_mhz: u32, max_mhz: u32 },
+    ResetMemLockedClocks,
     PowerLimitMw(u32),
 }
 
@@ -120,6 +124,10 @@ impl NvmlGpu {
                 },
             ),
             NvmlSet::ResetLockedClocks => d.reset_gpu_locked_clocks(),
+            NvmlSet::MemLockedClocks { min_mhz, max_mhz } => {
+                d.set_mem_locked_clocks(min_mhz, max_mhz)
+            }
+            NvmlSet::ResetMemLockedClocks => d.reset_mem_locked_clocks(),
             NvmlSet::PowerLimitMw(mw) => d.set_power_management_limit(mw),
         };
         r.map(|()| call.clone())
@@ -192,6 +200,84 @@ impl GpuControl for NvmlGpu {
         all.sort_unstable();
         all.dedup();
         check_clock_range(gpu, &all, min_mhz, max_mhz)
+    }
+    fn check_mem_locked_clocks(
+        &self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Vec<String>, GpuControlError> {
+        use nvml_wrapper::enums::device::DeviceArchitecture as A;
+        let d = self.device(gpu)?;
+        // nvmlDeviceSetMemoryLockedClocks: "Ampere and newer fully supported devices"
+        // (NVML API Reference Guide, Device Commands)
+        match d.architecture() {
+            Ok(A::Kepler | A::Maxwell | A::Pascal | A::Volta | A::Turing) => {
+                return Err(GpuControlError::NoMemLock {
+                    gpu,
+                    why: format!(
+                        "{} is {:?}; nvmlDeviceSetMemoryLockedClocks needs Ampere or newer",
+                        self.names.get(gpu as usize).map_or("it", String::as_str),
+                        d.architecture().unwrap_or(A::Unknown)
+                    ),
+                })
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(GpuControlError::NoMemLock {
+                    gpu,
+                    why: format!("nvmlDeviceGetArchitecture failed ({e}), so support for nvmlDeviceSetMemoryLockedClocks is unknown"),
+                })
+            }
+        }
+        let l = d
+            .supported_memory_clocks()
+            .map_err(|e| GpuControlError::Read {
+                gpu,
+                call: "nvmlDeviceGetSupportedMemoryClocks",
+                why: e.to_string(),
+            })?;
+        check_clock_list(
+            gpu,
+            &l,
+            min_mhz,
+            max_mhz,
+            "nvmlDeviceGetSupportedMemoryClocks",
+            "memory locked clocks",
+        )
+    }
+    fn set_mem_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<String, GpuControlError> {
+        self.check_mem_locked_clocks(gpu, min_mhz, max_mhz)?;
+        let bad = |why: String| GpuControlError::OutOfRange {
+            gpu,
+            what: format!("memory locked clocks [{min_mhz}, {max_mhz}] MHz"),
+            allowed: why,
+        };
+        let (lo, hi) = (
+            nvml_uint(min_mhz).map_err(bad)?,
+            nvml_uint(max_mhz).map_err(bad)?,
+        );
+        self.nvml_set(
+            gpu,
+            NvmlSet::MemLockedClocks {
+                min_mhz: lo,
+                max_mhz: hi,
+            },
+            format!("nvmlDeviceSetMemoryLockedClocks(device {gpu}, minMemClockMHz {lo}, maxMemClockMHz {hi})"),
+        )
+    }
+    fn reset_mem_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError> {
+        self.check_gpu(gpu)?;
+        self.nvml_set(
+            gpu,
+            NvmlSet::ResetMemLockedClocks,
+            format!("nvmlDeviceResetMemoryLockedClocks(device {gpu})"),
+        )
     }
     fn power_limit_w(&self, gpu: u32) -> Result<f64, GpuControlError> {
         let d = self.device(gpu)?;
@@ -291,6 +377,8 @@ mod tests {
         assert!(inside.contains("if !self.writes"));
         assert!(
             inside.contains("d.set_gpu_locked_clocks")
+                && inside.contains("d.set_mem_locked_clocks")
+                && inside.contains("d.reset_mem_locked_clocks")
                 && inside.contains("d.set_power_management_limit")
         );
     }

@@ -993,9 +993,8 @@ fn fit_with(
         ModelError::MissingKnob {
             knob: FREQ_KNOBS.join(" or "),
             model: "analytic".into(),
-            fix:
-                "import the set with a clock knob column, or use --model threads for thread counts"
-                    .into(),
+            fix: "import the set with a clock knob column, use --model threads for thread counts, or --model scaling (or linear) for a GPU power-limit sweep (power_limit_w, which has no analytic form)"
+                .into(),
         }
     })?;
     let groups = group_by_clock(points, &freq);

@@ -884,6 +884,7 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
             threads: vec![],
             pc_sampling: None,
             gpu_attribution: None,
+            gpu_setting: None,
         };
         meta.write(&run_dir)?;
         written.push(run_dir);

@@ -1,0 +1,104 @@
+use super::*;
+
+/// Two GPUs: gpu0 offers GPM with fixed values (the FP64 metric failing), gpu1 does not.
+struct Fake {
+    reads: u32,
+}
+
+impl GpmSource for Fake {
+    fn count(&self) -> u32 {
+        2
+    }
+    fn support(&self, i: u32) -> Result<(), String> {
+        if i == 0 {
+            Ok(())
+        } else {
+            Err("gpu1 does not support GPM (nvmlGpmQueryDeviceSupport: isSupportedDevice = 0; GPM needs Hopper or newer)".into())
+        }
+    }
+    fn read(&mut self, i: u32) -> Option<Vec<Result<f64, String>>> {
+        assert_eq!(i, 0, "a GPU without GPM is never sampled");
+        self.reads += 1;
+        (self.reads > 1).then(|| {
+            METRICS
+                .iter()
+                .map(|m| match m.name {
+                    "fp64_active" => Err("Not Supported".to_string()),
+                    "dram_active" => Ok(73.0),
+                    "pcie_tx_bytes" => Ok(2.0),
+                    "sm_occupancy" => Ok(f64::NAN),
+                    _ => Ok(50.0),
+                })
+                .collect()
+        })
+    }
+}
+
+#[test]
+fn percent_becomes_a_fraction_and_mib_bytes_and_each_metric_has_a_record() {
+    let mut s = GpmSampler::new(Box::new(Fake { reads: 0 }));
+    let cols = s.columns();
+    assert_eq!(cols.len(), METRICS.len(), "only gpu0 offers GPM");
+    assert_eq!(cols[0], "gpu0_gr_engine_active");
+    let t0 = std::time::Instant::now();
+    let first = s.sample_at(t0);
+    assert!(
+        first.iter().all(Option::is_none),
+        "the first sample sets the origin"
+    );
+    // within MIN_WINDOW: no GPM sample is taken, the row has nulls
+    let early = s.sample_at(t0 + MIN_WINDOW / 2);
+    assert_eq!(early.len(), cols.len());
+    assert!(early.iter().all(Option::is_none));
+    let v = s.sample_at(t0 + MIN_WINDOW);
+    assert_eq!(
+        s.cost_us().unwrap().1,
+        2,
+        "two GPM samples taken, not three"
+    );
+    let at = |n: &str| v[cols.iter().position(|c| c == &format!("gpu0_{n}")).unwrap()];
+    assert_eq!(at("dram_active"), Some(0.73));
+    assert_eq!(at("pcie_tx_bytes"), Some(2.0 * 1_048_576.0));
+    assert_eq!(at("fp64_active"), None);
+    assert_eq!(at("sm_occupancy"), None, "NaN is no value");
+    let recs = s.records(false);
+    assert_eq!(recs.len(), 2 * METRICS.len());
+    let rec = |n: &str| recs.iter().find(|r| r.name == n).unwrap();
+    assert_eq!(rec("gpu0-dram_active").status, EventStatus::Counted);
+    assert_eq!(
+        rec("gpu0-dram_active").column.as_deref(),
+        Some("gpu0_dram_active")
+    );
+    assert_eq!(rec("gpu0-dram_active").unit.as_deref(), Some("fraction"));
+    let fp64 = rec("gpu0-fp64_active");
+    assert_eq!(fp64.status, EventStatus::NotSupported);
+    assert!(fp64
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("NVML_GPM_METRIC_FP64_UTIL"));
+    let g1 = rec("gpu1-sm_active");
+    assert_eq!(g1.status, EventStatus::NotSupported);
+    assert!(g1.reason.as_deref().unwrap().contains("Hopper"), "{g1:?}");
+}
+
+#[test]
+fn no_gpm_is_reported_only_when_asked_for() {
+    let s = GpmSampler::none("NVML not available for GPM: libnvidia-ml.so.1 not found");
+    assert!(s.columns().is_empty());
+    assert!(s.records(false).is_empty());
+    let r = s.records(true);
+    assert_eq!(r[0].status, EventStatus::NotSupported);
+    assert!(r[0].reason.as_deref().unwrap().contains("not available"));
+}
+
+#[test]
+fn gpm_columns_are_recognised_by_name() {
+    assert!(is_gpm_column("gpu0_sm_active"));
+    assert!(is_gpm_column("gpu12_nvlink_rx_bytes"));
+    assert!(!is_gpm_column("gpu0_power_w"));
+    assert!(!is_gpm_column("gpu_sm_active"));
+    assert!(!is_gpm_column("sm_active"));
+    assert_eq!(convert(Unit::Fraction, -1.0), None);
+    assert_eq!(convert(Unit::Fraction, 100.0), Some(1.0));
+}

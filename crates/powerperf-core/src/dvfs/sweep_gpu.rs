@@ -1,0 +1,167 @@
+//! The GPU side of `powerperf sweep` (issue 39, item 4): the grid of GPU settings
+//! (`--gpu-clock`, `--gpu-mem-clock`, `--gpu-power-limit`), and what each run observed
+//! (mean SM and memory clocks, mean power and the throttle reasons over the run's
+//! `gpu<N>_*` timeline samples), with the 2 % rule: a run whose observed clock is more
+//! than [`MAX_CLOCK_OFF`] away from the requested one, or that has no observed clock, is
+//! flagged in its `run.toml` (`[gpu_setting] flag`), in `SET/sweep.toml`
+//! (`[[off_setting]]`) and by `powerperf fit`.
+
+use super::gpu_control::session::GpuSetting;
+use crate::store::run::GpuRunSetting;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The largest relative difference between the observed mean clock and the requested one
+/// that a point may have and not be flagged.
+pub const MAX_CLOCK_OFF: f64 = 0.02;
+
+/// A point of the set not at its requested GPU setting (`[[off_setting]]` of
+/// `SET/sweep.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OffSetting {
+    /// The run directory's name under `SET/runs/`.
+    pub run: String,
+    /// Why.
+    pub flag: String,
+}
+
+/// Every combination of the GPU lists, SM clock outermost; `[empty]` when all are empty.
+pub fn gpu_grid(sm: &[f64], mem: &[f64], pl: &[f64]) -> Vec<GpuSetting> {
+    let opt = |v: &[f64]| -> Vec<Option<f64>> {
+        if v.is_empty() {
+            vec![None]
+        } else {
+            v.iter().copied().map(Some).collect()
+        }
+    };
+    let mut out = Vec::new();
+    for s in opt(sm) {
+        for m in opt(mem) {
+            for p in opt(pl) {
+                let g = GpuSetting {
+                    sm_clock_mhz: s,
+                    mem_clock_mhz: m,
+                    power_limit_w: p,
+                };
+                if !out.contains(&g) {
+                    out.push(g);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The run directory name's GPU part: `_g1200`, `_m1593`, `_p300` for what is set.
+pub fn dir_suffix(g: &GpuSetting) -> String {
+    let mut s = String::new();
+    if let Some(f) = g.sm_clock_mhz {
+        s.push_str(&format!("_g{f}"));
+    }
+    if let Some(f) = g.mem_clock_mhz {
+        s.push_str(&format!("_m{f}"));
+    }
+    if let Some(w) = g.power_limit_w {
+        s.push_str(&format!("_p{w}"));
+    }
+    s
+}
+
+fn mean(v: &[Option<f64>]) -> (Option<f64>, u64) {
+    let x: Vec<f64> = v
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|x| x.is_finite())
+        .collect();
+    if x.is_empty() {
+        (None, 0)
+    } else {
+        (Some(x.iter().sum::<f64>() / x.len() as f64), x.len() as u64)
+    }
+}
+
+/// The flag of a clock: requested vs observed (`what`: `SM clock`, `memory clock`).
+fn clock_flag(what: &str, requested: Option<f64>, observed: Option<f64>) -> Option<String> {
+    let r = requested?;
+    match observed {
+        None => Some(format!(
+            "no observed {what}: the run has no GPU samples of it (a run shorter than --interval, or no GPU readings); the requested {r} MHz is not confirmed"
+        )),
+        Some(o) if (o - r).abs() > MAX_CLOCK_OFF * r => Some(format!(
+            "observed mean {what} {o:.1} MHz is {:.1} % off the requested {r} MHz (more than {} %)",
+            100.0 * (o - r).abs() / r,
+            MAX_CLOCK_OFF * 100.0
+        )),
+        Some(_) => None,
+    }
+}
+
+/// What the run in `dir` observed on GPU `gpu` under the requested setting `g`: means of
+/// the timeline's `gpu<N>_sm_clock_mhz`, `gpu<N>_mem_clock_mhz`, `gpu<N>_power_w`, the OR
+/// of `gpu<N>_throttle_reasons`, and the flag of the 2 % rule.
+///
+/// # Errors
+/// An unreadable timeline.
+pub fn observe(dir: &Path, gpu: u32, g: &GpuSetting) -> anyhow::Result<GpuRunSetting> {
+    use powerperf_format::timeline;
+    let df = timeline::read_run(dir)?;
+    let col = |name: &str| -> Vec<Option<f64>> {
+        df.as_ref()
+            .and_then(|d| timeline::column_f64(d, &format!("gpu{gpu}_{name}")).ok())
+            .unwrap_or_default()
+    };
+    let (sm, n) = mean(&col("sm_clock_mhz"));
+    let (mem, _) = mean(&col("mem_clock_mhz"));
+    let (power, _) = mean(&col("power_w"));
+    let throttle = col("throttle_reasons")
+        .into_iter()
+        .flatten()
+        .filter(|m| m.is_finite() && *m >= 0.0)
+        .map(|m| m as u64)
+        .reduce(|a, b| a | b);
+    let flags: Vec<String> = [
+        clock_flag("SM clock", g.sm_clock_mhz, sm),
+        clock_flag("memory clock", g.mem_clock_mhz, mem),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    Ok(GpuRunSetting {
+        gpu,
+        requested_sm_clock_mhz: g.sm_clock_mhz,
+        requested_mem_clock_mhz: g.mem_clock_mhz,
+        requested_power_limit_w: g.power_limit_w,
+        observed_sm_clock_mhz: sm,
+        observed_mem_clock_mhz: mem,
+        observed_power_w: power,
+        throttle_reasons: throttle,
+        samples: n,
+        flag: (!flags.is_empty()).then(|| flags.join("; ")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_and_names() {
+        let g = gpu_grid(&[1200.0, 1500.0], &[], &[300.0, 700.0]);
+        assert_eq!(g.len(), 4);
+        assert_eq!(dir_suffix(&g[0]), "_g1200_p300");
+        assert_eq!(dir_suffix(&g[3]), "_g1500_p700");
+        assert_eq!(gpu_grid(&[], &[], &[]), vec![GpuSetting::default()]);
+    }
+
+    #[test]
+    fn two_percent_rule() {
+        assert_eq!(clock_flag("SM clock", Some(1200.0), Some(1223.0)), None);
+        let f = clock_flag("SM clock", Some(1200.0), Some(1230.0)).unwrap();
+        assert!(f.contains("2.5 % off the requested 1200 MHz"), "{f}");
+        assert!(clock_flag("SM clock", Some(1200.0), None)
+            .unwrap()
+            .contains("no observed SM clock"));
+        assert_eq!(clock_flag("SM clock", None, Some(1.0)), None);
+    }
+}
