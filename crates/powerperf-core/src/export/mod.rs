@@ -722,6 +722,9 @@ fn hot_spot_name(function: &str, file: Option<&str>, line: Option<u32>) -> Strin
     }
 }
 
+/// A GPU hot spot: (samples, function, file, line).
+type Spot = (u64, String, Option<String>, Option<u32>);
+
 /// The top [`HOT_SPOTS`] (function, file, line) of each device's GPU PC samples
 /// (`gpu_pc_samples.parquet`, summed over stall reasons), as instant events on the stream
 /// of the first kernel of that function, at its start.
@@ -734,8 +737,7 @@ fn gpu_hot_spots(dir: &Path, procs: &mut [Process]) -> Result<()> {
         *by.entry((r.device.clone(), r.function.clone(), r.file.clone(), r.line))
             .or_default() += r.samples;
     }
-    let mut per_device: BTreeMap<String, Vec<(u64, String, Option<String>, Option<u32>)>> =
-        BTreeMap::new();
+    let mut per_device: BTreeMap<String, Vec<Spot>> = BTreeMap::new();
     for ((dev, f, file, line), n) in by {
         per_device.entry(dev).or_default().push((n, f, file, line));
     }
