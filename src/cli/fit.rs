@@ -37,7 +37,8 @@ pub struct FitArgs {
     pub no_loo: bool,
     /// K-fold cross-validation instead of leave-one-out: K refits instead of one per
     /// point (each workload's points dealt round-robin over the K folds). For large sets and slow models, e.g.
-    /// `--model scaling` on the V100 sweep (2457 points).
+    /// `--model scaling` on the V100 sweep (2457 points). Without it, sets over 1,000 points
+    /// get 10 folds, with a note (`--cv N` with N the points asks for leave-one-out).
     #[arg(long = "cv", value_name = "K", conflicts_with = "no_loo", value_parser = clap::value_parser!(u32).range(2..))]
     pub cv: Option<u32>,
     /// `json`: print one object (model file, kind, points, leave-one-out error) on stdout;
@@ -105,6 +106,27 @@ fn held_out_cost_note(
     Some(note)
 }
 
+/// Above this many points `fit` measures 10-fold cross-validation instead of leave-one-out
+/// by default, and says so (issue 41: leave-one-out on the 4,480-point Titan X grid refits the
+/// whole model 4,480 times, 26 minutes on a 2-core machine; 10 folds take seconds there).
+pub(crate) const LOO_MAX_POINTS: usize = 1000;
+
+/// The folds `fit` measures: `--cv K` (leave-one-out where K is at least the points), else
+/// leave-one-out (`None`) up to [`LOO_MAX_POINTS`] points and 10 folds above, with the note
+/// that says why and how to get leave-one-out.
+fn default_folds(cv: Option<u32>, points: usize) -> (Option<usize>, Option<String>) {
+    if let Some(k) = cv {
+        return (Some(k as usize).filter(|&k| k < points), None);
+    }
+    if points > LOO_MAX_POINTS {
+        let note = format!(
+            "note: {points} points: leave-one-out would refit the model {points} times, so the held-out error is 10-fold cross-validation (the default over {LOO_MAX_POINTS} points; fix: `--cv {points}` for leave-one-out)"
+        );
+        return (Some(10), Some(note));
+    }
+    (None, None)
+}
+
 /// Parse `--params`.
 pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
     match text {
@@ -161,7 +183,10 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         None
     } else {
         // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
-        let folds = args.cv.map(|k| k as usize).filter(|&k| k < points.len());
+        let (folds, note) = default_folds(args.cv, points.len());
+        if let Some(note) = note {
+            eprintln!("{note}");
+        }
         let what = match folds {
             Some(k) => format!("{k}-fold CV"),
             None => "leave-one-out".to_string(),
@@ -343,8 +368,25 @@ fn warn_off_setting(set: &std::path::Path) {
 
 #[cfg(test)]
 mod tests {
-    use super::held_out_cost_note;
+    use super::{default_folds, held_out_cost_note, LOO_MAX_POINTS};
     use std::time::Duration;
+
+    #[test]
+    fn large_sets_default_to_ten_folds_with_a_note() {
+        // Up to 1,000 points leave-one-out; above, 10 folds, announced with the fix.
+        assert_eq!(default_folds(None, LOO_MAX_POINTS), (None, None));
+        let (k, note) = default_folds(None, 4480);
+        assert_eq!(k, Some(10));
+        let note = note.expect("the switch to 10 folds is announced");
+        assert!(
+            note.contains("10-fold") && note.contains("`--cv 4480`"),
+            "{note}"
+        );
+        // --cv is the user's: K folds, or leave-one-out where K reaches the points.
+        assert_eq!(default_folds(Some(5), 4480), (Some(5), None));
+        assert_eq!(default_folds(Some(4480), 4480), (None, None));
+        assert_eq!(default_folds(Some(10), 5), (None, None));
+    }
 
     #[test]
     fn a_long_leave_one_out_is_announced_with_its_cost_and_the_cheaper_options() {
