@@ -9,6 +9,7 @@ fn every_subcommand_help_has_examples() {
     for sub in [
         vec!["collect"],
         vec!["report"],
+        vec!["export"],
         vec!["events", "eval"],
         vec!["events", "check"],
         vec!["events", "list"],

@@ -501,3 +501,67 @@ fn gpu_memory_locked_clocks_granted_refused_and_restored() {
         out(&o)
     );
 }
+
+/// `examples/plans/gpu-static.toml` with its region's SM clock at `mhz`, in the test's
+/// directory.
+fn gpu_plan(w: &World, mhz: f64) -> PathBuf {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/plans/gpu-static.toml"),
+    )
+    .unwrap()
+    .replace(
+        "[region.setting]\ncore_freq_mhz = 1200.0",
+        &format!("[region.setting]\ncore_freq_mhz = {mhz:.1}"),
+    );
+    let p = w.dir.path().join(format!("gpu-plan-{mhz}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn a_users_apply_of_a_gpu_plan_goes_through_powerperfd_and_is_restored() {
+    // issue 39, item 4/5 for a user who is not root: `powerperf apply` of a static GPU plan
+    // asks powerperfd (its gpu.locked_clocks grant) instead of only printing the NVML calls
+    let Some(mut w) = World::new("apply of a GPU plan through powerperfd", GRANT) else {
+        return;
+    };
+    w.start();
+    gpu_original(&w);
+    let out_dir = common::dir_owned_by_nobody(w.dir.path(), "out");
+    let seen = out_dir.join("seen");
+    let locked = w.dir.path().join("gpu/gpu0/locked_clocks_mhz");
+    let script = format!("cat {} > {}", locked.display(), seen.display());
+    let apply = |mhz: f64| {
+        as_uid(NOBODY, &w.bin)
+            .arg("apply")
+            .arg("--daemon")
+            .arg(&w.socket)
+            .arg("--plan")
+            .arg(gpu_plan(&w, mhz))
+            .args(["--", "sh", "-c", &script])
+            .env_remove("POWERPERF_RUN_DIR")
+            .output()
+            .unwrap()
+    };
+    let o = apply(1200.0);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}\ndaemon log:\n{}", w.log_text());
+    assert!(
+        err.contains("GPU 0 SM clock locked at 1200..1200 MHz set through powerperfd"),
+        "{err}"
+    );
+    // the command ran at the planned clock, written by the daemon; put back afterwards
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "1200 1200");
+    gpu_original(&w);
+    // outside the grant ([900, 1500]): refused, nothing set, the command does not run
+    std::fs::remove_file(&seen).unwrap();
+    let o = apply(1980.0);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("allows [900, 1500] MHz") && err.contains("the command did not run"),
+        "{err}"
+    );
+    assert!(!seen.exists(), "the command ran");
+    gpu_original(&w);
+}

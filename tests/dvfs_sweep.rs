@@ -160,3 +160,35 @@ fn sweep_refuses_bad_frequencies_and_missing_cpufreq() {
     );
     assert!(!marker.exists());
 }
+
+#[test]
+fn a_sweep_record_planted_as_a_link_is_refused_and_its_target_untouched() {
+    // `sudo powerperf sweep -o DIR`: DIR is the user's, so its sweep.toml may be a link to a
+    // file only root can write. The sweep must neither read through it nor write through it.
+    let s = setup();
+    let set = s.dir.path().join("set");
+    std::fs::create_dir_all(set.join("runs")).unwrap();
+    let victim = s.dir.path().join("victim");
+    std::fs::write(&victim, "keep\n").unwrap();
+    std::os::unix::fs::symlink(&victim, set.join("sweep.toml")).unwrap();
+    let marker = s.dir.path().join("ran");
+    let governor = s.governor(0);
+    s.sweep(&["--freq", "max"], &format!("touch {}", marker.display()))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("symbolic link"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+    assert!(!marker.exists(), "the command ran");
+    assert_eq!(s.governor(0), governor);
+    // A record that is a FIFO is refused at once instead of hanging the sweep.
+    std::fs::remove_file(set.join("sweep.toml")).unwrap();
+    let fifo = std::ffi::CString::new(set.join("sweep.toml").to_str().unwrap()).unwrap();
+    // SAFETY: fifo is a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    s.sweep(&["--freq", "max"], &format!("touch {}", marker.display()))
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("FIFO"));
+    assert!(!marker.exists(), "the command ran");
+}

@@ -335,6 +335,59 @@ fn c_example_regions_in_all_three_formats() {
     );
 }
 
+/// The issue's check: a program that enters `inner` 3 times inside each of 5 `outer`s gives
+/// 15 slices nested in 5 in every format (Perfetto decoded with the perfetto package's
+/// protos), with counter tracks.
+#[test]
+fn fifteen_inner_slices_nested_in_five_outer_ones() {
+    let Some(lib) = common::rt_lib_dir() else {
+        return;
+    };
+    if !have("gcc", "--version") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("nested.c");
+    std::fs::write(
+        &src,
+        r#"#include "powerperf.h"
+int main(void) {
+    volatile long x = 0;
+    for (int o = 0; o < 5; o++) {
+        pp_region_begin("outer");
+        for (int i = 0; i < 3; i++) {
+            pp_region_begin("inner");
+            for (long k = 0; k < 200000; k++) x += k;
+            pp_region_end("inner");
+        }
+        pp_region_end("outer");
+    }
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("nested");
+    ok(std::process::Command::new("gcc")
+        .args(["-O2", "-I"])
+        .arg(root().join("rt/include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lpowerperf_rt"));
+    let run = dir.path().join("run");
+    collect(&run, &[exe.to_str().unwrap()], &[]);
+    export_all_and_check(dir.path(), &run, &[("outer", 5, 1), ("inner", 15, 2)]);
+    let v = check_perfetto(&dir.path().join("trace.pftrace"));
+    if let Some(v) = v {
+        assert!(!v["counter_tracks"].as_array().unwrap().is_empty(), "{v}");
+        assert!(v["counter_values"].as_u64().unwrap() > 0, "{v}");
+    }
+}
+
 /// rt/examples/fortran/regions.f90: main > iterate (4) > residual (4).
 #[test]
 fn fortran_example_regions_in_all_three_formats() {

@@ -329,6 +329,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     );
     let core_mhz = setting.core_mhz;
     let gpu_setting = setting.gpu_setting();
+    let (daemon_reqs, _) = setting.daemon_requests();
     let gpu = (
         setting.gpu_core_mhz.map(|(_, v)| v),
         setting.gpu_mem_mhz.map(|(_, v)| v),
@@ -338,6 +339,26 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     sum.setting = setting.knobs;
     for n in &notes {
         eprintln!("powerperf: {n}");
+    }
+    // a user who may not set the GPU (not root, no --fake-gpu): the whole setting, CPU and
+    // GPU, through powerperfd where there is one (its gpu.* grants; docs/cluster.md)
+    if gpu_setting.is_some() && !args.dry_run && !sets_gpu_for_real(args) {
+        if let Some(sock) = crate::daemon::client::for_apply(args.daemon.as_deref()) {
+            for (k, v) in &env {
+                eprintln!("powerperf: {k}={v} for the command");
+            }
+            sum.env = env.clone();
+            sum.notes = notes;
+            let (st, what) = crate::dvfs::apply::daemon::apply_requests(
+                &sock,
+                &daemon_reqs,
+                &args.command,
+                &env,
+                run_as.as_ref(),
+            )?;
+            sum.controller = Some(what);
+            return Ok(st);
+        }
     }
     // as root or on a fake GPU the plan's GPU setting is made for real (issue 39, item 5);
     // signals are caught from before the first write (the forwarder of run_static takes

@@ -37,7 +37,8 @@ pub struct FitArgs {
     pub no_loo: bool,
     /// K-fold cross-validation instead of leave-one-out: K refits instead of one per
     /// point (each workload's points dealt round-robin over the K folds). For large sets and slow models, e.g.
-    /// `--model scaling` on the V100 sweep (2457 points).
+    /// `--model scaling` on the V100 sweep (2457 points). Without it, sets over 1,000 points
+    /// get 10 folds, with a note (`--cv N` with N the points asks for leave-one-out).
     #[arg(long = "cv", value_name = "K", conflicts_with = "no_loo", value_parser = clap::value_parser!(u32).range(2..))]
     pub cv: Option<u32>,
     /// `json`: print one object (model file, kind, points, leave-one-out error) on stdout;
@@ -106,26 +107,20 @@ fn held_out_cost_note(
 }
 
 /// Above this many points `fit` measures 10-fold cross-validation instead of leave-one-out
-/// by default (issue 41: leave-one-out on the 4,480-point Titan X grid took 26 minutes with
-/// a whole refit per point, and still minutes with `analytic`'s shortcut), and says so.
+/// by default, and says so (issue 41: leave-one-out on the 4,480-point Titan X grid refits the
+/// whole model 4,480 times, 26 minutes on a 2-core machine; 10 folds take seconds there).
 pub(crate) const LOO_MAX_POINTS: usize = 1000;
 
 /// The folds `fit` measures: `--cv K` (leave-one-out where K is at least the points), else
 /// leave-one-out (`None`) up to [`LOO_MAX_POINTS`] points and 10 folds above, with the note
-/// that says why.
-fn default_folds(cv: Option<u32>, kind: ModelKind, points: usize) -> (Option<usize>, Option<String>) {
+/// that says why and how to get leave-one-out.
+fn default_folds(cv: Option<u32>, points: usize) -> (Option<usize>, Option<String>) {
     if let Some(k) = cv {
-        return ((k as usize) < points).then_some(k as usize).map_or((None, None), |k| (Some(k), None));
+        return (Some(k as usize).filter(|&k| k < points), None);
     }
     if points > LOO_MAX_POINTS {
-        let how = if crate::models::eval::exact_fast_loo(kind) {
-            "refits the curves each left-out point moves (minutes on this many points)"
-        } else {
-            "refits the whole model for each left-out point"
-        };
         let note = format!(
-            "note: {points} points: leave-one-out of `{}` {how}, so the held-out error is 10-fold cross-validation (the default over {LOO_MAX_POINTS} points; fix: `--cv {points}` for leave-one-out)",
-            kind.name()
+            "note: {points} points: leave-one-out would refit the model {points} times, so the held-out error is 10-fold cross-validation (the default over {LOO_MAX_POINTS} points; fix: `--cv {points}` for leave-one-out)"
         );
         return (Some(10), Some(note));
     }
@@ -188,7 +183,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         None
     } else {
         // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
-        let (folds, note) = default_folds(args.cv, kind, points.len());
+        let (folds, note) = default_folds(args.cv, points.len());
         if let Some(note) = note {
             eprintln!("{note}");
         }
@@ -197,11 +192,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
             None => "leave-one-out".to_string(),
         };
         let refits = folds.unwrap_or(points.len());
-        // The exact leave-one-out shortcut refits a point's own curves, not the whole set.
-        let fast = folds.is_none() && crate::models::eval::exact_fast_loo(kind);
-        if let Some(note) = held_out_cost_note(&what, refits, t0.elapsed(), folds.is_none())
-            .filter(|_| !fast)
-        {
+        if let Some(note) = held_out_cost_note(&what, refits, t0.elapsed(), folds.is_none()) {
             eprintln!("{note}");
         }
         let pb = indicatif::ProgressBar::new(points.len() as u64);
@@ -355,7 +346,11 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
 /// 2 % rule, `[[off_setting]]` of `SET/sweep.toml`): they stay in the fit, never silently.
 fn warn_off_setting(set: &std::path::Path) {
     let p = set.join("sweep.toml");
-    let Ok(text) = std::fs::read_to_string(&p) else {
+    let Ok(text) = crate::store::safe_file::read_to_string_bounded(
+        &p,
+        crate::dvfs::sweep::MAX_SWEEP_RECORD_BYTES,
+        "sweep record",
+    ) else {
         return;
     };
     let Ok(rec) = toml::from_str::<crate::dvfs::sweep::SweepRecord>(&text) else {
@@ -378,25 +373,23 @@ fn warn_off_setting(set: &std::path::Path) {
 #[cfg(test)]
 mod tests {
     use super::{default_folds, held_out_cost_note, LOO_MAX_POINTS};
-    use crate::models::ModelKind;
     use std::time::Duration;
 
     #[test]
     fn large_sets_default_to_ten_folds_with_a_note() {
-        // Up to 1,000 points leave-one-out; above, 10 folds for every kind.
-        assert_eq!(default_folds(None, ModelKind::Analytic, LOO_MAX_POINTS), (None, None));
-        let (k, note) = default_folds(None, ModelKind::Analytic, 4480);
-        assert_eq!(k, Some(10));
-        assert!(note.is_some_and(|n| n.contains("`--cv 4480`")));
-        // A model without the shortcut: 10 folds over the limit, with the note naming the fix.
-        let (k, note) = default_folds(None, ModelKind::Threads, LOO_MAX_POINTS + 1);
+        // Up to 1,000 points leave-one-out; above, 10 folds, announced with the fix.
+        assert_eq!(default_folds(None, LOO_MAX_POINTS), (None, None));
+        let (k, note) = default_folds(None, 4480);
         assert_eq!(k, Some(10));
         let note = note.expect("the switch to 10 folds is announced");
-        assert!(note.contains("10-fold") && note.contains("`--cv 1001`"), "{note}");
-        assert_eq!(default_folds(None, ModelKind::Threads, LOO_MAX_POINTS), (None, None));
+        assert!(
+            note.contains("10-fold") && note.contains("`--cv 4480`"),
+            "{note}"
+        );
         // --cv is the user's: K folds, or leave-one-out where K reaches the points.
-        assert_eq!(default_folds(Some(5), ModelKind::Threads, 4480), (Some(5), None));
-        assert_eq!(default_folds(Some(4480), ModelKind::Threads, 4480), (None, None));
+        assert_eq!(default_folds(Some(5), 4480), (Some(5), None));
+        assert_eq!(default_folds(Some(4480), 4480), (None, None));
+        assert_eq!(default_folds(Some(10), 5), (None, None));
     }
 
     #[test]

@@ -29,6 +29,9 @@ const FRACTIONS: [&str; 5] = [
 ];
 const TENSOR: &str = "tensor_active";
 
+/// Per fraction: (Σ value × time, Σ time).
+type WeightedSums = BTreeMap<String, (f64, f64)>;
+
 /// One GPU's fractions in a run: the whole run and its regions, and the clock it ran at.
 struct GpuRun {
     gpu: u32,
@@ -109,7 +112,7 @@ fn gpu_run(
     // Regions: GPM means over each region's time (attribution.rs); instances of one path
     // on several threads pooled, weighted by their time.
     if let Some(rows) = crate::collect::attribution::read_regions(dir)? {
-        let mut by_path: BTreeMap<String, (f64, BTreeMap<String, (f64, f64)>)> = BTreeMap::new();
+        let mut by_path: BTreeMap<String, (f64, WeightedSums)> = BTreeMap::new();
         for r in &rows {
             let t = r.incl_ns as f64 * 1e-9;
             let e = by_path.entry(r.path.clone()).or_default();

@@ -20,7 +20,7 @@ def main(path):
     with open(path, "rb") as f:
         trace.ParseFromString(f.read())
     tracks = {}
-    names, cats = {}, {}
+    names, cats, arg_names, arg_values = {}, {}, {}, {}
     stacks = collections.defaultdict(list)
     last = {}
     begins = collections.Counter()
@@ -36,6 +36,10 @@ def main(path):
                 names[n.iid] = n.name
             for c in p.interned_data.event_categories:
                 cats[c.iid] = c.name
+            for a in p.interned_data.debug_annotation_names:
+                arg_names[a.iid] = a.name
+            for v in p.interned_data.debug_annotation_string_values:
+                arg_values[v.iid] = v.str.decode()
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             if d.uuid in tracks:
@@ -67,7 +71,26 @@ def main(path):
         if e.HasField("name_iid") and e.name_iid not in names:
             errors.append(f"packet {i}: name iid {e.name_iid} not interned before")
         name = names.get(e.name_iid) if e.HasField("name_iid") else e.name
-        ann = {a.name: getattr(a, a.WhichOneof("value")) for a in e.debug_annotations}
+        ann = {}
+        for a in e.debug_annotations:
+            key = arg_names.get(a.name_iid) if a.HasField("name_iid") else a.name
+            kind = a.WhichOneof("value")
+            if key is None or (kind == "string_value_iid" and a.string_value_iid not in arg_values):
+                errors.append(f"packet {i}: an argument name or value not interned before")
+                continue
+            ann[key] = arg_values[a.string_value_iid] if kind == "string_value_iid" else getattr(a, kind)
+        # Extra counter values (several counters at one timestamp) go to counter tracks too.
+        if len(e.extra_double_counter_track_uuids) != len(e.extra_double_counter_values):
+            errors.append(f"packet {i}: extra counter values and tracks differ in number")
+        for x in e.extra_double_counter_track_uuids:
+            xk, xn = tracks.get(x, (None, None))
+            if xk != "counter":
+                errors.append(f"packet {i}: extra counter value on {xk} track {x}")
+                continue
+            if p.timestamp < last.get(x, 0):
+                errors.append(f"packet {i}: time goes back on {xn}")
+            last[x] = p.timestamp
+            counters[xn] += 1
         if e.type == pb.TrackEvent.TYPE_COUNTER:
             if kind != "counter":
                 errors.append(f"packet {i}: counter value on {kind} track {tname}")
@@ -112,7 +135,9 @@ def main(path):
         "slices_per_track": dict(per_track),
         "flows": len(flow_src),
         "flows_ended": sum(1 for f in flow_src if f in flow_dst),
+        "flows_launched_in_a_region": sum(1 for f, r in flow_src.items() if f in flow_dst and r),
         "flows_from_the_activitys_region": matched,
+        "activities_with_a_region": sum(1 for r in flow_dst.values() if r),
         "instants": instants,
     }
     print(json.dumps(summary, indent=1, sort_keys=True))

@@ -135,12 +135,11 @@ fn attribute_weighted(
             let secs = o as f64 * 1e-9;
             for (j, (v, &c)) in rows[k].values.iter_mut().zip(&cols).enumerate() {
                 match timeline.columns[c].1[s] {
-                    Some(x) if mean[j] => {
-                        if x.is_finite() {
-                            *v += x * secs;
-                            weights[k][j] += secs;
-                        }
+                    Some(x) if mean[j] && x.is_finite() => {
+                        *v += x * secs;
+                        weights[k][j] += secs;
                     }
+                    Some(_) if mean[j] => {}
                     Some(x) => *v += x * f,
                     None => {}
                 }

@@ -356,8 +356,16 @@ fn write_record(cfg: &SweepConfig, record: &SweepRecord) -> Result<()> {
     std::fs::create_dir_all(cfg.out.join("runs"))
         .with_context(|| format!("cannot create {}", cfg.out.display()))?;
     let rec_path = cfg.out.join("sweep.toml");
-    if rec_path.exists() {
-        let old: SweepRecord = toml::from_str(&std::fs::read_to_string(&rec_path)?)
+    // A sweep may run as root in a directory its user chose: the record is read without
+    // following a link, non-blocking and bounded, and written by rename over its name
+    // (a link planted there is replaced, never followed).
+    if rec_path.symlink_metadata().is_ok() {
+        let text = crate::store::safe_file::read_to_string_bounded(
+            &rec_path,
+            MAX_SWEEP_RECORD_BYTES,
+            "sweep record",
+        )?;
+        let old: SweepRecord = toml::from_str(&text)
             .with_context(|| format!("{} is not a sweep record", rec_path.display()))?;
         if old.command != record.command {
             anyhow::bail!(
@@ -368,10 +376,18 @@ fn write_record(cfg: &SweepConfig, record: &SweepRecord) -> Result<()> {
             );
         }
     }
-    std::fs::write(&rec_path, toml::to_string_pretty(record)?)
-        .with_context(|| format!("cannot write {}", rec_path.display()))?;
+    crate::store::safe_file::write_atomic(
+        &cfg.out,
+        "sweep.toml",
+        toml::to_string_pretty(record)?.as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", rec_path.display()))?;
     Ok(())
 }
+
+/// The largest `OUT/sweep.toml` a sweep reads back (a record of a few thousand runs is well
+/// under 1 MiB).
+pub const MAX_SWEEP_RECORD_BYTES: u64 = 16 << 20;
 
 /// Collect one run of the sweep into `r.dir` and record its requested setting (and, for a
 /// GPU setting, the observed one); returns the command's shell status.

@@ -579,14 +579,17 @@ fn timeline_counters(dir: &Path, meta: &RunMeta, shift: i128) -> Result<Vec<Coun
                 .collect(),
         };
         let base = |suffix: &str| col.strip_suffix(suffix).unwrap_or(col).to_string();
+        // NVML's columns (`gpu<i>_…`) are readings at the sample's end, except the energy.
+        let nvml = col.starts_with("gpu") && col.as_bytes().get(3).is_some_and(u8::is_ascii_digit);
         if let Some(b) = col.strip_suffix("_j") {
             let domain = b.strip_prefix("energy_").unwrap_or(b);
+            let domain = domain.strip_suffix("_energy").unwrap_or(domain);
             let src = if b.starts_with("energy_") {
                 " (RAPL)"
             } else {
                 ""
             };
-            if !col.starts_with("gpu") {
+            if !nvml {
                 out.push(per_s(format!("{domain} power{src}"), "W".into()));
             }
             let mut sum = 0.0;
@@ -604,12 +607,17 @@ fn timeline_counters(dir: &Path, meta: &RunMeta, shift: i128) -> Result<Vec<Coun
                     })
                     .collect(),
             });
-        } else if col.ends_with("_power_w") || col.ends_with("_w") {
+        } else if col.ends_with("_w") {
             out.push(absolute(base("_w"), "W"));
         } else if col.ends_with("_mhz") {
             out.push(absolute(base("_mhz"), "MHz"));
         } else if col.ends_with("_pct") {
             out.push(absolute(base("_pct"), "%"));
+        } else if nvml && col.ends_with("_c") {
+            out.push(absolute(base("_c"), "°C"));
+        } else if nvml {
+            // gpu<i>_throttle_reasons: NVML's clocks-event reasons, a bit mask.
+            out.push(absolute(col.to_string(), "bit mask"));
         } else {
             let unit = match unit_of.get(col) {
                 Some(u) => format!("{u}/s"),
@@ -714,6 +722,9 @@ fn hot_spot_name(function: &str, file: Option<&str>, line: Option<u32>) -> Strin
     }
 }
 
+/// A GPU hot spot: (samples, function, file, line).
+type Spot = (u64, String, Option<String>, Option<u32>);
+
 /// The top [`HOT_SPOTS`] (function, file, line) of each device's GPU PC samples
 /// (`gpu_pc_samples.parquet`, summed over stall reasons), as instant events on the stream
 /// of the first kernel of that function, at its start.
@@ -726,8 +737,7 @@ fn gpu_hot_spots(dir: &Path, procs: &mut [Process]) -> Result<()> {
         *by.entry((r.device.clone(), r.function.clone(), r.file.clone(), r.line))
             .or_default() += r.samples;
     }
-    let mut per_device: BTreeMap<String, Vec<(u64, String, Option<String>, Option<u32>)>> =
-        BTreeMap::new();
+    let mut per_device: BTreeMap<String, Vec<Spot>> = BTreeMap::new();
     for ((dev, f, file, line), n) in by {
         per_device.entry(dev).or_default().push((n, f, file, line));
     }

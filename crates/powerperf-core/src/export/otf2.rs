@@ -343,36 +343,7 @@ pub fn write(trace: &Trace, out: &Path) -> Result<PathBuf> {
 }
 
 fn write_archive(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> {
-    // SAFETY (all calls below): `archive` is open; pointers passed live across each call;
-    // writers come from this archive and are closed once.
-    unsafe {
-        api.check(
-            "OTF2_Archive_SetFlushCallbacks",
-            (api.set_flush)(archive, &FLUSH_CALLBACKS, std::ptr::null_mut()),
-        )?;
-        api.check(
-            "OTF2_Archive_SetSerialCollectiveCallbacks",
-            (api.set_serial)(archive),
-        )?;
-        let host = trace
-            .processes
-            .first()
-            .map(|p| p.host.as_str())
-            .unwrap_or("");
-        for (f, v, what) in [
-            (api.set_str[0], trace.tool.as_str(), "SetCreator"),
-            (
-                api.set_str[1],
-                &format!("powerperf run {}", trace.name),
-                "SetDescription",
-            ),
-            (api.set_str[2], host, "SetMachineName"),
-        ] {
-            let c = CString::new(v.replace('\0', "")).unwrap_or_default();
-            api.check(&format!("OTF2_Archive_{what}"), f(archive, c.as_ptr()))?;
-        }
-        api.check("OTF2_Archive_OpenEvtFiles", (api.open_evt)(archive))?;
-    }
+    open_event_files(api, archive, trace)?;
     let mut defs = Defs::default();
     defs.string(""); // 0: the empty string, for descriptions and source files.
     let mut locs: Vec<Loc> = Vec::new();
@@ -530,11 +501,62 @@ fn write_archive(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> 
             });
         }
     }
+    write_local_defs(api, archive, &locs)?;
+    write_global_defs(
+        api,
+        archive,
+        trace.span(),
+        &defs,
+        &nodes,
+        &groups,
+        &locs,
+        &metrics,
+    )
+}
+
+/// The archive's callbacks and properties (creator, description, machine name), and its
+/// event files opened.
+fn open_event_files(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> {
+    // SAFETY (all calls below): `archive` is open; pointers passed live across each call;
+    // writers come from this archive and are closed once.
+    unsafe {
+        api.check(
+            "OTF2_Archive_SetFlushCallbacks",
+            (api.set_flush)(archive, &FLUSH_CALLBACKS, std::ptr::null_mut()),
+        )?;
+        api.check(
+            "OTF2_Archive_SetSerialCollectiveCallbacks",
+            (api.set_serial)(archive),
+        )?;
+        let host = trace
+            .processes
+            .first()
+            .map(|p| p.host.as_str())
+            .unwrap_or("");
+        for (f, v, what) in [
+            (api.set_str[0], trace.tool.as_str(), "SetCreator"),
+            (
+                api.set_str[1],
+                &format!("powerperf run {}", trace.name),
+                "SetDescription",
+            ),
+            (api.set_str[2], host, "SetMachineName"),
+        ] {
+            let c = CString::new(v.replace('\0', "")).unwrap_or_default();
+            api.check(&format!("OTF2_Archive_{what}"), f(archive, c.as_ptr()))?;
+        }
+        api.check("OTF2_Archive_OpenEvtFiles", (api.open_evt)(archive))?;
+    }
+    Ok(())
+}
+
+/// Close the event files; one (empty) local definition file per location.
+fn write_local_defs(api: &Api, archive: *mut Archive, locs: &[Loc]) -> Result<()> {
     // SAFETY: as above.
     unsafe {
         api.check("OTF2_Archive_CloseEvtFiles", (api.close_evt)(archive))?;
         api.check("OTF2_Archive_OpenDefFiles", (api.open_def)(archive))?;
-        for l in &locs {
+        for l in locs {
             let w = (api.def_writer)(archive, l.id);
             if w.is_null() {
                 bail!("OTF2_Archive_GetDefWriter({}) failed", l.id);
@@ -546,7 +568,21 @@ fn write_archive(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> 
         }
         api.check("OTF2_Archive_CloseDefFiles", (api.close_def)(archive))?;
     }
-    let (lo, hi) = trace.span();
+    Ok(())
+}
+
+/// The global definitions, every reference written before it is used, ids dense from 0.
+#[allow(clippy::too_many_arguments)]
+fn write_global_defs(
+    api: &Api,
+    archive: *mut Archive,
+    (lo, hi): (u64, u64),
+    defs: &Defs,
+    nodes: &[(u32, u32, u32, u32)],
+    groups: &[(u32, u32, u8, u32, u32)],
+    locs: &[Loc],
+    metrics: &[(u32, u32, u32, u8)],
+) -> Result<()> {
     let g = unsafe { (api.global_writer)(archive) };
     if g.is_null() {
         bail!("OTF2_Archive_GetGlobalDefWriter failed");
@@ -566,25 +602,25 @@ fn write_archive(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> 
                 (api.region)(g, i as u32, *name, *name, 0, *role, *paradigm, 0, 0, 0, 0),
             )?;
         }
-        for (id, name, class, parent) in &nodes {
+        for (id, name, class, parent) in nodes {
             api.check(
                 "WriteSystemTreeNode",
                 (api.system_tree_node)(g, *id, *name, *class, *parent),
             )?;
         }
-        for (id, name, kind, node, creator) in &groups {
+        for (id, name, kind, node, creator) in groups {
             api.check(
                 "WriteLocationGroup",
                 (api.location_group)(g, *id, *name, *kind, *node, *creator),
             )?;
         }
-        for l in &locs {
+        for l in locs {
             api.check(
                 "WriteLocation",
                 (api.location)(g, l.id, l.name, l.kind, l.events, l.group),
             )?;
         }
-        for (id, name, unit, mode) in &metrics {
+        for (id, name, unit, mode) in metrics {
             api.check(
                 "WriteMetricMember",
                 (api.metric_member)(

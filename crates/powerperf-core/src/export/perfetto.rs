@@ -15,11 +15,12 @@
 //! - regions and CUDA API calls as nested `TYPE_SLICE_BEGIN`/`TYPE_SLICE_END` on their
 //!   thread; GPU activities as slices on their stream's track; a flow (`flow_ids` on the
 //!   API call, `terminating_flow_ids` on the activity) from each launch to its activity;
-//! - counter values as `TYPE_COUNTER` events (`double_counter_value`) on counter tracks
-//!   only; PC-sample hot spots as `TYPE_INSTANT` with function, file and line as debug
-//!   annotations;
-//! - timestamps in ns (the run's CLOCK_MONOTONIC), event names and categories interned
-//!   (`InternedData`) on one packet sequence.
+//! - counter values as `TYPE_COUNTER` events on counter tracks only: the values of one
+//!   instant in one event, the first as `double_counter_value`, the others as
+//!   `extra_double_counter_values` for their tracks; PC-sample hot spots as `TYPE_INSTANT`
+//!   with function, file and line as debug annotations;
+//! - timestamps in ns (the run's CLOCK_MONOTONIC); event names, categories, argument names
+//!   and string argument values interned (`InternedData`) on one packet sequence.
 //!
 //! The file is the `Trace` message written one `packet` field at a time (field 1,
 //! length-delimited), which is byte for byte what encoding the whole message would give.
@@ -28,7 +29,7 @@ use super::perfetto_proto as pb;
 use super::{edges, Arg, Edge, Slice, SliceKind, Trace};
 use anyhow::{Context, Result};
 use prost::Message;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -63,7 +64,20 @@ struct Out<'a> {
     buf: Vec<u8>,
     names: HashMap<String, u64>,
     categories: HashMap<&'static str, u64>,
+    arg_names: HashMap<String, u64>,
+    arg_values: HashMap<String, u64>,
     first: bool,
+}
+
+/// The interning id of `key` in `table`, adding it (and calling `new` with its id) when new.
+fn intern(table: &mut HashMap<String, u64>, key: &str, new: &mut dyn FnMut(u64)) -> u64 {
+    if let Some(&id) = table.get(key) {
+        return id;
+    }
+    let id = table.len() as u64 + 1;
+    table.insert(key.to_string(), id);
+    new(id);
+    id
 }
 
 impl Out<'_> {
@@ -90,25 +104,52 @@ impl Out<'_> {
         })
     }
 
-    /// A track event at `t`, interning its name and category.
+    /// A track event at `t`, interning its name, category, argument names and string
+    /// argument values.
     fn event(
         &mut self,
         t: u64,
         mut e: pb::TrackEvent,
         name: Option<&str>,
         category: Option<&'static str>,
+        args: &[(String, Arg)],
     ) -> std::io::Result<()> {
+        use pb::debug_annotation::{NameField, Value};
         let mut interned = pb::InternedData::default();
         if let Some(n) = name {
-            let next = self.names.len() as u64 + 1;
-            let iid = *self.names.entry(n.to_string()).or_insert_with(|| {
+            let iid = intern(&mut self.names, n, &mut |iid| {
                 interned.event_names.push(pb::EventName {
-                    iid: Some(next),
+                    iid: Some(iid),
                     name: Some(n.to_string()),
-                });
-                next
+                })
             });
             e.name_field = Some(pb::track_event::NameField::NameIid(iid));
+        }
+        for (k, v) in args {
+            let name_iid = intern(&mut self.arg_names, k, &mut |iid| {
+                interned
+                    .debug_annotation_names
+                    .push(pb::DebugAnnotationName {
+                        iid: Some(iid),
+                        name: Some(k.clone()),
+                    })
+            });
+            let value = match v {
+                Arg::Str(s) => Value::StringValueIid(intern(&mut self.arg_values, s, &mut |iid| {
+                    interned
+                        .debug_annotation_string_values
+                        .push(pb::InternedString {
+                            iid: Some(iid),
+                            str: Some(s.as_bytes().to_vec()),
+                        })
+                })),
+                Arg::U64(n) => Value::UintValue(*n),
+                Arg::F64(x) => Value::DoubleValue(*x),
+            };
+            e.debug_annotations.push(pb::DebugAnnotation {
+                name_field: Some(NameField::NameIid(name_iid)),
+                value: Some(value),
+            });
         }
         if let Some(c) = category {
             let next = self.categories.len() as u64 + 1;
@@ -121,8 +162,7 @@ impl Out<'_> {
             });
             e.category_iids.push(iid);
         }
-        let has_interned =
-            !interned.event_names.is_empty() || !interned.event_categories.is_empty();
+        let has_interned = interned != pb::InternedData::default();
         self.packet(pb::TracePacket {
             timestamp: Some(t),
             data: Some(pb::trace_packet::Data::TrackEvent(e)),
@@ -133,25 +173,10 @@ impl Out<'_> {
     }
 }
 
-fn annotations(args: &[(String, Arg)]) -> Vec<pb::DebugAnnotation> {
-    use pb::debug_annotation::{NameField, Value};
-    args.iter()
-        .map(|(k, v)| pb::DebugAnnotation {
-            name_field: Some(NameField::Name(k.clone())),
-            value: Some(match v {
-                Arg::Str(s) => Value::StringValue(s.clone()),
-                Arg::U64(n) => Value::UintValue(*n),
-                Arg::F64(x) => Value::DoubleValue(*x),
-            }),
-        })
-        .collect()
-}
-
 fn begin(track: u64, s: &Slice) -> pb::TrackEvent {
     let mut e = pb::TrackEvent {
         r#type: Some(pb::track_event::Type::SliceBegin as i32),
         track_uuid: Some(track),
-        debug_annotations: annotations(&s.args),
         ..Default::default()
     };
     match (s.kind, s.flow) {
@@ -180,6 +205,8 @@ pub fn write_to(trace: &Trace, w: &mut dyn Write) -> std::io::Result<()> {
         buf: Vec::with_capacity(4096),
         names: HashMap::new(),
         categories: HashMap::new(),
+        arg_names: HashMap::new(),
+        arg_values: HashMap::new(),
         first: true,
     };
     let mut next_uuid = 0u64;
@@ -221,9 +248,15 @@ pub fn write_to(trace: &Trace, w: &mut dyn Write) -> std::io::Result<()> {
                 match e {
                     Edge::Begin(i) => {
                         let s = &t.slices[i];
-                        o.event(at, begin(track, s), Some(&s.name), Some(s.kind.category()))?
+                        o.event(
+                            at,
+                            begin(track, s),
+                            Some(&s.name),
+                            Some(s.kind.category()),
+                            &s.args,
+                        )?
                     }
-                    Edge::End(_) => o.event(at, end(track), None, None)?,
+                    Edge::End(_) => o.event(at, end(track), None, None, &[])?,
                 }
             }
             for i in instants {
@@ -254,16 +287,21 @@ pub fn write_to(trace: &Trace, w: &mut dyn Write) -> std::io::Result<()> {
                     begin(track, k),
                     Some(&k.name),
                     Some(k.kind.category()),
+                    &k.args,
                 )?;
                 while let Some(i) = instants.next_if(|i| i.t_ns < k.end_ns) {
                     instant(&mut o, track, i)?;
                 }
-                o.event(k.end_ns, end(track), None, None)?;
+                o.event(k.end_ns, end(track), None, None, &[])?;
             }
             for i in instants {
                 instant(&mut o, track, i)?;
             }
         }
+        // Counter tracks; the values of one instant go in one event: the first on its
+        // track, the others as extra_double_counter_values (TrackEvent's encoding of
+        // several counters at one timestamp).
+        let mut at: BTreeMap<u64, Vec<(u64, f64)>> = BTreeMap::new();
         for c in &p.counters {
             let track = uuid();
             o.track(pb::TrackDescriptor {
@@ -281,23 +319,29 @@ pub fn write_to(trace: &Trace, w: &mut dyn Write) -> std::io::Result<()> {
                 ..Default::default()
             })?;
             for (t, v) in &c.points {
-                if !v.is_finite() {
-                    continue;
+                if v.is_finite() {
+                    at.entry(*t).or_default().push((track, *v));
                 }
-                o.event(
-                    *t,
-                    pb::TrackEvent {
-                        r#type: Some(pb::track_event::Type::Counter as i32),
-                        track_uuid: Some(track),
-                        counter_value_field: Some(
-                            pb::track_event::CounterValueField::DoubleCounterValue(*v),
-                        ),
-                        ..Default::default()
-                    },
-                    None,
-                    None,
-                )?;
             }
+        }
+        for (t, values) in at {
+            let (first, rest) = values.split_first().expect("an entry has a value");
+            o.event(
+                t,
+                pb::TrackEvent {
+                    r#type: Some(pb::track_event::Type::Counter as i32),
+                    track_uuid: Some(first.0),
+                    counter_value_field: Some(
+                        pb::track_event::CounterValueField::DoubleCounterValue(first.1),
+                    ),
+                    extra_double_counter_track_uuids: rest.iter().map(|x| x.0).collect(),
+                    extra_double_counter_values: rest.iter().map(|x| x.1).collect(),
+                    ..Default::default()
+                },
+                None,
+                None,
+                &[],
+            )?;
         }
     }
     Ok(())
@@ -309,10 +353,10 @@ fn instant(o: &mut Out<'_>, track: u64, i: &super::Instant) -> std::io::Result<(
         pb::TrackEvent {
             r#type: Some(pb::track_event::Type::Instant as i32),
             track_uuid: Some(track),
-            debug_annotations: annotations(&i.args),
             ..Default::default()
         },
         Some(&i.name),
         Some("pc_samples"),
+        &i.args,
     )
 }

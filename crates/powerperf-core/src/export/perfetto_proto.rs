@@ -20,12 +20,23 @@ pub struct TracePacket {
     #[prost(oneof = "trace_packet::Data", tags = "11, 60")]
     pub data: ::core::option::Option<trace_packet::Data>,
     #[prost(oneof = "trace_packet::OptionalTrustedPacketSequenceId", tags = "10")]
-    pub optional_trusted_packet_sequence_id:
-        ::core::option::Option<trace_packet::OptionalTrustedPacketSequenceId>,
+    pub optional_trusted_packet_sequence_id: ::core::option::Option<
+        trace_packet::OptionalTrustedPacketSequenceId,
+    >,
 }
 /// Nested message and enum types in `TracePacket`.
 pub mod trace_packet {
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        ::prost::Enumeration
+    )]
     #[repr(i32)]
     pub enum SequenceFlags {
         SeqUnspecified = 0,
@@ -74,7 +85,16 @@ pub struct InternedData {
     #[prost(message, repeated, tag = "2")]
     pub event_names: ::prost::alloc::vec::Vec<EventName>,
     #[prost(message, repeated, tag = "3")]
-    pub debug_annotation_names: ::prost::alloc::vec::Vec<InternedString>,
+    pub debug_annotation_names: ::prost::alloc::vec::Vec<DebugAnnotationName>,
+    #[prost(message, repeated, tag = "29")]
+    pub debug_annotation_string_values: ::prost::alloc::vec::Vec<InternedString>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DebugAnnotationName {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: ::core::option::Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub name: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct EventCategory {
@@ -112,7 +132,9 @@ pub struct TrackDescriptor {
     #[prost(message, optional, tag = "8")]
     pub counter: ::core::option::Option<CounterDescriptor>,
     #[prost(oneof = "track_descriptor::StaticOrDynamicName", tags = "2")]
-    pub static_or_dynamic_name: ::core::option::Option<track_descriptor::StaticOrDynamicName>,
+    pub static_or_dynamic_name: ::core::option::Option<
+        track_descriptor::StaticOrDynamicName,
+    >,
 }
 /// Nested message and enum types in `TrackDescriptor`.
 pub mod track_descriptor {
@@ -155,7 +177,17 @@ pub struct CounterDescriptor {
 }
 /// Nested message and enum types in `CounterDescriptor`.
 pub mod counter_descriptor {
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        ::prost::Enumeration
+    )]
     #[repr(i32)]
     pub enum Unit {
         Unspecified = 0,
@@ -198,6 +230,10 @@ pub struct TrackEvent {
     pub r#type: ::core::option::Option<i32>,
     #[prost(uint64, optional, tag = "11")]
     pub track_uuid: ::core::option::Option<u64>,
+    #[prost(uint64, repeated, packed = "false", tag = "45")]
+    pub extra_double_counter_track_uuids: ::prost::alloc::vec::Vec<u64>,
+    #[prost(double, repeated, packed = "false", tag = "46")]
+    pub extra_double_counter_values: ::prost::alloc::vec::Vec<f64>,
     #[prost(fixed64, repeated, packed = "false", tag = "47")]
     pub flow_ids: ::prost::alloc::vec::Vec<u64>,
     #[prost(fixed64, repeated, packed = "false", tag = "48")]
@@ -213,7 +249,17 @@ pub struct TrackEvent {
 }
 /// Nested message and enum types in `TrackEvent`.
 pub mod track_event {
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        ::prost::Enumeration
+    )]
     #[repr(i32)]
     pub enum Type {
         Unspecified = 0,
@@ -272,7 +318,7 @@ pub mod track_event {
 pub struct DebugAnnotation {
     #[prost(oneof = "debug_annotation::NameField", tags = "1, 10")]
     pub name_field: ::core::option::Option<debug_annotation::NameField>,
-    #[prost(oneof = "debug_annotation::Value", tags = "2, 3, 4, 5, 6")]
+    #[prost(oneof = "debug_annotation::Value", tags = "2, 3, 4, 5, 6, 17")]
     pub value: ::core::option::Option<debug_annotation::Value>,
 }
 /// Nested message and enum types in `DebugAnnotation`.
@@ -296,5 +342,7 @@ pub mod debug_annotation {
         DoubleValue(f64),
         #[prost(string, tag = "6")]
         StringValue(::prost::alloc::string::String),
+        #[prost(uint64, tag = "17")]
+        StringValueIid(u64),
     }
 }

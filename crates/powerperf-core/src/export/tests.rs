@@ -79,6 +79,8 @@ pub(crate) fn nested_run() -> tempfile::TempDir {
         "energy_package_0_j",
         "gpu0_power_w",
         "gpu0_sm_clock_mhz",
+        "gpu0_temp_c",
+        "gpu0_energy_j",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -88,7 +90,14 @@ pub(crate) fn nested_run() -> tempfile::TempDir {
         t.push(
             i * 10_000_000,
             10_000_000,
-            &[Some(5e6), Some(0.25), Some(100.0 + i as f64), Some(1410.0)],
+            &[
+                Some(5e6),
+                Some(0.25),
+                Some(100.0 + i as f64),
+                Some(1410.0),
+                Some(45.0),
+                Some(1.0),
+            ],
         );
     }
     t.write_parquet(&dir.path().join(crate::store::run::TIMELINE))
@@ -134,8 +143,10 @@ fn a_run_becomes_nested_slices_and_counters_with_units() {
     assert_eq!(
         names,
         [
+            "gpu0 energy",
             "gpu0_power",
             "gpu0_sm_clock",
+            "gpu0_temp",
             "package_0 energy (RAPL)",
             "package_0 power (RAPL)",
             "task-clock rate"
@@ -156,6 +167,10 @@ fn a_run_becomes_nested_slices_and_counters_with_units() {
     assert_eq!(c["task-clock rate"].unit, "ns/s");
     assert!((c["task-clock rate"].points[0].1 - 5e8).abs() < 1e-3);
     assert_eq!(c["gpu0_sm_clock"].unit, "MHz");
+    // NVML's temperature is a reading, not a delta; its energy accumulates.
+    assert_eq!(c["gpu0_temp"].unit, "°C");
+    assert!(c["gpu0_temp"].points.iter().all(|(_, v)| *v == 45.0));
+    assert_eq!(c["gpu0 energy"].points.last().unwrap().1, 10.0);
 }
 
 /// Chrome's rules, checked on the JSON: every B has its E on the same track (LIFO), X events
@@ -227,8 +242,8 @@ fn chrome_json_follows_the_format_rules() {
     assert_eq!(c["B"], 20);
     assert_eq!(c["E"], 20);
     assert_eq!((c["depth:outer"], c["depth:inner"]), (1, 2));
-    // 10 samples of 5 counters.
-    assert_eq!(c["C"], 50);
+    // 10 samples of 7 counters.
+    assert_eq!(c["C"], 70);
     // µs with the ns as decimals: the first outer begins 1 ms after the run's start.
     let first_b = v["traceEvents"]
         .as_array()
@@ -263,7 +278,13 @@ fn perfetto_decodes_with_15_nested_slices_and_counter_tracks() {
                 counter_tracks += 1
             }
             Some(perfetto_proto::trace_packet::Data::TrackEvent(e)) => match e.r#type() {
-                perfetto_proto::track_event::Type::Counter => counters += 1,
+                perfetto_proto::track_event::Type::Counter => {
+                    counters += 1 + e.extra_double_counter_values.len();
+                    assert_eq!(
+                        e.extra_double_counter_values.len(),
+                        e.extra_double_counter_track_uuids.len()
+                    );
+                }
                 perfetto_proto::track_event::Type::SliceBegin => {
                     let Some(perfetto_proto::track_event::NameField::NameIid(iid)) = e.name_field
                     else {
@@ -276,8 +297,8 @@ fn perfetto_decodes_with_15_nested_slices_and_counter_tracks() {
             _ => {}
         }
     }
-    assert_eq!(counter_tracks, 5);
-    assert_eq!(counters, 50);
+    assert_eq!(counter_tracks, 7);
+    assert_eq!(counters, 70);
     assert_eq!(begins["inner"], 15);
     assert_eq!(begins["outer"], 5);
 }

@@ -38,6 +38,28 @@ pub fn apply_static(
     env: &[(String, String)],
     run_as: Option<&super::RunAs>,
 ) -> Result<(i32, String)> {
+    let req = crate::daemon::Request::SetCoreFreq { mhz, cpus: None };
+    apply_requests(socket, &[req], command, env, run_as)
+}
+
+/// `powerperf apply` of a static setting through the daemon, every controller in one
+/// session: the requests of [`StaticSetting::daemon_requests`] (CPU core frequency, GPU SM
+/// and memory clocks locked, GPU power limit; the same the SPANK plugin sends), each checked
+/// by the daemon against the caller's grants and the device's own list or range; then the
+/// command; then the restore (the daemon also restores when this process dies). A refusal
+/// restores what the earlier requests set, and the command does not run. Returns the
+/// command's shell status and the controller line for the summary.
+///
+/// # Errors
+/// No daemon, a refusal (the daemon's reason), a command that cannot start, a failed
+/// restore.
+pub fn apply_requests(
+    socket: &Path,
+    reqs: &[crate::daemon::Request],
+    command: &[String],
+    env: &[(String, String)],
+    run_as: Option<&super::RunAs>,
+) -> Result<(i32, String)> {
     if command.is_empty() {
         anyhow::bail!(
             "no command given: write it after `--`, e.g. `powerperf apply --plan PLAN -- ./app`"
@@ -51,12 +73,22 @@ pub fn apply_static(
             .map(|s| s.to_string())
             .unwrap_or_else(|| "?".into())
     );
-    let r = c
-        .set_core_freq(mhz, None)
-        .context("the plan's setting was not applied; the command did not run")?;
-    eprintln!("powerperf: core frequency {mhz} MHz set through {what}:");
-    for w in &r.writes {
-        eprintln!("  {w}");
+    for req in reqs {
+        let asked = describe_request(req);
+        let r = match c.request(req) {
+            Ok(r) => r,
+            Err(e) => {
+                // put back what the earlier requests of this setting changed
+                let _ = c.restore();
+                return Err(e.context(format!(
+                    "the plan's setting ({asked}) was not applied, nothing it set is left in place, and the command did not run"
+                )));
+            }
+        };
+        eprintln!("powerperf: {asked} set through {what}:");
+        for w in &r.writes {
+            eprintln!("  {w}");
+        }
     }
     let sig = super::SignalForwarder::install()?;
     let caught = sig.caught();
@@ -77,6 +109,33 @@ pub fn apply_static(
         Err(e) => Err(e.context(
             "the restore through powerperfd failed; the daemon restores a session's settings when it ends or restarts (its journal), see `journalctl -u powerperfd`",
         )),
+    }
+}
+
+/// One request in words, for the user's lines (`core frequency 1600 MHz`, `GPU 0 SM clock
+/// locked at 1200 MHz`, …).
+fn describe_request(req: &crate::daemon::Request) -> String {
+    use crate::daemon::Request;
+    match req {
+        Request::SetCoreFreq { mhz, .. } => format!("core frequency {mhz} MHz"),
+        Request::SetGpuLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz,
+        } => format!(
+            "GPU {gpu} SM clock locked at {min_mhz}..{} MHz",
+            max_mhz.unwrap_or(*min_mhz)
+        ),
+        Request::SetGpuMemLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz,
+        } => format!(
+            "GPU {gpu} memory clock locked at {min_mhz}..{} MHz",
+            max_mhz.unwrap_or(*min_mhz)
+        ),
+        Request::SetGpuPowerLimit { gpu, watts } => format!("GPU {gpu} power limit {watts} W"),
+        other => serde_json::to_string(other).unwrap_or_else(|_| format!("{other:?}")),
     }
 }
 

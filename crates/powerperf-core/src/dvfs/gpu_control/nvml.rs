@@ -147,6 +147,28 @@ impl NvmlGpu {
     }
 }
 
+/// A checked clock range as the whole MHz NVML's clock-locking calls take (`what` names the
+/// setting in the error: `locked clocks`, `memory locked clocks`).
+///
+/// # Errors
+/// A value NVML cannot take, with the reason.
+fn nvml_clock_pair(
+    gpu: u32,
+    what: &str,
+    min_mhz: f64,
+    max_mhz: f64,
+) -> Result<(u32, u32), GpuControlError> {
+    let bad = |why: String| GpuControlError::OutOfRange {
+        gpu,
+        what: format!("{what} [{min_mhz}, {max_mhz}] MHz"),
+        allowed: why,
+    };
+    Ok((
+        nvml_uint(min_mhz).map_err(bad)?,
+        nvml_uint(max_mhz).map_err(bad)?,
+    ))
+}
+
 /// MHz or mW as NVML's `unsigned int`, for a value already checked against the device's
 /// range.
 fn nvml_uint(v: f64) -> Result<u32, String> {
@@ -253,15 +275,7 @@ impl GpuControl for NvmlGpu {
         max_mhz: f64,
     ) -> Result<String, GpuControlError> {
         self.check_mem_locked_clocks(gpu, min_mhz, max_mhz)?;
-        let bad = |why: String| GpuControlError::OutOfRange {
-            gpu,
-            what: format!("memory locked clocks [{min_mhz}, {max_mhz}] MHz"),
-            allowed: why,
-        };
-        let (lo, hi) = (
-            nvml_uint(min_mhz).map_err(bad)?,
-            nvml_uint(max_mhz).map_err(bad)?,
-        );
+        let (lo, hi) = nvml_clock_pair(gpu, "memory locked clocks", min_mhz, max_mhz)?;
         self.nvml_set(
             gpu,
             NvmlSet::MemLockedClocks {
@@ -306,15 +320,7 @@ impl GpuControl for NvmlGpu {
         max_mhz: f64,
     ) -> Result<String, GpuControlError> {
         self.check_locked_clocks(gpu, min_mhz, max_mhz)?;
-        let bad = |why: String| GpuControlError::OutOfRange {
-            gpu,
-            what: format!("locked clocks [{min_mhz}, {max_mhz}] MHz"),
-            allowed: why,
-        };
-        let (lo, hi) = (
-            nvml_uint(min_mhz).map_err(bad)?,
-            nvml_uint(max_mhz).map_err(bad)?,
-        );
+        let (lo, hi) = nvml_clock_pair(gpu, "locked clocks", min_mhz, max_mhz)?;
         self.nvml_set(
             gpu,
             NvmlSet::LockedClocks {
