@@ -1917,8 +1917,7 @@ mod tests {
         assert!(s.physical.is_some() && s.neighbors.is_some() && s.notes.is_empty());
         assert!(
             m.explain().contains("time_s: analytic_counters 0.00 %")
-                && m.explain()
-                    .contains("energy_j: not scored -> scaling"),
+                && m.explain().contains("energy_j: not scored -> scaling"),
             "{}",
             m.explain()
         );
@@ -1929,6 +1928,14 @@ mod tests {
         // stop 32) reads and falls back to the physical form.
         let common = s.common.as_ref().expect("common-response member");
         assert!(common.targets.iter().all(|t| t.features.is_empty()));
+        // Issue 41's candidates: `scaling` (the reference) and its mean with the neighbours.
+        assert!(
+            ["scaling", "blend"]
+                .iter()
+                .all(|c| s.inner_mape_pct["time_s"].contains_key(*c)),
+            "{:?}",
+            s.inner_mape_pct
+        );
         assert!(
             s.inner_mape_pct["time_s"].contains_key("common_response"),
             "{:?}",
@@ -1943,9 +1950,12 @@ mod tests {
             forced.predict("stream", q).unwrap().time_s,
             common.predict("stream", q).unwrap().time_s
         );
+        // A file written before stop 32 has neither the common response nor (issue 41) the
+        // `scaling` member.
         forced.common = None;
+        forced.scaling = None;
         let mut v = serde_json::to_value(&forced).unwrap();
-        assert!(v.get("common").is_none());
+        assert!(v.get("common").is_none() && v.get("scaling").is_none());
         v.as_object_mut().unwrap().remove("common");
         let old: crate::models::stack::StackModel = serde_json::from_value(v).unwrap();
         assert_eq!(
@@ -2229,6 +2239,39 @@ mod tests {
         assert!(m
             .explain()
             .contains("time_s where the physical form has no prediction"));
+        // Issue 41's rule: at a thread count the form does not model, the fallback's member
+        // predicts, whatever the choice where the form predicts (even `scaling`, the
+        // reference, or the blend): a workload known at its baseline point alone, predicted
+        // at 2 threads.
+        let q = two.iter().find(|p| p.knobs["threads"] == 2.0).unwrap();
+        let known: Vec<Point> = two
+            .iter()
+            .filter(|p| {
+                p.workload != q.workload || crate::models::features::same_knobs(&p.knobs, &base)
+            })
+            .cloned()
+            .collect();
+        let mut at_base = FitParams::default();
+        at_base.scaling.baseline = Some(base.clone());
+        let m = crate::models::stack::fit(&meta_cpu(), &known, &at_base).unwrap();
+        let phys = m.physical.as_ref().unwrap().predict(&q.workload, &q.knobs);
+        assert!(
+            phys.map_or(true, |p| p.time_s.is_none()),
+            "the form models it"
+        );
+        let member = match m.fallback["time_s"].as_str() {
+            "neighbors" => m.neighbors.as_ref(),
+            _ => m.common.as_ref(),
+        }
+        .unwrap();
+        let want = member.predict(&q.workload, &q.knobs).unwrap().time_s;
+        assert!(want.is_some());
+        for c in ["scaling", "blend", "analytic_counters", "neighbors"] {
+            let mut forced = m.clone();
+            forced.choice.insert("time_s".into(), c.into());
+            let got = forced.predict(&q.workload, &q.knobs).unwrap().time_s;
+            assert_eq!(got, want, "{c}");
+        }
         let back: crate::models::stack::StackModel =
             serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);

@@ -452,7 +452,8 @@ pub fn split_holdout(
 
 /// Per target, the candidate `auto` took on one held-out workload's training points and its
 /// inner cross-validated MAPE (percent), from the fitted stack or `scaling` (issue 41,
-/// item 4); `scaling`'s labels by the names of `--model` (`global`: `scaling`).
+/// item 4); `scaling`'s labels by the stack's names (`global`: `scaling`; `blend`, the mean
+/// of `scaling` and the neighbours, is the stack's `blend`).
 fn auto_choice(m: &super::Fitted) -> Vec<(String, String, f64)> {
     match m {
         super::Fitted::Stack(s) => s
@@ -468,11 +469,14 @@ fn auto_choice(m: &super::Fitted) -> Vec<(String, String, f64)> {
             .iter()
             .filter_map(|tm| {
                 let c = tm.chosen.as_ref()?;
-                let e = tm.choice.iter().find(|(l, _)| l == c).map_or(f64::NAN, |x| x.1);
+                let e = tm
+                    .choice
+                    .iter()
+                    .find(|(l, _)| l == c)
+                    .map_or(f64::NAN, |x| x.1);
                 let name = match c.as_str() {
                     super::scaling::GLOBAL_NO_FEATURES => "common_response",
                     "global" => "scaling",
-                    "blend" => "mean",
                     other => other,
                 };
                 Some((tm.target.clone(), name.to_string(), e))
@@ -595,7 +599,12 @@ pub fn workload_holdout(
             }
         } else {
             let fitted = fit_kind(kind, meta, &train, &params);
-            push_predictions(&test, predict_each(&fitted, &test), &mut results, &mut failures);
+            push_predictions(
+                &test,
+                predict_each(&fitted, &test),
+                &mut results,
+                &mut failures,
+            );
             if let (true, Ok(f)) = (auto, &fitted) {
                 picked = auto_choice(f);
             }
@@ -858,7 +867,9 @@ mod tests {
                 q
             }));
         }
-        let base: Knobs = [("core_freq_mhz".to_string(), 1000.0)].into_iter().collect();
+        let base: Knobs = [("core_freq_mhz".to_string(), 1000.0)]
+            .into_iter()
+            .collect();
         let e = workload_holdout(
             ModelKind::Auto,
             &SetMeta::default(),
@@ -869,10 +880,7 @@ mod tests {
         let p = &e.summary.protocol;
         assert!(p.contains("auto's choice per target"), "{p}");
         let outer = e.summary.targets["time_s"].mape_pct;
-        assert!(
-            p.contains(&format!("beside outer {outer:.2} %")),
-            "{p}"
-        );
+        assert!(p.contains(&format!("beside outer {outer:.2} %")), "{p}");
         // The text itself, from given choices.
         let picked = vec![
             vec![("time_s".to_string(), "scaling".to_string(), 2.0)],

@@ -33,11 +33,15 @@
 //! ([`StackModel::fallback`], since stop 32; before, the neighbours unscored).
 //!
 //! Since issue 41 `scaling` (its global transfer with its own features, what `--model
-//! scaling` fits) is a fifth member and the reference: another candidate is taken only where
+//! scaling` fits) is a fourth member and the reference, and `blend`, the mean of `scaling`
+//! and the neighbours, a sixth candidate: another candidate is taken only where
 //! it beats `scaling` on the inner folds by more than one standard error of the per-fold
 //! differences ([`super::select`]), the one with the lowest inner MAPE among those that do.
 //! Ties, and targets the inner folds cannot score (no left-out point every member predicts),
-//! keep `scaling` (before issue 41: the lowest inner MAPE, ties to the physical form). `neighbors` rather than `scaling`'s own per-target choice is the
+//! keep `scaling` (before issue 41: the lowest inner MAPE, ties to the physical form). At a
+//! setting the physical form does not model, the same rule chooses between the neighbours
+//! and the common response (the reference there), and that choice predicts there whatever
+//! the choice elsewhere. `neighbors` rather than `scaling`'s own per-target choice is the
 //! data-driven member for cost: one inner level of refits per training workload, and the
 //! neighbours' fit costs about a tenth of `scaling`'s choice among its four transfers.
 
@@ -56,13 +60,16 @@ use std::collections::BTreeMap;
 /// workloads' common response (`scaling`'s global transfer without features, the null model
 /// of model selection; since stop 32), and `scaling` (its global transfer with its own
 /// feature selection, what `--model scaling` fits; since issue 41 the reference that a
-/// challenger must beat clearly, [`super::select`]).
-pub const CANDIDATES: [&str; 5] = [
+/// challenger must beat clearly, [`super::select`]), and `blend`, the mean of `scaling` and
+/// the neighbours (`scaling`'s own name for it, `transfer: blend`; issue 41's rule lists it
+/// among the candidates on every set).
+pub const CANDIDATES: [&str; 6] = [
     "analytic_counters",
     "neighbors",
     "mean",
     "common_response",
     "scaling",
+    "blend",
 ];
 
 /// The [`CANDIDATES`] index of the reference, `scaling`.
@@ -79,7 +86,8 @@ fn value(p: &Result<Prediction, String>, t: &str) -> Option<f64> {
 }
 
 /// Candidate `c`'s value of target `t` from the physical (`a`), neighbours' (`n`),
-/// common-response (`g`) and `scaling`'s (`sc`) predictions: the mean needs the first two.
+/// common-response (`g`) and `scaling`'s (`sc`) predictions: the mean needs the first two,
+/// the blend the neighbours' and `scaling`'s.
 fn candidate(
     c: usize,
     a: Option<f64>,
@@ -92,7 +100,8 @@ fn candidate(
         1 => n,
         2 => Some((a? + n?) / 2.0),
         3 => g,
-        _ => sc,
+        4 => sc,
+        _ => Some((sc? + n?) / 2.0),
     }
 }
 
@@ -113,7 +122,8 @@ fn scaling_params(params: &FitParams) -> FitParams {
     p
 }
 
-/// The four members fitted on `train`, each predicting every `test` point.
+/// The members fitted on `train` (physical, neighbours, common response, `scaling`), each
+/// predicting every `test` point.
 fn members(
     meta: &SetMeta,
     params: &FitParams,
@@ -147,7 +157,7 @@ fn members(
 
 /// Per target, the index into [`CANDIDATES`] chosen and each candidate's inner MAPE
 /// (percent; NaN where unscored).
-type Choice = BTreeMap<String, (usize, [f64; 5])>;
+type Choice = BTreeMap<String, (usize, [f64; 6])>;
 
 /// Per target, the chosen candidate's name and each scored candidate's inner MAPE by name,
 /// as the model file keeps them; `idx[i]` is the [`CANDIDATES`] index of score `i`.
@@ -216,7 +226,7 @@ fn choose(
     let folds = inner.len().min(params.scaling.inner_folds.max(2));
     // Per target, candidate and inner fold: (sum of absolute percentage errors, count) over
     // points every candidate predicts.
-    let mut sums: BTreeMap<&str, [Vec<(f64, usize)>; 5]> = BTreeMap::new();
+    let mut sums: BTreeMap<&str, [Vec<(f64, usize)>; 6]> = BTreeMap::new();
     // The same for the neighbours and the common response over points the physical form
     // does not predict.
     let mut fb_sums: BTreeMap<&str, [Vec<(f64, usize)>; 2]> = BTreeMap::new();
@@ -268,7 +278,7 @@ fn choose(
                 } else if sc.is_some() {
                     let e = sums
                         .entry(t)
-                        .or_insert_with(|| [empty(), empty(), empty(), empty(), empty()]);
+                        .or_insert_with(|| std::array::from_fn(|_| empty()));
                     e.iter_mut().enumerate().for_each(|(c, acc)| add(acc, c));
                 }
             }
@@ -293,8 +303,11 @@ fn choose(
     let choice = TARGETS
         .iter()
         .map(|t| match sums.get(t) {
-            Some(s) => (t.to_string(), (pick(s, REFERENCE), s.each_ref().map(pooled))),
-            None => (t.to_string(), (REFERENCE, [f64::NAN; 5])),
+            Some(s) => (
+                t.to_string(),
+                (pick(s, REFERENCE), s.each_ref().map(pooled)),
+            ),
+            None => (t.to_string(), (REFERENCE, [f64::NAN; 6])),
         })
         .collect();
     let fallback = fb_sums
@@ -390,12 +403,13 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
     let common = super::scaling::fit(meta, points, &common_params(&params).scaling);
     // Its feature-selection log is dropped: a step's score is infinite where no fit
     // exists, which a JSON model file cannot hold.
-    let scaling = super::scaling::fit(meta, points, &scaling_params(&params).scaling).map(|mut m| {
-        for t in &mut m.targets {
-            t.selection.clear();
-        }
-        m
-    });
+    let scaling =
+        super::scaling::fit(meta, points, &scaling_params(&params).scaling).map(|mut m| {
+            for t in &mut m.targets {
+                t.selection.clear();
+            }
+            m
+        });
     let mut notes = Vec::new();
     let physical = match physical {
         Ok(m) => Some(m),
@@ -417,7 +431,7 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
         keep("common_response", common),
         keep("scaling", scaling),
     );
-    let (choice, inner_mape_pct) = named(&choice, [0, 1, 2, 3, 4]);
+    let (choice, inner_mape_pct) = named(&choice, [0, 1, 2, 3, 4, 5]);
     let (fallback, fallback_mape_pct) = named(&fallback, FALLBACKS);
     Ok(StackModel {
         physical,
@@ -433,8 +447,12 @@ pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<Stack
 }
 
 impl StackModel {
-    /// Predict `workload` at `knobs`: per target the chosen candidate; where it has no value,
-    /// the physical form's, then the neighbours'.
+    /// Predict `workload` at `knobs`: per target the chosen candidate; at a setting the
+    /// physical form does not model (no physical prediction), the fallback's choice between
+    /// the neighbours and the common response (issue 41's rule: the common response, its
+    /// reference there, where the inner folds scored none). Files written before issue 41
+    /// (no `scaling` member) keep their rule: the chosen candidate, where it has no value
+    /// the fallback, then the physical form's, then the neighbours'.
     ///
     /// # Errors
     /// The physical member's error (else the neighbours') where neither predicts.
@@ -465,13 +483,23 @@ impl StackModel {
         );
         let get = |t: &str| {
             let (va, vn, vg, vs) = (value(&a, t), value(&n, t), value(&g, t), value(&sc, t));
-            let c = self.choice.get(t).and_then(|c| index(c)).unwrap_or(0);
+            let chosen = self.choice.get(t).and_then(|c| index(c));
+            let fallback = self.fallback.get(t).and_then(|c| index(c));
+            if self.scaling.is_some() {
+                // Issue 41: where the physical form has no prediction, the rule between
+                // the neighbours and the common response (the reference there).
+                if va.is_none() {
+                    return candidate(fallback.unwrap_or(3), None, vn, vg, None)
+                        .or(vg)
+                        .or(vn);
+                }
+                return candidate(chosen.unwrap_or(REFERENCE), va, vn, vg, vs)
+                    .or(vs)
+                    .or(va);
+            }
             // Where the chosen candidate has no value (no physical prediction there).
-            let elsewhere = || {
-                let f = index(self.fallback.get(t)?)?;
-                candidate(f, None, vn, vg, None)
-            };
-            candidate(c, va, vn, vg, vs)
+            let elsewhere = || candidate(fallback?, None, vn, vg, None);
+            candidate(chosen.unwrap_or(0), va, vn, vg, vs)
                 .or_else(elsewhere)
                 .or(va)
                 .or(vn)
@@ -485,7 +513,7 @@ impl StackModel {
 
     /// What was fitted and chosen, for `fit --explain`.
     pub fn explain(&self) -> String {
-        let mut s = "stack (stacked generalisation, Wolpert 1992; Breiman 1996): per target `scaling`, unless the physical form (analytic-counters), the neighbours' transfer, their mean or the training workloads' common response beats it on the training workloads' inner cross-validation by more than one standard error of the per-fold differences (issue 41)\n".to_string();
+        let mut s = "stack (stacked generalisation, Wolpert 1992; Breiman 1996): per target `scaling`, unless the physical form (analytic-counters), the neighbours' transfer, their mean, the training workloads' common response or the mean of `scaling` and the neighbours (blend) beats it on the training workloads' inner cross-validation by more than one standard error of the per-fold differences (issue 41)\n".to_string();
         for (t, c) in &self.choice {
             let sc: Vec<String> = self
                 .inner_mape_pct

@@ -22,8 +22,8 @@
 //! point by point (`leave_one_out_equals_the_full_refit_bit_for_bit`).
 
 use super::{
-    calibrate_clocks, fit, fit_group, fit_power_model, freq_knob_of, group_by_clock,
-    other_knobs, AnalyticModel, AnalyticParams, EffectiveClock, Group, PowerFit, PowerShape,
+    calibrate_clocks, fit, fit_group, fit_power_model, freq_knob_of, group_by_clock, other_knobs,
+    AnalyticModel, AnalyticParams, EffectiveClock, Group, PowerFit, PowerShape,
 };
 use crate::models::features::knob_key;
 use crate::models::ModelError;
@@ -125,9 +125,10 @@ impl<'a> Loo<'a> {
     fn shortcut(&self, i: usize) -> Option<Result<AnalyticModel, ModelError>> {
         let p = &self.points[i];
         let f = p.knobs.get(&self.freq).copied().filter(|f| *f > 0.0)?;
-        let gi = *self
-            .index
-            .get(&(p.workload.clone(), knob_key(&other_knobs(&p.knobs, &self.freq))))?;
+        let gi = *self.index.get(&(
+            p.workload.clone(),
+            knob_key(&other_knobs(&p.knobs, &self.freq)),
+        ))?;
         let g = &self.groups[gi];
         if g.pts.len() < 2 || (f == self.f_ref && self.at_f_ref < 2) {
             return None;
@@ -149,7 +150,13 @@ impl<'a> Loo<'a> {
             self.groups
                 .iter()
                 .enumerate()
-                .map(|(j, h)| if j == gi { clone_group(&without) } else { clone_group(h) })
+                .map(|(j, h)| {
+                    if j == gi {
+                        clone_group(&without)
+                    } else {
+                        clone_group(h)
+                    }
+                })
                 .collect()
         };
         let effective_clocks = if self.calibrates(g) || self.calibrates(&without) {
@@ -163,11 +170,13 @@ impl<'a> Loo<'a> {
             self.n_power - self.power_len[gi] + n_without,
             self.n_groups - usize::from(self.power_len[gi] > 0) + usize::from(n_without > 0),
         );
-        let shared_static = self.params.shared_static_power
-            && dof == 0
-            && n_groups >= 2
-            && n_power > n_groups + 2;
-        let own_k = self.params.voltage_table.as_deref().is_none_or(|t| t.is_empty())
+        let shared_static =
+            self.params.shared_static_power && dof == 0 && n_groups >= 2 && n_power > n_groups + 2;
+        let own_k = self
+            .params
+            .voltage_table
+            .as_deref()
+            .is_none_or(|t| t.is_empty())
             && self.params.power_exponent.is_none()
             && self.params.power_shape == PowerShape::PowerLawPerGroup
             && dof > 0

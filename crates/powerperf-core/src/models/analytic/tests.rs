@@ -384,15 +384,30 @@ fn loo_set() -> Vec<Point> {
         let (tc, tm) = (1.0 + w as f64, 2.0 + 0.5 * w as f64);
         for f in clocks {
             let t = tm + tc * 1000.0 / f;
-            let p = 40.0 + 60.0 * (f / 1000.0f64).powf(3.0 + 0.2 * w as f64) * (1.0 + 0.01 * (f / 100.0).sin());
+            let p = 40.0
+                + 60.0
+                    * (f / 1000.0f64).powf(3.0 + 0.2 * w as f64)
+                    * (1.0 + 0.01 * (f / 100.0).sin());
             pts.push(pt(&format!("mb{w}"), f, 1.0, t, p));
         }
     }
     for f in [600.0, 800.0, 1000.0] {
-        pts.push(pt("three", f, 1.0, 2.0 + 1000.0 / f, 50.0 + 40.0 * (f / 1000.0f64).powi(3)));
+        pts.push(pt(
+            "three",
+            f,
+            1.0,
+            2.0 + 1000.0 / f,
+            50.0 + 40.0 * (f / 1000.0f64).powi(3),
+        ));
     }
     for f in [600.0, 1000.0] {
-        pts.push(pt("two", f, 1.0, 1.0 + 1000.0 / f, 45.0 + 30.0 * (f / 1000.0f64).powi(3)));
+        pts.push(pt(
+            "two",
+            f,
+            1.0,
+            1.0 + 1000.0 / f,
+            45.0 + 30.0 * (f / 1000.0f64).powi(3),
+        ));
     }
     pts.push(pt("alone", 800.0, 3.0, 3.0, 60.0));
     pts.push(pt("top", 600.0, 1.0, 4.0, 50.0));

@@ -241,7 +241,13 @@ fn additive_clock_domains_are_recovered_from_a_cross() {
     // can show that it carries over, so `auto` keeps the separable rule (below).
     let mut additive = FitParams::default();
     additive.joint.combine = Combine::Additive;
-    let ev = settings_holdout(ModelKind::Auto, &SetMeta::default(), &pts, &settings, &additive);
+    let ev = settings_holdout(
+        ModelKind::Auto,
+        &SetMeta::default(),
+        &pts,
+        &settings,
+        &additive,
+    );
     assert_eq!(ev.kind, ModelKind::Joint);
     assert_eq!(ev.results.len(), 3 * 4);
     let by_default = settings_holdout(
@@ -253,7 +259,13 @@ fn additive_clock_domains_are_recovered_from_a_cross() {
     );
     let mut separable = FitParams::default();
     separable.joint.combine = Combine::Multiplicative;
-    let mult = settings_holdout(ModelKind::Joint, &SetMeta::default(), &pts, &settings, &separable);
+    let mult = settings_holdout(
+        ModelKind::Joint,
+        &SetMeta::default(),
+        &pts,
+        &settings,
+        &separable,
+    );
     assert_eq!(by_default.results, mult.results);
     for r in &ev.results {
         for t in ["time_s", "power_w"] {

@@ -407,8 +407,9 @@ fn cv_mape(d: &Data, pred: &Array2<f64>) -> f64 {
 
 /// Each candidate's MAPE (fraction) per inner fold (training workload `i` in fold
 /// `i mod folds`, the folds of [`inner_cv`] and [`nested_predictions`]), over the fold's
-/// measured points that every candidate predicts; NaN where a fold has none.
-fn fold_mapes(d: &Data, preds: &[&Array2<f64>], folds: usize) -> Vec<Vec<f64>> {
+/// measured points that every candidate predicts (NaN where a fold has none), and its MAPE
+/// pooled over those points of every fold (NaN where there are none).
+fn fold_mapes(d: &Data, preds: &[&Array2<f64>], folds: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
     let folds = folds.max(1);
     let mut sums = vec![vec![(0.0, 0usize); folds]; preds.len()];
     for ((i, k), t) in d.t.indexed_iter() {
@@ -421,7 +422,19 @@ fn fold_mapes(d: &Data, preds: &[&Array2<f64>], folds: usize) -> Vec<Vec<f64>> {
             s.1 += 1;
         }
     }
-    sums.iter().map(|s| super::select::fold_mapes(s)).collect()
+    let pooled = sums
+        .iter()
+        .map(|s| {
+            let (e, n) = s.iter().fold((0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            if n > 0 {
+                e / n as f64
+            } else {
+                f64::NAN
+            }
+        })
+        .collect();
+    let per_fold = sums.iter().map(|s| super::select::fold_mapes(s)).collect();
+    (per_fold, pooled)
 }
 
 /// The baseline setting: `params.baseline`, or every knob at its highest value in the set.
@@ -818,9 +831,10 @@ fn fit_target(sh: &Shared, t: &str) -> Result<Option<TargetModel>, ModelError> {
                     // Issue 41's rule (`super::select`): the global transfer, what
                     // `--model scaling` fits, unless a challenger beats it by more than
                     // one standard error of the per-fold differences.
+                    // The per-fold and pooled scores over the points every candidate
+                    // predicts (the rule's e_f(c)).
                     let folds = n.min(params.inner_folds.max(2));
-                    let per_fold = fold_mapes(&d, &[&g0, &g, &nbp, &blend], folds);
-                    let pooled: Vec<f64> = scores.iter().map(|s| s.2).collect();
+                    let (per_fold, pooled) = fold_mapes(&d, &[&g0, &g, &nbp, &blend], folds);
                     let c = super::select::choose(&per_fold, &pooled, 1);
                     (scores[c].0, scores[c].1)
                 };
