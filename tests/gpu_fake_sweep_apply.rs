@@ -712,7 +712,7 @@ fn a_power_limit_sweep_gives_a_gpu_plan_that_apply_sets() {
     assert_eq!(set.meta.knob_devices["power_limit_w"], "gpu0");
     pp().arg("fit")
         .arg(f.p("set"))
-        .args(["--no-loo", "-o"])
+        .args(["--no-loo", "--model", "analytic", "-o"])
         .arg(f.p("auto.json"))
         .assert()
         .failure()
@@ -722,7 +722,7 @@ fn a_power_limit_sweep_gives_a_gpu_plan_that_apply_sets() {
     let model = f.p("model.json");
     pp().arg("fit")
         .arg(f.p("set"))
-        .args(["--no-loo", "--model", "scaling", "-o"])
+        .args(["--no-loo", "--model", "auto", "-o"])
         .arg(&model)
         .assert()
         .success();

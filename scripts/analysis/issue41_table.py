@@ -6,12 +6,15 @@ error: every number is `powerperf evaluate --format json`'s own (`versus_baselin
 
     cargo build --release --bin powerperf
     python3 scripts/analysis/issue41_table.py [--bin PATH] [--work DIR] [--only SET,...] [--jobs N]
+                                              [--cache DIR]
 
 Sets are imported into --work (default `issue21-sets/`) from the shipped specs when missing.
 `auto / best` = auto's MAPE / min(scaling's, neighbors') MAPE on the same split (issue 41's
 target: ≤ 1.05 on average over sets and targets, never above 1.15). The last lines give the
 choice `auto` made per target, its inner estimate and the outer error (from the protocol
-line, issue 41 item 4).
+line, issue 41 item 4). With --cache DIR each `evaluate` output is kept as
+DIR/SET.{wh,joint}.MODEL.json and read from there when present instead of run again (so rows
+whose model did not change between two builds need not be re-run; delete a file to re-run it).
 """
 import argparse
 import json
@@ -56,6 +59,7 @@ def main():
     ap.add_argument("--work", default="issue21-sets")
     ap.add_argument("--only", default="")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--cache", default="")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     for name, text in [("titanx_joint.csv", TITANX_JOINT_CSV), ("parsec_joint.csv", PARSEC_JOINT_CSV)]:
@@ -77,9 +81,23 @@ def main():
             continue
         jobs.append(((s, "joint", "auto"), [os.path.join(a.work, s), "--protocol", "knob-holdout",
                                             "--train-points", os.path.join(a.work, csv), "--model", "auto"]))
+    def run(job):
+        (s, proto, m), args = job
+        path = os.path.join(a.cache, f"{s}.{proto}.{m}.json") if a.cache else ""
+        if path and os.path.exists(path):
+            with open(path) as f:
+                return json.load(f), float("nan"), "cached"
+        out = evaluate(a.bin, args)
+        if path and out[0] is not None:
+            os.makedirs(a.cache, exist_ok=True)
+            with open(path, "w") as f:
+                json.dump(out[0], f)
+        return out
+
     with ThreadPoolExecutor(max_workers=a.jobs) as ex:
-        outs = dict(zip([k for k, _ in jobs], ex.map(lambda j: evaluate(a.bin, j[1]), jobs)))
-    cmds = [f"powerperf evaluate {' '.join(x.replace(a.work + '/', '') for x in args)} --format json   # {outs[k][1]:.1f} s"
+        outs = dict(zip([k for k, _ in jobs], ex.map(run, jobs)))
+    cmds = [f"powerperf evaluate {' '.join(x.replace(a.work + '/', '') for x in args)} --format json   # "
+            + (f"{outs[k][1]:.1f} s" if outs[k][2] != "cached" else "from --cache")
             for k, args in jobs]
     print("| set | target | auto | scaling | neighbors | baseline | auto / best of scaling, neighbors | auto's choice (inner estimate beside outer error) |")
     print("|---|---|---|---|---|---|---|---|")

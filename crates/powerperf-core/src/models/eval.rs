@@ -60,6 +60,10 @@ pub struct Evaluation {
     pub held_out: BTreeMap<String, usize>,
     /// The naive baseline on the same split ([`super::baseline`]).
     pub baseline: BaselineEval,
+    /// Workload holdout with `auto`: per target, what the nested cross-validation chose on
+    /// the held-out workloads' training points and its inner estimate beside the outer error
+    /// (issue 41, item 4); empty otherwise.
+    pub auto_choice: BTreeMap<String, AutoChoice>,
 }
 
 impl Evaluation {
@@ -386,6 +390,7 @@ pub fn cross_validate_progress(
         held_out_points: points.len(),
         held_out: baseline::held_out_counts(meta, &all),
         baseline: BaselineEval::merge(bases),
+        auto_choice: BTreeMap::new(),
     }
 }
 
@@ -447,6 +452,7 @@ pub fn split_holdout(
         held_out_points: test.len(),
         held_out: baseline::held_out_counts(meta, &test),
         baseline: baseline::knob_baseline(&train, &test),
+        auto_choice: BTreeMap::new(),
     }
 }
 
@@ -486,36 +492,74 @@ fn auto_choice(m: &super::Fitted) -> Vec<(String, String, f64)> {
     }
 }
 
-/// The choices of [`auto_choice`] over the held-out workloads as text, per target: how often
-/// each candidate was taken, the mean of the chosen candidates' inner MAPE, and the outer
-/// MAPE from `summary` (`time_s: scaling ×8, neighbors ×2, inner 3.10 % beside outer
-/// 4.02 %`).
-fn describe_choices(picked: &[Vec<(String, String, f64)>], summary: &HeldOutError) -> String {
-    let mut parts = Vec::new();
+/// What `auto` chose for one target over the held-out workloads of a workload holdout
+/// (issue 41, item 4): `evaluate --format json`'s `auto_choice`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutoChoice {
+    /// Per candidate (the stack's names: `scaling`, `common_response`, `neighbors`, `blend`,
+    /// `analytic_counters`, `mean`), on how many held-out workloads' training points the
+    /// nested cross-validation took it.
+    pub chosen: BTreeMap<String, usize>,
+    /// The chosen candidates' inner cross-validated MAPE, percent, mean over the held-out
+    /// workloads where it was scored (absent where none was): what the choice expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_mape_pct: Option<f64>,
+    /// The outer error: the held-out MAPE, percent, of this target (absent where no point
+    /// was predicted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outer_mape_pct: Option<f64>,
+}
+
+/// The choices of [`auto_choice`] over the held-out workloads, per target: how often each
+/// candidate was taken, the mean of the chosen candidates' inner MAPE, and the outer MAPE
+/// from `summary`.
+fn summarise_choices(
+    picked: &[Vec<(String, String, f64)>],
+    summary: &HeldOutError,
+) -> BTreeMap<String, AutoChoice> {
+    let mut out = BTreeMap::new();
     for t in TARGETS {
         let mine: Vec<&(String, String, f64)> =
             picked.iter().flatten().filter(|(x, _, _)| x == t).collect();
         if mine.is_empty() {
             continue;
         }
-        let mut counts: Vec<(&str, usize)> = Vec::new();
+        let mut chosen = BTreeMap::new();
         for (_, c, _) in &mine {
-            match counts.iter_mut().find(|(n, _)| n == c) {
-                Some(e) => e.1 += 1,
-                None => counts.push((c, 1)),
-            }
+            *chosen.entry(c.clone()).or_insert(0) += 1;
         }
-        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         let scored: Vec<f64> = mine.iter().map(|x| x.2).filter(|e| e.is_finite()).collect();
-        let inner = if scored.is_empty() {
-            "not scored".to_string()
-        } else {
-            format!("{:.2} %", scored.iter().sum::<f64>() / scored.len() as f64)
+        let inner = (!scored.is_empty()).then(|| scored.iter().sum::<f64>() / scored.len() as f64);
+        let outer = summary.targets.get(t).map(|e| e.mape_pct);
+        out.insert(
+            t.to_string(),
+            AutoChoice {
+                chosen,
+                inner_mape_pct: inner,
+                outer_mape_pct: outer,
+            },
+        );
+    }
+    out
+}
+
+/// [`summarise_choices`] as text for the protocol line, per target in the order `time_s`,
+/// `power_w`, `energy_j`, the candidates by how often they were taken (`time_s: scaling ×8,
+/// neighbors ×2, inner 3.10 % beside outer 4.02 %`).
+fn describe_choices(choices: &BTreeMap<String, AutoChoice>) -> String {
+    let mut parts = Vec::new();
+    for t in TARGETS {
+        let Some(c) = choices.get(t) else {
+            continue;
         };
-        let outer = summary
-            .targets
-            .get(t)
-            .map_or("none".to_string(), |e| format!("{:.2} %", e.mape_pct));
+        let mut counts: Vec<(&String, &usize)> = c.chosen.iter().collect();
+        counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let inner = c
+            .inner_mape_pct
+            .map_or("not scored".to_string(), |e| format!("{e:.2} %"));
+        let outer = c
+            .outer_mape_pct
+            .map_or("none".to_string(), |e| format!("{e:.2} %"));
         let counts: Vec<String> = counts.iter().map(|(c, k)| format!("{c} ×{k}")).collect();
         parts.push(format!(
             "{t}: {}, inner {inner} beside outer {outer}",
@@ -626,7 +670,8 @@ pub fn workload_holdout(
         );
     }
     let mut summary = summarise(meta, &results, &protocol);
-    let blind = describe_choices(&picked, &summary);
+    let auto_choice = summarise_choices(&picked, &summary);
+    let blind = describe_choices(&auto_choice);
     if !blind.is_empty() {
         summary.protocol += &format!(
             "; auto's choice per target by nested cross-validation on the training workloads, its inner estimate (the chosen candidate's inner MAPE, mean over the held-out workloads) beside the outer error: {blind}"
@@ -642,6 +687,7 @@ pub fn workload_holdout(
         held_out_points: test.len(),
         held_out: baseline::held_out_counts(meta, &test),
         baseline: base,
+        auto_choice,
     }
 }
 
@@ -887,10 +933,34 @@ mod tests {
             vec![("time_s".to_string(), "neighbors".to_string(), 4.0)],
             vec![("time_s".to_string(), "scaling".to_string(), 3.0)],
         ];
-        let text = describe_choices(&picked, &e.summary);
+        let choices = summarise_choices(&picked, &e.summary);
+        assert_eq!(choices["time_s"].chosen["scaling"], 2);
+        assert_eq!(choices["time_s"].inner_mape_pct, Some(3.0));
+        assert_eq!(choices["time_s"].outer_mape_pct, Some(outer));
         assert_eq!(
-            text,
+            describe_choices(&choices),
             format!("time_s: scaling ×2, neighbors ×1, inner 3.00 % beside outer {outer:.2} %")
         );
+        // The same, as `evaluate --format json`'s `auto_choice`: per target the counts, the
+        // inner estimate and the outer error.
+        assert_eq!(e.auto_choice["time_s"].outer_mape_pct, Some(outer));
+        let n: usize = e.auto_choice["time_s"].chosen.values().sum();
+        assert_eq!(
+            n, 5,
+            "one choice per held-out workload: {:?}",
+            e.auto_choice
+        );
+        assert!(e.auto_choice["time_s"]
+            .inner_mape_pct
+            .is_some_and(f64::is_finite));
+        // Not auto: no choice.
+        let s = workload_holdout(
+            ModelKind::Scaling,
+            &SetMeta::default(),
+            &many,
+            &base,
+            &FitParams::default(),
+        );
+        assert!(s.auto_choice.is_empty());
     }
 }

@@ -151,7 +151,9 @@ impl ModelKind {
     /// than two values of the clock (or thread) knob, so that no one-knob curve reaches the
     /// other settings (a cross design: a full sweep of one knob plus one point across;
     /// issue 21); else `threads` when the set's only varying knob is `threads`, else
-    /// `analytic`. Other kinds are returned unchanged.
+    /// `scaling` when no clock knob varies but another knob does (a GPU power-limit sweep,
+    /// `power_limit_w`, which has no analytic form), else `analytic`. Other kinds are
+    /// returned unchanged.
     pub fn resolve(self, points: &[Point], workload_holdout: bool) -> ModelKind {
         if self != ModelKind::Auto {
             return self;
@@ -173,6 +175,16 @@ impl ModelKind {
             ModelKind::Joint
         } else if !has_clock && varies(threads::THREADS_KNOB) {
             ModelKind::Threads
+        } else if !has_clock
+            && points
+                .iter()
+                .flat_map(|p| p.knobs.keys())
+                .any(|k| varies(k))
+        {
+            // A knob with no analytic form varies and no clock does (a GPU power-limit sweep,
+            // `power_limit_w`; issue 39): `scaling`'s curve per setting, which `analytic`'s
+            // own error names as the fix.
+            ModelKind::Scaling
         } else {
             ModelKind::Analytic
         }

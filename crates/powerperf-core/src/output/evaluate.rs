@@ -33,6 +33,12 @@ pub struct Refusal {
 /// [`super::json_sorted`]). A target without a measurable error is left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvaluateOutput {
+    /// Workload holdout with `auto`: per target (`time_s`, `power_w`, `energy_j`), how often
+    /// each candidate was chosen by the nested cross-validation on the held-out workloads'
+    /// training points (`chosen`), the chosen candidates' mean inner MAPE (`inner_mape_pct`)
+    /// and the held-out MAPE (`outer_mape_pct`), percent (added by issue 41).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_choice: Option<BTreeMap<String, crate::models::eval::AutoChoice>>,
     /// Error of `energy_j`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<TargetError>,
@@ -73,6 +79,7 @@ impl EvaluateOutput {
         let bs = crate::models::eval::summarise(meta, &ev.baseline.results, "baseline");
         let b = |name: &str| bs.targets.get(name).copied();
         EvaluateOutput {
+            auto_choice: (!ev.auto_choice.is_empty()).then(|| ev.auto_choice.clone()),
             baseline: Some(BaselineOutput {
                 energy: b("energy_j"),
                 power: b("power_w"),

@@ -152,6 +152,7 @@ pub fn separable_baseline(meta: &SetMeta, points: &[Point], settings: &[Knobs]) 
         held_out_points,
         held_out,
         baseline: BaselineEval::default(),
+        auto_choice: Default::default(),
     }
 }
 
@@ -216,5 +217,6 @@ pub fn cross_workload_holdout(
         held_out_points: all_test.len(),
         held_out: held_out_counts(meta, &all_test),
         baseline: BaselineEval::default(),
+        auto_choice: Default::default(),
     }
 }
