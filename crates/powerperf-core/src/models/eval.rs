@@ -287,13 +287,6 @@ pub fn leave_one_out_progress(
     cross_validate_progress(kind, meta, points, params, None, progress)
 }
 
-/// Whether leave-one-out of `kind` recomputes only what each left-out point can move,
-/// with the full refit's predictions (`analytic`: [`super::analytic::loo`]; issue 41) rather
-/// than refitting the whole model per point.
-pub fn exact_fast_loo(kind: ModelKind) -> bool {
-    kind == ModelKind::Analytic
-}
-
 /// Cross-validation over mean points: with `folds = Some(k)` (k ≥ 2), every workload's
 /// points are dealt round-robin over the k folds (see [`fold_of`]), and each fold is
 /// predicted by a model refitted on the others (k refits); with `None`, or a k of at least
@@ -315,29 +308,7 @@ pub fn cross_validate_progress(
     progress.set_length(k as u64);
     let fold = fold_of(points, k);
     let folds: Vec<usize> = (0..k).collect();
-    // Leave-one-out of `analytic`: each refit recomputes only what its point can move
-    // (`analytic::loo`), the same predictions as a full refit (issue 41).
-    let loo = (exact_fast_loo(kind) && k == points.len())
-        .then(|| super::analytic::loo::Loo::new(meta, points, &params.analytic))
-        .flatten();
     let parts = parallel_map(&folds, |&f| {
-        if let Some(loo) = &loo {
-            let p = &points[f];
-            let fitted = loo.model_without(f).map(super::Fitted::Analytic);
-            let (mut r, mut failures) = (Vec::new(), Vec::new());
-            push_predictions(&[p], predict_each(&fitted, &[p]), &mut r, &mut failures);
-            // The baseline reads the held-out point's own workload alone.
-            let own: Vec<Point> = points
-                .iter()
-                .enumerate()
-                .filter(|(j, q)| *j != f && q.workload == p.workload)
-                .map(|(_, q)| q.clone())
-                .collect();
-            let base = baseline::knob_baseline(&own, &[p]);
-            progress.inc(1);
-            let results = r.into_iter().map(|pr| (f, pr)).collect();
-            return ((results, failures), base);
-        }
         let train: Vec<Point> = points
             .iter()
             .enumerate()

@@ -77,8 +77,6 @@
 //!
 //! `E(f) = P(f) · t(f)` (Moore 2012: energy is power integrated over time).
 
-pub(crate) mod loo;
-
 use super::features::{find_group, knob_key};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{Point, SetMeta};
