@@ -119,6 +119,13 @@ fn v100_power_knob_holdout() {
 /// baseline's on the same points (measured 0.433, docs/models.md); power stays below the
 /// baseline's ¾ and within issue 21's 5 % (measured 4.16 %, the mean of the two chosen in
 /// every fold).
+///
+/// Issue 41's rule (`scaling` unless a challenger beats it by more than one standard error
+/// over the inner folds, fixed before measuring) re-measured on this code (2026-11-29):
+/// time 1.003 of the baseline's error (22.18 against 22.10 %, the two timed applications,
+/// dgemm and stream, both kept `scaling`; issue 21's 0.433 is lost), power 0.348 (4.16 %).
+/// The time bound is a regression guard on that figure (1.05), not issue 21's target ½,
+/// which this rule does not meet here (docs/models.md, the issue-41 table).
 #[test]
 fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
     let set = load("v100-dcgm-sweep");
@@ -130,7 +137,7 @@ fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
     println!("v100 workload holdout, auto: {v:?}");
     let time = &v["time_s"];
     assert_eq!(time.common_n, time.held_out, "every timed point predicted");
-    assert!(time.ratio.unwrap() <= 0.5, "time ratio {:?}", time.ratio);
+    assert!(time.ratio.unwrap() <= 1.05, "time ratio {:?}", time.ratio);
     let power = &v["power_w"];
     assert_eq!(power.common_n, power.held_out);
     assert!(
@@ -158,17 +165,17 @@ fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
 /// baseline's error (issue 21 asks ≤ ¾; `scaling`'s choice gave 0.796), time 1.016 (level
 /// with the baseline, as `scaling`'s 0.996; ≤ ½ is not met either way, docs/models.md).
 /// Issue 41's rule (`scaling` unless a challenger clearly beats it, fixed before
-/// measuring) gives time 1.267 and power 0.752 of the baseline's error (13.29 / 5.35 %
-/// against 10.49 / 7.11 %): issue 21's power target is no longer met here, and time is worse
-/// than the baseline (docs/models.md, the issue-41 table). The bounds guard those figures
-/// against further regression; they are not targets.
+/// measuring), re-measured on this code (2026-11-29; the stack's fallback predicting at one
+/// core whatever the choice at two): time 0.943 and power 0.627 of the baseline's error
+/// (9.90 / 4.45 % against 10.49 / 7.11 %), within the bounds issue 21 set (docs/models.md,
+/// the issue-41 table).
 #[test]
 fn parsec_auto_workload_holdout_takes_the_stack_and_meets_the_power_target() {
     auto_holdout_within(
         "xu3-parsec-joint",
         &[("core_freq_mhz", 1800.0), ("threads", 2.0)],
         ModelKind::Stack,
-        &[("time_s", 1.30), ("power_w", 0.76)],
+        &[("time_s", 1.05), ("power_w", 0.75)],
     );
 }
 
@@ -178,7 +185,7 @@ fn parsec_auto_workload_holdout_takes_the_stack_and_meets_the_power_target() {
 /// from its own cycles and instructions at 2000 MHz, one base CPI fitted on the others) and
 /// the neighbours' transfer, chosen per target by inner cross-validation. Measured 0.442 of
 /// the median-ratio baseline's time error and 0.540 of its power error (docs/models.md);
-/// issue 21 asks ≤ ½ and ≤ ¾.
+/// issue 21 asks ≤ ½ and ≤ ¾. Issue 41's rule, re-measured on this code: 0.439 and 0.527.
 #[test]
 fn cbench_auto_workload_holdout_takes_the_base_cpi_stack() {
     auto_holdout_within(
