@@ -550,29 +550,6 @@ fn collect_reads_the_fake_gpu_as_it_would_nvml() {
         .stderr(predicate::str::contains("holds no gpu0 directory"));
 }
 
-/// A client of apply's controller socket, as powerperf-rt and the NVTX injection speak to
-/// it (`B name` / `E name`, one ack byte each): it records the fake GPU's lock in each
-/// region.
-const REGIONS: &str = r#"
-import os, socket, sys
-gpu, seen = sys.argv[1], open(sys.argv[2], "w")
-s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["POWERPERF_CTL_SOCKET"])
-def lock():
-    return open(gpu + "/gpu0/locked_clocks_mhz").read().strip()
-def say(line):
-    s.sendall((line + "\n").encode())
-    assert s.recv(1) == b"K", line
-seen.write("start " + lock() + "\n")
-say("B dgemm"); seen.write("dgemm " + lock() + "\n")
-say("B inner"); seen.write("inner " + lock() + "\n")
-say("E inner"); say("E dgemm"); seen.write("between " + lock() + "\n")
-for _ in range(20):
-    say("B stream"); say("E stream")
-say("B stream"); seen.write("stream " + lock() + "\n")
-say("E stream"); seen.write("end " + lock() + "\n")
-"#;
-
 /// Issue 39, item 5: a job plan's GPU clocks switched at region boundaries on the fake
 /// GPU, the default locked even though it is the maximum, everything put back; the time of
 /// a switch on the fake GPU printed (the software path only: no value for
@@ -590,22 +567,13 @@ fn gpu_clocks_follow_regions_and_are_restored() {
     let f = fake();
     let before = f.files();
     let plan = f.p("plan.toml");
-    let region = |name: &str, mhz: f64| {
-        format!(
-            "[[region]]\nname = \"{name}\"\nsetting = {{ core_freq_mhz = {mhz:.1} }}\ntime_s = 1.0\nenergy_j = 1.0\npower_w = 1.0\nreference_time_s = 1.0\nreference_energy_j = 1.0\nenergy_saving = 0.0\nslowdown = 0.0\n"
-        )
-    };
     std::fs::write(
         &plan,
-        format!(
-            "[plan]\nobjective = \"energy\"\nmodel = \"hand-written\"\ncreated = \"2026-01-01T00:00:00Z\"\nscope = \"job\"\ntransition_latency_s = 0.0\ntransition_energy_j = 0.0\nmin_region_s = 0.0\n\n[[device]]\nkind = \"gpu\"\nindex = 0\nknobs = [\"core_freq_mhz\"]\ndefault = {{ core_freq_mhz = 1980.0 }}\n\n{}\n{}",
-            region("dgemm", 1500.0),
-            region("stream", 1200.0)
-        ),
+        common::gpu_job_plan(1980.0, &[("dgemm", 1500.0), ("stream", 1200.0)]),
     )
     .unwrap();
     let script = f.p("regions.py");
-    std::fs::write(&script, REGIONS).unwrap();
+    std::fs::write(&script, common::GPU_REGIONS_PY).unwrap();
     let seen = f.p("seen");
     pp().args(["apply", "--plan"])
         .arg(&plan)
