@@ -464,6 +464,8 @@ fn after_sigkill_apply_restore_replays_the_gpu_record() {
 fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
     let f = fake();
     std::fs::write(f.gpu.join("gpu0/sm_clock_mhz"), "1100\n").unwrap();
+    // NVML's SwPowerCap | SwThermalSlowdown: the flag names them
+    std::fs::write(f.gpu.join("gpu0/throttle_reasons"), "36\n").unwrap();
     let before = f.files();
     f.sweep(
         "set",
@@ -488,13 +490,25 @@ fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
     let run = powerperf::store::run::RunMeta::read(&f.p("set/runs/f-_t-_r1_g1980")).unwrap();
     let g = run.gpu_setting.unwrap();
     assert_eq!(g.observed_sm_clock_mhz, Some(1100.0));
-    assert!(g.flag.unwrap().contains("more than 2 %"));
+    assert_eq!(g.throttle_reasons, Some(36));
+    let flag = g.flag.unwrap();
+    assert!(flag.contains("more than 2 %"), "{flag}");
+    assert!(
+        flag.contains("throttle reasons over the run (NVML): SwPowerCap (power cap), SwThermalSlowdown (thermal, software)"),
+        "{flag}"
+    );
     assert_eq!(run.knobs.core_freq_mhz, Some(1980.0));
     assert_eq!(run.knobs.gpu_sm_clock_mhz, Some(1100.0));
     // 1200 requested, 1100 observed: 8.3 % off, flagged too
     let rec: powerperf::dvfs::sweep::SweepRecord =
         toml::from_str(&std::fs::read_to_string(f.p("set/sweep.toml")).unwrap()).unwrap();
     assert_eq!(rec.off_setting.len(), 4, "{rec:?}");
+    assert!(
+        rec.off_setting
+            .iter()
+            .all(|o| o.flag.contains("SwPowerCap (power cap)")),
+        "{rec:?}"
+    );
     pp().arg("fit")
         .arg(f.p("set"))
         .arg("-o")
@@ -509,6 +523,9 @@ fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
                 ))
                 .and(predicate::str::contains(
                     "f-_t-_r0_g1200: observed mean SM clock 1100.0 MHz",
+                ))
+                .and(predicate::str::contains(
+                    "throttle reasons over the run (NVML): SwPowerCap (power cap)",
                 )),
         );
 }
