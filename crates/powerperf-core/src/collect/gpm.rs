@@ -394,18 +394,27 @@ impl GpmSampler {
                     Ok(()) if self.counted[i][j] > 0 => {
                         rec(name, EventStatus::Counted, None, Some(col), m.unit)
                     }
-                    Ok(()) => rec(
-                        name,
-                        EventStatus::NotSupported,
-                        Some(match &self.errors[i][j] {
-                            Some(e) => format!("nvmlGpmMetricsGet({}) on gpu{i}: {e}", m.nvml),
-                            None => format!(
-                                "no GPM interval of gpu{i} was read (the run was shorter than one --interval)"
-                            ),
-                        }),
-                        None,
-                        m.unit,
-                    ),
+                    Ok(()) => match &self.errors[i][j] {
+                        Some(e) => rec(
+                            name,
+                            EventStatus::NotSupported,
+                            Some(format!("nvmlGpmMetricsGet({}) on gpu{i}: {e}", m.nvml)),
+                            None,
+                            m.unit,
+                        ),
+                        // GPM works on this GPU; the run was too short to give a sample
+                        None => rec(
+                            name,
+                            EventStatus::NoSample,
+                            Some(format!(
+                                "no sample: gpu{i} has GPM, but no span of at least {} ms ended inside the run (GPM's counters advance about every 100 ms, so each value is taken over at least {} ms); a command that runs longer gets values",
+                                MIN_WINDOW.as_millis(),
+                                MIN_WINDOW.as_millis()
+                            )),
+                            None,
+                            m.unit,
+                        ),
+                    },
                 };
                 out.push(r);
             }
