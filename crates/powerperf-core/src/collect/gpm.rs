@@ -395,10 +395,25 @@ impl GpmSampler {
                         rec(name, EventStatus::Counted, None, Some(col), m.unit)
                     }
                     Ok(()) => match &self.errors[i][j] {
-                        Some(e) => rec(
+                        // NVML says this metric is not offered (NVML_ERROR_NOT_SUPPORTED)
+                        Some(e) if says_not_supported(e) => rec(
                             name,
                             EventStatus::NotSupported,
                             Some(format!("nvmlGpmMetricsGet({}) on gpu{i}: {e}", m.nvml)),
+                            None,
+                            m.unit,
+                        ),
+                        // GPM works on this GPU, but no span gave this metric a value
+                        // (nvmlGpmMetricsGet also fails for two samples inside one update of
+                        // GPM's counters: docs/gpu.md)
+                        Some(e) => rec(
+                            name,
+                            EventStatus::NoSample,
+                            Some(format!(
+                                "no sample: gpu{i} has GPM, but nvmlGpmMetricsGet({}) gave no value for any span of the run (NVML: {e}); a command that keeps the GPU busy for longer than {} ms gets values",
+                                m.nvml,
+                                MIN_WINDOW.as_millis()
+                            )),
                             None,
                             m.unit,
                         ),
@@ -421,6 +436,13 @@ impl GpmSampler {
         }
         out
     }
+}
+
+/// Whether an NVML error says the metric is not supported (`NVML_ERROR_NOT_SUPPORTED`, in
+/// nvml-wrapper's words or NVML's).
+fn says_not_supported(e: &str) -> bool {
+    let e = e.to_ascii_lowercase();
+    e.contains("not supported") || e.contains("not available on the target device")
 }
 
 /// Open GPM on every GPU NVML sees. Nothing is switched on: only queries and samples.

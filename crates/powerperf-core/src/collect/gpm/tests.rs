@@ -140,3 +140,50 @@ fn a_short_run_on_a_gpm_gpu_has_no_sample_not_unsupported_metrics() {
     };
     assert_eq!(crate::report::display_value(&row), "<no sample>");
 }
+
+/// A GPU with GPM whose every span fails for another reason than "not supported" (as
+/// nvmlGpmMetricsGet does for two samples inside one update of GPM's counters): `<no
+/// sample>` with NVML's error, not `<not supported>`.
+#[test]
+fn a_gpm_gpu_whose_spans_all_fail_has_no_sample_with_nvmls_error() {
+    struct Idle;
+    impl GpmSource for Idle {
+        fn count(&self) -> u32 {
+            1
+        }
+        fn support(&self, _: u32) -> Result<(), String> {
+            Ok(())
+        }
+        fn read(&mut self, _: u32) -> Option<Vec<Result<f64, String>>> {
+            Some(
+                METRICS
+                    .iter()
+                    .map(|m| match m.name {
+                        "fp64_active" => Err(
+                            "the requested operation is not available on the target device"
+                                .to_string(),
+                        ),
+                        _ => Err("a supplied argument was invalid".to_string()),
+                    })
+                    .collect(),
+            )
+        }
+    }
+    let mut s = GpmSampler::new(Box::new(Idle));
+    let t0 = std::time::Instant::now();
+    for k in 0..5 {
+        s.sample_at(t0 + MIN_WINDOW * k);
+    }
+    let recs = s.records(false);
+    let rec = |n: &str| recs.iter().find(|r| r.name == n).unwrap();
+    let dram = rec("gpu0-dram_active");
+    assert_eq!(dram.status, EventStatus::NoSample);
+    let why = dram.reason.as_deref().unwrap();
+    assert!(
+        why.starts_with("no sample: gpu0 has GPM")
+            && why.contains("a supplied argument was invalid"),
+        "{why}"
+    );
+    let fp64 = rec("gpu0-fp64_active");
+    assert_eq!(fp64.status, EventStatus::NotSupported, "{fp64:?}");
+}
