@@ -584,36 +584,21 @@ fn begin_gpu_session(
     )
 }
 
-/// Whether the warm-up run `r` can be skipped: every repeat of its point is finished.
-fn point_finished(runs: &[PlannedRun], r: &PlannedRun) -> bool {
-    runs.iter()
-        .filter(|x| {
-            !x.warmup && x.freq_mhz == r.freq_mhz && x.threads == r.threads && x.gpu == r.gpu
-        })
-        .all(|x| finished(&x.dir))
-}
-
-/// Run the sweep.
+/// The GPU side of a sweep, opened and every point of `gpus` checked before anything
+/// changes: a powerperfd session (a user through the daemon, [`gpu_daemon`]) or the
+/// controls this process writes ([`open_gpu`]; `None` for a dry run without NVML or a sweep
+/// without GPU settings).
 ///
 /// # Errors
-/// No cpufreq when frequencies are asked for (the message says what `--dry-run` would do),
-/// a frequency outside the range, a GPU setting the GPU does not take, missing privileges,
-/// a left-over restore record, a `sweep.toml` for another command, or collection errors.
-pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
-    if cfg.command.is_empty() {
-        anyhow::bail!("no command given: write it after `--`");
-    }
-    if cfg.repeat == 0 {
-        anyhow::bail!("--repeat must be at least 1");
-    }
-    if !cfg.freqs.is_empty() && !cfg.gpu_clocks.is_empty() {
-        anyhow::bail!(
-            "--freq and --gpu-clock both set the knob core_freq_mhz (the CPU's and the GPU's): sweep one of them per set"
-        );
-    }
-    let (mut ctl, freqs) = open_controller(cfg)?;
-    let gpus =
-        super::sweep_gpu::gpu_grid(&cfg.gpu_clocks, &cfg.gpu_mem_clocks, &cfg.gpu_power_limits);
+/// No daemon or controls, a refused point (the daemon's or the GPU's reason).
+#[allow(clippy::type_complexity)]
+fn open_and_check_gpu(
+    cfg: &SweepConfig,
+    gpus: &[GpuSetting],
+) -> Result<(
+    Option<super::apply::daemon_gpu::DaemonGpuSession>,
+    Option<Box<dyn super::gpu_control::GpuControl>>,
+)> {
     let daemon = gpu_daemon(cfg);
     let mut gpu_dsess = match &daemon {
         Some(sock) => Some(
@@ -654,6 +639,40 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             })?;
         }
     }
+    Ok((gpu_dsess, gpu_ctl))
+}
+
+/// Whether the warm-up run `r` can be skipped: every repeat of its point is finished.
+fn point_finished(runs: &[PlannedRun], r: &PlannedRun) -> bool {
+    runs.iter()
+        .filter(|x| {
+            !x.warmup && x.freq_mhz == r.freq_mhz && x.threads == r.threads && x.gpu == r.gpu
+        })
+        .all(|x| finished(&x.dir))
+}
+
+/// Run the sweep.
+///
+/// # Errors
+/// No cpufreq when frequencies are asked for (the message says what `--dry-run` would do),
+/// a frequency outside the range, a GPU setting the GPU does not take, missing privileges,
+/// a left-over restore record, a `sweep.toml` for another command, or collection errors.
+pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
+    if cfg.command.is_empty() {
+        anyhow::bail!("no command given: write it after `--`");
+    }
+    if cfg.repeat == 0 {
+        anyhow::bail!("--repeat must be at least 1");
+    }
+    if !cfg.freqs.is_empty() && !cfg.gpu_clocks.is_empty() {
+        anyhow::bail!(
+            "--freq and --gpu-clock both set the knob core_freq_mhz (the CPU's and the GPU's): sweep one of them per set"
+        );
+    }
+    let (mut ctl, freqs) = open_controller(cfg)?;
+    let gpus =
+        super::sweep_gpu::gpu_grid(&cfg.gpu_clocks, &cfg.gpu_mem_clocks, &cfg.gpu_power_limits);
+    let (gpu_dsess, gpu_ctl) = open_and_check_gpu(cfg, &gpus)?;
     let threads: Vec<Option<u32>> = if cfg.threads.is_empty() {
         vec![None]
     } else {

@@ -666,17 +666,7 @@ impl Daemon {
                 )),
             },
             Request::Status {} => self.status(&g, id),
-            Request::Check { request } => match gpu_ask(&request) {
-                Some((gpu, ask)) => self.check_gpu_request(&g, id, gpu, ask),
-                None => match g.sessions.get(&id) {
-                    Some(sess) => self.refuse(
-                        sess,
-                        id,
-                        "`check` answers for set_gpu_locked_clocks, set_gpu_mem_locked_clocks and set_gpu_power_limit requests only".into(),
-                    ),
-                    None => Response::refused("no session"),
-                },
-            },
+            Request::Check { request } => self.check(&g, id, &request),
         };
         if let Some(sess) = g.sessions.get_mut(&id) {
             sess.started = true;
@@ -1072,30 +1062,6 @@ pub(crate) fn read_small(p: &Path) -> Option<String> {
     let mut b = [0u8; 64];
     let n = f.read(&mut b).ok()?;
     Some(std::str::from_utf8(&b[..n]).ok()?.trim().to_string())
-}
-
-/// The GPU setting a `set_gpu_*` request asks for; `None` for another request.
-fn gpu_ask(req: &Request) -> Option<(u32, power::GpuAsk)> {
-    match *req {
-        Request::SetGpuLockedClocks {
-            gpu,
-            min_mhz,
-            max_mhz,
-        } => Some((
-            gpu,
-            power::GpuAsk::LockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
-        )),
-        Request::SetGpuMemLockedClocks {
-            gpu,
-            min_mhz,
-            max_mhz,
-        } => Some((
-            gpu,
-            power::GpuAsk::MemLockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
-        )),
-        Request::SetGpuPowerLimit { gpu, watts } => Some((gpu, power::GpuAsk::PowerLimit(watts))),
-        _ => None,
-    }
 }
 
 fn write_response(s: &mut UnixStream, r: &Response) -> std::io::Result<()> {

@@ -66,6 +66,32 @@ impl GpuAsk {
     }
 }
 
+/// The GPU setting a `set_gpu_*` request asks for; `None` for another request.
+pub(super) fn gpu_ask(req: &powerperf::daemon::Request) -> Option<(u32, GpuAsk)> {
+    match *req {
+        powerperf::daemon::Request::SetGpuLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz,
+        } => Some((
+            gpu,
+            GpuAsk::LockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
+        )),
+        powerperf::daemon::Request::SetGpuMemLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz,
+        } => Some((
+            gpu,
+            GpuAsk::MemLockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
+        )),
+        powerperf::daemon::Request::SetGpuPowerLimit { gpu, watts } => {
+            Some((gpu, GpuAsk::PowerLimit(watts)))
+        }
+        _ => None,
+    }
+}
+
 /// The perf power PMU counters of one session.
 pub(crate) struct PowerCounters {
     opened: Vec<(PowerEvent, OpenCounter)>,
@@ -113,6 +139,22 @@ fn open_counters(events: &[PowerEvent], root: &Path) -> PowerCounters {
 }
 
 impl Daemon {
+    /// `check` of `req`: a `set_gpu_*` request is answered as [`Daemon::check_gpu_request`];
+    /// another is refused.
+    pub(super) fn check(&self, g: &Inner, id: u64, req: &powerperf::daemon::Request) -> Response {
+        match gpu_ask(req) {
+            Some((gpu, ask)) => self.check_gpu_request(g, id, gpu, ask),
+            None => match g.sessions.get(&id) {
+                Some(sess) => self.refuse(
+                    sess,
+                    id,
+                    "`check` answers for set_gpu_locked_clocks, set_gpu_mem_locked_clocks and set_gpu_power_limit requests only".into(),
+                ),
+                None => Response::refused("no session"),
+            },
+        }
+    }
+
     /// `check`: the answer `set_gpu` would give to `ask`, with nothing saved or written
     /// (the policy, the values, another session's hold, the device's own list or range).
     pub(super) fn check_gpu_request(&self, g: &Inner, id: u64, gpu: u32, ask: GpuAsk) -> Response {
