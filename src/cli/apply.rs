@@ -58,8 +58,10 @@ pub struct ApplyArgs {
     #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
-    /// who may not write cpufreq applies a static CPU setting or a job plan's region switches:
-    /// the daemon checks its policy, sets, and restores when this apply ends or dies. Default when powerperf is not root:
+    /// who may not write cpufreq applies a static CPU setting or a job plan's region switches,
+    /// and a user who is not root a plan's GPU settings (static, or the SM clock switched at
+    /// region boundaries): the daemon checks its policy, sets, and restores when this apply
+    /// ends or dies. Default when powerperf is not root:
     /// $POWERPERF_DAEMON, else /run/powerperf/powerperfd.sock when it exists.
     #[arg(long, value_name = "PATH", conflicts_with = "restore")]
     pub daemon: Option<PathBuf>,
