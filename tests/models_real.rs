@@ -122,8 +122,9 @@ fn v100_power_knob_holdout() {
 ///
 /// Issue 41's rule (`scaling` unless a challenger beats it by more than one standard error
 /// over the inner folds, fixed before measuring) re-measured on this code (2026-11-29):
-/// time 1.003 of the baseline's error (22.18 against 22.10 %, the two timed applications,
-/// dgemm and stream, both kept `scaling`; issue 21's 0.433 is lost), power 0.348 (4.16 %).
+/// time 1.003 of the baseline's error (22.18 against 22.10 %, over the two applications
+/// with their own run time, dgemm and stream; `--model scaling`'s error; issue 21's 0.433 is
+/// lost), power 0.348 (4.16 %).
 /// The time bound is a regression guard on that figure (1.05), not issue 21's target ½,
 /// which this rule does not meet here (docs/models.md, the issue-41 table).
 #[test]

@@ -394,24 +394,55 @@ impl GpmSampler {
                     Ok(()) if self.counted[i][j] > 0 => {
                         rec(name, EventStatus::Counted, None, Some(col), m.unit)
                     }
-                    Ok(()) => rec(
-                        name,
-                        EventStatus::NotSupported,
-                        Some(match &self.errors[i][j] {
-                            Some(e) => format!("nvmlGpmMetricsGet({}) on gpu{i}: {e}", m.nvml),
-                            None => format!(
-                                "no GPM interval of gpu{i} was read (the run was shorter than one --interval)"
-                            ),
-                        }),
-                        None,
-                        m.unit,
-                    ),
+                    Ok(()) => match &self.errors[i][j] {
+                        // NVML says this metric is not offered (NVML_ERROR_NOT_SUPPORTED)
+                        Some(e) if says_not_supported(e) => rec(
+                            name,
+                            EventStatus::NotSupported,
+                            Some(format!("nvmlGpmMetricsGet({}) on gpu{i}: {e}", m.nvml)),
+                            None,
+                            m.unit,
+                        ),
+                        // GPM works on this GPU, but no span gave this metric a value
+                        // (nvmlGpmMetricsGet also fails for two samples inside one update of
+                        // GPM's counters: docs/gpu.md)
+                        Some(e) => rec(
+                            name,
+                            EventStatus::NoSample,
+                            Some(format!(
+                                "no sample: gpu{i} has GPM, but nvmlGpmMetricsGet({}) gave no value for any span of the run (NVML: {e}); a command that keeps the GPU busy for longer than {} ms gets values",
+                                m.nvml,
+                                MIN_WINDOW.as_millis()
+                            )),
+                            None,
+                            m.unit,
+                        ),
+                        // GPM works on this GPU; the run was too short to give a sample
+                        None => rec(
+                            name,
+                            EventStatus::NoSample,
+                            Some(format!(
+                                "no sample: gpu{i} has GPM, but no span of at least {} ms ended inside the run (GPM's counters advance about every 100 ms, so each value is taken over at least {} ms); a command that runs longer gets values",
+                                MIN_WINDOW.as_millis(),
+                                MIN_WINDOW.as_millis()
+                            )),
+                            None,
+                            m.unit,
+                        ),
+                    },
                 };
                 out.push(r);
             }
         }
         out
     }
+}
+
+/// Whether an NVML error says the metric is not supported (`NVML_ERROR_NOT_SUPPORTED`, in
+/// nvml-wrapper's words or NVML's).
+fn says_not_supported(e: &str) -> bool {
+    let e = e.to_ascii_lowercase();
+    e.contains("not supported") || e.contains("not available on the target device")
 }
 
 /// Open GPM on every GPU NVML sees. Nothing is switched on: only queries and samples.

@@ -92,6 +92,7 @@ fn status_name(s: EventStatus) -> &'static str {
         EventStatus::NotSupported => "not_supported",
         EventStatus::PermissionDenied => "permission_denied",
         EventStatus::NotCounted => "not_counted",
+        EventStatus::NoSample => "no_sample",
     }
 }
 
@@ -275,6 +276,7 @@ pub fn value_and_unit(r: &Row) -> (String, &'static str) {
             match r.status.as_str() {
                 "permission_denied" => "<permission denied>",
                 "not_counted" => "<not counted>",
+                "no_sample" => "<no sample>",
                 _ => "<not supported>",
             }
             .into(),
