@@ -66,19 +66,25 @@ fn xu3_parsec_joint_split_against_the_separable_rule() {
         assert_eq!(base.results.len(), 8);
         row(&format!("xu3 cross, 2 cores trained at {b} MHz"), &m, &base);
         // No workload has two thread counts at two clocks in training, so no shared
-        // interaction is identified: power is the separable rule; time comes from the CPI
-        // stack at the cross point (joint/contention.rs). Energy is P·t.
+        // interaction is identified and no inner split over programs can show that the CPI
+        // stack's contention term helps: since issue 41 power and time are the separable
+        // rule's, equal up to rounding (the joint model computes it in logs), and energy is
+        // their product, which is not the rule applied to energy itself: measured 2.329
+        // against 2.330 % at b = 1000 (the shared split, docs/models.md), 2.002 against
+        // 2.001 % at b = 1800 (ratio 1.0006). The bound guards that, not a target.
+        for t in ["power_w", "time_s"] {
+            assert!(
+                (mape(&m, t) - mape(&base, t)).abs() < 1e-9,
+                "{t} at b = {b}: {} against {}",
+                mape(&m, t),
+                mape(&base, t)
+            );
+        }
         assert!(
-            (mape(&m, "power_w") - mape(&base, "power_w")).abs() < 1e-9,
-            "b = {b}"
-        );
-        assert!(
-            mape(&m, "time_s") <= mape(&base, "time_s"),
-            "time at b = {b}"
-        );
-        assert!(
-            mape(&m, "energy_j") <= mape(&base, "energy_j"),
-            "energy at b = {b}"
+            mape(&m, "energy_j") <= 1.001 * mape(&base, "energy_j"),
+            "energy at b = {b}: {} against {}",
+            mape(&m, "energy_j"),
+            mape(&base, "energy_j")
         );
         // Each program a new one, measured on the cross only; the others on the full grid.
         let m = cross_workload_holdout(ModelKind::Auto, &set.meta, &pts, &s, &FitParams::default());
