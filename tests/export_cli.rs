@@ -108,7 +108,8 @@ fn check_chrome(path: &Path) -> Chrome {
     let mut flow_dst: BTreeMap<u64, Option<String>> = BTreeMap::new();
     let mut last_x: BTreeMap<(u64, u64), Option<String>> = BTreeMap::new();
     // Open complete events per thread: (name, category, end).
-    let mut x_stacks: BTreeMap<(u64, u64), Vec<(String, String, f64)>> = BTreeMap::new();
+    type Open = Vec<(String, String, f64)>;
+    let mut x_stacks: BTreeMap<(u64, u64), Open> = BTreeMap::new();
     for e in v["traceEvents"].as_array().unwrap() {
         let ph = e["ph"].as_str().unwrap();
         let key = (
