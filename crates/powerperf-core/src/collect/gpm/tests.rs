@@ -231,7 +231,10 @@ fn a_counted_metric_records_its_time_weighted_mean_and_the_report_prints_it() {
     let dram = recs.iter().find(|r| r.name == "gpu0-dram_active").unwrap();
     assert_eq!(dram.status, EventStatus::Counted);
     let mean = dram.total.unwrap();
-    assert!((mean - (0.2 * 0.2 + 0.8 * 0.6) / 0.8).abs() < 1e-12, "{mean}");
+    assert!(
+        (mean - (0.2 * 0.2 + 0.8 * 0.6) / 0.8).abs() < 1e-12,
+        "{mean}"
+    );
     let row = crate::report::Row {
         event: dram.name.clone(),
         backend: "nvml".into(),
@@ -243,7 +246,10 @@ fn a_counted_metric_records_its_time_weighted_mean_and_the_report_prints_it() {
         reason: None,
     };
     assert_eq!(crate::report::display_value(&row), "0.650 fraction");
-    let pcie = recs.iter().find(|r| r.name == "gpu0-pcie_tx_bytes").unwrap();
+    let pcie = recs
+        .iter()
+        .find(|r| r.name == "gpu0-pcie_tx_bytes")
+        .unwrap();
     assert_eq!(pcie.total, Some(0.0));
     assert_eq!(
         crate::report::perf_value(3.5e9, pcie.unit.as_deref()),
