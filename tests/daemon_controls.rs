@@ -565,3 +565,193 @@ fn a_users_apply_of_a_gpu_plan_goes_through_powerperfd_and_is_restored() {
     assert!(!seen.exists(), "the command ran");
     gpu_original(&w);
 }
+
+/// `powerperf sweep --gpu-clock …` as uid 65534 through powerperfd (`--daemon`; the runs
+/// read the daemon's fake GPU, `--fake-gpu`), writing `SET` under a directory of nobody's.
+fn user_sweep(w: &World, set: &str, clocks: &str, script: &str) -> std::process::Command {
+    use std::os::unix::fs::PermissionsExt as _;
+    let out = common::dir_owned_by_nobody(w.dir.path(), "sweeps");
+    // the state directory (restore record, switch log) must be the user's, 0700
+    let state = common::dir_owned_by_nobody(w.dir.path(), "state-nobody");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut c = as_uid(NOBODY, &w.bin);
+    c.arg("sweep")
+        .arg("-o")
+        .arg(out.join(set))
+        .arg("--daemon")
+        .arg(&w.socket)
+        .arg("--fake-gpu")
+        .arg(w.dir.path().join("gpu"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["--gpu-clock", clocks, "--", "sh", "-c", script])
+        .env_remove("POWERPERF_RUN_DIR");
+    c
+}
+
+/// Issue 39: a user's `sweep` of GPU clocks goes through powerperfd's gpu.locked_clocks
+/// grant: every point checked before anything changes (a clock outside the grant is
+/// refused, no run made, the GPU untouched), each point set by the daemon and seen by the
+/// command, the observed clock recorded, the GPU put back at the end, after SIGTERM and
+/// after the sweep's SIGKILL (the daemon's session restore).
+#[test]
+fn a_users_gpu_sweep_goes_through_powerperfd_and_is_restored() {
+    let Some(mut w) = World::new("sweep of GPU clocks through powerperfd", GRANT) else {
+        return;
+    };
+    w.start();
+    gpu_original(&w);
+    let locked = w.dir.path().join("gpu/gpu0/locked_clocks_mhz");
+    let seen = common::dir_owned_by_nobody(w.dir.path(), "seen").join("seen");
+    let script = format!("cat {} >> {}", locked.display(), seen.display());
+    let o = user_sweep(&w, "set", "990,1200", &script).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}\ndaemon log:\n{}", w.log_text());
+    assert!(
+        err.contains("2 GPU setting(s) allowed by powerperfd at"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "990 990\n1200 1200\n"
+    );
+    gpu_original(&w);
+    let set = w.dir.path().join("sweeps/set");
+    for (run, mhz) in [("g990", 990.0), ("g1200", 1200.0)] {
+        let dir = set.join("runs").join(format!("f-_t-_r0_{run}"));
+        let meta: toml::Value =
+            toml::from_str(&std::fs::read_to_string(dir.join("run.toml")).unwrap()).unwrap();
+        let g = &meta["gpu_setting"];
+        assert_eq!(g["requested_sm_clock_mhz"].as_float(), Some(mhz), "{g}");
+        assert_eq!(g["observed_sm_clock_mhz"].as_float(), Some(mhz), "{g}");
+        assert!(g.get("flag").is_none(), "{g}");
+    }
+    let sweep = std::fs::read_to_string(set.join("sweep.toml")).unwrap();
+    assert!(!sweep.contains("off_setting"), "{sweep}");
+    // outside the grant ([900, 1500]): refused before anything changed, no run made
+    std::fs::remove_file(&seen).unwrap();
+    let o = user_sweep(&w, "set2", "1200,1980", &script)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("allows [900, 1500] MHz") && err.contains("before anything was changed"),
+        "{err}"
+    );
+    assert!(!seen.exists(), "a run was made");
+    assert!(!w.dir.path().join("sweeps/set2/runs").exists());
+    gpu_original(&w);
+    // a crashing command (SIGSEGV): the clock put back by the daemon at the end
+    let o = user_sweep(&w, "set5", "1200", "kill -SEGV $$")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("status 139") && err.contains("restored: nvmlDeviceResetGpuLockedClocks"),
+        "{err}"
+    );
+    gpu_original(&w);
+    // SIGTERM during a run, then SIGKILL: the clock is put back each time
+    for (sig, set) in [(libc::SIGTERM, "set3"), (libc::SIGKILL, "set4")] {
+        let started = seen.with_file_name(format!("started-{set}"));
+        let script = format!("touch {}; exec sleep 30", started.display());
+        let mut c = user_sweep(&w, set, "1200", &script)
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        w.wait_for("the sweep's command", || started.exists());
+        assert_eq!(
+            std::fs::read_to_string(&locked).unwrap().trim(),
+            "1200 1200"
+        );
+        // SAFETY: kill(2) on a child of this test (setpriv execs powerperf in place).
+        unsafe { libc::kill(c.id() as i32, sig) };
+        w.wait_for("the clock put back", || {
+            std::fs::read_to_string(&locked).unwrap().trim() == "none"
+        });
+        if sig == libc::SIGTERM {
+            assert_eq!(c.wait().unwrap().code(), Some(128 + sig));
+        }
+        kill_group(&mut c);
+        gpu_original(&w);
+    }
+}
+
+/// Issue 39: a user's `apply` of a job plan whose GPU clocks differ per region switches
+/// them at region boundaries through powerperfd (each switch a `set_gpu_locked_clocks` in
+/// one session), puts the GPU back; a plan with a clock outside the grant is refused
+/// before anything changes and the command does not run.
+#[test]
+fn a_users_gpu_region_switches_go_through_powerperfd() {
+    let Some(mut w) = World::new("GPU region switches through powerperfd", GRANT) else {
+        return;
+    };
+    w.start();
+    gpu_original(&w);
+    let out_dir = common::dir_owned_by_nobody(w.dir.path(), "out");
+    let script = out_dir.join("regions.py");
+    std::fs::write(&script, common::GPU_REGIONS_PY).unwrap();
+    let seen = out_dir.join("seen");
+    let apply = |default: f64, dgemm: f64| {
+        let plan = out_dir.join(format!("plan-{dgemm}.toml"));
+        std::fs::write(
+            &plan,
+            common::gpu_job_plan(default, &[("dgemm", dgemm), ("stream", 990.0)]),
+        )
+        .unwrap();
+        as_uid(NOBODY, &w.bin)
+            .arg("apply")
+            .arg("--daemon")
+            .arg(&w.socket)
+            .arg("--plan")
+            .arg(&plan)
+            .arg("--log")
+            .arg(out_dir.join("switches.log"))
+            .args(["--", "/usr/bin/python3"])
+            .arg(&script)
+            .arg(w.dir.path().join("gpu"))
+            .arg(&seen)
+            .env_remove("POWERPERF_RUN_DIR")
+            .output()
+            .unwrap()
+    };
+    let o = apply(1500.0, 1200.0);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}\ndaemon log:\n{}", w.log_text());
+    assert!(
+        err.contains("switching GPU 0's SM clock at region boundaries")
+            && err.contains("through powerperfd at"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "start 1500 1500\ndgemm 1200 1200\ninner 1200 1200\nbetween 1500 1500\nstream 990 990\nend 1500 1500\n"
+    );
+    gpu_original(&w);
+    let log = std::fs::read_to_string(out_dir.join("switches.log")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("\tregion\t"))
+            && log
+                .lines()
+                .last()
+                .unwrap()
+                .contains("\trestore\tgpu0 (powerperfd)\t"),
+        "{log}"
+    );
+    // a region's clock outside the grant: refused before anything changed
+    std::fs::remove_file(&seen).unwrap();
+    let o = apply(1500.0, 1980.0);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("region `dgemm`")
+            && err.contains("allows [900, 1500] MHz")
+            && err.contains("the command did not run"),
+        "{err}"
+    );
+    assert!(!seen.exists(), "the command ran");
+    gpu_original(&w);
+}

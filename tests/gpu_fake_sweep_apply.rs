@@ -9,6 +9,7 @@ use common::{copy_tree, powerperf as pp};
 
 use predicates::prelude::*;
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 struct Fake {
@@ -49,38 +50,82 @@ impl Fake {
             .trim()
             .to_string()
     }
-    /// `powerperf sweep` on the fake GPU, the record and log in the temporary directory.
+    /// `--fake-gpu DIR --restore-file … --log …`: the fake GPU, the record and log in the
+    /// temporary directory.
+    fn fake_args(&self) -> Vec<OsString> {
+        vec![
+            "--fake-gpu".into(),
+            self.gpu.clone().into(),
+            "--restore-file".into(),
+            self.p("restore.toml").into(),
+            "--log".into(),
+            self.p("switches.log").into(),
+        ]
+    }
+    /// The arguments of `powerperf sweep -o SET` on the fake GPU running `sh -c child`.
+    fn sweep_args(&self, set: &str, extra: &[&str], child: &str) -> Vec<OsString> {
+        let mut a: Vec<OsString> = vec!["sweep".into(), "-o".into(), self.p(set).into()];
+        a.extend(self.fake_args());
+        a.extend(extra.iter().map(OsString::from));
+        a.extend(["--", "sh", "-c", child].map(OsString::from));
+        a
+    }
+    /// `powerperf sweep` on the fake GPU.
     fn sweep(&self, set: &str, extra: &[&str], child: &str) -> assert_cmd::Command {
         let mut c = pp();
-        c.arg("sweep")
-            .arg("-o")
-            .arg(self.p(set))
-            .arg("--fake-gpu")
-            .arg(&self.gpu)
-            .arg("--restore-file")
-            .arg(self.p("restore.toml"))
-            .arg("--log")
-            .arg(self.p("switches.log"))
-            .args(extra)
-            .args(["--", "sh", "-c", child]);
+        c.args(self.sweep_args(set, extra, child));
         c
     }
+    /// The same sweep as a `std` command (to be signalled), its stderr piped.
     fn sweep_std(&self, set: &str, extra: &[&str], child: &str) -> std::process::Command {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_powerperf"));
-        c.arg("sweep")
-            .arg("-o")
-            .arg(self.p(set))
-            .arg("--fake-gpu")
-            .arg(&self.gpu)
-            .arg("--restore-file")
-            .arg(self.p("restore.toml"))
-            .arg("--log")
-            .arg(self.p("switches.log"))
-            .args(extra)
-            .args(["--", "sh", "-c", child])
+        c.args(self.sweep_args(set, extra, child))
             .stderr(std::process::Stdio::piped());
         c
     }
+    /// `powerperf apply --plan PLAN` on the fake GPU; the caller adds `-- COMMAND`.
+    fn apply(&self, plan: &Path) -> assert_cmd::Command {
+        let mut c = pp();
+        c.args(["apply", "--plan"]).arg(plan).args(self.fake_args());
+        c
+    }
+    /// `powerperf fit SET --no-loo EXTRA -o MODEL` of the set `set`.
+    fn fit(&self, set: &str, extra: &[&str], model: &Path) -> assert_cmd::Command {
+        let mut c = pp();
+        c.arg("fit")
+            .arg(self.p(set))
+            .arg("--no-loo")
+            .args(extra)
+            .arg("-o")
+            .arg(model);
+        c
+    }
+    /// `powerperf plan --model MODEL --objective energy --slowdown-margin 0 -o PLAN`, run.
+    fn plan_energy(&self, model: &Path, plan: &Path) -> powerperf::dvfs::plan_file::Plan {
+        pp().args(["plan", "--model"])
+            .arg(model)
+            .args(["--objective", "energy", "--slowdown-margin", "0", "-o"])
+            .arg(plan)
+            .assert()
+            .success();
+        powerperf::dvfs::plan_file::Plan::read(plan).unwrap()
+    }
+    /// Wait (up to 30 s) until the command of a spawned sweep has made `started`.
+    fn wait_for(started: &Path) {
+        let t0 = std::time::Instant::now();
+        while !started.exists() {
+            assert!(t0.elapsed().as_secs() < 30, "the command never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// A static (per-workload) plan for GPU 0 with one region `a`: the device's knobs, its
+/// default and the region's setting as TOML inline-table bodies.
+fn static_gpu_plan(knobs: &str, default: &str, setting: &str) -> String {
+    format!(
+        "[plan]\nobjective = \"energy\"\nmodel = \"hand-written\"\ncreated = \"2026-01-01T00:00:00Z\"\nscope = \"per_workload\"\n\n[[device]]\nkind = \"gpu\"\nindex = 0\nknobs = [{knobs}]\ndefault = {{ {default} }}\n\n[[region]]\nname = \"a\"\nsetting = {{ {setting} }}\ntime_s = 1.0\nenergy_j = 1.0\npower_w = 1.0\nreference_time_s = 1.0\nreference_energy_j = 1.0\nenergy_saving = 0.0\nslowdown = 0.0\n"
+    )
 }
 
 /// A command whose run time is 60/f s at the fake GPU's locked SM clock f (a compute-bound
@@ -167,35 +212,16 @@ fn sweep_fit_plan_apply_on_a_fake_gpu_restores_every_file() {
     assert!(g.samples > 0 && g.observed_power_w == Some(250.5), "{g:?}");
     // fit, then a GPU plan
     let model = f.p("model.json");
-    pp().arg("fit")
-        .arg(f.p("set"))
-        .arg("-o")
-        .arg(&model)
-        .arg("--no-loo")
-        .assert()
-        .success();
+    f.fit("set", &[], &model).assert().success();
     let plan = f.p("plan.toml");
-    pp().args(["plan", "--model"])
-        .arg(&model)
-        .args(["--objective", "energy", "--slowdown-margin", "0", "-o"])
-        .arg(&plan)
-        .assert()
-        .success();
-    let pl = powerperf::dvfs::plan_file::Plan::read(&plan).unwrap();
+    let pl = f.plan_energy(&model, &plan);
     let dev = pl.device_of("core_freq_mhz").expect("a device");
     assert_eq!(dev.kind, powerperf::dvfs::plan_file::DeviceKind::Gpu);
     let clock = pl.regions[0].setting["core_freq_mhz"];
     assert!([1200.0, 1500.0, 1980.0].contains(&clock), "{clock}");
     // apply: the command sees the plan's clock locked (the maximum too), all put back
     let seen2 = f.p("seen2");
-    pp().args(["apply", "--plan"])
-        .arg(&plan)
-        .arg("--fake-gpu")
-        .arg(&f.gpu)
-        .arg("--restore-file")
-        .arg(f.p("restore.toml"))
-        .arg("--log")
-        .arg(f.p("switches.log"))
+    f.apply(&plan)
         .args(["--", "sh", "-c"])
         .arg(format!(
             "cat {} > {}",
@@ -258,39 +284,14 @@ fn unsupported_clock_and_limit_are_refused_with_nothing_changed() {
     let plan = f.p("plan.toml");
     std::fs::write(
         &plan,
-        r#"[plan]
-objective = "energy"
-model = "hand-written"
-created = "2026-01-01T00:00:00Z"
-scope = "per_workload"
-
-[[device]]
-kind = "gpu"
-index = 0
-knobs = ["core_freq_mhz"]
-default = { core_freq_mhz = 1234.0 }
-
-[[region]]
-name = "a"
-setting = { core_freq_mhz = 1234.0 }
-time_s = 1.0
-energy_j = 1.0
-power_w = 1.0
-reference_time_s = 1.0
-reference_energy_j = 1.0
-energy_saving = 0.0
-slowdown = 0.0
-"#,
+        static_gpu_plan(
+            "\"core_freq_mhz\"",
+            "core_freq_mhz = 1234.0",
+            "core_freq_mhz = 1234.0",
+        ),
     )
     .unwrap();
-    pp().args(["apply", "--plan"])
-        .arg(&plan)
-        .arg("--fake-gpu")
-        .arg(&f.gpu)
-        .arg("--restore-file")
-        .arg(f.p("restore.toml"))
-        .arg("--log")
-        .arg(f.p("switches.log"))
+    f.apply(&plan)
         .args(["--", "sh", "-c", &child])
         .assert()
         .failure()
@@ -312,11 +313,7 @@ fn sweep_signalled(sig: i32) {
         .sweep_std("set", &["--gpu-clock", "1200", "--interval", "0s"], &child)
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while !started.exists() {
-        assert!(t0.elapsed().as_secs() < 30, "the command never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    Fake::wait_for(&started);
     assert_eq!(f.locked(), "1200 1200");
     unsafe { libc::kill(p.id() as i32, sig) };
     let out = p.wait_with_output().unwrap();
@@ -359,40 +356,15 @@ fn a_crashing_command_is_left_out_and_the_gpu_restored() {
     let plan = f.p("plan.toml");
     std::fs::write(
         &plan,
-        r#"[plan]
-objective = "energy"
-model = "hand-written"
-created = "2026-01-01T00:00:00Z"
-scope = "per_workload"
-
-[[device]]
-kind = "gpu"
-index = 0
-knobs = ["core_freq_mhz", "power_limit_w"]
-default = { core_freq_mhz = 1980.0, power_limit_w = 700.0 }
-
-[[region]]
-name = "a"
-setting = { core_freq_mhz = 1980.0, power_limit_w = 450.0 }
-time_s = 1.0
-energy_j = 1.0
-power_w = 1.0
-reference_time_s = 1.0
-reference_energy_j = 1.0
-energy_saving = 0.0
-slowdown = 0.0
-"#,
+        static_gpu_plan(
+            "\"core_freq_mhz\", \"power_limit_w\"",
+            "core_freq_mhz = 1980.0, power_limit_w = 700.0",
+            "core_freq_mhz = 1980.0, power_limit_w = 450.0",
+        ),
     )
     .unwrap();
     let seen = f.p("seen");
-    pp().args(["apply", "--plan"])
-        .arg(&plan)
-        .arg("--fake-gpu")
-        .arg(&f.gpu)
-        .arg("--restore-file")
-        .arg(f.p("restore.toml"))
-        .arg("--log")
-        .arg(f.p("switches.log"))
+    f.apply(&plan)
         .args(["--", "sh", "-c"])
         .arg(format!(
             "cat {0}/gpu0/locked_clocks_mhz {0}/gpu0/power_limit_w > {1}; kill -SEGV $$",
@@ -432,11 +404,7 @@ fn after_sigkill_apply_restore_replays_the_gpu_record() {
         )
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while !started.exists() {
-        assert!(t0.elapsed().as_secs() < 30, "the command never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    Fake::wait_for(&started);
     unsafe { libc::kill(p.id() as i32, libc::SIGKILL) };
     let _ = p.wait_with_output();
     assert_eq!(f.locked(), "1200 1200");
@@ -464,6 +432,8 @@ fn after_sigkill_apply_restore_replays_the_gpu_record() {
 fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
     let f = fake();
     std::fs::write(f.gpu.join("gpu0/sm_clock_mhz"), "1100\n").unwrap();
+    // NVML's SwPowerCap | SwThermalSlowdown: the flag names them
+    std::fs::write(f.gpu.join("gpu0/throttle_reasons"), "36\n").unwrap();
     let before = f.files();
     f.sweep(
         "set",
@@ -488,18 +458,26 @@ fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
     let run = powerperf::store::run::RunMeta::read(&f.p("set/runs/f-_t-_r1_g1980")).unwrap();
     let g = run.gpu_setting.unwrap();
     assert_eq!(g.observed_sm_clock_mhz, Some(1100.0));
-    assert!(g.flag.unwrap().contains("more than 2 %"));
+    assert_eq!(g.throttle_reasons, Some(36));
+    let flag = g.flag.unwrap();
+    assert!(flag.contains("more than 2 %"), "{flag}");
+    assert!(
+        flag.contains("throttle reasons over the run (NVML): SwPowerCap (power cap), SwThermalSlowdown (thermal, software)"),
+        "{flag}"
+    );
     assert_eq!(run.knobs.core_freq_mhz, Some(1980.0));
     assert_eq!(run.knobs.gpu_sm_clock_mhz, Some(1100.0));
     // 1200 requested, 1100 observed: 8.3 % off, flagged too
     let rec: powerperf::dvfs::sweep::SweepRecord =
         toml::from_str(&std::fs::read_to_string(f.p("set/sweep.toml")).unwrap()).unwrap();
     assert_eq!(rec.off_setting.len(), 4, "{rec:?}");
-    pp().arg("fit")
-        .arg(f.p("set"))
-        .arg("-o")
-        .arg(f.p("model.json"))
-        .arg("--no-loo")
+    assert!(
+        rec.off_setting
+            .iter()
+            .all(|o| o.flag.contains("SwPowerCap (power cap)")),
+        "{rec:?}"
+    );
+    f.fit("set", &[], &f.p("model.json"))
         .assert()
         .success()
         .stderr(
@@ -509,6 +487,9 @@ fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
                 ))
                 .and(predicate::str::contains(
                     "f-_t-_r0_g1200: observed mean SM clock 1100.0 MHz",
+                ))
+                .and(predicate::str::contains(
+                    "throttle reasons over the run (NVML): SwPowerCap (power cap)",
                 )),
         );
 }
@@ -550,29 +531,6 @@ fn collect_reads_the_fake_gpu_as_it_would_nvml() {
         .stderr(predicate::str::contains("holds no gpu0 directory"));
 }
 
-/// A client of apply's controller socket, as powerperf-rt and the NVTX injection speak to
-/// it (`B name` / `E name`, one ack byte each): it records the fake GPU's lock in each
-/// region.
-const REGIONS: &str = r#"
-import os, socket, sys
-gpu, seen = sys.argv[1], open(sys.argv[2], "w")
-s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["POWERPERF_CTL_SOCKET"])
-def lock():
-    return open(gpu + "/gpu0/locked_clocks_mhz").read().strip()
-def say(line):
-    s.sendall((line + "\n").encode())
-    assert s.recv(1) == b"K", line
-seen.write("start " + lock() + "\n")
-say("B dgemm"); seen.write("dgemm " + lock() + "\n")
-say("B inner"); seen.write("inner " + lock() + "\n")
-say("E inner"); say("E dgemm"); seen.write("between " + lock() + "\n")
-for _ in range(20):
-    say("B stream"); say("E stream")
-say("B stream"); seen.write("stream " + lock() + "\n")
-say("E stream"); seen.write("end " + lock() + "\n")
-"#;
-
 /// Issue 39, item 5: a job plan's GPU clocks switched at region boundaries on the fake
 /// GPU, the default locked even though it is the maximum, everything put back; the time of
 /// a switch on the fake GPU printed (the software path only: no value for
@@ -590,31 +548,15 @@ fn gpu_clocks_follow_regions_and_are_restored() {
     let f = fake();
     let before = f.files();
     let plan = f.p("plan.toml");
-    let region = |name: &str, mhz: f64| {
-        format!(
-            "[[region]]\nname = \"{name}\"\nsetting = {{ core_freq_mhz = {mhz:.1} }}\ntime_s = 1.0\nenergy_j = 1.0\npower_w = 1.0\nreference_time_s = 1.0\nreference_energy_j = 1.0\nenergy_saving = 0.0\nslowdown = 0.0\n"
-        )
-    };
     std::fs::write(
         &plan,
-        format!(
-            "[plan]\nobjective = \"energy\"\nmodel = \"hand-written\"\ncreated = \"2026-01-01T00:00:00Z\"\nscope = \"job\"\ntransition_latency_s = 0.0\ntransition_energy_j = 0.0\nmin_region_s = 0.0\n\n[[device]]\nkind = \"gpu\"\nindex = 0\nknobs = [\"core_freq_mhz\"]\ndefault = {{ core_freq_mhz = 1980.0 }}\n\n{}\n{}",
-            region("dgemm", 1500.0),
-            region("stream", 1200.0)
-        ),
+        common::gpu_job_plan(1980.0, &[("dgemm", 1500.0), ("stream", 1200.0)]),
     )
     .unwrap();
     let script = f.p("regions.py");
-    std::fs::write(&script, REGIONS).unwrap();
+    std::fs::write(&script, common::GPU_REGIONS_PY).unwrap();
     let seen = f.p("seen");
-    pp().args(["apply", "--plan"])
-        .arg(&plan)
-        .arg("--fake-gpu")
-        .arg(&f.gpu)
-        .arg("--restore-file")
-        .arg(f.p("restore.toml"))
-        .arg("--log")
-        .arg(f.p("switches.log"))
+    f.apply(&plan)
         .arg("--")
         .arg("python3")
         .arg(&script)
@@ -710,44 +652,25 @@ fn a_power_limit_sweep_gives_a_gpu_plan_that_apply_sets() {
     let set = powerperf::store::set::TrainingSet::read(&f.p("set")).unwrap();
     assert_eq!(set.knob_values("power_limit_w"), vec![300.0, 500.0, 700.0]);
     assert_eq!(set.meta.knob_devices["power_limit_w"], "gpu0");
-    pp().arg("fit")
-        .arg(f.p("set"))
-        .args(["--no-loo", "-o"])
-        .arg(f.p("auto.json"))
+    f.fit("set", &[], &f.p("auto.json"))
         .assert()
         .failure()
         .stderr(predicate::str::contains(
             "--model scaling (or linear) for a GPU power-limit sweep",
         ));
     let model = f.p("model.json");
-    pp().arg("fit")
-        .arg(f.p("set"))
-        .args(["--no-loo", "--model", "scaling", "-o"])
-        .arg(&model)
+    f.fit("set", &["--model", "scaling"], &model)
         .assert()
         .success();
     let plan = f.p("plan.toml");
-    pp().args(["plan", "--model"])
-        .arg(&model)
-        .args(["--objective", "energy", "--slowdown-margin", "0", "-o"])
-        .arg(&plan)
-        .assert()
-        .success();
-    let pl = powerperf::dvfs::plan_file::Plan::read(&plan).unwrap();
+    let pl = f.plan_energy(&model, &plan);
     assert_eq!(
         pl.device_of("power_limit_w").map(|d| d.kind),
         Some(powerperf::dvfs::plan_file::DeviceKind::Gpu)
     );
     let w = pl.regions[0].setting["power_limit_w"];
     let seen = f.p("seen");
-    pp().args(["apply", "--plan"])
-        .arg(&plan)
-        .arg("--fake-gpu")
-        .arg(&f.gpu)
-        .arg("--restore-file")
-        .arg(f.p("restore.toml"))
-        .arg("--log")
-        .arg(f.p("switches.log"))
+    f.apply(&plan)
         .args(["--", "sh", "-c"])
         .arg(format!(
             "cat {}/gpu0/power_limit_w > {}",

@@ -194,3 +194,134 @@ fn predict_from_a_run_without_fractions_or_with_another_knob_is_refused() {
         "{e}"
     );
 }
+
+/// Issue 39, item 3: `predict --from RUN --model MODEL` of a run with GPU activity
+/// fractions keeps the time from the run's counters and takes power from the fitted model
+/// of that GPU (here fitted on a fake-GPU clock sweep), energy = time × power; the output
+/// says which number comes from where. A workload the model does not know is refused
+/// naming the ones it knows.
+#[test]
+fn predict_from_a_run_with_a_model_takes_power_from_the_model() {
+    use powerperf::models::{ModelFile, Predictor as _};
+    let d = tempfile::tempdir().unwrap();
+    let gpu = d.path().join("fake-gpu");
+    common::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-gpu"),
+        &gpu,
+    );
+    common::powerperf()
+        .arg("sweep")
+        .arg("-o")
+        .arg(d.path().join("set"))
+        .arg("--fake-gpu")
+        .arg(&gpu)
+        .arg("--restore-file")
+        .arg(d.path().join("restore.toml"))
+        .arg("--log")
+        .arg(d.path().join("switches.log"))
+        .args([
+            "--gpu-clock",
+            "990,1980",
+            "--repeat",
+            "2",
+            "--workload",
+            "sh",
+        ])
+        .args(["--", "sh", "-c", "sleep 0.05"])
+        .assert()
+        .success();
+    let model = d.path().join("model.json");
+    common::powerperf()
+        .arg("fit")
+        .arg(d.path().join("set"))
+        .arg("-o")
+        .arg(&model)
+        .arg("--no-loo")
+        .assert()
+        .success();
+    let run = d.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    gpu_run(&run);
+    let v = common::json_stdout(
+        common::powerperf()
+            .args(["predict", "--from"])
+            .arg(&run)
+            .arg("--model")
+            .arg(&model)
+            .args(["--knob", "core_freq_mhz=990,1980", "--format", "json"]),
+    );
+    let m = ModelFile::read(&model).unwrap();
+    let rows = v["predictions"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "{v}");
+    for p in rows {
+        let f = p["knobs"]["core_freq_mhz"].as_f64().unwrap();
+        let want = m
+            .predict("sh", &[("core_freq_mhz".to_string(), f)].into())
+            .unwrap()
+            .power_w
+            .expect("the fitted model predicts power");
+        let (t, w, e) = (
+            p["time_s"].as_f64().unwrap(),
+            p["power_w"].as_f64().unwrap(),
+            p["energy_j"].as_f64().unwrap(),
+        );
+        assert_eq!(w, want, "{p}");
+        assert!((e - t * w).abs() < 1e-9, "{p}");
+    }
+    // the time is still the counters' (as without --model)
+    let t = |w: &str, f: f64| {
+        rows.iter()
+            .find(|p| p["workload"] == w && p["knobs"]["core_freq_mhz"] == f)
+            .unwrap()["time_s"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((t("copy", 990.0) - 0.044).abs() < 1e-9);
+    assert!((t("dgemm", 990.0) - 0.08).abs() < 1e-9);
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("time_s: from counters")
+            && notes.contains("power_w: from the fitted model")
+            && notes.contains("energy_j = time_s (from counters) × power_w (from the model)")
+            && notes.contains("workload sh (the run's command)")
+            && !notes.contains("time only"),
+        "{notes}"
+    );
+    assert!(v["kind"].as_str().unwrap().contains("for power"), "{v}");
+    // the table has the columns and the notes
+    let out = common::powerperf()
+        .args(["predict", "--from"])
+        .arg(&run)
+        .arg("--model")
+        .arg(&model)
+        .args(["--knob", "core_freq_mhz=990"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains("power_w")
+            && text.contains("energy_j")
+            && text.contains("note: power_w: from the fitted model"),
+        "{text}"
+    );
+    // a workload the model does not know
+    let out = common::powerperf()
+        .args(["predict", "--from"])
+        .arg(&run)
+        .arg("--model")
+        .arg(&model)
+        .args(["--workload", "nope", "--knob", "core_freq_mhz=990"])
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    let e = String::from_utf8_lossy(&out);
+    assert!(
+        e.contains("does not know workload `nope`") && e.contains("sh"),
+        "{e}"
+    );
+}

@@ -58,8 +58,10 @@ pub struct ApplyArgs {
     #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
-    /// who may not write cpufreq applies a static CPU setting or a job plan's region switches:
-    /// the daemon checks its policy, sets, and restores when this apply ends or dies. Default when powerperf is not root:
+    /// who may not write cpufreq applies a static CPU setting or a job plan's region switches,
+    /// and a user who is not root a plan's GPU settings (static, or the SM clock switched at
+    /// region boundaries): the daemon checks its policy, sets, and restores when this apply
+    /// ends or dies. Default when powerperf is not root:
     /// $POWERPERF_DAEMON, else /run/powerperf/powerperfd.sock when it exists.
     #[arg(long, value_name = "PATH", conflicts_with = "restore")]
     pub daemon: Option<PathBuf>,
@@ -305,12 +307,17 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     let plan = Plan::read(&plan_path)?;
     let run_as = command_user(args)?;
     if let Some(settings) = gpu_region_settings(&plan, args.workload.as_deref()) {
-        if sets_gpu_for_real(args) {
+        // a user who may not set the GPU: the switches go through powerperfd's
+        // gpu.locked_clocks grant where there is a daemon (docs/cluster.md)
+        let daemon = (!args.dry_run && !sets_gpu_for_real(args))
+            .then(|| crate::daemon::client::for_apply(args.daemon.as_deref()))
+            .flatten();
+        if sets_gpu_for_real(args) || daemon.is_some() {
             sum.region_settings = settings.clone();
-            return run_gpu_regions(args, &plan, &plan_path, settings, run_as, sum);
+            return run_gpu_regions(args, &plan, &plan_path, settings, run_as, daemon, sum);
         }
         eprintln!(
-            "powerperf: the plan's GPU clocks differ per region; they are switched at region boundaries only as root or with --fake-gpu DIR, {}",
+            "powerperf: the plan's GPU clocks differ per region; they are switched at region boundaries only as root, with --fake-gpu DIR, or through powerperfd (--daemon PATH), {}",
             if args.dry_run { "and not in a dry run" } else { "so this run leaves them unchanged" }
         );
     }
@@ -769,13 +776,17 @@ fn gpu_region_settings(plan: &Plan, workload: Option<&str>) -> Option<Vec<(Strin
 /// powerperf-rt regions report them on the controller socket, as for CPU clocks): the
 /// plan's default and every region's clock are checked before anything changes; the
 /// default is locked (even when it is the maximum), each region's clock locked on entry,
-/// the enclosing one on exit; the GPU is put back at the end.
+/// the enclosing one on exit; the GPU is put back at the end. With `daemon` (a user who is
+/// not root), every clock is checked by powerperfd (`check`: the user's gpu.locked_clocks
+/// grant and the GPU's list) before anything changes, and each switch is a
+/// `set_gpu_locked_clocks` in one daemon session, which the daemon restores.
 fn run_gpu_regions(
     args: &ApplyArgs,
     plan: &Plan,
     plan_path: &Path,
     list: Vec<(String, f64)>,
     run_as: Option<RunAs>,
+    daemon: Option<PathBuf>,
     sum: &mut Summary,
 ) -> Result<i32> {
     use crate::dvfs::gpu_control::session::{self as gsess, GpuSession, GpuSetting};
@@ -791,6 +802,17 @@ fn run_gpu_regions(
     let default_mhz = dev
         .and_then(|d| d.default.get("core_freq_mhz").copied())
         .context("the plan has no default core_freq_mhz for its GPU (fix: give the plan's [[device]] a default, the clock outside every region, e.g. default = { core_freq_mhz = 1980.0 })")?;
+    if let Some(sock) = daemon {
+        return gpu_regions_through_daemon(
+            args,
+            plan,
+            plan_path,
+            (idx, default_mhz, list),
+            run_as,
+            &sock,
+            sum,
+        );
+    }
     let ctl = gsess::open_control(args.fake_gpu.as_deref())
         .context("nothing was changed and the command did not run")?;
     for (name, mhz) in std::iter::once(("(default)".to_string(), default_mhz)).chain(list.clone()) {
@@ -802,20 +824,9 @@ fn run_gpu_regions(
             format!("region `{name}`: refused before anything changed; the command did not run")
         })?;
     }
-    let mut env = Vec::new();
-    if let Some(t) = plan
-        .regions
-        .iter()
-        .find_map(|r| r.setting.get("threads").copied())
-    {
-        env.push((
-            "OMP_NUM_THREADS".to_string(),
-            format!("{}", t.round() as u64),
-        ));
-    }
     let req = ApplyRequest {
         core_freq_mhz: Some(default_mhz),
-        env,
+        env: plan_threads_env(plan),
         command: args.command.clone(),
         restore_file: restore_path(args)?,
         log_file: log_path(args)?,
@@ -858,5 +869,82 @@ fn run_gpu_regions(
         "powerperf: original GPU settings restored; switches logged in {}",
         req.log_file.display()
     );
+    Ok(st)
+}
+
+/// `OMP_NUM_THREADS` from the first region's `threads`, for a run that switches the GPU.
+fn plan_threads_env(plan: &Plan) -> Vec<(String, String)> {
+    plan.regions
+        .iter()
+        .find_map(|r| r.setting.get("threads").copied())
+        .map(|t| {
+            vec![(
+                "OMP_NUM_THREADS".to_string(),
+                format!("{}", t.round() as u64),
+            )]
+        })
+        .unwrap_or_default()
+}
+
+/// [`run_gpu_regions`] for a user through powerperfd at `sock`: `gpu` is (index, default
+/// clock, per-region clocks).
+fn gpu_regions_through_daemon(
+    args: &ApplyArgs,
+    plan: &Plan,
+    plan_path: &Path,
+    gpu: (u32, f64, Vec<(String, f64)>),
+    run_as: Option<RunAs>,
+    sock: &Path,
+    sum: &mut Summary,
+) -> Result<i32> {
+    use crate::dvfs::apply::daemon_gpu::DaemonGpuSession;
+    use crate::dvfs::gpu_control::session::GpuSetting;
+    let (idx, default_mhz, list) = gpu;
+    let req = ApplyRequest {
+        core_freq_mhz: Some(default_mhz),
+        env: plan_threads_env(plan),
+        command: args.command.clone(),
+        // no restore record on the client side: the daemon's journal is the only one
+        restore_file: PathBuf::new(),
+        log_file: log_path(args)?,
+        sysfs_root: args.sysfs_root.clone(),
+        run_as,
+    };
+    let mut d = DaemonGpuSession::connect(sock, idx, Some(&req.log_file))
+        .context("nothing was changed and the command did not run")?;
+    for (name, mhz) in std::iter::once(("(default)".to_string(), default_mhz)).chain(list.clone()) {
+        let s = GpuSetting {
+            sm_clock_mhz: Some(mhz),
+            ..Default::default()
+        };
+        d.check(&s).with_context(|| {
+            format!(
+                "region `{name}`: GPU {idx} SM clock {mhz} MHz refused by {} before anything changed; the command did not run",
+                d.describe()
+            )
+        })?;
+    }
+    eprintln!(
+        "powerperf: switching GPU {idx}'s SM clock at region boundaries from {} through {}: default {default_mhz} MHz; {}",
+        plan_path.display(),
+        d.describe(),
+        list.iter()
+            .map(|(n, v)| format!("{n} = {v} MHz"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    sum.controller = Some(d.describe().to_string());
+    sum.log = Some(req.log_file.clone());
+    sum.env = req.env.clone();
+    let sig = SignalForwarder::install()?;
+    crate::dvfs::apply::Switcher::set(&mut d, default_mhz)
+        .context("the plan's default GPU clock was not set; the command did not run")?;
+    let settings = RegionSettings {
+        regions: list.into_iter().collect(),
+        default_mhz,
+    };
+    let csock = apply::control_socket(&req)?;
+    let st = apply::switch_at_regions(&mut d, csock, &req, &settings, &sig)?;
+    eprintln!("powerperf: switches logged in {}", req.log_file.display());
     Ok(st)
 }

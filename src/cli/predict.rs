@@ -18,13 +18,16 @@ use crate::output::Table;
 /// Arguments of `powerperf predict`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf predict --model titanx.json --workload DP --knob core_freq_mhz=595,861,1164\n  powerperf predict --from gpu-run --knob core_freq_mhz=1200,1500,1980      # from the run's GPU counters, no model\n  powerperf predict --model threads.json --workload mixed --knob threads=1,2,4,8 --format json\n  powerperf predict --model titanx.json --from run1 --knob core_freq_mhz=700,900"
+    after_help = "Examples:\n  powerperf predict --model titanx.json --workload DP --knob core_freq_mhz=595,861,1164\n  powerperf predict --from gpu-run --knob core_freq_mhz=1200,1500,1980      # from the run's GPU counters, no model\n  powerperf predict --model threads.json --workload mixed --knob threads=1,2,4,8 --format json\n  powerperf predict --model titanx.json --from run1 --knob core_freq_mhz=700,900\n  powerperf predict --from gpu-run --model gpu-model.json --knob core_freq_mhz=1200,1980   # time from the run's counters, power from the model"
 )]
 pub struct PredictArgs {
     /// Model file from `powerperf fit`. Without it, `--from RUN` of a run with GPU activity
     /// fractions (GPM, `collect` on Hopper or newer) predicts the time at other SM clocks
     /// (`--knob core_freq_mhz=…`) from those counters, per region and for the whole run
-    /// (the bound-and-bottleneck form of analytic_counters; time only).
+    /// (the bound-and-bottleneck form of analytic_counters; time only). With it, such a run
+    /// (and only `--knob core_freq_mhz=…`) keeps the time from its counters and takes power
+    /// from the model at each clock (energy = time × power); the output says which number
+    /// comes from where.
     #[arg(long = "model", required_unless_present = "from")]
     pub model: Option<PathBuf>,
     /// A run directory: its program name is the workload (unless --workload is given) and its
@@ -113,6 +116,87 @@ fn run_knobs(meta: &RunMeta) -> Knobs {
     k
 }
 
+/// Knobs not given: from the run, else the workload's reference (max) in the training grid;
+/// a note on stderr for each.
+fn fill_knobs(model: &ModelFile, workload: &str, from_knobs: &Knobs, given: &[&String]) -> Knobs {
+    let grid = model.knob_grid(workload);
+    let mut reference: Knobs = BTreeMap::new();
+    for k in &grid {
+        for (n, v) in k {
+            let e = reference.entry(n.clone()).or_insert(*v);
+            if *v > *e {
+                *e = *v;
+            }
+        }
+    }
+    let mut fill = Knobs::new();
+    for (n, v) in &reference {
+        if given.contains(&n) {
+            continue;
+        }
+        let (val, src) = match from_knobs.get(n) {
+            Some(r) => (*r, "the run"),
+            None => (*v, "the reference (maximum) setting of the training grid"),
+        };
+        eprintln!("note: {n} = {val} (from {src})");
+        fill.insert(n.clone(), val);
+    }
+    fill
+}
+
+/// The model's power for `predict --from RUN --model MODEL` of a run with GPU activity
+/// fractions: its workload is `--workload`, else the run's command name, else the model's
+/// only workload.
+///
+/// # Errors
+/// A workload the model does not know (the names listed), an unreadable run.
+fn power_model(
+    args: &PredictArgs,
+    dir: &std::path::Path,
+    path: PathBuf,
+    model: ModelFile,
+) -> anyhow::Result<super::predict_counters::PowerModel> {
+    let meta = RunMeta::read(dir).with_context(|| format!("reading run {}", dir.display()))?;
+    let cmd = meta
+        .run
+        .command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .unwrap_or_default();
+    let known = model.workloads();
+    let (workload, from) = match &args.workload {
+        Some(w) => (w.clone(), "(from --workload)".to_string()),
+        None if known.contains(&cmd) => (cmd, "(the run's command)".to_string()),
+        None if known.len() == 1 => (
+            known[0].clone(),
+            format!(
+                "(the model's only workload; the run's command is `{cmd}`: name another with --workload)"
+            ),
+        ),
+        None => anyhow::bail!(
+            "model {} does not know the run's workload `{cmd}`; it knows: {} (fix: --workload NAME, the workload whose power to use)",
+            path.display(),
+            crate::models::name_list(&known)
+        ),
+    };
+    if !known.contains(&workload) {
+        anyhow::bail!(
+            "model {} does not know workload `{workload}`; it knows: {} (fix: --workload NAME)",
+            path.display(),
+            crate::models::name_list(&known)
+        );
+    }
+    let clock = crate::models::from_counters::CLOCK_KNOB.to_string();
+    let fill = fill_knobs(&model, &workload, &run_knobs(&meta), &[&clock]);
+    Ok(super::predict_counters::PowerModel {
+        path,
+        model,
+        workload,
+        fill,
+        workload_from: from,
+    })
+}
+
 /// Run `powerperf predict`.
 pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
     let Some(model_path) = args.model.clone() else {
@@ -126,9 +210,27 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
             .iter()
             .map(|s| parse_knob(s))
             .collect::<anyhow::Result<_>>()?;
-        return super::predict_counters::run(&dir, &lists, args.format);
+        return super::predict_counters::run(&dir, &lists, args.format, None);
     };
     let model = ModelFile::read(&model_path)?;
+    // a run with GPU activity fractions and only SM clocks asked: the time from the run's
+    // counters, power and energy from the model (issue 39, item 3)
+    if let Some(dir) = &args.from {
+        let lists: Vec<(String, Vec<f64>)> = args
+            .knob
+            .iter()
+            .map(|s| parse_knob(s))
+            .collect::<anyhow::Result<_>>()?;
+        if !lists.is_empty()
+            && lists
+                .iter()
+                .all(|(k, _)| k == crate::models::from_counters::CLOCK_KNOB)
+            && super::predict_counters::run_has_fractions(dir)
+        {
+            let pm = power_model(&args, dir, model_path, model)?;
+            return super::predict_counters::run(dir, &lists, args.format, Some(&pm));
+        }
+    }
     let (workload, from_knobs) = match &args.from {
         Some(dir) => {
             let meta =
@@ -161,30 +263,8 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         .iter()
         .map(|s| parse_knob(s))
         .collect::<anyhow::Result<_>>()?;
-    // Knobs not given: from the run, else the workload's reference (max) in the training grid.
-    let grid = model.knob_grid(&workload);
-    let mut reference: Knobs = BTreeMap::new();
-    for k in &grid {
-        for (n, v) in k {
-            let e = reference.entry(n.clone()).or_insert(*v);
-            if *v > *e {
-                *e = *v;
-            }
-        }
-    }
     let given: Vec<&String> = lists.iter().map(|l| &l.0).collect();
-    let mut fill = Knobs::new();
-    for (n, v) in &reference {
-        if given.contains(&n) {
-            continue;
-        }
-        let (val, src) = match from_knobs.get(n) {
-            Some(r) => (*r, "the run"),
-            None => (*v, "the reference (maximum) setting of the training grid"),
-        };
-        eprintln!("note: {n} = {val} (from {src})");
-        fill.insert(n.clone(), val);
-    }
+    let fill = fill_knobs(&model, &workload, &from_knobs, &given);
     let mut rows = Vec::new();
     for mut k in combinations(&lists) {
         for (n, v) in &fill {

@@ -3,6 +3,7 @@
 //! ([`crate::models::from_counters`]), per region and for the whole run.
 
 use crate::models::from_counters::{self, Measured, CLOCK_KNOB};
+use crate::models::Predictor as _;
 use crate::output::predict::{PredictOutput, PredictionRow};
 use crate::output::OutputFormat as Format;
 use crate::store::run::RunMeta;
@@ -18,6 +19,67 @@ pub const PROVENANCE: &str = "from counters: the run's GPM activity fractions th
 
 /// The note on power and energy.
 pub const NO_POWER: &str = "time only: power and energy need a fitted model of this GPU (powerperf sweep --gpu-clock … then powerperf fit; predict --model MODEL)";
+
+/// A fitted model of the GPU that gives power (`predict --from RUN --model MODEL`): the
+/// time still comes from the run's counters; power from the model at each clock; energy =
+/// time × power.
+pub struct PowerModel {
+    /// `--model`, as given.
+    pub path: std::path::PathBuf,
+    pub model: crate::models::ModelFile,
+    /// The model's workload whose power is used.
+    pub workload: String,
+    /// The model's other knobs, held at these values (from the run, else the reference
+    /// setting of the training grid).
+    pub fill: crate::models::Knobs,
+    /// How the workload was chosen (for the note).
+    pub workload_from: String,
+}
+
+impl PowerModel {
+    /// Power, W, at SM clock `f` MHz (`None`: the model predicts no power).
+    fn power_w(&self, f: f64) -> Result<Option<f64>> {
+        let mut k = self.fill.clone();
+        k.insert(CLOCK_KNOB.into(), f);
+        let p = self.model.predict(&self.workload, &k).with_context(|| {
+            format!(
+                "model {}: predicting the power of {} at {}",
+                self.path.display(),
+                self.workload,
+                crate::models::features::knob_key(&k)
+            )
+        })?;
+        match p.power_w {
+            Some(w) if !(w.is_finite() && w >= 0.0) => anyhow::bail!(
+                "model {} predicts power_w = {w} for {} at {f} MHz: not a valid value (fix: predict within the training grid, or fit the model again)",
+                self.path.display(),
+                self.workload
+            ),
+            w => Ok(w),
+        }
+    }
+
+    /// The note saying where power and energy come from.
+    fn note(&self) -> String {
+        let err = self
+            .model
+            .held_out_error
+            .as_ref()
+            .and_then(|e| {
+                e.targets
+                    .get("power_w")
+                    .map(|t| format!("held-out power error {:.2} % ({})", t.mape_pct, e.protocol))
+            })
+            .unwrap_or_else(|| "held-out power error not measured".into());
+        format!(
+            "power_w: from the fitted model {} ({}, workload {} {}; {err}), at each clock; energy_j = time_s (from counters) × power_w (from the model); the model's own time is not used",
+            self.path.display(),
+            self.model.kind(),
+            self.workload,
+            self.workload_from
+        )
+    }
+}
 
 /// The GPM fractions the form reads, by DCGM name.
 const FRACTIONS: [&str; 5] = [
@@ -168,7 +230,12 @@ pub fn run_has_fractions(dir: &Path) -> bool {
 /// # Errors
 /// An unreadable run, a run without GPM fractions (the fix named), a knob other than
 /// `core_freq_mhz`.
-pub fn run(dir: &Path, lists: &[(String, Vec<f64>)], format: Format) -> Result<i32> {
+pub fn run(
+    dir: &Path,
+    lists: &[(String, Vec<f64>)],
+    format: Format,
+    power: Option<&PowerModel>,
+) -> Result<i32> {
     if let Some((k, _)) = lists.iter().find(|(k, _)| k != CLOCK_KNOB) {
         anyhow::bail!(
             "--knob {k}: predict --from RUN without --model predicts the GPU SM clock only (--knob {CLOCK_KNOB}=MHZ,…); other knobs need a fitted model (--model)"
@@ -201,7 +268,13 @@ pub fn run(dir: &Path, lists: &[(String, Vec<f64>)], format: Format) -> Result<i
             dir.display()
         );
     };
-    let mut notes = vec![PROVENANCE.to_string(), NO_POWER.to_string()];
+    let mut notes = vec![
+        format!("time_s: {PROVENANCE}"),
+        match power {
+            Some(pm) => pm.note(),
+            None => NO_POWER.to_string(),
+        },
+    ];
     notes.push(format!(
         "gpu{}: measured at {:.0} MHz ({}); time of the whole run {:.3} s",
         g.gpu, g.clock_mhz, g.clock_from, g.measured[0].time_s
@@ -219,21 +292,42 @@ pub fn run(dir: &Path, lists: &[(String, Vec<f64>)], format: Format) -> Result<i
         for &f in &clocks {
             let t = from_counters::predict_time(&model, &m.name, f)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            rows.push((m, f, t));
+            let w = match power {
+                Some(pm) => pm.power_w(f)?,
+                None => None,
+            };
+            rows.push((m, f, t, w));
+        }
+    }
+    if let Some(pm) = power {
+        if rows.iter().all(|r| r.3.is_none()) {
+            notes[1] = format!(
+                "time only: the model {} ({}) predicts no power; power and energy need a model fitted with power readings",
+                pm.path.display(),
+                pm.model.kind()
+            );
         }
     }
     match format {
         Format::Json => {
             let out = PredictOutput {
                 held_out_error: None,
-                kind: "analytic_counters (combine = max, from the run's counters)".into(),
-                model: String::new(),
+                kind: match power {
+                    Some(pm) => format!(
+                        "analytic_counters (combine = max, from the run's counters) for time; {} for power",
+                        pm.model.kind()
+                    ),
+                    None => "analytic_counters (combine = max, from the run's counters)".into(),
+                },
+                model: power
+                    .map(|pm| pm.path.display().to_string())
+                    .unwrap_or_default(),
                 predictions: rows
                     .iter()
-                    .map(|(m, f, t)| PredictionRow {
-                        energy_j: None,
+                    .map(|(m, f, t, w)| PredictionRow {
+                        energy_j: w.map(|w| w * t),
                         knobs: [(CLOCK_KNOB.to_string(), *f)].into(),
-                        power_w: None,
+                        power_w: *w,
                         time_s: Some(*t),
                         workload: m.name.clone(),
                     })
@@ -243,26 +337,35 @@ pub fn run(dir: &Path, lists: &[(String, Vec<f64>)], format: Format) -> Result<i
             outln!("{}", out.to_json()?);
         }
         _ => {
+            let with_power = rows.iter().any(|r| r.3.is_some());
+            let mut header: Vec<String> = ["region", CLOCK_KNOB, "time_s", "vs_measured"]
+                .map(String::from)
+                .to_vec();
+            if with_power {
+                header.extend(["power_w", "energy_j"].map(String::from));
+            }
+            header.extend(["a", "c", "m"].map(String::from));
             let mut t = crate::output::Table {
-                header: ["region", CLOCK_KNOB, "time_s", "vs_measured", "a", "c", "m"]
-                    .map(String::from)
-                    .to_vec(),
+                header,
                 rows: Vec::new(),
             };
-            for (m, f, time) in &rows {
+            for (m, f, time, w) in &rows {
                 let (a, c, mm) = from_counters::fractions_used(&model, &m.name).unwrap_or_default();
-                t.rows.push(vec![
+                let mut r = vec![
                     m.name.clone(),
                     format!("{f}"),
                     format!("{time:.4}"),
                     format!("{:.3}", time / m.time_s),
-                    format!("{a:.3}"),
-                    format!("{c:.3}"),
-                    format!("{mm:.3}"),
-                ]);
+                ];
+                if with_power {
+                    r.push(w.map_or("-".into(), |w| format!("{w:.2}")));
+                    r.push(w.map_or("-".into(), |w| format!("{:.4}", w * time)));
+                }
+                r.extend([format!("{a:.3}"), format!("{c:.3}"), format!("{mm:.3}")]);
+                t.rows.push(r);
             }
             if format == Format::Table {
-                outln!("predicted {}", PROVENANCE);
+                outln!("predicted time_s {}", PROVENANCE);
                 let w: Vec<usize> = (0..t.header.len())
                     .map(|j| {
                         t.rows

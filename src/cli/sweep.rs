@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// Arguments of `powerperf sweep`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  powerperf sweep -o set1 --freq 1.2GHz,1.8GHz,max --threads 1,2,4,8 --repeat 3 -- ./my_program\n  powerperf sweep -o set1 --freq min,max --dry-run -- ./my_program\n  sudo powerperf sweep -o gpuset --gpu-clock 1200,1500,1980 --warmup 1 --repeat 3 -- ./my_cuda_program\n  powerperf sweep -o gpuset --fake-gpu tests/fixtures/fake-gpu-copy --gpu-clock 1200,1500 -- ./my_cuda_program\n\nFinished runs are skipped when the same command is run again; the original settings are restored at the end."
+    after_help = "Examples:\n  powerperf sweep -o set1 --freq 1.2GHz,1.8GHz,max --threads 1,2,4,8 --repeat 3 -- ./my_program\n  powerperf sweep -o set1 --freq min,max --dry-run -- ./my_program\n  sudo powerperf sweep -o gpuset --gpu-clock 1200,1500,1980 --warmup 1 --repeat 3 -- ./my_cuda_program\n  powerperf sweep -o gpuset --fake-gpu tests/fixtures/fake-gpu-copy --gpu-clock 1200,1500 -- ./my_cuda_program\n  powerperf sweep -o gpuset --daemon /run/powerperf/powerperfd.sock --gpu-clock 1200,1500 -- ./my_cuda_program   (a user, through powerperfd's gpu.* grants)\n\nFinished runs are skipped when the same command is run again; the original settings are restored at the end."
 )]
 pub struct SweepArgs {
     /// The training set directory to write (runs under SET/runs/).
@@ -77,6 +77,16 @@ pub struct SweepArgs {
     /// runs read its power_w, energy_mj and clocks. Needs neither root nor powerperfd.
     #[arg(long, value_name = "DIR")]
     pub fake_gpu: Option<PathBuf>,
+    /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
+    /// who is not root sets the GPU settings of the grid (grants gpu.locked_clocks,
+    /// gpu.mem_locked_clocks, gpu.power_limit): every point is checked by the daemon before
+    /// anything changes, and the daemon restores at the end or when this sweep dies.
+    /// Default when powerperf is not root and has no --fake-gpu: $POWERPERF_DAEMON, else
+    /// /run/powerperf/powerperfd.sock when it exists. Given with --fake-gpu DIR (the
+    /// daemon's own --fake-gpu), the settings still go through the daemon and the runs read
+    /// the fake GPU's files.
+    #[arg(long, value_name = "PATH")]
+    pub daemon: Option<PathBuf>,
     /// Runs made and dropped before the repeats of each grid point (the first runs after a
     /// change are often slower), under SET/warmup/.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -130,6 +140,7 @@ pub fn run(args: SweepArgs) -> Result<i32> {
         gpu: args.gpu,
         fake_gpu: args.fake_gpu,
         warmup: args.warmup,
+        daemon: args.daemon,
     };
     let out = sweep::sweep(&cfg, &sig)?;
     if cfg.dry_run {

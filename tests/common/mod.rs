@@ -211,3 +211,40 @@ pub fn report_json(job: &std::path::Path) -> (std::process::Output, serde_json::
     });
     (o, v)
 }
+
+/// A client of apply's controller socket, as powerperf-rt and the NVTX injection speak to
+/// it (`B name` / `E name`, one ack byte each): it records the fake GPU's lock in each
+/// region.
+pub const GPU_REGIONS_PY: &str = r#"
+import os, socket, sys
+gpu, seen = sys.argv[1], open(sys.argv[2], "w")
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["POWERPERF_CTL_SOCKET"])
+def lock():
+    return open(gpu + "/gpu0/locked_clocks_mhz").read().strip()
+def say(line):
+    s.sendall((line + "\n").encode())
+    assert s.recv(1) == b"K", line
+seen.write("start " + lock() + "\n")
+say("B dgemm"); seen.write("dgemm " + lock() + "\n")
+say("B inner"); seen.write("inner " + lock() + "\n")
+say("E inner"); say("E dgemm"); seen.write("between " + lock() + "\n")
+for _ in range(20):
+    say("B stream"); say("E stream")
+say("B stream"); seen.write("stream " + lock() + "\n")
+say("E stream"); seen.write("end " + lock() + "\n")
+"#;
+
+/// A job plan (scope = "job") for GPU 0 whose `core_freq_mhz` is `default_mhz` outside every
+/// region and each region's clock inside it.
+pub fn gpu_job_plan(default_mhz: f64, regions: &[(&str, f64)]) -> String {
+    let mut t = format!(
+        "[plan]\nobjective = \"energy\"\nmodel = \"hand-written\"\ncreated = \"2026-01-01T00:00:00Z\"\nscope = \"job\"\ntransition_latency_s = 0.0\ntransition_energy_j = 0.0\nmin_region_s = 0.0\n\n[[device]]\nkind = \"gpu\"\nindex = 0\nknobs = [\"core_freq_mhz\"]\ndefault = {{ core_freq_mhz = {default_mhz:.1} }}\n\n"
+    );
+    for (name, mhz) in regions {
+        t.push_str(&format!(
+            "[[region]]\nname = \"{name}\"\nsetting = {{ core_freq_mhz = {mhz:.1} }}\ntime_s = 1.0\nenergy_j = 1.0\npower_w = 1.0\nreference_time_s = 1.0\nreference_energy_j = 1.0\nenergy_saving = 0.0\nslowdown = 0.0\n\n"
+        ));
+    }
+    t
+}

@@ -209,6 +209,10 @@ pub enum EventStatus {
     PermissionDenied,
     /// Opened but never scheduled on the PMU (perf's `<not counted>`).
     NotCounted,
+    /// Supported here, but the run gave it no sample (a GPM metric of a run with no span of
+    /// at least 200 ms, `collect::gpm::MIN_WINDOW`): printed `<no sample>`, the reason in
+    /// `reason`.
+    NoSample,
 }
 
 impl EventStatus {
@@ -223,6 +227,7 @@ impl EventStatus {
             EventStatus::NotSupported => "<not supported>",
             EventStatus::PermissionDenied => "<permission denied>",
             EventStatus::NotCounted => "<not counted>",
+            EventStatus::NoSample => "<no sample>",
         }
     }
 }

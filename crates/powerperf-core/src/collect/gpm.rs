@@ -230,6 +230,9 @@ pub struct GpmSampler {
     /// Per GPU and metric: the first error NVML gave, and how many values were read.
     errors: Vec<Vec<Option<String>>>,
     counted: Vec<Vec<u64>>,
+    /// Per GPU and metric: Σ value·span and Σ span (s) over the spans that gave a value, for
+    /// the run's time-weighted mean (the record's `total`).
+    weighted: Vec<Vec<(f64, f64)>>,
     /// When the last GPM sample was taken.
     last: Option<std::time::Instant>,
     /// Time spent taking GPM samples, ns, and how many were taken (every GPU each).
@@ -248,6 +251,7 @@ impl GpmSampler {
             support,
             errors: vec![vec![None; METRICS.len()]; n],
             counted: vec![vec![0; METRICS.len()]; n],
+            weighted: vec![vec![(0.0, 0.0); METRICS.len()]; n],
             last: None,
             cost_ns: 0,
             reads: 0,
@@ -262,6 +266,7 @@ impl GpmSampler {
             support: vec![],
             errors: vec![],
             counted: vec![],
+            weighted: vec![],
             last: None,
             cost_ns: 0,
             reads: 0,
@@ -307,15 +312,18 @@ impl GpmSampler {
         if !due {
             return vec![None; self.columns().len()];
         }
+        let span_s = self
+            .last
+            .map_or(0.0, |l| now.saturating_duration_since(l).as_secs_f64());
         self.last = Some(now);
         let t = std::time::Instant::now();
-        let v = self.read_all();
+        let v = self.read_all(span_s);
         self.cost_ns += t.elapsed().as_nanos() as u64;
         self.reads += 1;
         v
     }
 
-    fn read_all(&mut self) -> Vec<Option<f64>> {
+    fn read_all(&mut self, span_s: f64) -> Vec<Option<f64>> {
         let gpus: Vec<u32> = self.gpus().collect();
         let Some(src) = self.source.as_mut() else {
             return vec![];
@@ -330,8 +338,11 @@ impl GpmSampler {
                         match r {
                             Ok(x) => {
                                 let c = convert(m.unit, *x);
-                                if c.is_some() {
+                                if let Some(c) = c {
                                     self.counted[k][j] += 1;
+                                    let w = &mut self.weighted[k][j];
+                                    w.0 += c * span_s;
+                                    w.1 += span_s;
                                 }
                                 out.push(c);
                             }
@@ -353,7 +364,15 @@ impl GpmSampler {
         self.source.as_ref().map(|s| s.notes()).unwrap_or_default()
     }
 
-    /// Event records for run.toml: per GPU and metric, counted (its column) or not supported
+    /// The time-weighted mean of GPU `i`'s metric `j` over the spans that gave it a value
+    /// (a fraction, or bytes/s): the record's `total`, what `report` prints for it.
+    fn run_mean(&self, i: usize, j: usize) -> Option<f64> {
+        let (sum, span) = self.weighted.get(i)?.get(j)?;
+        (*span > 0.0).then(|| sum / span)
+    }
+
+    /// Event records for run.toml: per GPU and metric, counted (its column, and its time-weighted mean over
+    /// the run as `total`) or not supported
     /// with the reason (no GPM on this GPU, NVML's error for the metric, no interval read);
     /// without a source, one record saying why when `required`.
     pub fn records(&self, required: bool) -> Vec<EventRecord> {
@@ -392,26 +411,59 @@ impl GpmSampler {
                 let r = match s {
                     Err(why) => rec(name, EventStatus::NotSupported, Some(why.clone()), None, m.unit),
                     Ok(()) if self.counted[i][j] > 0 => {
-                        rec(name, EventStatus::Counted, None, Some(col), m.unit)
+                        let mut r = rec(name, EventStatus::Counted, None, Some(col), m.unit);
+                        r.total = self.run_mean(i, j);
+                        r
                     }
-                    Ok(()) => rec(
-                        name,
-                        EventStatus::NotSupported,
-                        Some(match &self.errors[i][j] {
-                            Some(e) => format!("nvmlGpmMetricsGet({}) on gpu{i}: {e}", m.nvml),
-                            None => format!(
-                                "no GPM interval of gpu{i} was read (the run was shorter than one --interval)"
-                            ),
-                        }),
-                        None,
-                        m.unit,
-                    ),
+                    Ok(()) => match &self.errors[i][j] {
+                        // NVML says this metric is not offered (NVML_ERROR_NOT_SUPPORTED)
+                        Some(e) if says_not_supported(e) => rec(
+                            name,
+                            EventStatus::NotSupported,
+                            Some(format!("nvmlGpmMetricsGet({}) on gpu{i}: {e}", m.nvml)),
+                            None,
+                            m.unit,
+                        ),
+                        // GPM works on this GPU, but no span gave this metric a value
+                        // (nvmlGpmMetricsGet also fails for two samples inside one update of
+                        // GPM's counters: docs/gpu.md)
+                        Some(e) => rec(
+                            name,
+                            EventStatus::NoSample,
+                            Some(format!(
+                                "no sample: gpu{i} has GPM, but nvmlGpmMetricsGet({}) gave no value for any span of the run (NVML: {e}); a command that keeps the GPU busy for longer than {} ms gets values",
+                                m.nvml,
+                                MIN_WINDOW.as_millis()
+                            )),
+                            None,
+                            m.unit,
+                        ),
+                        // GPM works on this GPU; the run was too short to give a sample
+                        None => rec(
+                            name,
+                            EventStatus::NoSample,
+                            Some(format!(
+                                "no sample: gpu{i} has GPM, but no span of at least {} ms ended inside the run (GPM's counters advance about every 100 ms, so each value is taken over at least {} ms); a command that runs longer gets values",
+                                MIN_WINDOW.as_millis(),
+                                MIN_WINDOW.as_millis()
+                            )),
+                            None,
+                            m.unit,
+                        ),
+                    },
                 };
                 out.push(r);
             }
         }
         out
     }
+}
+
+/// Whether an NVML error says the metric is not supported (`NVML_ERROR_NOT_SUPPORTED`, in
+/// nvml-wrapper's words or NVML's).
+fn says_not_supported(e: &str) -> bool {
+    let e = e.to_ascii_lowercase();
+    e.contains("not supported") || e.contains("not available on the target device")
 }
 
 /// Open GPM on every GPU NVML sees. Nothing is switched on: only queries and samples.

@@ -229,6 +229,18 @@ impl Client {
         self.request(&Request::SetGpuPowerLimit { gpu, watts })
     }
 
+    /// Ask whether `req` (a `set_gpu_*` request) would be allowed, changing nothing
+    /// ([`Request::Check`]).
+    ///
+    /// # Errors
+    /// The refusal `req` would get (policy, range, the device's list, another session's
+    /// hold), or a daemon that does not know `check` (an older powerperfd).
+    pub fn check(&mut self, req: &Request) -> Result<Response> {
+        self.request(&Request::Check {
+            request: Box::new(req.clone()),
+        })
+    }
+
     /// The perf power PMU's and NVML's readings.
     ///
     /// # Errors

@@ -98,6 +98,12 @@ pub enum Request {
     Restore {},
     /// What this session holds, who the daemon thinks the client is.
     Status {},
+    /// Check `request` (one of the `set_gpu_*` requests) as the daemon would before a
+    /// write: the caller's grants, the values, another session's hold, the device's own
+    /// list or range. Nothing is saved or written; the answer is `ok` (with an `info` line)
+    /// or the refusal the request would get. `powerperf sweep` checks every point of its
+    /// grid this way before it changes anything. Other requests are refused.
+    Check { request: Box<Request> },
 }
 // The ops without parameters are empty struct variants, not unit variants: serde ignores
 // every other field of a unit variant of an internally tagged enum, where

@@ -18,6 +18,15 @@
 //! ([`super::sweep_gpu::observe`]); `set.toml`'s `knob_devices` maps the GPU knobs to
 //! `gpu<N>`. `--warmup N` runs N runs before the repeats of each grid point, into
 //! `SET/warmup/`, left out of the set.
+//!
+//! A user who is not root sweeps GPU settings through powerperfd (`--daemon PATH`, or
+//! `$POWERPERF_DAEMON`, or its default socket when one is there): a
+//! [`DaemonGpuSession`](super::apply::daemon_gpu::DaemonGpuSession) asks the daemon to
+//! `check` every point of the grid before anything changes (the user's `gpu.*` grants and
+//! the device's own list or range), sets each point in one daemon session, and asks for the
+//! restore at the end and on every exit path; the daemon restores when this process dies.
+//! The runs read the GPU as NVML allows any user (or the fake GPU's files with
+//! `--fake-gpu DIR` beside `--daemon`, the daemon's own `--fake-gpu DIR`).
 
 use super::apply::{Session, SignalForwarder};
 use super::controller::{ControllerError, CpufreqController, FrequencyController};
@@ -83,6 +92,11 @@ pub struct SweepConfig {
     pub fake_gpu: Option<PathBuf>,
     /// Runs made and dropped before the repeats of each grid point.
     pub warmup: u32,
+    /// powerperfd's socket (`--daemon PATH`): GPU settings go through it even as root or
+    /// with `fake_gpu` (then only read). `None`: through it only for a user who is not
+    /// root, has no `fake_gpu`, and has a daemon at `$POWERPERF_DAEMON` or the default
+    /// socket.
+    pub daemon: Option<PathBuf>,
 }
 
 impl SweepConfig {
@@ -497,7 +511,50 @@ fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn super::gpu_control::GpuC
     }
     gpu_session::open_control(cfg.fake_gpu.as_deref())
         .map(Some)
-        .context("cannot sweep GPU settings (a sweep as a user through powerperfd is not available yet: use --dry-run to see the calls)")
+        .with_context(|| format!("cannot sweep GPU settings: no powerperfd to go through either (none at {}; name one with --daemon PATH or ${}); --dry-run shows the calls", crate::daemon::DEFAULT_SOCKET, crate::daemon::ENV_DAEMON))
+}
+
+/// The daemon the GPU settings go through (see [`SweepConfig::daemon`]); `None` for a dry
+/// run, a sweep without GPU settings, root, or `--fake-gpu` without `--daemon`.
+fn gpu_daemon(cfg: &SweepConfig) -> Option<PathBuf> {
+    if cfg.dry_run || !cfg.sets_gpu() {
+        return None;
+    }
+    if cfg.daemon.is_some() {
+        return cfg.daemon.clone();
+    }
+    if cfg.fake_gpu.is_some() {
+        return None;
+    }
+    crate::daemon::client::for_apply(None)
+}
+
+/// What sets the GPU during a sweep: this process (root's NVML or the fake GPU's files,
+/// with a restore record) or a powerperfd session.
+enum GpuWriter {
+    Local(GpuSession),
+    Daemon(super::apply::daemon_gpu::DaemonGpuSession),
+}
+
+impl GpuWriter {
+    fn set(&mut self, s: &GpuSetting) -> Result<Vec<String>> {
+        match self {
+            GpuWriter::Local(g) => g.set(s),
+            GpuWriter::Daemon(d) => {
+                let what = d.describe().to_string();
+                Ok(d.set(s)?
+                    .into_iter()
+                    .map(|w| format!("{w} (by {what})"))
+                    .collect())
+            }
+        }
+    }
+    fn restore(&mut self) -> Result<Vec<String>> {
+        match self {
+            GpuWriter::Local(g) => g.restore(),
+            GpuWriter::Daemon(d) => d.restore(),
+        }
+    }
 }
 
 /// Save every GPU control the grid changes (GPU restore record next to the CPU's), before
@@ -525,6 +582,64 @@ fn begin_gpu_session(
         cfg.fake_gpu.as_deref(),
         &cfg.command,
     )
+}
+
+/// The GPU side of a sweep, opened and every point of `gpus` checked before anything
+/// changes: a powerperfd session (a user through the daemon, [`gpu_daemon`]) or the
+/// controls this process writes ([`open_gpu`]; `None` for a dry run without NVML or a sweep
+/// without GPU settings).
+///
+/// # Errors
+/// No daemon or controls, a refused point (the daemon's or the GPU's reason).
+#[allow(clippy::type_complexity)]
+fn open_and_check_gpu(
+    cfg: &SweepConfig,
+    gpus: &[GpuSetting],
+) -> Result<(
+    Option<super::apply::daemon_gpu::DaemonGpuSession>,
+    Option<Box<dyn super::gpu_control::GpuControl>>,
+)> {
+    let daemon = gpu_daemon(cfg);
+    let mut gpu_dsess = match &daemon {
+        Some(sock) => Some(
+            super::apply::daemon_gpu::DaemonGpuSession::connect(sock, cfg.gpu, Some(&cfg.log_file))
+                .context("cannot sweep GPU settings through powerperfd")?,
+        ),
+        None => None,
+    };
+    let gpu_ctl = if daemon.is_some() {
+        None
+    } else {
+        open_gpu(cfg)?
+    };
+    // every GPU setting is checked before anything changes
+    if let Some(d) = gpu_dsess.as_mut() {
+        for g in gpus.iter().filter(|g| !g.is_empty()) {
+            d.check(g).with_context(|| {
+                format!(
+                    "GPU setting {} refused by {} before anything was changed",
+                    g.describe(),
+                    d.describe()
+                )
+            })?;
+        }
+        eprintln!(
+            "powerperf sweep: {} GPU setting(s) allowed by {}; the daemon sets them and restores them",
+            gpus.iter().filter(|g| !g.is_empty()).count(),
+            d.describe()
+        );
+    }
+    if let Some(c) = &gpu_ctl {
+        for g in gpus.iter().filter(|g| !g.is_empty()) {
+            gpu_session::check_setting(c.as_ref(), cfg.gpu, g).with_context(|| {
+                format!(
+                    "GPU setting {} refused before anything was changed",
+                    g.describe()
+                )
+            })?;
+        }
+    }
+    Ok((gpu_dsess, gpu_ctl))
 }
 
 /// Whether the warm-up run `r` can be skipped: every repeat of its point is finished.
@@ -557,18 +672,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
     let (mut ctl, freqs) = open_controller(cfg)?;
     let gpus =
         super::sweep_gpu::gpu_grid(&cfg.gpu_clocks, &cfg.gpu_mem_clocks, &cfg.gpu_power_limits);
-    let gpu_ctl = open_gpu(cfg)?;
-    // every GPU setting is checked before anything changes
-    if let Some(c) = &gpu_ctl {
-        for g in gpus.iter().filter(|g| !g.is_empty()) {
-            gpu_session::check_setting(c.as_ref(), cfg.gpu, g).with_context(|| {
-                format!(
-                    "GPU setting {} refused before anything was changed",
-                    g.describe()
-                )
-            })?;
-        }
-    }
+    let (gpu_dsess, gpu_ctl) = open_and_check_gpu(cfg, &gpus)?;
     let threads: Vec<Option<u32>> = if cfg.threads.is_empty() {
         vec![None]
     } else {
@@ -614,9 +718,13 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
         }
         None => None,
     };
-    let mut gpu_sess = gpu_ctl
-        .map(|c| begin_gpu_session(cfg, c, &gpus))
-        .transpose()?;
+    let mut gpu_sess = match gpu_dsess {
+        Some(d) => Some(GpuWriter::Daemon(d)),
+        None => gpu_ctl
+            .map(|c| begin_gpu_session(cfg, c, &gpus))
+            .transpose()?
+            .map(GpuWriter::Local),
+    };
     let todo = runs
         .iter()
         .filter(|r| !(finished(&r.dir) || r.warmup && point_finished(&runs, r)))

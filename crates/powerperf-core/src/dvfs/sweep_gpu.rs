@@ -3,7 +3,8 @@
 //! (mean SM and memory clocks, mean power and the throttle reasons over the run's
 //! `gpu<N>_*` timeline samples), with the 2 % rule: a run whose observed clock is more
 //! than [`MAX_CLOCK_OFF`] away from the requested one, or that has no observed clock, is
-//! flagged in its `run.toml` (`[gpu_setting] flag`), in `SET/sweep.toml`
+//! flagged, the flag naming the throttle reasons NVML reported over the run
+//! ([`throttle_reason_names`]), in its `run.toml` (`[gpu_setting] flag`), in `SET/sweep.toml`
 //! (`[[off_setting]]`) and by `powerperf fit`.
 
 use super::gpu_control::session::GpuSetting;
@@ -67,6 +68,52 @@ pub fn dir_suffix(g: &GpuSetting) -> String {
     s
 }
 
+/// NVML's clock throttle reasons (`nvmlClocksThrottleReason*`, since CUDA 12.2 also named
+/// `nvmlClocksEventReason*`; nvml.h): bit, NVML's name, and what it means.
+pub const THROTTLE_REASONS: [(u64, &str, &str); 9] = [
+    (0x1, "GpuIdle", "GPU idle"),
+    (
+        0x2,
+        "ApplicationsClocksSetting",
+        "application clocks setting",
+    ),
+    (0x4, "SwPowerCap", "power cap"),
+    (0x8, "HwSlowdown", "hardware slowdown"),
+    (0x10, "SyncBoost", "sync boost"),
+    (0x20, "SwThermalSlowdown", "thermal, software"),
+    (0x40, "HwThermalSlowdown", "thermal, hardware"),
+    (0x80, "HwPowerBrakeSlowdown", "power brake"),
+    (0x100, "DisplayClockSetting", "display clock setting"),
+];
+
+/// The reasons of a throttle-reason mask, by NVML's names: `SwPowerCap (power cap)`; a bit
+/// NVML does not define is named by its value.
+pub fn throttle_reason_names(mask: u64) -> Vec<String> {
+    let mut v: Vec<String> = THROTTLE_REASONS
+        .iter()
+        .filter(|(b, _, _)| mask & b != 0)
+        .map(|(_, n, w)| format!("{n} ({w})"))
+        .collect();
+    let known = THROTTLE_REASONS.iter().fold(0, |a, (b, _, _)| a | b);
+    if mask & !known != 0 {
+        v.push(format!("unknown bits {:#x}", mask & !known));
+    }
+    v
+}
+
+/// What the flag of an off-setting point says about throttling: the reasons NVML reported
+/// over the run (the OR of the samples' masks).
+fn throttle_words(mask: Option<u64>) -> String {
+    match mask {
+        None => "throttle reasons not read (no gpu<N>_throttle_reasons samples)".into(),
+        Some(0) => "NVML reported no throttle reason over the run".into(),
+        Some(m) => format!(
+            "throttle reasons over the run (NVML): {}",
+            throttle_reason_names(m).join(", ")
+        ),
+    }
+}
+
 fn mean(v: &[Option<f64>]) -> (Option<f64>, u64) {
     let x: Vec<f64> = v
         .iter()
@@ -120,13 +167,16 @@ pub fn observe(dir: &Path, gpu: u32, g: &GpuSetting) -> anyhow::Result<GpuRunSet
         .filter(|m| m.is_finite() && *m >= 0.0)
         .map(|m| m as u64)
         .reduce(|a, b| a | b);
-    let flags: Vec<String> = [
+    let mut flags: Vec<String> = [
         clock_flag("SM clock", g.sm_clock_mhz, sm),
         clock_flag("memory clock", g.mem_clock_mhz, mem),
     ]
     .into_iter()
     .flatten()
     .collect();
+    if !flags.is_empty() {
+        flags.push(throttle_words(throttle));
+    }
     Ok(GpuRunSetting {
         gpu,
         requested_sm_clock_mhz: g.sm_clock_mhz,
@@ -163,5 +213,30 @@ mod tests {
             .unwrap()
             .contains("no observed SM clock"));
         assert_eq!(clock_flag("SM clock", None, Some(1.0)), None);
+    }
+
+    #[test]
+    fn throttle_reasons_by_nvml_name() {
+        assert_eq!(
+            throttle_reason_names(0x24),
+            vec![
+                "SwPowerCap (power cap)",
+                "SwThermalSlowdown (thermal, software)"
+            ]
+        );
+        assert_eq!(
+            throttle_reason_names(0x1000 | 0x40),
+            vec![
+                "HwThermalSlowdown (thermal, hardware)",
+                "unknown bits 0x1000"
+            ]
+        );
+        assert!(throttle_reason_names(0).is_empty());
+        assert!(throttle_words(Some(0)).contains("no throttle reason"));
+        assert!(throttle_words(None).contains("not read"));
+        assert_eq!(
+            throttle_words(Some(4)),
+            "throttle reasons over the run (NVML): SwPowerCap (power cap)"
+        );
     }
 }

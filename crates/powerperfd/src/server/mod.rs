@@ -666,6 +666,7 @@ impl Daemon {
                 )),
             },
             Request::Status {} => self.status(&g, id),
+            Request::Check { request } => self.check(&g, id, &request),
         };
         if let Some(sess) = g.sessions.get_mut(&id) {
             sess.started = true;

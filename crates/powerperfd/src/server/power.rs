@@ -66,6 +66,32 @@ impl GpuAsk {
     }
 }
 
+/// The GPU setting a `set_gpu_*` request asks for; `None` for another request.
+pub(super) fn gpu_ask(req: &powerperf::daemon::Request) -> Option<(u32, GpuAsk)> {
+    match *req {
+        powerperf::daemon::Request::SetGpuLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz,
+        } => Some((
+            gpu,
+            GpuAsk::LockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
+        )),
+        powerperf::daemon::Request::SetGpuMemLockedClocks {
+            gpu,
+            min_mhz,
+            max_mhz,
+        } => Some((
+            gpu,
+            GpuAsk::MemLockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
+        )),
+        powerperf::daemon::Request::SetGpuPowerLimit { gpu, watts } => {
+            Some((gpu, GpuAsk::PowerLimit(watts)))
+        }
+        _ => None,
+    }
+}
+
 /// The perf power PMU counters of one session.
 pub(crate) struct PowerCounters {
     opened: Vec<(PowerEvent, OpenCounter)>,
@@ -113,15 +139,58 @@ fn open_counters(events: &[PowerEvent], root: &Path) -> PowerCounters {
 }
 
 impl Daemon {
-    pub(super) fn set_gpu(&self, g: &mut Inner, id: u64, gpu: u32, ask: GpuAsk) -> Response {
+    /// `check` of `req`: a `set_gpu_*` request is answered as [`Daemon::check_gpu_request`];
+    /// another is refused.
+    pub(super) fn check(&self, g: &Inner, id: u64, req: &powerperf::daemon::Request) -> Response {
+        match gpu_ask(req) {
+            Some((gpu, ask)) => self.check_gpu_request(g, id, gpu, ask),
+            None => match g.sessions.get(&id) {
+                Some(sess) => self.refuse(
+                    sess,
+                    id,
+                    "`check` answers for set_gpu_locked_clocks, set_gpu_mem_locked_clocks and set_gpu_power_limit requests only".into(),
+                ),
+                None => Response::refused("no session"),
+            },
+        }
+    }
+
+    /// `check`: the answer `set_gpu` would give to `ask`, with nothing saved or written
+    /// (the policy, the values, another session's hold, the device's own list or range).
+    pub(super) fn check_gpu_request(&self, g: &Inner, id: u64, gpu: u32, ask: GpuAsk) -> Response {
+        match self.check_gpu(g, id, gpu, ask) {
+            Some(r) => r,
+            None => {
+                if g.gpu.as_ref().is_some_and(|gc| gc.describe_only()) {
+                    let why = format!(
+                        "GPU {gpu}: NVML is open read-only in this powerperfd, so {} would be refused; nothing was changed",
+                        ask.describe()
+                    );
+                    return Response::refused(why);
+                }
+                Response {
+                    ok: true,
+                    session: Some(id),
+                    info: vec![format!(
+                        "GPU {gpu} {}: allowed (checked only; nothing was changed)",
+                        ask.describe()
+                    )],
+                    ..Default::default()
+                }
+            }
+        }
+    }
+
+    /// Every check of a GPU request before anything is saved or written. `Some`: the
+    /// refusal.
+    fn check_gpu(&self, g: &Inner, id: u64, gpu: u32, ask: GpuAsk) -> Option<Response> {
         let Some(sess) = g.sessions.get(&id) else {
-            return Response::refused("no session");
+            return Some(Response::refused("no session"));
         };
-        let knob = ask.knob();
-        let control = knob.control();
+        let control = ask.knob().control();
         for v in ask.values() {
             if !(v.is_finite() && v > 0.0 && v <= 1e6) {
-                return self.refuse(
+                return Some(self.refuse(
                     sess,
                     id,
                     format!(
@@ -129,7 +198,7 @@ impl Daemon {
                         v,
                         crate::policy::range_unit(control)
                     ),
-                );
+                ));
             }
         }
         // NVML takes whole MHz and whole mW: a value that would be rounded is refused, so
@@ -148,20 +217,20 @@ impl Daemon {
             }
         };
         if let Err(why) = whole {
-            return self.refuse(sess, id, why);
+            return Some(self.refuse(sess, id, why));
         }
         if let GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) = ask {
             if a > b {
-                return self.refuse(
+                return Some(self.refuse(
                     sess,
                     id,
                     format!("locked clocks [{a}, {b}] MHz: min_mhz is above max_mhz"),
-                );
+                ));
             }
         }
         for v in ask.values() {
             if let Err(why) = self.opts.config.may_write(&sess.who, control, Some(v), &[]) {
-                return self.refuse(sess, id, why);
+                return Some(self.refuse(sess, id, why));
             }
         }
         let key = format!("GPU {gpu}");
@@ -171,7 +240,7 @@ impl Daemon {
                     "{key} is held by session {} of uid {} (pid {}) at {}: two sessions may not set one GPU, so this request is refused (nothing was changed); wait until that session ends, or ask for another GPU",
                     h.session, h.uid, h.pid, h.setting
                 );
-                return self.refuse(sess, id, why);
+                return Some(self.refuse(sess, id, why));
             }
         }
         let Some(gc) = g.gpu.as_ref() else {
@@ -179,7 +248,7 @@ impl Daemon {
                 "no GPU control on this node: {}",
                 self.no_gpu.as_deref().unwrap_or("?")
             );
-            return self.refuse(sess, id, why);
+            return Some(self.refuse(sess, id, why));
         };
         // the device's own check before anything is saved or written
         let checked = match ask {
@@ -188,8 +257,24 @@ impl Daemon {
             GpuAsk::MemLockedClocks(a, b) => gc.check_mem_locked_clocks(gpu, a, b).map(|_| ()),
         };
         if let Err(e) = checked {
-            return self.refuse(sess, id, e.to_string());
+            return Some(self.refuse(sess, id, e.to_string()));
         }
+        None
+    }
+
+    pub(super) fn set_gpu(&self, g: &mut Inner, id: u64, gpu: u32, ask: GpuAsk) -> Response {
+        if let Some(r) = self.check_gpu(g, id, gpu, ask) {
+            return r;
+        }
+        let Some(sess) = g.sessions.get(&id) else {
+            return Response::refused("no session");
+        };
+        let knob = ask.knob();
+        let control = knob.control();
+        let key = format!("GPU {gpu}");
+        let Some(gc) = g.gpu.as_ref() else {
+            return Response::refused("no GPU control");
+        };
         if gc.describe_only() {
             // the real GPU in this build: nothing is saved, nothing changes; the answer
             // names the call a privileged build would make

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 pub mod daemon;
+pub mod daemon_gpu;
 mod session;
 pub use session::{
     default_log_path, default_restore_path, monotonic_ns, replay_restore, RestoreRecord, Session,
