@@ -208,68 +208,25 @@ impl Events<'_> {
     }
 }
 
-/// Counters of one unit and mode sampled at the same instants share one `C` event per
-/// instant, one arg per counter (`{"name":"timeline (W)","args":{"package_0 power
-/// (RAPL)":41.2,"dram_0 power (RAPL)":3.1}}`): the Perfetto UI makes a track per arg
-/// (named `timeline (W) package_0 power (RAPL)`), chrome://tracing one track per event
-/// name with the args stacked. A counter alone in its group keeps its own event, named
-/// `<name> (<unit>)` with the unit as the arg. Non-finite values are left out.
+/// One `C` event per counter and instant, named `<name> (<unit>)` with the unit as its one
+/// arg (`{"name":"package_0 power (RAPL) (W)","ph":"C","args":{"W":41.2}}`). Counters are not
+/// grouped into one event with an arg each, although that would be smaller: chrome://tracing
+/// draws the args of one counter event stacked, and a stack of RAPL's `core` on `package`
+/// (which contains it) would show their sum. Non-finite values are left out.
 fn counters(ev: &mut Events<'_>, counters: &[Counter], pid: u32) -> std::io::Result<()> {
-    let mut groups: Vec<Vec<&Counter>> = Vec::new();
     for c in counters {
-        let same = |g: &&mut Vec<&Counter>| {
-            let f = g[0];
-            f.unit == c.unit
-                && f.mode == c.mode
-                && f.points.len() == c.points.len()
-                && f.points.iter().zip(&c.points).all(|(a, b)| a.0 == b.0)
-        };
-        match groups.iter_mut().find(same) {
-            Some(g) => g.push(c),
-            None => groups.push(vec![c]),
-        }
-    }
-    for g in groups {
-        let (name, keys) = if g.len() == 1 {
-            (
-                format!("{} ({})", g[0].name, g[0].unit),
-                vec![g[0].unit.as_str()],
-            )
-        } else {
-            (
-                format!("timeline ({})", g[0].unit),
-                g.iter().map(|c| c.name.as_str()).collect(),
-            )
-        };
         let mut prefix = Vec::new();
         prefix.extend_from_slice(b"{\"name\":");
-        js(&mut prefix, &name)?;
+        js(&mut prefix, &format!("{} ({})", c.name, c.unit))?;
         prefix.extend_from_slice(b",\"ph\":\"C\",\"ts\":");
-        let keys: Vec<Vec<u8>> = keys
-            .iter()
-            .map(|k| {
-                let mut b = Vec::new();
-                js(&mut b, k).map(|()| b)
-            })
-            .collect::<std::io::Result<_>>()?;
-        for (i, &(t, _)) in g[0].points.iter().enumerate() {
-            let vals = g.iter().zip(&keys).map(|(c, k)| (k, c.points[i].1));
-            if !vals.clone().any(|(_, v)| v.is_finite()) {
-                continue;
-            }
+        let mut key = Vec::new();
+        js(&mut key, &c.unit)?;
+        for &(t, v) in c.points.iter().filter(|(_, v)| v.is_finite()) {
             ev.start()?;
             ev.w.write_all(&prefix)?;
             write!(ev.w, "{},\"pid\":{pid},\"args\":{{", us(t))?;
-            let mut first = true;
-            for (k, v) in vals.filter(|(_, v)| v.is_finite()) {
-                if !first {
-                    ev.w.write_all(b",")?;
-                }
-                first = false;
-                ev.w.write_all(k)?;
-                write!(ev.w, ":{}", num(v))?;
-            }
-            ev.w.write_all(b"}}")?;
+            ev.w.write_all(&key)?;
+            write!(ev.w, ":{}}}}}", num(v))?;
         }
     }
     Ok(())
