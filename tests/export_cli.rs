@@ -75,8 +75,9 @@ fn export(run: &Path, format: &str, out: &Path) {
         .success();
 }
 
-/// Chrome's rules: every B has its E on the same (pid, tid), LIFO; X has a duration; C
-/// args are numbers; times never go back on a track. Returns begins per name, their
+/// Chrome's rules: every B has its E on the same (pid, tid), LIFO; X has a duration, and
+/// on a thread each X lies inside the one open around its start (regions and API calls
+/// are complete events); C args are numbers; times never go back on a track. Returns begins per name, their
 /// deepest nesting, the process names and the X events per track name.
 struct Chrome {
     begins: BTreeMap<String, usize>,
@@ -106,6 +107,9 @@ fn check_chrome(path: &Path) -> Chrome {
     let mut flow_src: BTreeMap<u64, Option<String>> = BTreeMap::new();
     let mut flow_dst: BTreeMap<u64, Option<String>> = BTreeMap::new();
     let mut last_x: BTreeMap<(u64, u64), Option<String>> = BTreeMap::new();
+    // Open complete events per thread: (name, category, end).
+    type Open = Vec<(String, String, f64)>;
+    let mut x_stacks: BTreeMap<(u64, u64), Open> = BTreeMap::new();
     for e in v["traceEvents"].as_array().unwrap() {
         let ph = e["ph"].as_str().unwrap();
         let key = (
@@ -143,6 +147,27 @@ fn check_chrome(path: &Path) -> Chrome {
                 stacks.entry(key).or_default().pop().is_some(),
                 "E without B on {key:?}: {e}"
             ),
+            "X" if key.1 < 1 << 30 => {
+                // A thread's slice (stream tracks have tids from 2^30).
+                let dur = e["dur"].as_f64().unwrap();
+                assert!(dur >= 0.0, "X without dur: {e}");
+                let st = x_stacks.entry(key).or_default();
+                while st.last().is_some_and(|t| t.2 <= ts) {
+                    st.pop();
+                }
+                if let Some(top) = st.last() {
+                    assert!(ts + dur <= top.2 + 1e-3, "X not inside {top:?}: {e}");
+                }
+                let name = e["name"].as_str().unwrap().to_string();
+                st.push((
+                    name.clone(),
+                    e["cat"].as_str().unwrap().to_string(),
+                    ts + dur,
+                ));
+                *c.begins.entry(name.clone()).or_default() += 1;
+                let d = c.depth.entry(name).or_default();
+                *d = (*d).max(st.len());
+            }
             "X" => {
                 assert!(e["dur"].as_f64().unwrap() >= 0.0, "X without dur: {e}");
                 let track = names.get(&key).cloned().unwrap_or_default();
@@ -162,7 +187,15 @@ fn check_chrome(path: &Path) -> Chrome {
                 let region = stacks
                     .get(&key)
                     .and_then(|st| st.iter().rev().find(|(_, cat)| cat == "region"))
-                    .map(|(n, _)| n.clone());
+                    .map(|(n, _)| n.clone())
+                    .or_else(|| {
+                        x_stacks
+                            .get(&key)?
+                            .iter()
+                            .rev()
+                            .find(|(_, cat, end)| cat == "region" && *end > ts)
+                            .map(|(n, _, _)| n.clone())
+                    });
                 flow_src.insert(e["id"].as_u64().unwrap(), region);
             }
             "f" => {

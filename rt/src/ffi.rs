@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, c_int, CStr};
 
-use crate::{codes, runtime};
+use crate::{codes, nvtx_emit, runtime};
 
 /// Region handle: a positive region id, 0 when the runtime is off (a valid handle that
 /// does nothing), or a negative error code.
@@ -36,7 +36,12 @@ fn by_name(name: *const c_char, f: fn(u32) -> i32) -> c_int {
 /// `name` is NULL or points to a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn pp_region_begin(name: *const c_char) -> c_int {
-    by_name(name, runtime::begin_id)
+    let rc = by_name(name, runtime::begin_id);
+    if !name.is_null() && nvtx_emit::on() {
+        // SAFETY: as above.
+        nvtx_emit::begin_cstr(unsafe { CStr::from_ptr(name) });
+    }
+    rc
 }
 
 /// End region `name` on the calling thread.
@@ -45,7 +50,13 @@ pub unsafe extern "C" fn pp_region_begin(name: *const c_char) -> c_int {
 /// `name` is NULL or points to a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn pp_region_end(name: *const c_char) -> c_int {
-    by_name(name, runtime::end_id)
+    let rc = by_name(name, runtime::end_id);
+    if nvtx_emit::on() {
+        if let Some(bytes) = name_bytes(name) {
+            nvtx_emit::end_bytes(bytes);
+        }
+    }
+    rc
 }
 
 /// Handle for region `name`, valid in every thread for the life of the process.
@@ -54,13 +65,13 @@ pub unsafe extern "C" fn pp_region_end(name: *const c_char) -> c_int {
 /// `name` is NULL or points to a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn pp_region_handle(name: *const c_char) -> PpHandle {
-    if !runtime::enabled() {
+    if !runtime::enabled() && !nvtx_emit::on() {
         return 0;
     }
     let Some(bytes) = name_bytes(name) else {
         return codes::PP_EINVAL;
     };
-    match runtime::handle_of(bytes) {
+    match nvtx_emit::handle_of(bytes) {
         Ok(id) => i32::try_from(id).unwrap_or(codes::PP_ENOSPC),
         Err(e) => e,
     }
@@ -74,7 +85,11 @@ fn handle_id(h: PpHandle) -> Option<u32> {
 #[no_mangle]
 pub extern "C" fn pp_region_begin_h(h: PpHandle) -> c_int {
     match handle_id(h) {
-        Some(id) => runtime::begin_id(id),
+        Some(id) => {
+            let rc = runtime::begin_id(id);
+            nvtx_emit::begin_handle(id);
+            rc
+        }
         None => codes::PP_EINVAL,
     }
 }
@@ -83,7 +98,11 @@ pub extern "C" fn pp_region_begin_h(h: PpHandle) -> c_int {
 #[no_mangle]
 pub extern "C" fn pp_region_end_h(h: PpHandle) -> c_int {
     match handle_id(h) {
-        Some(id) => runtime::end_id(id),
+        Some(id) => {
+            let rc = runtime::end_id(id);
+            nvtx_emit::end_handle(id);
+            rc
+        }
         None => codes::PP_EINVAL,
     }
 }

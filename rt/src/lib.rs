@@ -38,6 +38,7 @@ pub mod cupti_inject;
 pub mod events;
 pub mod ffi;
 pub mod nvtx;
+pub mod nvtx_emit;
 mod runtime;
 
 pub use ctl::ENV_CTL_SOCKET;
@@ -111,7 +112,7 @@ impl Handle {
     /// Resolve `name` (registered on first use). The no-op handle when the runtime is off
     /// or the name table is full.
     pub fn new(name: &str) -> Handle {
-        Handle(runtime::handle_of(name.as_bytes()).unwrap_or(0))
+        Handle(nvtx_emit::handle_of(name.as_bytes()).unwrap_or(0))
     }
 
     /// Begin this region on the calling thread.
@@ -120,7 +121,9 @@ impl Handle {
     /// [`Error::InvalidHandle`] for a handle from another process.
     #[inline]
     pub fn begin(self) -> Result<(), Error> {
-        Error::from_code(runtime::begin_id(self.0))
+        let rc = runtime::begin_id(self.0);
+        nvtx_emit::begin_handle(self.0);
+        Error::from_code(rc)
     }
 
     /// End this region on the calling thread.
@@ -129,14 +132,19 @@ impl Handle {
     /// [`Error::NotOpen`], [`Error::Nesting`] on misuse (the end is recorded anyway).
     #[inline]
     pub fn end(self) -> Result<(), Error> {
-        Error::from_code(runtime::end_id(self.0))
+        let rc = runtime::end_id(self.0);
+        nvtx_emit::end_handle(self.0);
+        Error::from_code(rc)
     }
 
     /// Begin this region and return a guard that ends it when dropped.
     #[inline]
     pub fn enter(self) -> RegionGuard {
         let _ = self.begin();
-        RegionGuard { id: self.0 }
+        RegionGuard {
+            id: self.0,
+            nvtx_name: None,
+        }
     }
 
     /// The C handle (`pp_handle_t`) for this region.
@@ -150,12 +158,19 @@ impl Handle {
 #[derive(Debug)]
 pub struct RegionGuard {
     id: u32,
+    /// The name, for the NVTX pop of a guard from [`region`] (its id is 0 while recording
+    /// is off).
+    nvtx_name: Option<Box<[u8]>>,
 }
 
 impl Drop for RegionGuard {
     #[inline]
     fn drop(&mut self) {
         let _ = runtime::end_id(self.id);
+        match &self.nvtx_name {
+            Some(name) => nvtx_emit::end_bytes(name),
+            None => nvtx_emit::end_handle(self.id),
+        }
     }
 }
 
@@ -167,7 +182,11 @@ impl Drop for RegionGuard {
 pub fn region(name: &str) -> RegionGuard {
     let id = runtime::id_of(name.as_bytes()).unwrap_or(0);
     let _ = runtime::begin_id(id);
-    RegionGuard { id }
+    let nvtx_name = nvtx_emit::on().then(|| {
+        nvtx_emit::begin_bytes(name.as_bytes());
+        name.as_bytes().into()
+    });
+    RegionGuard { id, nvtx_name }
 }
 
 /// Begin region `name` on the calling thread.
@@ -176,7 +195,9 @@ pub fn region(name: &str) -> RegionGuard {
 /// [`Error::TooManyRegions`] when the name table is full.
 pub fn begin(name: &str) -> Result<(), Error> {
     let id = runtime::id_of(name.as_bytes()).map_err(|e| Error::from_code(e).unwrap_err())?;
-    Error::from_code(runtime::begin_id(id))
+    let rc = runtime::begin_id(id);
+    nvtx_emit::begin_bytes(name.as_bytes());
+    Error::from_code(rc)
 }
 
 /// End region `name` on the calling thread.
@@ -185,7 +206,9 @@ pub fn begin(name: &str) -> Result<(), Error> {
 /// [`Error::NotOpen`], [`Error::Nesting`] on misuse (the end is recorded anyway).
 pub fn end(name: &str) -> Result<(), Error> {
     let id = runtime::id_of(name.as_bytes()).map_err(|e| Error::from_code(e).unwrap_err())?;
-    Error::from_code(runtime::end_id(id))
+    let rc = runtime::end_id(id);
+    nvtx_emit::end_bytes(name.as_bytes());
+    Error::from_code(rc)
 }
 
 /// Write every thread's buffered events to the events file now (they are also written when

@@ -146,3 +146,132 @@ fn c_loader_stand_in_exercises_every_range_slot() {
     let a = powerperf_rt::events::analyze(&events);
     assert_eq!(a.unmatched_ends, 0);
 }
+
+// ---- The other direction: powerperf-rt markers as NVTX ranges (src/nvtx_emit.rs) ----
+
+/// Build the test NVTX tool (`tests/fixtures/nvtx-tool/record_tool.c`) and the C example.
+fn build_tool_and_example(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let tool = dir.join("librecord_tool.so");
+    run_ok(
+        Command::new("gcc")
+            .args([
+                "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
+            ])
+            .arg(rt_dir().join("tests/fixtures/nvtx-tool/record_tool.c"))
+            .arg("-o")
+            .arg(&tool),
+    );
+    let exe = dir.join("regions");
+    compile_c(&rt_dir().join("examples/c/regions.c"), &exe);
+    (tool, exe)
+}
+
+/// Calls per (thread-independent) path from the tool's log, and whether every thread's
+/// pushes were all popped.
+fn nvtx_log_paths(log: &str) -> (std::collections::BTreeMap<String, u64>, bool) {
+    let mut stacks: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    let mut calls = std::collections::BTreeMap::new();
+    for line in log.lines() {
+        let mut f = line.splitn(3, ' ');
+        let (tid, op, arg) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap_or(""));
+        let s = stacks.entry(tid).or_default();
+        match op {
+            "push" => {
+                s.push(arg);
+                *calls.entry(s.join("/")).or_insert(0) += 1;
+            }
+            "pop" => {
+                s.pop().expect("pop without push");
+                assert_eq!(arg, s.len().to_string(), "{line}");
+            }
+            _ => assert!(op == "init", "{line}"),
+        }
+    }
+    (calls, stacks.values().all(|s| s.is_empty()))
+}
+
+const C_EXAMPLE_PATHS: [(&str, u64); 6] = [
+    ("main", 1),
+    ("main/solve", 1),
+    ("main/solve/step", 10),
+    ("main/solve/step/compute", 10),
+    ("worker", 2),
+    ("worker/chunk", 10),
+];
+
+#[test]
+fn c_markers_open_nvtx_ranges_in_an_injected_tool() {
+    if !have("gcc", "c_markers_open_nvtx_ranges_in_an_injected_tool") {
+        return;
+    }
+    let dir = temp_dir("nvtx-emit");
+    let (tool, exe) = build_tool_and_example(&dir);
+    for recording in [false, true] {
+        let log = dir.join(format!("nvtx-{recording}.log"));
+        let run = dir.join(format!("run-{recording}"));
+        let mut c = Command::new(&exe);
+        c.env("NVTX_INJECTION64_PATH", &tool)
+            .env("PP_TEST_NVTX_LOG", &log)
+            .env_remove("POWERPERF_RUN_DIR");
+        if recording {
+            c.env("POWERPERF_RUN_DIR", &run);
+        }
+        let out = run_ok(&mut c);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.starts_with(&format!("recording={}", u8::from(recording))),
+            "{stdout}"
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        // One NVTX instance (the runtime's), initialised once; CORE has 16 slots.
+        assert_eq!(text.matches(" init core_size=16").count(), 1, "{text}");
+        let (nvtx_calls, balanced) = nvtx_log_paths(&text);
+        assert!(balanced, "{text}");
+        let want: std::collections::BTreeMap<String, u64> = C_EXAMPLE_PATHS
+            .iter()
+            .map(|&(p, n)| (p.to_string(), n))
+            .collect();
+        // The handle region ("compute") is named too; the end of "never-begun" pops nothing.
+        assert_eq!(nvtx_calls, want, "{text}");
+        if recording {
+            // Recorded once by the runtime as well: forwarding does not feed it back.
+            let (_, _, st) = read_run(&run);
+            for (path, n) in C_EXAMPLE_PATHS {
+                assert_eq!(calls(&st, path), n, "{path}: {st:?}");
+            }
+        } else {
+            assert!(!run.exists());
+        }
+    }
+}
+
+#[test]
+fn markers_are_not_forwarded_to_powerperf_rt_itself() {
+    if !have("gcc", "markers_are_not_forwarded_to_powerperf_rt_itself") {
+        return;
+    }
+    // What `powerperf collect` sets: NVTX_INJECTION64_PATH names libpowerperf_rt.so, to
+    // record the program's own NVTX ranges. Forwarding the markers there would record
+    // every region twice.
+    let dir = temp_dir("nvtx-emit-own");
+    let (_, exe) = build_tool_and_example(&dir);
+    let run = dir.join("run");
+    let log = dir.join("nvtx.log");
+    run_ok(
+        Command::new(&exe)
+            .env(
+                "NVTX_INJECTION64_PATH",
+                lib_dir().join("libpowerperf_rt.so"),
+            )
+            .env("PP_TEST_NVTX_LOG", &log)
+            .env("POWERPERF_RUN_DIR", &run),
+    );
+    let (events, _, st) = read_run(&run);
+    for (path, n) in C_EXAMPLE_PATHS {
+        assert_eq!(calls(&st, path), n, "{path}: {st:?}");
+    }
+    let a = powerperf_rt::events::analyze(&events);
+    // Only the example's deliberate misuse (the end of "never-begun").
+    assert_eq!((a.unmatched_ends, a.unterminated), (1, 0));
+    assert!(!log.exists());
+}

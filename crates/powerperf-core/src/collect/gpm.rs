@@ -230,6 +230,9 @@ pub struct GpmSampler {
     /// Per GPU and metric: the first error NVML gave, and how many values were read.
     errors: Vec<Vec<Option<String>>>,
     counted: Vec<Vec<u64>>,
+    /// Per GPU and metric: Σ value·span and Σ span (s) over the spans that gave a value, for
+    /// the run's time-weighted mean (the record's `total`).
+    weighted: Vec<Vec<(f64, f64)>>,
     /// When the last GPM sample was taken.
     last: Option<std::time::Instant>,
     /// Time spent taking GPM samples, ns, and how many were taken (every GPU each).
@@ -248,6 +251,7 @@ impl GpmSampler {
             support,
             errors: vec![vec![None; METRICS.len()]; n],
             counted: vec![vec![0; METRICS.len()]; n],
+            weighted: vec![vec![(0.0, 0.0); METRICS.len()]; n],
             last: None,
             cost_ns: 0,
             reads: 0,
@@ -262,6 +266,7 @@ impl GpmSampler {
             support: vec![],
             errors: vec![],
             counted: vec![],
+            weighted: vec![],
             last: None,
             cost_ns: 0,
             reads: 0,
@@ -307,15 +312,18 @@ impl GpmSampler {
         if !due {
             return vec![None; self.columns().len()];
         }
+        let span_s = self
+            .last
+            .map_or(0.0, |l| now.saturating_duration_since(l).as_secs_f64());
         self.last = Some(now);
         let t = std::time::Instant::now();
-        let v = self.read_all();
+        let v = self.read_all(span_s);
         self.cost_ns += t.elapsed().as_nanos() as u64;
         self.reads += 1;
         v
     }
 
-    fn read_all(&mut self) -> Vec<Option<f64>> {
+    fn read_all(&mut self, span_s: f64) -> Vec<Option<f64>> {
         let gpus: Vec<u32> = self.gpus().collect();
         let Some(src) = self.source.as_mut() else {
             return vec![];
@@ -330,8 +338,11 @@ impl GpmSampler {
                         match r {
                             Ok(x) => {
                                 let c = convert(m.unit, *x);
-                                if c.is_some() {
+                                if let Some(c) = c {
                                     self.counted[k][j] += 1;
+                                    let w = &mut self.weighted[k][j];
+                                    w.0 += c * span_s;
+                                    w.1 += span_s;
                                 }
                                 out.push(c);
                             }
@@ -353,7 +364,15 @@ impl GpmSampler {
         self.source.as_ref().map(|s| s.notes()).unwrap_or_default()
     }
 
-    /// Event records for run.toml: per GPU and metric, counted (its column) or not supported
+    /// The time-weighted mean of GPU `i`'s metric `j` over the spans that gave it a value
+    /// (a fraction, or bytes/s): the record's `total`, what `report` prints for it.
+    fn run_mean(&self, i: usize, j: usize) -> Option<f64> {
+        let (sum, span) = self.weighted.get(i)?.get(j)?;
+        (*span > 0.0).then(|| sum / span)
+    }
+
+    /// Event records for run.toml: per GPU and metric, counted (its column, and its time-weighted mean over
+    /// the run as `total`) or not supported
     /// with the reason (no GPM on this GPU, NVML's error for the metric, no interval read);
     /// without a source, one record saying why when `required`.
     pub fn records(&self, required: bool) -> Vec<EventRecord> {
@@ -392,7 +411,9 @@ impl GpmSampler {
                 let r = match s {
                     Err(why) => rec(name, EventStatus::NotSupported, Some(why.clone()), None, m.unit),
                     Ok(()) if self.counted[i][j] > 0 => {
-                        rec(name, EventStatus::Counted, None, Some(col), m.unit)
+                        let mut r = rec(name, EventStatus::Counted, None, Some(col), m.unit);
+                        r.total = self.run_mean(i, j);
+                        r
                     }
                     Ok(()) => match &self.errors[i][j] {
                         // NVML says this metric is not offered (NVML_ERROR_NOT_SUPPORTED)

@@ -3,20 +3,25 @@
 //! chrome://tracing, the Perfetto UI and catapult's trace viewer open:
 //!
 //! - `{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}`;
-//! - `ts` and `dur` in microseconds (with the nanoseconds as three decimals), from the run's
-//!   CLOCK_MONOTONIC;
-//! - regions and CUDA API calls as `B`/`E` pairs on their thread (`pid`, `tid`), properly
-//!   nested, every `B` with its `E` on the same track;
+//! - `ts` and `dur` in microseconds, exact: the nanoseconds as at most three decimals,
+//!   trailing zeros left out (`12.5` is 12,500 ns), from the run's CLOCK_MONOTONIC;
+//! - regions and CUDA API calls as `X` (complete) events with `dur` on their thread
+//!   (`pid`, `tid`): every slice of a run is known whole (begin and end), so one event
+//!   instead of a `B`/`E` pair; written in start order, an enclosing slice before the
+//!   slices inside it, which is how viewers nest complete events;
 //! - GPU activities as `X` (complete) events with `dur` on one track per stream
 //!   (`tid` [`super::stream_tid`], named `GPU d stream s`), with a flow (`s` at the
 //!   launching API call, `f` with `bp: "e"` at the activity) between them;
-//! - timeline counters as `C` events with one numeric arg named by the unit;
+//! - timeline counters as `C` events with numeric args: one event per instant for the
+//!   counters of one unit sampled together (see [`write_to`]'s `counters`);
+//! - compact: no whitespace between events, no empty `args`, no `cat` on counter and flow
+//!   events (optional in the format).
 //! - PC-sample hot spots as thread-scoped instant events (`i`, `s: "t"`);
 //! - `M` metadata events naming processes (rank, pid, host) and threads.
 //!
 //! A file name ending in `.gz` is written gzip-compressed (the Perfetto UI opens it as is).
 
-use super::{edges, stream_tid, Arg, Edge, Instant, Slice, SliceKind, Trace};
+use super::{stream_tid, Arg, Counter, Instant, Slice, SliceKind, Trace};
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -60,20 +65,38 @@ fn js(w: &mut dyn Write, s: &str) -> std::io::Result<()> {
     serde_json::to_writer(&mut *w, s).map_err(std::io::Error::other)
 }
 
-/// Nanoseconds as microseconds with three decimals (exact).
+/// Nanoseconds as microseconds, exact: at most three decimals, trailing zeros left out.
 fn us(ns: u64) -> String {
-    format!("{}.{:03}", ns / 1000, ns % 1000)
+    let (int, frac) = (ns / 1000, ns % 1000);
+    match frac {
+        0 => int.to_string(),
+        f if f % 100 == 0 => format!("{int}.{}", f / 100),
+        f if f % 10 == 0 => format!("{int}.{:02}", f / 10),
+        f => format!("{int}.{f:03}"),
+    }
 }
 
-/// A finite f64 as JSON (non-finite values are left out by the callers).
+/// A finite f64 as JSON, the shortest text that reads back as the same f64, without a
+/// trailing `.0` (non-finite values are left out by the callers).
 fn num(v: f64) -> String {
-    serde_json::Number::from_f64(v)
+    let mut s = serde_json::Number::from_f64(v)
         .map(|n| n.to_string())
-        .unwrap_or_else(|| "0".into())
+        .unwrap_or_else(|| "0".into());
+    if s.ends_with(".0") {
+        s.truncate(s.len() - 2);
+    }
+    s
 }
 
+/// `,"args":{...}` with the finite values of `a`; nothing when none is left.
 fn args(w: &mut dyn Write, a: &[(String, Arg)]) -> std::io::Result<()> {
-    w.write_all(b"{")?;
+    if !a
+        .iter()
+        .any(|(_, v)| !matches!(v, Arg::F64(x) if !x.is_finite()))
+    {
+        return Ok(());
+    }
+    w.write_all(b",\"args\":{")?;
     let mut first = true;
     for (k, v) in a {
         if let Arg::F64(x) = v {
@@ -100,15 +123,17 @@ fn args(w: &mut dyn Write, a: &[(String, Arg)]) -> std::io::Result<()> {
 struct Events<'a> {
     w: &'a mut dyn Write,
     first: bool,
+    /// Flow ids of the trace renumbered 1, 2, … in order of appearance (shorter).
+    flow_ids: std::collections::HashMap<u64, u64>,
 }
 
 impl Events<'_> {
     fn start(&mut self) -> std::io::Result<()> {
         if self.first {
             self.first = false;
-            self.w.write_all(b"\n")
+            Ok(())
         } else {
-            self.w.write_all(b",\n")
+            self.w.write_all(b",")
         }
     }
 
@@ -138,36 +163,13 @@ impl Events<'_> {
         write!(self.w, "\"args\":{{\"sort_index\":{i}}}}}")
     }
 
-    /// `B` (with name, category, args) or `E` of `s`.
-    fn edge(&mut self, s: &Slice, begin: bool, t: u64, pid: u32, tid: u32) -> std::io::Result<()> {
-        self.start()?;
-        if begin {
-            self.w.write_all(b"{\"name\":")?;
-            js(self.w, &s.name)?;
-            write!(
-                self.w,
-                ",\"cat\":\"{}\",\"ph\":\"B\",\"ts\":{},\"pid\":{pid},\"tid\":{tid},\"args\":",
-                s.kind.category(),
-                us(t)
-            )?;
-            args(self.w, &s.args)?;
-            self.w.write_all(b"}")
-        } else {
-            write!(
-                self.w,
-                "{{\"ph\":\"E\",\"ts\":{},\"pid\":{pid},\"tid\":{tid}}}",
-                us(t)
-            )
-        }
-    }
-
     fn complete(&mut self, s: &Slice, pid: u32, tid: u32) -> std::io::Result<()> {
         self.start()?;
         self.w.write_all(b"{\"name\":")?;
         js(self.w, &s.name)?;
         write!(
             self.w,
-            ",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid},\"args\":",
+            ",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid}",
             s.kind.category(),
             us(s.start_ns),
             us(s.end_ns - s.start_ns)
@@ -178,6 +180,8 @@ impl Events<'_> {
 
     fn flow(&mut self, id: u64, start: bool, t: u64, pid: u32, tid: u32) -> std::io::Result<()> {
         self.start()?;
+        let next = self.flow_ids.len() as u64 + 1;
+        let id = *self.flow_ids.entry(id).or_insert(next);
         let (ph, bp) = if start {
             ("s", "")
         } else {
@@ -185,7 +189,7 @@ impl Events<'_> {
         };
         write!(
             self.w,
-            "{{\"name\":\"launch\",\"cat\":\"cuda_flow\",\"ph\":\"{ph}\",\"id\":{id},\"ts\":{},\"pid\":{pid},\"tid\":{tid}{bp}}}",
+            "{{\"name\":\"launch\",\"ph\":\"{ph}\",\"id\":{id},\"ts\":{},\"pid\":{pid},\"tid\":{tid}{bp}}}",
             us(t)
         )
     }
@@ -196,12 +200,36 @@ impl Events<'_> {
         js(self.w, &i.name)?;
         write!(
             self.w,
-            ",\"cat\":\"pc_samples\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":{pid},\"tid\":{tid},\"args\":",
+            ",\"cat\":\"pc_samples\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":{pid},\"tid\":{tid}",
             us(i.t_ns)
         )?;
         args(self.w, &i.args)?;
         self.w.write_all(b"}")
     }
+}
+
+/// One `C` event per counter and instant, named `<name> (<unit>)` with the unit as its one
+/// arg (`{"name":"package_0 power (RAPL) (W)","ph":"C","args":{"W":41.2}}`). Counters are not
+/// grouped into one event with an arg each, although that would be smaller: chrome://tracing
+/// draws the args of one counter event stacked, and a stack of RAPL's `core` on `package`
+/// (which contains it) would show their sum. Non-finite values are left out.
+fn counters(ev: &mut Events<'_>, counters: &[Counter], pid: u32) -> std::io::Result<()> {
+    for c in counters {
+        let mut prefix = Vec::new();
+        prefix.extend_from_slice(b"{\"name\":");
+        js(&mut prefix, &format!("{} ({})", c.name, c.unit))?;
+        prefix.extend_from_slice(b",\"ph\":\"C\",\"ts\":");
+        let mut key = Vec::new();
+        js(&mut key, &c.unit)?;
+        for &(t, v) in c.points.iter().filter(|(_, v)| v.is_finite()) {
+            ev.start()?;
+            ev.w.write_all(&prefix)?;
+            write!(ev.w, "{},\"pid\":{pid},\"args\":{{", us(t))?;
+            ev.w.write_all(&key)?;
+            write!(ev.w, ":{}}}}}", num(v))?;
+        }
+    }
+    Ok(())
 }
 
 /// Write the whole JSON document to `w`.
@@ -214,7 +242,11 @@ pub fn write_to(trace: &Trace, w: &mut dyn Write) -> std::io::Result<()> {
     w.write_all(b",\"run\":")?;
     js(w, &trace.name)?;
     w.write_all(b",\"clock\":\"CLOCK_MONOTONIC\"},\"traceEvents\":[")?;
-    let mut ev = Events { w, first: true };
+    let mut ev = Events {
+        w,
+        first: true,
+        flow_ids: std::collections::HashMap::new(),
+    };
     for (pi, p) in trace.processes.iter().enumerate() {
         let pid = p.trace_pid;
         ev.meta("process_name", pid, None, &p.label())?;
@@ -228,16 +260,12 @@ pub fn write_to(trace: &Trace, w: &mut dyn Write) -> std::io::Result<()> {
         for t in &p.threads {
             let tid = t.trace_tid;
             ev.meta("thread_name", pid, Some(tid), &format!("thread {}", t.tid))?;
-            for (at, e) in edges(&t.slices) {
-                let (i, begin) = match e {
-                    Edge::Begin(i) => (i, true),
-                    Edge::End(i) => (i, false),
-                };
-                let s = &t.slices[i];
-                ev.edge(s, begin, at, pid, tid)?;
-                if begin && s.kind == SliceKind::CudaApi {
+            // Start order with enclosing slices first (the order `edges` nests by).
+            for s in &t.slices {
+                ev.complete(s, pid, tid)?;
+                if s.kind == SliceKind::CudaApi {
                     if let Some(id) = s.flow {
-                        ev.flow(id, true, at, pid, tid)?;
+                        ev.flow(id, true, s.start_ns, pid, tid)?;
                     }
                 }
             }
@@ -259,25 +287,7 @@ pub fn write_to(trace: &Trace, w: &mut dyn Write) -> std::io::Result<()> {
                 ev.instant(i, pid, tid)?;
             }
         }
-        for c in &p.counters {
-            let name = format!("{} ({})", c.name, c.unit);
-            let mut prefix = Vec::new();
-            prefix.extend_from_slice(b"{\"name\":");
-            js(&mut prefix, &name)?;
-            prefix.extend_from_slice(b",\"cat\":\"timeline\",\"ph\":\"C\",\"ts\":");
-            let mut key = Vec::new();
-            js(&mut key, &c.unit)?;
-            for (t, v) in &c.points {
-                if !v.is_finite() {
-                    continue;
-                }
-                ev.start()?;
-                ev.w.write_all(&prefix)?;
-                write!(ev.w, "{},\"pid\":{pid},\"args\":{{", us(*t))?;
-                ev.w.write_all(&key)?;
-                write!(ev.w, ":{}}}}}", num(*v))?;
-            }
-        }
+        counters(&mut ev, &p.counters, pid)?;
     }
-    ev.w.write_all(b"\n]}\n")
+    ev.w.write_all(b"]}\n")
 }

@@ -174,9 +174,11 @@ fn a_run_becomes_nested_slices_and_counters_with_units() {
 }
 
 /// Chrome's rules, checked on the JSON: every B has its E on the same track (LIFO), X events
-/// have a duration, counter events have numeric args, and times never go back on a track.
+/// have a duration and, on a thread, nest (each inside the one open around its start),
+/// counter events have numeric args, and times never go back on a track.
 pub(crate) fn check_chrome(v: &serde_json::Value) -> BTreeMap<String, usize> {
     let mut stacks: BTreeMap<(u64, u64), Vec<String>> = BTreeMap::new();
+    let mut x_stacks: BTreeMap<(u64, u64), Vec<f64>> = BTreeMap::new();
     let mut last: BTreeMap<(u64, u64), f64> = BTreeMap::new();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut max_depth: BTreeMap<String, usize> = BTreeMap::new();
@@ -191,7 +193,7 @@ pub(crate) fn check_chrome(v: &serde_json::Value) -> BTreeMap<String, usize> {
             e["pid"].as_u64().unwrap(),
             e["tid"].as_u64().unwrap_or(u64::MAX),
         );
-        if matches!(ph, "B" | "E") {
+        if matches!(ph, "B" | "E" | "X") {
             let l = last.entry(key).or_insert(f64::MIN);
             assert!(ts >= *l, "time goes back on {key:?}: {e}");
             *l = ts;
@@ -211,13 +213,29 @@ pub(crate) fn check_chrome(v: &serde_json::Value) -> BTreeMap<String, usize> {
                     "E without B on {key:?}: {e}"
                 );
             }
-            "X" => assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}"),
+            "X" => {
+                let dur = e["dur"].as_f64().unwrap();
+                assert!(dur >= 0.0, "{e}");
+                let st = x_stacks.entry(key).or_default();
+                while st.last().is_some_and(|&end| end <= ts) {
+                    st.pop();
+                }
+                if let Some(&end) = st.last() {
+                    assert!(ts + dur <= end + 1e-3, "X not inside its parent: {e}");
+                }
+                st.push(ts + dur);
+                let d = max_depth
+                    .entry(e["name"].as_str().unwrap().to_string())
+                    .or_default();
+                *d = (*d).max(st.len());
+            }
             "C" => {
                 let args = e["args"].as_object().unwrap();
                 assert!(
                     !args.is_empty() && args.values().all(|x| x.is_number()),
                     "{e}"
                 );
+                *counts.entry("C values".into()).or_default() += args.len();
             }
             _ => {}
         }
@@ -239,19 +257,26 @@ fn chrome_json_follows_the_format_rules() {
     chrome::write_to(&t, &mut buf).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
     let c = check_chrome(&v);
-    assert_eq!(c["B"], 20);
-    assert_eq!(c["E"], 20);
+    // 5 outer and 15 inner regions, each one complete event (no B/E pairs).
+    assert_eq!(c["X"], 20);
+    assert!(!c.contains_key("B") && !c.contains_key("E"));
     assert_eq!((c["depth:outer"], c["depth:inner"]), (1, 2));
-    // 10 samples of 7 counters.
-    assert_eq!(c["C"], 70);
+    // 10 samples of 7 counters, one event each (args of one event would be drawn stacked).
+    assert_eq!(c["C values"], 70);
+    assert_eq!(c["C"], 70, "{c:?}");
     // µs with the ns as decimals: the first outer begins 1 ms after the run's start.
-    let first_b = v["traceEvents"]
+    let first_x = v["traceEvents"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["ph"] == "B")
+        .find(|e| e["ph"] == "X")
         .unwrap();
-    assert_eq!(first_b["ts"].as_f64().unwrap(), 1_001_000.0);
+    assert_eq!(first_x["ts"].as_f64().unwrap(), 1_001_000.0);
+    // Compact: one line, no empty args, exact µs without trailing zeros.
+    let text = String::from_utf8(buf).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    assert!(!text.contains("\"args\":{}"));
+    assert!(text.contains("\"ts\":1001000,"), "{}", &text[..400]);
     assert_eq!(v["otherData"]["clock"], "CLOCK_MONOTONIC");
 }
 

@@ -246,7 +246,8 @@ pub fn thousands(v: f64) -> String {
 }
 
 /// A value in `unit` as perf stat prints it, and the unit it prints: clocks (`ns`) in msec
-/// with two decimals, energy (`J`) in joules, counts (any other unit) as integers grouped by
+/// with two decimals, energy (`J`) in joules, GPM activity (`fraction`, the run's mean) with
+/// three decimals, GPM traffic (`B/s`) and counts (any other unit) as integers grouped by
 /// thousands.
 pub fn perf_value(v: f64, unit: Option<&str>) -> (String, &'static str) {
     match unit {
@@ -264,6 +265,9 @@ pub fn perf_value(v: f64, unit: Option<&str>) -> (String, &'static str) {
             )
         }
         Some("J") => (format!("{v:.2}"), "Joules"),
+        // GPM activity (a time-weighted mean over the run, 0..1) and traffic (mean bytes/s)
+        Some("fraction") => (format!("{v:.3}"), "fraction"),
+        Some("B/s") => (thousands(v), "B/s"),
         _ => (thousands(v), ""),
     }
 }

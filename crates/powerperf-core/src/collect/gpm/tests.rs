@@ -187,3 +187,72 @@ fn a_gpm_gpu_whose_spans_all_fail_has_no_sample_with_nvmls_error() {
     let fp64 = rec("gpu0-fp64_active");
     assert_eq!(fp64.status, EventStatus::NotSupported, "{fp64:?}");
 }
+
+/// One GPU whose DRAM activity is 20 % over the first span and 80 % over the second.
+struct Changing {
+    reads: u32,
+}
+
+impl GpmSource for Changing {
+    fn count(&self) -> u32 {
+        1
+    }
+    fn support(&self, _: u32) -> Result<(), String> {
+        Ok(())
+    }
+    fn read(&mut self, _: u32) -> Option<Vec<Result<f64, String>>> {
+        self.reads += 1;
+        let dram = match self.reads {
+            1 => return None,
+            2 => 20.0,
+            _ => 80.0,
+        };
+        Some(
+            METRICS
+                .iter()
+                .map(|m| Ok(if m.name == "dram_active" { dram } else { 0.0 }))
+                .collect(),
+        )
+    }
+}
+
+/// A counted GPM metric's record carries its time-weighted mean over the run as `total`, so
+/// the perf-stat-like summary prints a value (quickstart's step 1 on the H200 printed
+/// `<not supported>` for counted metrics, which had no total), and the report prints it as a
+/// fraction.
+#[test]
+fn a_counted_metric_records_its_time_weighted_mean_and_the_report_prints_it() {
+    let mut s = GpmSampler::new(Box::new(Changing { reads: 0 }));
+    let t0 = std::time::Instant::now();
+    s.sample_at(t0);
+    s.sample_at(t0 + MIN_WINDOW); // 0.2 over 200 ms
+    s.sample_at(t0 + 4 * MIN_WINDOW); // 0.8 over 600 ms
+    let recs = s.records(false);
+    let dram = recs.iter().find(|r| r.name == "gpu0-dram_active").unwrap();
+    assert_eq!(dram.status, EventStatus::Counted);
+    let mean = dram.total.unwrap();
+    assert!(
+        (mean - (0.2 * 0.2 + 0.8 * 0.6) / 0.8).abs() < 1e-12,
+        "{mean}"
+    );
+    let row = crate::report::Row {
+        event: dram.name.clone(),
+        backend: "nvml".into(),
+        status: "counted".into(),
+        value: dram.total,
+        unit: dram.unit.clone(),
+        rate: None,
+        rate_unit: None,
+        reason: None,
+    };
+    assert_eq!(crate::report::display_value(&row), "0.650 fraction");
+    let pcie = recs
+        .iter()
+        .find(|r| r.name == "gpu0-pcie_tx_bytes")
+        .unwrap();
+    assert_eq!(pcie.total, Some(0.0));
+    assert_eq!(
+        crate::report::perf_value(3.5e9, pcie.unit.as_deref()),
+        ("3,500,000,000".to_string(), "B/s")
+    );
+}
