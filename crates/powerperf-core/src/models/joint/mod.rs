@@ -321,17 +321,11 @@ fn reference(points: &[&Point], knobs: &[String]) -> Knobs {
     best.map(|b| b.1).unwrap_or_default()
 }
 
-/// Fit on mean points.
+/// The knobs that take two or more values over the training points, sorted by name.
 ///
 /// # Errors
-/// [`ModelError::NotEnoughData`] when fewer than two knobs vary, or a workload's training
-/// points do not separate the knobs' effects (they change together), or its targets are
-/// missing or not positive.
-pub fn fit(
-    meta: &SetMeta,
-    points: &[Point],
-    params: &JointParams,
-) -> Result<JointModel, ModelError> {
+/// Fewer than two such knobs ([`ModelError::NotEnoughData`], naming them).
+fn varied_knobs(points: &[Point]) -> Result<Vec<String>, ModelError> {
     let mut all: Vec<String> = points
         .iter()
         .flat_map(|p| p.knobs.keys().cloned())
@@ -357,6 +351,16 @@ pub fn fit(
             if knobs.is_empty() { "none".to_string() } else { knobs.join(", ") }
         )));
     }
+    Ok(knobs)
+}
+
+/// The training points grouped by workload and the values of the knobs that do not vary,
+/// each group with its reference setting and the levels of each varied knob.
+///
+/// # Errors
+/// A group with a point that lacks a varied knob, or whose points do not separate the
+/// knobs' effects (two knobs change together).
+fn knob_groups<'a>(points: &'a [Point], knobs: &[String]) -> Result<Vec<Group<'a>>, ModelError> {
     // Group by workload and the non-varied knobs.
     let mut groups: Vec<Group> = Vec::new();
     for p in points {
@@ -390,8 +394,8 @@ pub fn fit(
                 g.workload
             )));
         }
-        g.reference = reference(&g.points, &knobs);
-        for k in &knobs {
+        g.reference = reference(&g.points, knobs);
+        for k in knobs {
             let mut v: Vec<f64> = g.points.iter().map(|p| p.knobs[k]).collect();
             v.sort_by(f64::total_cmp);
             v.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
@@ -407,6 +411,22 @@ pub fn fit(
             )));
         }
     }
+    Ok(groups)
+}
+
+/// Fit on mean points.
+///
+/// # Errors
+/// [`ModelError::NotEnoughData`] when fewer than two knobs vary, or a workload's training
+/// points do not separate the knobs' effects (they change together), or its targets are
+/// missing or not positive.
+pub fn fit(
+    meta: &SetMeta,
+    points: &[Point],
+    params: &JointParams,
+) -> Result<JointModel, ModelError> {
+    let knobs = varied_knobs(points)?;
+    let groups = knob_groups(points, &knobs)?;
     // The interaction counter and each workload's z.
     let counter = match params.interaction_counter.as_deref() {
         None | Some("none") => None,
