@@ -163,10 +163,12 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         }
     });
     let max_slowdown = parse_slowdown(&bound_text).context("--max-slowdown")?;
-    let auto_margin = args.slowdown_margin.trim() == "auto";
-    let risk_by_class = args.slowdown_margin.trim() == "risk-class";
-    let risk_near = args.slowdown_margin.trim() == "risk-near";
-    let risk_guard = args.slowdown_margin.trim() == "risk" || risk_by_class || risk_near;
+    let flags = MarginFlags::of(&args.slowdown_margin);
+    let MarginFlags {
+        auto_margin,
+        risk_guard,
+        ..
+    } = flags;
     if risk_guard && !(args.risk > 0.0 && args.risk < 1.0) {
         anyhow::bail!(
             "--risk {} must be a fraction between 0 and 1, e.g. 0.05",
@@ -198,64 +200,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         ticks: None,
     };
     if let Some(set_dir) = &args.evaluate {
-        let set = crate::store::set::TrainingSet::read(set_dir)?;
-        let split = match (&args.train_points, args.train.as_slice()) {
-            (Some(file), _) => Some(crate::models::split::TrainSplit::read_settings(file)?),
-            (None, []) => anyhow::bail!(
-                "plan --evaluate needs the training settings: --train KNOB=A,B,C (e.g. core_freq_mhz=595,861,1164) or --train-points FILE"
-            ),
-            (None, [_]) if !args.train[0].contains(';') => None,
-            (None, specs) => Some(crate::models::split::TrainSplit::Grid(
-                crate::cli::evaluate::parse_train_grid(specs)?,
-            )),
-        };
-        let (train_knob, train_values) = match &split {
-            None => crate::dvfs::evaluate::parse_train(&args.train[0])?,
-            // The guards' interior points run along the split's first knob.
-            Some(s) => (s.knobs().first().cloned().unwrap_or_default(), Vec::new()),
-        };
-        if let Some(s) = &split {
-            let means = crate::models::features::mean_points(&set);
-            s.check(
-                &means,
-                &set.meta.knobs,
-                if args.train_points.is_some() {
-                    "--train-points"
-                } else {
-                    "--train"
-                },
-            )?;
-        }
-        let req = crate::dvfs::evaluate::EvalRequest {
-            config,
-            train_knob,
-            train_values,
-            split,
-            kind: args.kind,
-            params: crate::cli::fit::parse_params(args.params.as_deref())?,
-            idle_power_w: args.idle_power,
-            cv_folds: args.cv.map(|k| k as usize),
-            judge_on: args.judge_on.clone(),
-            guard: if auto_margin {
-                crate::dvfs::evaluate::Guard::AutoMargin
-            } else if risk_by_class {
-                crate::dvfs::evaluate::Guard::RiskByClass(args.risk)
-            } else if risk_near {
-                crate::dvfs::evaluate::Guard::RiskNear(args.risk)
-            } else if risk_guard {
-                crate::dvfs::evaluate::Guard::RiskBudget(args.risk)
-            } else {
-                crate::dvfs::evaluate::Guard::Margin(margin)
-            },
-        };
-        let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
-        match args.format {
-            Format::Table | Format::Csv | Format::Markdown => {
-                out!("{}", crate::dvfs::evaluate::render(&report))
-            }
-            Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
-        }
-        return Ok(0);
+        return run_evaluate(&args, set_dir, config, flags, margin);
     }
     let model_path = args.model.clone().context("--model MODEL is required")?;
     let model = crate::models::load_model_file(&model_path)
@@ -269,70 +214,21 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         },
         model_path.display()
     );
-    let missing = || {
-        model
-            .slowdown_errors_missing
-            .clone()
-            .unwrap_or_else(|| "written before powerperf stored them".into())
-    };
-    // The guard (issue 20, item 1): the risk budget by default, from the model's errors.
-    let guard = if max_slowdown.is_none() {
-        GuardKind::Margin(0.0)
-    } else if risk_guard {
-        if model.slowdown_errors.is_none() {
-            anyhow::bail!(
-                "the model {} has no held-out slowdown errors, which the default guard (--slowdown-margin risk) needs: {} (fix: fit it again with leave-one-out or cross-validation, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
-                model_path.display(),
-                missing()
-            );
-        }
-        if risk_by_class {
-            GuardKind::RiskByClass(args.risk)
-        } else if risk_near {
-            GuardKind::RiskNear(args.risk)
-        } else {
-            GuardKind::Risk(args.risk)
-        }
-    } else if auto_margin {
-        let m = model
-            .held_out_error
-            .as_ref()
-            .and_then(|h| h.targets.get("time_s"))
-            .map(|e| e.mape_pct / 100.0)
-            .with_context(|| format!(
-                "--slowdown-margin auto takes the model's held-out time error as the margin, and the model {} has none (fix: fit it again without --no-loo, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
-                model_path.display()
-            ))?;
-        GuardKind::Margin(m)
-    } else {
-        GuardKind::Margin(margin)
-    };
+    let guard = model_guard(
+        &model,
+        &model_path,
+        &refit,
+        max_slowdown,
+        flags,
+        args.risk,
+        margin,
+    )?;
     let margin = match guard {
         GuardKind::Margin(m) => m,
         _ => 0.0,
     };
     let (device, device_index) = plan_device(&model, args.device, &model_path)?;
-    let mut unplanned_regions = Vec::new();
-    let workloads = match &args.regions_from {
-        Some(run) => {
-            let order = crate::store::set_regions::region_order(run)?;
-            let known = crate::models::Predictor::workloads(&model);
-            let (keep, unknown): (Vec<String>, Vec<String>) =
-                order.into_iter().partition(|r| known.contains(r));
-            if keep.is_empty() {
-                anyhow::bail!(
-                    "none of the regions of {} ({}) is a workload of the model {}, which knows: {} (fix: fit the model on `powerperf import RUN… --regions`)",
-                    run.display(),
-                    unknown.join(", "),
-                    model_path.display(),
-                    crate::models::name_list(&known)
-                );
-            }
-            unplanned_regions = unknown;
-            keep
-        }
-        None => args.workloads.clone(),
-    };
+    let (workloads, unplanned_regions) = plan_workloads(&args, &model, &model_path)?;
     let req = from_model::PlanRequest {
         workloads,
         scope: if args.job {
@@ -372,6 +268,204 @@ pub fn run(args: PlanArgs) -> Result<i32> {
     if let Some(path) = &args.output {
         out.plan.write(path)?;
     }
+    print_plan(&args, &out)?;
+    Ok(0)
+}
+
+/// What `--slowdown-margin` names: `auto`, `risk`, `risk-class`, `risk-near`, or (none of
+/// them) a fixed margin.
+#[derive(Debug, Clone, Copy)]
+struct MarginFlags {
+    auto_margin: bool,
+    risk_by_class: bool,
+    risk_near: bool,
+    /// `risk`, `risk-class` or `risk-near`.
+    risk_guard: bool,
+}
+
+impl MarginFlags {
+    fn of(slowdown_margin: &str) -> Self {
+        let auto_margin = slowdown_margin.trim() == "auto";
+        let risk_by_class = slowdown_margin.trim() == "risk-class";
+        let risk_near = slowdown_margin.trim() == "risk-near";
+        let risk_guard = slowdown_margin.trim() == "risk" || risk_by_class || risk_near;
+        Self {
+            auto_margin,
+            risk_by_class,
+            risk_near,
+            risk_guard,
+        }
+    }
+}
+
+/// `plan --evaluate SET`: fit on the training settings, plan from the predictions and
+/// judge the plans on the measured values; prints the report.
+///
+/// # Errors
+/// An unreadable set, bad training settings or params, or an evaluation error.
+fn run_evaluate(
+    args: &PlanArgs,
+    set_dir: &std::path::Path,
+    config: PlannerConfig,
+    flags: MarginFlags,
+    margin: f64,
+) -> Result<i32> {
+    let set = crate::store::set::TrainingSet::read(set_dir)?;
+    let split = match (&args.train_points, args.train.as_slice()) {
+        (Some(file), _) => Some(crate::models::split::TrainSplit::read_settings(file)?),
+        (None, []) => anyhow::bail!(
+            "plan --evaluate needs the training settings: --train KNOB=A,B,C (e.g. core_freq_mhz=595,861,1164) or --train-points FILE"
+        ),
+        (None, [_]) if !args.train[0].contains(';') => None,
+        (None, specs) => Some(crate::models::split::TrainSplit::Grid(
+            crate::cli::evaluate::parse_train_grid(specs)?,
+        )),
+    };
+    let (train_knob, train_values) = match &split {
+        None => crate::dvfs::evaluate::parse_train(&args.train[0])?,
+        // The guards' interior points run along the split's first knob.
+        Some(s) => (s.knobs().first().cloned().unwrap_or_default(), Vec::new()),
+    };
+    if let Some(s) = &split {
+        let means = crate::models::features::mean_points(&set);
+        s.check(
+            &means,
+            &set.meta.knobs,
+            if args.train_points.is_some() {
+                "--train-points"
+            } else {
+                "--train"
+            },
+        )?;
+    }
+    let req = crate::dvfs::evaluate::EvalRequest {
+        config,
+        train_knob,
+        train_values,
+        split,
+        kind: args.kind,
+        params: crate::cli::fit::parse_params(args.params.as_deref())?,
+        idle_power_w: args.idle_power,
+        cv_folds: args.cv.map(|k| k as usize),
+        judge_on: args.judge_on.clone(),
+        guard: if flags.auto_margin {
+            crate::dvfs::evaluate::Guard::AutoMargin
+        } else if flags.risk_by_class {
+            crate::dvfs::evaluate::Guard::RiskByClass(args.risk)
+        } else if flags.risk_near {
+            crate::dvfs::evaluate::Guard::RiskNear(args.risk)
+        } else if flags.risk_guard {
+            crate::dvfs::evaluate::Guard::RiskBudget(args.risk)
+        } else {
+            crate::dvfs::evaluate::Guard::Margin(margin)
+        },
+    };
+    let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
+    match args.format {
+        Format::Table | Format::Csv | Format::Markdown => {
+            out!("{}", crate::dvfs::evaluate::render(&report))
+        }
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(0)
+}
+
+/// The guard of a plan from a model (issue 20, item 1): none without a bound; the risk
+/// budget (needs the model's held-out slowdown errors); `auto`: the model's held-out time
+/// error as the margin; else the fixed `margin`.
+///
+/// # Errors
+/// The chosen guard needs errors or a held-out time error the model does not have.
+fn model_guard(
+    model: &crate::models::ModelFile,
+    model_path: &std::path::Path,
+    refit: &str,
+    max_slowdown: Option<f64>,
+    flags: MarginFlags,
+    risk: f64,
+    margin: f64,
+) -> Result<GuardKind> {
+    let missing = || {
+        model
+            .slowdown_errors_missing
+            .clone()
+            .unwrap_or_else(|| "written before powerperf stored them".into())
+    };
+    // The guard (issue 20, item 1): the risk budget by default, from the model's errors.
+    let guard = if max_slowdown.is_none() {
+        GuardKind::Margin(0.0)
+    } else if flags.risk_guard {
+        if model.slowdown_errors.is_none() {
+            anyhow::bail!(
+                "the model {} has no held-out slowdown errors, which the default guard (--slowdown-margin risk) needs: {} (fix: fit it again with leave-one-out or cross-validation, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
+                model_path.display(),
+                missing()
+            );
+        }
+        if flags.risk_by_class {
+            GuardKind::RiskByClass(risk)
+        } else if flags.risk_near {
+            GuardKind::RiskNear(risk)
+        } else {
+            GuardKind::Risk(risk)
+        }
+    } else if flags.auto_margin {
+        let m = model
+            .held_out_error
+            .as_ref()
+            .and_then(|h| h.targets.get("time_s"))
+            .map(|e| e.mape_pct / 100.0)
+            .with_context(|| format!(
+                "--slowdown-margin auto takes the model's held-out time error as the margin, and the model {} has none (fix: fit it again without --no-loo, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
+                model_path.display()
+            ))?;
+        GuardKind::Margin(m)
+    } else {
+        GuardKind::Margin(margin)
+    };
+    Ok(guard)
+}
+
+/// The workloads to plan: with `--regions-from RUN` the run's regions that the model
+/// knows (in the run's order) and, second, those it does not; else `--workload`'s.
+///
+/// # Errors
+/// An unreadable run, or none of its regions is a workload of the model.
+fn plan_workloads(
+    args: &PlanArgs,
+    model: &crate::models::ModelFile,
+    model_path: &std::path::Path,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let mut unplanned_regions = Vec::new();
+    let workloads = match &args.regions_from {
+        Some(run) => {
+            let order = crate::store::set_regions::region_order(run)?;
+            let known = crate::models::Predictor::workloads(model);
+            let (keep, unknown): (Vec<String>, Vec<String>) =
+                order.into_iter().partition(|r| known.contains(r));
+            if keep.is_empty() {
+                anyhow::bail!(
+                    "none of the regions of {} ({}) is a workload of the model {}, which knows: {} (fix: fit the model on `powerperf import RUN… --regions`)",
+                    run.display(),
+                    unknown.join(", "),
+                    model_path.display(),
+                    crate::models::name_list(&known)
+                );
+            }
+            unplanned_regions = unknown;
+            keep
+        }
+        None => args.workloads.clone(),
+    };
+    Ok((workloads, unplanned_regions))
+}
+
+/// Print a plan in `--format`, then its GEOPM policies (`--geopm`) and srun arguments
+/// (`--srun`).
+///
+/// # Errors
+/// A closed or full stdout, or a plan that cannot be exported.
+fn print_plan(args: &PlanArgs, out: &from_model::PlanOutcome) -> Result<()> {
     match args.format {
         Format::Csv | Format::Markdown => {
             let table = crate::output::plan::plan_table(&out.plan);
@@ -416,7 +510,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
             outln!("{}\t{}", r.name, export::srun_args(&out.plan, r)?);
         }
     }
-    Ok(0)
+    Ok(())
 }
 
 /// The device of the plan (issue 20, item 4): `--device` when given, else the one the
