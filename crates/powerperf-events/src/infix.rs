@@ -54,6 +54,34 @@ fn is_perf_sym(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '@' | '?')
 }
 
+/// The end of the number that starts at `chars[i]`: digits, an optional fraction, and an
+/// exponent (`e`, optional sign, digits) where one follows.
+fn number_end(chars: &[char], i: usize) -> usize {
+    let mut j = i;
+    while j < chars.len() && chars[j].is_ascii_digit() {
+        j += 1;
+    }
+    if j < chars.len() && chars[j] == '.' {
+        j += 1;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
+        }
+    }
+    if j < chars.len() && (chars[j] == 'e' || chars[j] == 'E') {
+        let mut k = j + 1;
+        if k < chars.len() && (chars[k] == '-' || chars[k] == '+') {
+            k += 1;
+        }
+        if k < chars.len() && chars[k].is_ascii_digit() {
+            while k < chars.len() && chars[k].is_ascii_digit() {
+                k += 1;
+            }
+            j = k;
+        }
+    }
+    j
+}
+
 fn lex(
     text: &str,
     dialect: Dialect,
@@ -80,28 +108,7 @@ fn lex(
         let number_start = c.is_ascii_digit()
             || (c == '.' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit()));
         if number_start {
-            let mut j = i;
-            while j < chars.len() && chars[j].is_ascii_digit() {
-                j += 1;
-            }
-            if j < chars.len() && chars[j] == '.' {
-                j += 1;
-                while j < chars.len() && chars[j].is_ascii_digit() {
-                    j += 1;
-                }
-            }
-            if j < chars.len() && (chars[j] == 'e' || chars[j] == 'E') {
-                let mut k = j + 1;
-                if k < chars.len() && (chars[k] == '-' || chars[k] == '+') {
-                    k += 1;
-                }
-                if k < chars.len() && chars[k].is_ascii_digit() {
-                    while k < chars.len() && chars[k].is_ascii_digit() {
-                        k += 1;
-                    }
-                    j = k;
-                }
-            }
+            let j = number_end(&chars, i);
             let follows_name = chars.get(j).is_some_and(|&d| match dialect {
                 Dialect::Plain => is_plain_cont(d),
                 Dialect::Perf => is_perf_sym(d) || d == '\\',

@@ -125,6 +125,28 @@ pub(crate) struct Sources {
     pub gpu: Option<Box<dyn GpuSource>>,
 }
 
+type Labels = Vec<(String, String)>;
+type F64Counter = Counter<f64, AtomicU64>;
+type F64Gauge = Gauge<f64, AtomicU64>;
+
+/// Prometheus labels from `(name, value)` pairs.
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The unit of the frequency metrics (`_hertz`).
+fn hertz() -> Unit {
+    Unit::Other("hertz".into())
+}
+
+/// The unit of the power metrics (`_watts`).
+fn watts() -> Unit {
+    Unit::Other("watts".into())
+}
+
 #[derive(Debug, Default)]
 struct Job {
     /// Sessions of the job open now.
@@ -372,25 +394,12 @@ impl State {
         }
     }
 
-    /// The text of one scrape.
-    fn render(&self) -> String {
-        type Labels = Vec<(String, String)>;
-        type F64Counter = Counter<f64, AtomicU64>;
-        type F64Gauge = Gauge<f64, AtomicU64>;
-        fn l(pairs: &[(&str, &str)]) -> Labels {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        }
-        let mut reg = Registry::with_prefix("powerperf");
-        let hertz = || Unit::Other("hertz".into());
-        let watts = || Unit::Other("watts".into());
-
+    /// RAPL and GPU energy counters and power gauges.
+    fn register_energy(&self, reg: &mut Registry) {
         let rapl_energy = Family::<Labels, F64Counter>::default();
         let rapl_power = Family::<Labels, F64Gauge>::default();
         for (i, d) in self.rapl.domains.iter().enumerate() {
-            let lab = l(&[("domain", &d.name)]);
+            let lab = labels(&[("domain", &d.name)]);
             rapl_energy
                 .get_or_create(&lab)
                 .inc_by(self.rapl.total_uj[i] as f64 / 1e6);
@@ -415,7 +424,7 @@ impl State {
         let gpu_power = Family::<Labels, F64Gauge>::default();
         let gpu_clock = Family::<Labels, F64Gauge>::default();
         for i in 0..self.gpu_total_mj.len() {
-            let lab = l(&[("gpu", &i.to_string())]);
+            let lab = labels(&[("gpu", &i.to_string())]);
             if self.gpu_last_mj[i].is_some() {
                 gpu_energy
                     .get_or_create(&lab)
@@ -446,12 +455,15 @@ impl State {
             hertz(),
             gpu_clock,
         );
+    }
 
+    /// Current CPU and uncore frequencies (cpufreq, intel_uncore_frequency).
+    fn register_frequencies(&self, reg: &mut Registry) {
         let cpu_freq = Family::<Labels, F64Gauge>::default();
         for (cpu, p) in &self.cpu_freq {
             if let Some(h) = khz_file(p) {
                 cpu_freq
-                    .get_or_create(&l(&[("cpu", &cpu.to_string())]))
+                    .get_or_create(&labels(&[("cpu", &cpu.to_string())]))
                     .set(h);
             }
         }
@@ -464,7 +476,9 @@ impl State {
         let uncore_freq = Family::<Labels, F64Gauge>::default();
         for (dom, p) in &self.uncore_freq {
             if let Some(h) = khz_file(p) {
-                uncore_freq.get_or_create(&l(&[("domain", dom)])).set(h);
+                uncore_freq
+                    .get_or_create(&labels(&[("domain", dom)]))
+                    .set(h);
             }
         }
         reg.register_with_unit(
@@ -473,7 +487,10 @@ impl State {
             hertz(),
             uncore_freq,
         );
+    }
 
+    /// Open sessions and the settings each holds.
+    fn register_sessions(&self, reg: &mut Registry) {
         let sessions = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
         sessions.set(self.sessions.len() as i64);
         reg.register(
@@ -502,8 +519,8 @@ impl State {
                         max,
                     } => {
                         for (bound, v) in [("min", min), ("max", max)] {
-                            let mut lab = l(&base);
-                            lab.extend(l(&[
+                            let mut lab = labels(&base);
+                            lab.extend(labels(&[
                                 ("control", control),
                                 ("target", target),
                                 ("bound", bound),
@@ -516,13 +533,13 @@ impl State {
                         target,
                         watts,
                     } => {
-                        let mut lab = l(&base);
-                        lab.extend(l(&[("control", control), ("target", target)]));
+                        let mut lab = labels(&base);
+                        lab.extend(labels(&[("control", control), ("target", target)]));
                         set_w.get_or_create(&lab).set(*watts);
                     }
                     Applied::Governor { target, governor } => {
-                        let mut lab = l(&base);
-                        lab.extend(l(&[("target", target), ("governor", governor)]));
+                        let mut lab = labels(&base);
+                        lab.extend(labels(&[("target", target), ("governor", governor)]));
                         set_gov.get_or_create(&lab).set(1);
                     }
                 }
@@ -545,25 +562,28 @@ impl State {
             "The cpufreq governor a session set and holds on a CPU (value 1)",
             set_gov,
         );
+    }
 
+    /// Node energy per job while its sessions are open.
+    fn register_jobs(&self, reg: &mut Registry) {
         let job_rapl = Family::<Labels, F64Counter>::default();
         let job_gpu = Family::<Labels, F64Counter>::default();
         let job_open = Family::<Labels, Gauge>::default();
         for (name, j) in &self.jobs {
             for (d, uj) in self.rapl.domains.iter().zip(&j.rapl_uj) {
                 job_rapl
-                    .get_or_create(&l(&[("job", name), ("domain", &d.name)]))
+                    .get_or_create(&labels(&[("job", name), ("domain", &d.name)]))
                     .inc_by(*uj as f64 / 1e6);
             }
             for (i, mj) in j.gpu_mj.iter().enumerate() {
                 if self.gpu_last_mj[i].is_some() {
                     job_gpu
-                        .get_or_create(&l(&[("job", name), ("gpu", &i.to_string())]))
+                        .get_or_create(&labels(&[("job", name), ("gpu", &i.to_string())]))
                         .inc_by(*mj as f64 / 1e3);
                 }
             }
             job_open
-                .get_or_create(&l(&[("job", name)]))
+                .get_or_create(&labels(&[("job", name)]))
                 .set(j.open as i64);
         }
         reg.register_with_unit(
@@ -583,6 +603,15 @@ impl State {
             "Sessions of the job open now (0: finished, its energy final)",
             job_open,
         );
+    }
+
+    /// The text of one scrape.
+    fn render(&self) -> String {
+        let mut reg = Registry::with_prefix("powerperf");
+        self.register_energy(&mut reg);
+        self.register_frequencies(&mut reg);
+        self.register_sessions(&mut reg);
+        self.register_jobs(&mut reg);
 
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &reg) {
