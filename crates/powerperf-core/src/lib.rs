@@ -18,4 +18,5 @@ pub mod models;
 pub mod output;
 pub mod report;
 pub mod store;
+pub mod sysfs;
 pub mod units;

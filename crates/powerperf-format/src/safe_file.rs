@@ -61,20 +61,8 @@ pub fn random_u64() -> u64 {
     if n == b.len() as isize {
         u64::from_ne_bytes(b)
     } else {
-        monotonic_ns() ^ (u64::from(std::process::id()) << 32)
+        powerperf_rt::now_ns() ^ (u64::from(std::process::id()) << 32)
     }
-}
-
-/// CLOCK_MONOTONIC in ns (as `powerperf::collect::monotonic_ns`), for [`random_u64`]'s
-/// fallback.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// 16 hex digits of [`random_u64`].

@@ -51,14 +51,3 @@ pub struct Outcome {
     /// The status a shell would report for the command: exit code, or 128 + signal.
     pub shell_status: i32,
 }
-
-/// CLOCK_MONOTONIC now, ns: the one clock of every run file.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}

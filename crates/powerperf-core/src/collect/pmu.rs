@@ -3,6 +3,7 @@
 //! (PMUs with a cpumask count per CPU or package, not per task: uncore, `power`).
 //! Layout: Linux `Documentation/ABI/testing/sysfs-bus-event_source-devices-{format,events}`.
 
+use crate::sysfs::read_trim;
 use std::path::{Path, PathBuf};
 
 /// A named event of a sysfs PMU.
@@ -57,17 +58,12 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
 /// Read one PMU directory.
 pub fn read_pmu(dir: &Path) -> Option<Pmu> {
     let name = dir.file_name()?.to_string_lossy().into_owned();
-    let perf_type = read_trim(&dir.join("type"))?.parse().ok()?;
+    let perf_type = read_trim(&dir.join("type")).ok()?.parse().ok()?;
     let cpumask = read_trim(&dir.join("cpumask"))
+        .ok()
         .and_then(|t| parse_cpu_list(&t).ok())
         .filter(|c| !c.is_empty());
     let mut events = Vec::new();
@@ -82,9 +78,11 @@ pub fn read_pmu(dir: &Path) -> Option<Pmu> {
             events.push(PmuEvent {
                 pmu: name.clone(),
                 name: n.clone(),
-                terms: read_trim(&ev_dir.join(n)).unwrap_or_default(),
-                scale: read_trim(&ev_dir.join(format!("{n}.scale"))).and_then(|s| s.parse().ok()),
-                unit: read_trim(&ev_dir.join(format!("{n}.unit"))),
+                terms: read_trim(&ev_dir.join(n)).ok().unwrap_or_default(),
+                scale: read_trim(&ev_dir.join(format!("{n}.scale")))
+                    .ok()
+                    .and_then(|s| s.parse().ok()),
+                unit: read_trim(&ev_dir.join(format!("{n}.unit"))).ok(),
             });
         }
     }

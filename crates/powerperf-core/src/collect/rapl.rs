@@ -6,6 +6,7 @@
 //! `energy_psys_j`. Counters are `energy_uj` (µJ) and wrap at `max_energy_range_uj`.
 //! Since Linux 5.10 `energy_uj` is readable by root only (CVE-2020-8694).
 
+use crate::sysfs::read_trim;
 use std::path::{Path, PathBuf};
 
 /// One RAPL domain found in powercap sysfs.
@@ -35,10 +36,6 @@ pub struct Discovery {
     pub unreadable: Vec<UnreadableDomain>,
     /// Why there are no domains at all, when there are none.
     pub absent_reason: Option<String>,
-}
-
-fn read_trim(p: &Path) -> std::io::Result<String> {
-    std::fs::read_to_string(p).map(|s| s.trim().to_string())
 }
 
 /// The fix printed when `energy_uj` is root-only.

@@ -2,6 +2,7 @@
 //! knobs from cpufreq sysfs (read under a root directory, `/` in production).
 
 use crate::store::run::Knobs;
+use crate::sysfs::read_trim;
 use std::path::Path;
 
 /// CPU identity from `/proc/cpuinfo`.
@@ -95,18 +96,13 @@ pub fn host_and_kernel() -> (String, String) {
     }
 }
 
-fn read_trim(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
 /// The CPU frequency knobs of CPU 0 from `<root>/sys/devices/system/cpu/cpu0/cpufreq`
 /// (kHz in sysfs, MHz here), and threads from `OMP_NUM_THREADS`.
 pub fn read_knobs(root: &Path) -> Knobs {
     let dir = root.join("sys/devices/system/cpu/cpu0/cpufreq");
     let khz = |f: &str| {
         read_trim(&dir.join(f))
+            .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .map(|k| k as f64 / 1000.0)
     };
@@ -120,9 +116,10 @@ pub fn read_knobs(root: &Path) -> Knobs {
         k.core_freq_mhz = khz("scaling_cur_freq");
         k.core_freq_min_mhz = khz("scaling_min_freq");
         k.core_freq_max_mhz = khz("scaling_max_freq");
-        k.governor = read_trim(&dir.join("scaling_governor"));
-        k.scaling_driver = read_trim(&dir.join("scaling_driver"));
-        k.energy_performance_preference = read_trim(&dir.join("energy_performance_preference"));
+        k.governor = read_trim(&dir.join("scaling_governor")).ok();
+        k.scaling_driver = read_trim(&dir.join("scaling_driver")).ok();
+        k.energy_performance_preference =
+            read_trim(&dir.join("energy_performance_preference")).ok();
         let cpus = root.join("sys/devices/system/cpu");
         let freqs: Vec<f64> = std::fs::read_dir(&cpus)
             .map(|rd| {
@@ -135,7 +132,8 @@ pub fn read_knobs(root: &Path) -> Knobs {
                         })
                     })
                     .filter_map(|e| {
-                        read_trim(&e.path().join("cpufreq/scaling_cur_freq"))?
+                        read_trim(&e.path().join("cpufreq/scaling_cur_freq"))
+                            .ok()?
                             .parse::<f64>()
                             .ok()
                     })
@@ -151,8 +149,8 @@ pub fn read_knobs(root: &Path) -> Knobs {
             dir.display()
         ));
     }
-    let no_turbo = read_trim(&root.join("sys/devices/system/cpu/intel_pstate/no_turbo"));
-    let boost = read_trim(&root.join("sys/devices/system/cpu/cpufreq/boost"));
+    let no_turbo = read_trim(&root.join("sys/devices/system/cpu/intel_pstate/no_turbo")).ok();
+    let boost = read_trim(&root.join("sys/devices/system/cpu/cpufreq/boost")).ok();
     k.turbo = match (no_turbo.as_deref(), boost.as_deref()) {
         (Some(v), _) => Some(v == "0"),
         (None, Some(v)) => Some(v == "1"),
@@ -170,13 +168,14 @@ pub fn rapl_power_limits(root: &Path) -> std::collections::BTreeMap<String, f64>
         return out;
     };
     for z in rd.filter_map(|e| e.ok()).map(|e| e.path()) {
-        let Some(zone) = read_trim(&z.join("name")) else {
+        let Some(zone) = read_trim(&z.join("name")).ok() else {
             continue;
         };
         for n in 0..4 {
             let (Some(name), Some(uw)) = (
-                read_trim(&z.join(format!("constraint_{n}_name"))),
+                read_trim(&z.join(format!("constraint_{n}_name"))).ok(),
                 read_trim(&z.join(format!("constraint_{n}_power_limit_uw")))
+                    .ok()
                     .and_then(|s| s.parse::<f64>().ok()),
             ) else {
                 continue;

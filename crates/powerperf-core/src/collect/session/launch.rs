@@ -3,13 +3,13 @@
 //! go and the sampler thread started, then the wait for the end of the measurement.
 
 use super::super::launcher::{self, Exit, Paused};
-use super::super::monotonic_ns;
 use super::super::pc_sampler::{Collected, OpenedInfo, Reader};
 use super::super::Mode;
 use super::sampler::{Sampler, SamplerThread};
 use super::sources::{FailedEvent, Sources};
 use super::Session;
 use anyhow::{Context, Result};
+use powerperf_rt::now_ns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -164,7 +164,7 @@ impl Session<'_> {
         // The run's origin (t = 0 of the timeline, the start of `duration_ns`) is taken just
         // before the command is let go, after the sources' first readings, so that the
         // command's wall-clock time does not include powerperf's own start-up.
-        let origin = monotonic_ns();
+        let origin = now_ns();
         self.meta.run.start_monotonic_ns = origin;
         sampler.origin_ns = origin;
         sampler.last_ns = origin;
@@ -221,7 +221,7 @@ impl Session<'_> {
                 None
             }
         };
-        let end = monotonic_ns();
+        let end = now_ns();
         let pc = pc.map(|(reader, info)| (info, reader.finish()));
         let sampler = sampler.stop()?;
         signals.close();

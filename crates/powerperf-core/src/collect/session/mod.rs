@@ -12,8 +12,7 @@ mod sampler;
 mod sources;
 
 use super::{
-    events, global_rank, local_rank, monotonic_ns, sysinfo, CollectConfig, CounterBackend, Mode,
-    Outcome,
+    events, global_rank, local_rank, sysinfo, CollectConfig, CounterBackend, Mode, Outcome,
 };
 use crate::store::run::{self, Ending, RunInfo, RunMeta};
 use anyhow::{Context, Result};
@@ -240,7 +239,7 @@ fn initial_meta(
             core_dumped: false,
             error: None,
             start_unix_ns,
-            start_monotonic_ns: monotonic_ns(),
+            start_monotonic_ns: powerperf_rt::now_ns(),
             duration_ns: 0,
             host,
             cpu_model: cpu.model_name.clone(),

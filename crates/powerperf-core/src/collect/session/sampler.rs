@@ -3,10 +3,10 @@
 
 use super::super::energy::Energy;
 use super::super::leader_sampling::KernelTimeline;
-use super::super::monotonic_ns;
 use super::super::nvml::GpuSampler;
 use super::super::perf_event::{self, OpenCounter};
 use super::super::timeline::{Journal, TimelineWriter};
+use powerperf_rt::now_ns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -72,9 +72,9 @@ impl Sampler {
     /// read(2) of every counter (exact totals) also under leader sampling.
     fn sample(&mut self, last: bool) {
         if last && self.drain_only {
-            self.grid_rows(monotonic_ns());
+            self.grid_rows(now_ns());
         }
-        let now = monotonic_ns();
+        let now = now_ns();
         let mut vals = match (&mut self.kernel, last) {
             (Some(k), false) => {
                 k.drain();
@@ -129,7 +129,7 @@ impl SamplerThread {
                     continue;
                 }
                 if drain_only {
-                    sampler.grid_rows(monotonic_ns());
+                    sampler.grid_rows(now_ns());
                 } else {
                     sampler.sample(false);
                 }

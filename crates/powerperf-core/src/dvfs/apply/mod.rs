@@ -25,8 +25,7 @@ pub mod daemon;
 pub mod daemon_gpu;
 mod session;
 pub use session::{
-    default_log_path, default_restore_path, monotonic_ns, replay_restore, RestoreRecord, Session,
-    SwitchLog,
+    default_log_path, default_restore_path, replay_restore, RestoreRecord, Session, SwitchLog,
 };
 
 /// What to run and where.

@@ -103,17 +103,6 @@ pub fn default_log_path(state_dir: Option<&Path>) -> Result<PathBuf> {
     Ok(state::state_dir(state_dir)?.join(state::LOG_NAME))
 }
 
-/// CLOCK_MONOTONIC now, ns.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The switch log: one tab-separated line per file write:
 /// `t_monotonic_ns pid action path old new` (header written when the file is new).
 pub struct SwitchLog {
@@ -142,7 +131,7 @@ impl SwitchLog {
     /// Log writes of one action (`set`, `restore`).
     pub fn log(&mut self, action: &str, writes: &[Write]) {
         if let Some(f) = &mut self.file {
-            let t = monotonic_ns();
+            let t = powerperf_rt::now_ns();
             for w in writes {
                 let _ = writeln!(
                     f,
@@ -165,7 +154,7 @@ impl SwitchLog {
             let _ = writeln!(
                 f,
                 "{}\t{}\t{action}\t{}\t{}\t{}",
-                monotonic_ns(),
+                powerperf_rt::now_ns(),
                 std::process::id(),
                 clean(what),
                 clean(old),

@@ -246,17 +246,16 @@ pub fn cpufreq_dir(root: &Path) -> PathBuf {
     root.join("sys/devices/system/cpu/cpu0/cpufreq")
 }
 
-fn read_trim(path: &Path) -> Result<String, ControllerError> {
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .map_err(|e| ControllerError::Sysfs {
-            path: path.to_path_buf(),
-            message: format!("cannot read: {e}"),
-        })
+/// [`crate::sysfs::read_trim`] with the path in the error.
+fn read_sysfs(path: &Path) -> Result<String, ControllerError> {
+    crate::sysfs::read_trim(path).map_err(|e| ControllerError::Sysfs {
+        path: path.to_path_buf(),
+        message: format!("cannot read: {e}"),
+    })
 }
 
 fn read_khz(path: &Path) -> Result<u64, ControllerError> {
-    let s = read_trim(path)?;
+    let s = read_sysfs(path)?;
     s.parse::<u64>().map_err(|_| ControllerError::Sysfs {
         path: path.to_path_buf(),
         message: format!("`{s}` is not a frequency in kHz"),
@@ -308,7 +307,7 @@ impl CpufreqController {
             }
         }
         cpus.sort();
-        let govs = read_trim(&d0.join("scaling_available_governors")).unwrap_or_default();
+        let govs = read_sysfs(&d0.join("scaling_available_governors")).unwrap_or_default();
         let method = if govs.split_whitespace().any(|g| g == "userspace")
             && d0.join("scaling_setspeed").exists()
         {
@@ -415,7 +414,7 @@ impl CpufreqController {
             }
             let (_, d) = self.file(dir, "");
             let list = |file: &str| -> Result<Vec<String>, ControllerError> {
-                Ok(read_trim(&d.join(file))?
+                Ok(read_sysfs(&d.join(file))?
                     .split_whitespace()
                     .map(str::to_string)
                     .collect())
@@ -482,7 +481,7 @@ impl CpufreqController {
                 if abs.exists() {
                     snap.files.push(SavedFile {
                         path: rel,
-                        value: read_trim(&abs)?,
+                        value: read_sysfs(&abs)?,
                     });
                 }
             }
@@ -500,7 +499,7 @@ impl CpufreqController {
         let mut out = Vec::new();
         for (_, dir) in &self.cpus {
             let (_, avail) = self.file(dir, "scaling_available_governors");
-            let list = read_trim(&avail)?;
+            let list = read_sysfs(&avail)?;
             if governor.is_empty() || !list.split_whitespace().any(|g| g == governor) {
                 return Err(ControllerError::BadGovernor {
                     governor: governor.chars().take(64).collect(),
@@ -509,7 +508,7 @@ impl CpufreqController {
                 });
             }
             let (rel, abs) = self.file(dir, "scaling_governor");
-            let cur = read_trim(&abs)?;
+            let cur = read_sysfs(&abs)?;
             if cur != governor {
                 out.push(Write {
                     path: rel,
@@ -601,8 +600,8 @@ impl CpufreqController {
     ) -> Result<Vec<Write>, ControllerError> {
         let (rmin, amin) = self.file(dir, min_name);
         let (rmax, amax) = self.file(dir, max_name);
-        let cur_min = read_trim(&amin)?;
-        let cur_max = read_trim(&amax)?;
+        let cur_min = read_sysfs(&amin)?;
+        let cur_max = read_sysfs(&amax)?;
         let mut w_min = new_min.filter(|v| *v != cur_min).map(|v| Write {
             path: rmin,
             old: Some(cur_min.clone()),
@@ -650,7 +649,7 @@ impl FrequencyController for CpufreqController {
         let max = MegaHertz::from_khz(read_khz(&d0.join("cpuinfo_max_freq"))?).0;
         let avail_path = d0.join("scaling_available_frequencies");
         let available_mhz = if avail_path.exists() {
-            let text = read_trim(&avail_path)?;
+            let text = read_sysfs(&avail_path)?;
             let mut l = Vec::new();
             for tok in text.split_whitespace() {
                 let khz = tok.parse::<u64>().map_err(|_| ControllerError::Sysfs {
@@ -685,18 +684,18 @@ impl FrequencyController for CpufreqController {
                 if abs.exists() {
                     files.push(SavedFile {
                         path: rel,
-                        value: read_trim(&abs)?,
+                        value: read_sysfs(&abs)?,
                     });
                 }
             }
             if self.method == CpufreqMethod::Userspace {
                 // the userspace frequency matters only when userspace was the governor already
                 let (_, g) = self.file(dir, "scaling_governor");
-                if read_trim(&g)? == "userspace" {
+                if read_sysfs(&g)? == "userspace" {
                     let (rel, abs) = self.file(dir, "scaling_setspeed");
                     files.push(SavedFile {
                         path: rel,
-                        value: read_trim(&abs)?,
+                        value: read_sysfs(&abs)?,
                     });
                 }
             }
@@ -718,7 +717,7 @@ impl FrequencyController for CpufreqController {
             match self.method {
                 CpufreqMethod::Userspace => {
                     let (rg, ag) = self.file(dir, "scaling_governor");
-                    let g = read_trim(&ag)?;
+                    let g = read_sysfs(&ag)?;
                     if g != "userspace" {
                         out.push(Write {
                             path: rg,
@@ -729,7 +728,7 @@ impl FrequencyController for CpufreqController {
                     let (rs, as_) = self.file(dir, "scaling_setspeed");
                     out.push(Write {
                         path: rs,
-                        old: read_trim(&as_).ok(),
+                        old: read_sysfs(&as_).ok(),
                         new: khz.clone(),
                     });
                 }
@@ -787,7 +786,7 @@ impl FrequencyController for CpufreqController {
             let mut writes = Vec::new();
             if let Some(g) = get("scaling_governor") {
                 let (rel, abs) = self.file(&dir, "scaling_governor");
-                let cur = read_trim(&abs).ok();
+                let cur = read_sysfs(&abs).ok();
                 if cur.as_deref() != Some(g.as_str()) {
                     writes.push(Write {
                         path: rel,
@@ -798,7 +797,7 @@ impl FrequencyController for CpufreqController {
             }
             if let Some(p) = get("energy_performance_preference") {
                 let (rel, abs) = self.file(&dir, "energy_performance_preference");
-                let cur = read_trim(&abs).ok();
+                let cur = read_sysfs(&abs).ok();
                 if cur.as_deref() != Some(p.as_str()) {
                     writes.push(Write {
                         path: rel,
@@ -822,7 +821,7 @@ impl FrequencyController for CpufreqController {
             };
             if let Some(s) = get("scaling_setspeed") {
                 let (rel, abs) = self.file(&dir, "scaling_setspeed");
-                let cur = read_trim(&abs).ok();
+                let cur = read_sysfs(&abs).ok();
                 if cur.as_deref() != Some(s.as_str()) {
                     minmax.push(Write {
                         path: rel,

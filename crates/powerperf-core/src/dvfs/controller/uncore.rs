@@ -15,7 +15,7 @@
 //! The driver converts kHz to a ratio of 100 MHz (`UNCORE_FREQ_KHZ_MULTIPLIER`,
 //! drivers/platform/x86/intel/uncore-frequency), so a setting must be a multiple of 100 MHz.
 
-use super::{read_trim, ControllerError, CpufreqController, SavedFile, Snapshot, Write};
+use super::{read_sysfs, ControllerError, CpufreqController, SavedFile, Snapshot, Write};
 use crate::units::MegaHertz;
 use std::path::{Path, PathBuf};
 
@@ -60,7 +60,7 @@ fn is_tpmi(name: &str) -> bool {
 }
 
 fn read_khz(p: &Path) -> Result<u64, ControllerError> {
-    let t = read_trim(p)?;
+    let t = read_sysfs(p)?;
     t.parse().map_err(|_| ControllerError::Sysfs {
         path: p.to_path_buf(),
         message: format!("`{t}` is not a frequency in kHz"),
@@ -190,7 +190,7 @@ impl CpufreqController {
                 let (rel, abs) = self.file(&d.rel, n);
                 files.push(SavedFile {
                     path: rel,
-                    value: read_trim(&abs)?,
+                    value: read_sysfs(&abs)?,
                 });
             }
         }
