@@ -18,5 +18,4 @@ pub mod models;
 pub mod output;
 pub mod report;
 pub mod store;
-pub mod sysfs;
 pub mod units;

@@ -16,7 +16,8 @@
 //!   a set from the regions of collected runs;
 //! - [`device`]: the device names of `knob_devices` (`cpu`, `gpu<i>`);
 //! - [`quantity`]: the dimensions, units and value ranges of a set's columns;
-//! - [`safe_file`]: how every file here is created (no link followed).
+//! - [`safe_file`]: how every file here is created (no link followed);
+//! - [`sysfs`]: one sysfs or procfs attribute read whole and trimmed.
 
 pub mod device;
 pub mod gpu_activity;
@@ -29,4 +30,5 @@ pub mod run;
 pub mod safe_file;
 pub mod set;
 pub mod set_regions;
+pub mod sysfs;
 pub mod timeline;

@@ -1,4 +1,6 @@
-//! Reading sysfs and procfs attributes.
+//! Reading the kernel's sysfs and procfs attributes (one value per file: cpufreq, powercap,
+//! PMU and uncore directories). Here, in the lowest crate that both the analysis and the
+//! node code depend on, so that there is one copy.
 
 use std::path::Path;
 
