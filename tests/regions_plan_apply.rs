@@ -116,6 +116,47 @@ fn expected_switches(default: f64, planned: &BTreeMap<String, f64>) -> Vec<Strin
     out
 }
 
+/// `powerperf collect` of the simulated program on `root` at 1200, 1600, 2000 and 2400 MHz
+/// (scaling_cur_freq of both CPUs set before each run): the run directories, `dir/run-MHZ`.
+fn collect_runs(
+    dir: &Path,
+    root: &Path,
+    sim: &Path,
+    pythonpath: &Path,
+    lib: &Path,
+) -> Vec<PathBuf> {
+    let mut runs: Vec<PathBuf> = Vec::new();
+    for mhz in [1200u32, 1600, 2000, 2400] {
+        for cpu in 0..2 {
+            std::fs::write(
+                root.join(format!("{CPUFREQ}/cpu{cpu}/cpufreq/scaling_cur_freq")),
+                format!("{}\n", mhz * 1000),
+            )
+            .unwrap();
+        }
+        let run = dir.join(format!("run-{mhz}"));
+        Command::cargo_bin("powerperf")
+            .unwrap()
+            .args(["collect", "-q", "--nvml", "off", "--interval", "10ms"])
+            .arg("--sysfs-root")
+            .arg(root)
+            .arg("-o")
+            .arg(&run)
+            .arg("--")
+            .arg("python3")
+            .arg(sim)
+            .arg(root.join(format!("{CPUFREQ}/cpu0/cpufreq/scaling_cur_freq")))
+            .arg(root.join(PKG))
+            .arg(dir.join(format!("seen-{mhz}")))
+            .env("PYTHONPATH", pythonpath)
+            .env("POWERPERF_RT_LIB", lib)
+            .assert()
+            .success();
+        runs.push(run);
+    }
+    runs
+}
+
 #[test]
 fn regions_of_collected_runs_are_planned_and_applied_at_their_boundaries() {
     let test = "regions_of_collected_runs_are_planned_and_applied";
@@ -136,35 +177,7 @@ fn regions_of_collected_runs_are_planned_and_applied_at_their_boundaries() {
     let root = dir.path().join("collect-root");
     copy_tree(&fixture_src("cpufreq-userspace"), &root);
     copy_tree(&fixture_src("rapl-wrap"), &root);
-    let mut runs: Vec<PathBuf> = Vec::new();
-    for mhz in [1200u32, 1600, 2000, 2400] {
-        for cpu in 0..2 {
-            std::fs::write(
-                root.join(format!("{CPUFREQ}/cpu{cpu}/cpufreq/scaling_cur_freq")),
-                format!("{}\n", mhz * 1000),
-            )
-            .unwrap();
-        }
-        let run = dir.path().join(format!("run-{mhz}"));
-        Command::cargo_bin("powerperf")
-            .unwrap()
-            .args(["collect", "-q", "--nvml", "off", "--interval", "10ms"])
-            .arg("--sysfs-root")
-            .arg(&root)
-            .arg("-o")
-            .arg(&run)
-            .arg("--")
-            .arg("python3")
-            .arg(&sim)
-            .arg(root.join(format!("{CPUFREQ}/cpu0/cpufreq/scaling_cur_freq")))
-            .arg(root.join(PKG))
-            .arg(dir.path().join(format!("seen-{mhz}")))
-            .env("PYTHONPATH", &pythonpath)
-            .env("POWERPERF_RT_LIB", &lib)
-            .assert()
-            .success();
-        runs.push(run);
-    }
+    let runs = collect_runs(dir.path(), &root, &sim, &pythonpath, &lib);
     // import: one point per (run, outermost region)
     let set = dir.path().join("set");
     let out = Command::cargo_bin("powerperf")
