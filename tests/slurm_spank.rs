@@ -337,6 +337,40 @@ fn show_cpufreq(w: &World) -> String {
     )
 }
 
+/// Bad `--powerperf-plan` arguments (a setting the daemon refuses, an unknown workload, a
+/// missing file, none): srun fails with the reason, the command does not run, and the
+/// CPUs are as `restored` wants them.
+fn srun_refuses_bad_plans(w: &World, slurm: &Slurm, plan: &Path, restored: &dyn Fn() -> bool) {
+    let refused = w.plan(1400.0);
+    let bad = [
+        (format!("{}", refused.display()), "1400 MHz is outside"),
+        (
+            format!("{}:nope", plan.display()),
+            "no region or workload `nope`",
+        ),
+        (
+            format!("{}/missing.toml", w.dir.path().display()),
+            "cannot read the plan",
+        ),
+        (String::new(), "needs a plan file"),
+    ];
+    for (arg, why) in bad {
+        let o = slurm
+            .as_nobody("srun")
+            .args(["-n", "2"])
+            .arg(format!("--powerperf-plan={arg}"))
+            .args(["echo", "the-command-ran"])
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(!o.status.success(), "{arg}: {t}");
+        assert!(t.contains(why), "{arg}: no `{why}` in {t}");
+        assert!(!t.contains("the-command-ran"), "{arg}: {t}");
+        slurm.wait_idle();
+        assert!(restored(), "{arg}");
+    }
+}
+
 #[test]
 fn srun_with_the_plugin_applies_restores_and_collects() {
     let Some((w, mut slurm)) = setup("srun with the powerperf SPANK plugin") else {
@@ -397,34 +431,7 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
     w.wait_for("the restore after the step", restored);
 
     // bad input: srun fails with the reason, the command does not run, nothing changes
-    let refused = w.plan(1400.0);
-    let bad = [
-        (format!("{}", refused.display()), "1400 MHz is outside"),
-        (
-            format!("{}:nope", plan.display()),
-            "no region or workload `nope`",
-        ),
-        (
-            format!("{}/missing.toml", w.dir.path().display()),
-            "cannot read the plan",
-        ),
-        (String::new(), "needs a plan file"),
-    ];
-    for (arg, why) in bad {
-        let o = slurm
-            .as_nobody("srun")
-            .args(["-n", "2"])
-            .arg(format!("--powerperf-plan={arg}"))
-            .args(["echo", "the-command-ran"])
-            .output()
-            .unwrap();
-        let t = text(&o);
-        assert!(!o.status.success(), "{arg}: {t}");
-        assert!(t.contains(why), "{arg}: no `{why}` in {t}");
-        assert!(!t.contains("the-command-ran"), "{arg}: {t}");
-        slurm.wait_idle();
-        assert!(restored(), "{arg}");
-    }
+    srun_refuses_bad_plans(&w, &slurm, &plan, &restored);
 
     // --powerperf-collect=DIR: a shard per rank, node-wide sources on local rank 0 only
     let shards = common::dir_owned_by_nobody(w.dir.path(), "shards");
