@@ -7,6 +7,19 @@ use crate::daemon::{DEFAULT_SOCKET, ENV_DAEMON};
 use anyhow::{Context, Result};
 use std::path::Path;
 
+/// "powerperfd at SOCKET (session N)": how apply and sweep name a daemon session in their
+/// messages and switch logs.
+pub(super) fn describe_session(socket: &Path, client: &Client) -> String {
+    format!(
+        "powerperfd at {} (session {})",
+        socket.display(),
+        client
+            .session
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "?".into())
+    )
+}
+
 /// Add the daemon to an error of a user who could not write cpufreq and has no daemon
 /// configured, as one more fix.
 pub fn hint_without_daemon(e: anyhow::Error, explicit: Option<&Path>) -> anyhow::Error {
@@ -66,13 +79,7 @@ pub fn apply_requests(
         );
     }
     let mut c = Client::connect(socket)?;
-    let what = format!(
-        "powerperfd at {} (session {})",
-        socket.display(),
-        c.session
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| "?".into())
-    );
+    let what = describe_session(socket, &c);
     for req in reqs {
         let asked = describe_request(req);
         let r = match c.request(req) {
@@ -205,14 +212,7 @@ pub fn apply_regions(
     let log = super::SwitchLog::open(&req.log_file)?;
     let sock = super::control_socket(req)?;
     let client = Client::connect(socket)?;
-    let what = format!(
-        "powerperfd at {} (session {})",
-        socket.display(),
-        client
-            .session
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| "?".into())
-    );
+    let what = describe_session(socket, &client);
     let mut sw = DaemonSwitcher { client, log };
     super::Switcher::set(&mut sw, plan.default_mhz)
         .context("the plan's default setting was not applied; the command did not run")?;

@@ -59,14 +59,7 @@ impl DaemonGpuSession {
     pub fn connect(socket: &Path, gpu: u32, log: Option<&Path>) -> Result<Self> {
         let log = log.map(super::SwitchLog::open).transpose()?;
         let client = Client::connect(socket)?;
-        let what = format!(
-            "powerperfd at {} (session {})",
-            socket.display(),
-            client
-                .session
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "?".into())
-        );
+        let what = super::daemon::describe_session(socket, &client);
         Ok(DaemonGpuSession {
             client,
             gpu,
