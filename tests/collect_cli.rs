@@ -172,6 +172,8 @@ fn sigterm_to_powerperf_is_forwarded_and_the_run_flushed() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is our child's,
+    // not yet reaped, so it names no other process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 15));
@@ -794,6 +796,8 @@ fn sigkilled_powerperf_leaves_a_running_run_that_report_rebuilds() {
         .trim()
         .parse()
         .unwrap();
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; `child` is not yet
+    // reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     // The command dies with powerperf (gone, or a zombie waiting for init to reap it).
@@ -814,6 +818,8 @@ fn sigkilled_powerperf_leaves_a_running_run_that_report_rebuilds() {
     }
     let orphan = alive();
     if orphan {
+        // SAFETY: kill(2) takes two integers and touches no memory of ours (the pid is the
+        // workload this test started, found alive just above).
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     let toml = std::fs::read_to_string(run.join("run.toml")).unwrap();

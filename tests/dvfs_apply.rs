@@ -121,6 +121,8 @@ fn signal_powerperf(sig: i32) {
         s.record.exists(),
         "no restore record while the command runs"
     );
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is our child's,
+    // not yet reaped, so it names no other process.
     unsafe { libc::kill(p.id() as i32, sig) };
     let st = p.wait().unwrap();
     assert_eq!(st.code(), Some(128 + sig), "{st:?}");
@@ -141,8 +143,12 @@ fn sigint_to_powerperf_is_forwarded_and_restored() {
 fn restore_replays_the_record_after_powerperf_is_sigkilled() {
     let s = setup("cpufreq-userspace", 1600.0);
     let (mut p, child) = start_sleeping(&s);
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is our child's,
+    // not yet reaped, so it names no other process.
     unsafe { libc::kill(p.id() as i32, libc::SIGKILL) };
     p.wait().unwrap();
+    // SAFETY: kill(2) takes two integers and touches no memory of ours (`child` is the workload
+    // powerperf started, found above).
     unsafe { libc::kill(child, libc::SIGKILL) };
     assert_eq!(s.file(1, "scaling_setspeed"), "1600000");
     assert!(s.record.exists());
@@ -235,6 +241,7 @@ fn missing_write_permission_is_reported_before_the_command_runs() {
     let s = setup("cpufreq-userspace", 1600.0);
     let marker = s.dir.path().join("ran");
     let child = format!("touch {}", marker.display());
+    // SAFETY: geteuid has no preconditions and cannot fail.
     let assert = if unsafe { libc::geteuid() } != 0 {
         let f = s
             .root

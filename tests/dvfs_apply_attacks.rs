@@ -240,6 +240,8 @@ fn two_applies_on_one_sysfs_root_exclude_each_other() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     let still_a = s.file(0, "scaling_min_freq");
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is our child's,
+    // not yet reaped, so it names no other process.
     unsafe { libc::kill(a.id() as i32, libc::SIGTERM) };
     a.wait().unwrap();
     assert!(
@@ -271,6 +273,8 @@ fn restore_refuses_while_the_apply_that_wrote_the_record_runs() {
     let err = String::from_utf8_lossy(&o.stderr);
     let gov = s.file(0, "scaling_governor");
     let speed = s.file(1, "scaling_setspeed");
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is our child's,
+    // not yet reaped, so it names no other process.
     unsafe { libc::kill(a.id() as i32, libc::SIGTERM) };
     a.wait().unwrap();
     assert_eq!(

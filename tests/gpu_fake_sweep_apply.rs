@@ -315,6 +315,8 @@ fn sweep_signalled(sig: i32) {
         .unwrap();
     Fake::wait_for(&started);
     assert_eq!(f.locked(), "1200 1200");
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is our child's,
+    // not yet reaped, so it names no other process.
     unsafe { libc::kill(p.id() as i32, sig) };
     let out = p.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(128 + sig), "{out:?}");
@@ -405,6 +407,8 @@ fn after_sigkill_apply_restore_replays_the_gpu_record() {
         .spawn()
         .unwrap();
     Fake::wait_for(&started);
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pid is our child's,
+    // not yet reaped, so it names no other process.
     unsafe { libc::kill(p.id() as i32, libc::SIGKILL) };
     let _ = p.wait_with_output();
     assert_eq!(f.locked(), "1200 1200");
@@ -422,6 +426,8 @@ fn after_sigkill_apply_restore_replays_the_gpu_record() {
         .ok()
         .and_then(|t| t.trim().parse::<i32>().ok())
     {
+        // SAFETY: kill(2) takes two integers and touches no memory of ours (the pid is the
+        // workload the killed powerperf started, read from its pid file).
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }

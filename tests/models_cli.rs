@@ -570,7 +570,9 @@ fn full_stdout() -> std::process::Stdio {
 fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
     use std::os::fd::FromRawFd;
     let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two fds into `fds`, an array of two c_int.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: `fds[0]` is the read end pipe2 just created, owned here and closed once.
     unsafe { libc::close(fds[0]) };
     // SAFETY: fds[1] is the write end just created, owned by nothing else.
     let w = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };

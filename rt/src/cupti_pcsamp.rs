@@ -739,6 +739,8 @@ pub(super) fn finish(inj: &Inj) {
             }
             // SAFETY: NUL-terminated string CUPTI malloc'ed; freed once here.
             let v = unsafe { CStr::from_ptr(s) }.to_bytes().to_vec();
+            // SAFETY: `s` is the same non-null CUPTI malloc'ed string, read above and freed
+            // once, here.
             unsafe { libc::free(s as *mut c_void) };
             v
         };

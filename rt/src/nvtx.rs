@@ -217,6 +217,7 @@ unsafe fn attr_id(attr: *const EventAttributes) -> u32 {
     match ty {
         // SAFETY: the message type says which union member is set.
         NVTX_MESSAGE_TYPE_ASCII => unsafe { ascii_id(msg.cast()) },
+        // SAFETY: as above: the type says the message is a wide string.
         NVTX_MESSAGE_TYPE_UNICODE => unsafe { wide_id(msg.cast()) },
         NVTX_MESSAGE_TYPE_REGISTERED => match u32::try_from(msg as usize) {
             // Our handles are region ids; 0 (NULL) or foreign values fall back.

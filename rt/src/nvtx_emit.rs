@@ -382,15 +382,11 @@ mod tests {
         let mut size = 0;
         let mut table = std::ptr::null();
         // SAFETY: out-pointers to locals.
-        assert_eq!(
-            unsafe { get_module_function_table(7, &mut table, &mut size) },
-            0
-        );
+        let r = unsafe { get_module_function_table(7, &mut table, &mut size) };
+        assert_eq!(r, 0);
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { get_module_function_table(5, &mut table, &mut size) },
-            1
-        );
+        let r = unsafe { get_module_function_table(5, &mut table, &mut size) };
+        assert_eq!(r, 1);
         assert_eq!(size, 16);
     }
 }

@@ -125,8 +125,9 @@ impl ThreadBuf {
         let Some(n) = self.slot(rt) else { return };
         self.t_ns[n].store(t_ns, Ordering::Relaxed);
         self.id_kind[n].store(id << 2 | kind, Ordering::Relaxed);
-        for k in 0..self.nc {
-            self.ctr[n * self.nc + k].store(ctr[k], Ordering::Relaxed);
+        let row = &self.ctr[n * self.nc..(n + 1) * self.nc];
+        for (slot, &v) in row.iter().zip(ctr) {
+            slot.store(v, Ordering::Relaxed);
         }
         self.len.store(n + 1, Ordering::Release);
     }
@@ -445,7 +446,7 @@ fn begin_frame(out: &mut Vec<u8>, tag: u32) -> usize {
     out.len()
 }
 
-fn end_frame(out: &mut Vec<u8>, start: usize) {
+fn end_frame(out: &mut [u8], start: usize) {
     let len = (out.len() - start) as u32;
     out[start - 4..start].copy_from_slice(&len.to_le_bytes());
 }

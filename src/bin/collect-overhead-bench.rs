@@ -162,8 +162,9 @@ fn main() {
 fn wakeup_floor_us(n: u32, period: std::time::Duration) -> f64 {
     std::thread::spawn(move || {
         let cpu = || {
-            // SAFETY: getrusage fills the struct it is given.
+            // SAFETY: `rusage` is plain C data (integers and timevals): all zeros is valid.
             let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: getrusage fills the struct it is given, a local `rusage`.
             unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
             let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
             us(ru.ru_utime) + us(ru.ru_stime)

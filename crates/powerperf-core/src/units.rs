@@ -41,6 +41,19 @@ pub fn parse_freq_mhz(text: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("`{t}` is not a frequency (expected e.g. 2.2GHz, 1200MHz or 1200)"))
 }
 
+/// The energy used between two readings of a wrapping µJ counter (RAPL `energy_uj`).
+///
+/// When `now < before` the counter wrapped once: `now + max_range - before`
+/// (powercap `max_energy_range_uj`, the range of `energy_uj`).
+#[must_use]
+pub fn delta_uj(before: u64, now: u64, max_range: u64) -> u64 {
+    if now >= before {
+        now - before
+    } else {
+        now.saturating_add(max_range.saturating_sub(before))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,18 +74,5 @@ mod tests {
         assert_eq!(MegaHertz::from_khz(2_200_000).0, 2200.0);
         assert_eq!(MegaHertz(1200.0).to_khz(), 1_200_000);
         assert!((Joules::from_micro(1_500_000.0).0 - 1.5).abs() < 1e-12);
-    }
-}
-
-/// The energy used between two readings of a wrapping µJ counter (RAPL `energy_uj`).
-///
-/// When `now < before` the counter wrapped once: `now + max_range - before`
-/// (powercap `max_energy_range_uj`, the range of `energy_uj`).
-#[must_use]
-pub fn delta_uj(before: u64, now: u64, max_range: u64) -> u64 {
-    if now >= before {
-        now - before
-    } else {
-        now.saturating_add(max_range.saturating_sub(before))
     }
 }

@@ -6,6 +6,10 @@ use super::ast::{BinOp, Expr};
 use super::error::{DslError, Pos};
 use super::MAX_DEPTH;
 
+/// Resolves a token that is not a number or an operator, at its place in the file: the
+/// expression it names, or `(message, hint)`.
+pub type NameFn<'a> = dyn Fn(&str, Pos) -> Result<Expr, (String, String)> + 'a;
+
 /// Parse `text`. `locate` maps a char index of `text` to its place in the file; `name`
 /// turns a token that is not a number or an operator into an expression (or an error
 /// message with a hint).
@@ -21,7 +25,7 @@ pub fn parse(
     text: &str,
     locate: &dyn Fn(usize) -> Pos,
     skip_empty: bool,
-    name: &dyn Fn(&str, Pos) -> Result<Expr, (String, String)>,
+    name: &NameFn<'_>,
 ) -> Result<Expr, DslError> {
     let chars: Vec<char> = text.chars().collect();
     // Split on `|`, keeping char offsets; the token as shown in errors includes its `|`.

@@ -288,6 +288,10 @@ impl SpankPowerperf {
     }
 }
 
+// SAFETY: the trait's requirement is that the task callbacks, which run in forks of
+// slurmstepd, must not rely on other threads of the plugin: this plugin starts no thread (every
+// callback runs on slurmstepd's calling thread, powerperfd is a blocking Unix-socket client),
+// task_init_privileged only closes descriptors and task_init only execs.
 unsafe impl Plugin for SpankPowerperf {
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         let argv = spank.plugin_argv()?;

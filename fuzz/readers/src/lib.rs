@@ -15,8 +15,11 @@ use powerperf::store::set::{SetMeta, TrainingSet};
 use powerperf_rt::events;
 use std::path::Path;
 
+/// One target's check of one input (see each function's doc for what `true` means).
+pub type Check = fn(&[u8]) -> bool;
+
 /// The targets, by name (`fuzz_targets/<name>.rs`, `corpus/<name>/`).
-pub const TARGETS: [(&str, fn(&[u8]) -> bool); 8] = [
+pub const TARGETS: [(&str, Check); 8] = [
     ("run_toml", run_toml),
     ("set_toml", set_toml),
     ("set_parquet", set_parquet),

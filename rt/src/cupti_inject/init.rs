@@ -74,10 +74,11 @@ fn driver_version() -> u32 {
     // SAFETY: NUL-terminated; NOLOAD returns the driver that is loading us.
     let lib = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
     if !lib.is_null() {
-        // SAFETY: cuDriverGetVersion(int*) of cuda.h; needs no cuInit.
-        if let Ok(f) =
-            unsafe { sym::<unsafe extern "C" fn(*mut c_int) -> c_int>(lib, "cuDriverGetVersion") }
-        {
+        // SAFETY: `lib` is the loaded driver's handle; its cuDriverGetVersion has the
+        // signature of cuda.h, CUresult cuDriverGetVersion(int*), and needs no cuInit.
+        let f =
+            unsafe { sym::<unsafe extern "C" fn(*mut c_int) -> c_int>(lib, "cuDriverGetVersion") };
+        if let Ok(f) = f {
             // SAFETY: `v` is writable.
             unsafe { f(&mut v) };
         }
@@ -142,8 +143,9 @@ fn open_output(dir: &Path) -> Result<Option<(&'static Inj, u32)>, String> {
 /// callbacks.
 fn enable_activity(inj: &Inj) -> Result<(), String> {
     let c = &inj.cupti;
-    // SAFETY (all CUPTI calls below): CUPTI is loaded; arguments are valid values of the
-    // documented types; the callbacks are `extern "C"` functions living for the process.
+    // SAFETY: (this call, and the invariant of the CUPTI calls below) CUPTI is loaded;
+    // arguments are valid values of the documented types; the callbacks are `extern "C"`
+    // functions living for the process.
     let r = unsafe { (c.activity_register_callbacks)(buffer_requested, buffer_completed) };
     if r != CUPTI_SUCCESS {
         return Err(format!("cuptiActivityRegisterCallbacks: {}", c.error(r)));
@@ -160,6 +162,8 @@ fn enable_activity(inj: &Inj) -> Result<(), String> {
     if std::env::var(ENV_HW_TRACE).as_deref() == Ok("1") {
         let r = c
             .enable_hw_trace
+            // SAFETY: cuptiActivityEnableHWTrace(uint8_t) of this CUPTI, loaded for the
+            // process; 1 is a valid flag.
             .map(|f| unsafe { f(1) })
             .map(|r| {
                 if r == CUPTI_SUCCESS {
@@ -174,6 +178,8 @@ fn enable_activity(inj: &Inj) -> Result<(), String> {
         ));
     }
     for k in kinds {
+        // SAFETY: cuptiActivityEnable(CUpti_ActivityKind) of the loaded CUPTI; `k` is a kind
+        // of KIND_NAMES (`kinds_from` keeps only those).
         let r = unsafe { (c.activity_enable)(k) };
         if r != CUPTI_SUCCESS {
             inj.note(&format!(
@@ -188,6 +194,8 @@ fn enable_activity(inj: &Inj) -> Result<(), String> {
         .and_then(|v| v.parse::<u32>().ok())
         .unwrap_or(1000);
     if flush_ms > 0 {
+        // SAFETY: cuptiActivityFlushPeriod(uint32_t) of the loaded CUPTI; any period is valid
+        // (0 is never passed).
         let r = unsafe { (c.activity_flush_period)(flush_ms) };
         if r != CUPTI_SUCCESS {
             inj.note(&format!("cuptiActivityFlushPeriod: {}", c.error(r)));
@@ -201,9 +209,11 @@ fn enable_activity(inj: &Inj) -> Result<(), String> {
 /// `API_FUNC` frames.
 fn api_as_activity(inj: &Inj) {
     let c = &inj.cupti;
-    // SAFETY (all CUPTI calls below): CUPTI is loaded; arguments are valid values of the
+    // For every CUPTI call below: CUPTI is loaded; arguments are valid values of the
     // documented types.
     if let Some(set_tid_type) = c.set_thread_id_type {
+        // SAFETY: cuptiSetThreadIdType(CUpti_ActivityThreadIdType) of the loaded CUPTI, with a
+        // value of that enum.
         let r = unsafe { set_tid_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) };
         if r != CUPTI_SUCCESS {
             inj.note(&format!(
@@ -213,6 +223,8 @@ fn api_as_activity(inj: &Inj) {
         }
     }
     for k in [kind::RUNTIME, kind::DRIVER] {
+        // SAFETY: cuptiActivityEnable(CUpti_ActivityKind) of the loaded CUPTI, with RUNTIME or
+        // DRIVER.
         let r = unsafe { (c.activity_enable)(k) };
         if r != CUPTI_SUCCESS {
             inj.note(&format!(
@@ -241,6 +253,8 @@ fn api_as_activity(inj: &Inj) {
                     &[&domain.to_ne_bytes(), &cbid.to_ne_bytes(), raw],
                 );
             } else if let Some(f) = switch {
+                // SAFETY: cuptiActivityEnableRuntimeApi/DriverApi(CUpti_CallbackId, uint8_t) of
+                // the loaded CUPTI, with a callback id this CUPTI listed (api_names).
                 let r = unsafe { f(cbid, 0) };
                 if r == CUPTI_SUCCESS {
                     off += 1;
@@ -264,8 +278,9 @@ fn api_as_activity(inj: &Inj) {
 fn subscribe(inj: &Inj, mode: u32, callbacks: bool, pc_on: bool) {
     let c = &inj.cupti;
     let mut sub: *mut c_void = std::ptr::null_mut();
-    // SAFETY (all CUPTI calls below): CUPTI is loaded; arguments are valid values of the
-    // documented types; the callback is an `extern "C"` function living for the process.
+    // SAFETY: (this call, and the invariant of the CUPTI calls below) CUPTI is loaded;
+    // arguments are valid values of the documented types; the callback is an `extern "C"`
+    // function living for the process.
     let r = unsafe { (c.subscribe)(&mut sub, api_callback, std::ptr::null_mut()) };
     if r != CUPTI_SUCCESS {
         inj.note(&format!(
@@ -282,6 +297,8 @@ fn subscribe(inj: &Inj, mode: u32, callbacks: bool, pc_on: bool) {
             CBID_CONTEXT_DESTROY_STARTING,
             CBID_MODULE_LOADED,
         ] {
+            // SAFETY: cuptiEnableCallback of the loaded CUPTI, on `sub`, the subscriber
+            // cuptiSubscribe just returned, with resource callback ids of cupti_callbacks.h.
             let r = unsafe { (c.enable_callback)(1, sub, DOMAIN_RESOURCE, cbid) };
             if r != CUPTI_SUCCESS {
                 inj.note(&format!(

@@ -80,8 +80,8 @@ pub fn occupancy(
     if d.smem_per_sm > 0 {
         let reserved = if d.cc_major >= 8 { 1024 } else { 0 };
         let per_block = (smem_per_block + reserved).div_ceil(128) * 128;
-        if per_block > 0 {
-            blocks = blocks.min(d.smem_per_sm / per_block);
+        if let Some(by_smem) = d.smem_per_sm.checked_div(per_block) {
+            blocks = blocks.min(by_smem);
         }
     }
     let threads = blocks * block_threads;
@@ -268,6 +268,11 @@ fn other_threads_regions(
     out
 }
 
+/// The SM clock, MHz, of device `dev` over its kernels' `(start_ns, end_ns)` intervals
+/// (CLOCK_MONOTONIC), from
+/// the run's GPU samples; `None` where the run has none.
+pub type SmClockMhz<'a> = dyn Fn(u32, &[(u64, u64)]) -> Option<f64> + 'a;
+
 /// Read every `RUN/gpu_activity/<pid>.bin` the CUDA injection wrote, map CUPTI time onto
 /// CLOCK_MONOTONIC, attribute each activity to its launching API call and region, compute
 /// theoretical occupancy from the devices' limits, and write `gpu_activity.parquet` and
@@ -280,7 +285,7 @@ fn other_threads_regions(
 pub fn collect_run(
     dir: &std::path::Path,
     origin_ns: u64,
-    sm_clock_mhz: &dyn Fn(u32, &[(u64, u64)]) -> Option<f64>,
+    sm_clock_mhz: &SmClockMhz<'_>,
 ) -> anyhow::Result<Option<Vec<String>>> {
     Ok(collect_run_attributed(dir, origin_ns, sm_clock_mhz)?.map(|(notes, _)| notes))
 }
@@ -293,7 +298,7 @@ pub fn collect_run(
 pub fn collect_run_attributed(
     dir: &std::path::Path,
     origin_ns: u64,
-    sm_clock_mhz: &dyn Fn(u32, &[(u64, u64)]) -> Option<f64>,
+    sm_clock_mhz: &SmClockMhz<'_>,
 ) -> anyhow::Result<Option<(Vec<String>, GpuAttribution)>> {
     let sub = dir.join(RECORDINGS);
     let Ok(rd) = std::fs::read_dir(&sub) else {

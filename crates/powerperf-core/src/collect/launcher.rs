@@ -69,6 +69,11 @@ pub fn spawn_paused(argv: &[String], extra_env: &[(String, String)]) -> io::Resu
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
+        // SAFETY: in the forked child: only async-signal-safe calls (prctl, getppid, close,
+        // read, execvpe, write, _exit), on the pipe fds just created and on `argv_ptrs` and
+        // `env_ptrs`, NUL-terminated arrays of pointers into `c_argv`/`c_env`, which were
+        // built before the fork and outlive the exec; `b` and `e` are locals of the sizes
+        // passed (1 and 4 bytes).
         unsafe {
             // The command dies with powerperf (issue 18): SIGKILL when the thread that forked
             // exits. That is the caller's thread, which must live as long as the command
@@ -98,6 +103,8 @@ pub fn spawn_paused(argv: &[String], extra_env: &[(String, String)]) -> io::Resu
             libc::_exit(127);
         }
     }
+    // SAFETY: closes the parent's copies of the child's pipe ends, fds this function owns
+    // and uses no more.
     unsafe {
         libc::close(go[0]);
         libc::close(err[1]);
@@ -117,18 +124,22 @@ impl Paused {
     /// The errno of the failed exec (e.g. `NotFound` for an unknown command).
     pub fn go(self) -> io::Result<()> {
         let b = 1u8;
+        // SAFETY: `go_w` is the write end `spawn_paused` created, owned by `self` and closed
+        // only here (`go` consumes `self`); the buffer is `b`, 1 byte.
         unsafe {
             libc::write(self.go_w, &b as *const u8 as *const libc::c_void, 1);
             libc::close(self.go_w);
         }
         let mut e = 0i32;
         let n = loop {
+            // SAFETY: `err_r` is the read end `self` owns, still open; `e` is a 4-byte i32.
             let n = unsafe { libc::read(self.err_r, &mut e as *mut i32 as *mut libc::c_void, 4) };
             if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             break n;
         };
+        // SAFETY: `err_r` is owned by `self` (consumed by `go`) and closed only here.
         unsafe { libc::close(self.err_r) };
         if n == 4 {
             Err(io::Error::from_raw_os_error(e))
@@ -152,6 +163,7 @@ pub enum Exit {
 pub fn wait(pid: i32) -> io::Result<Exit> {
     let mut status = 0;
     loop {
+        // SAFETY: waitpid writes one c_int to `status`, a local of that type.
         let r = unsafe { libc::waitpid(pid, &mut status, 0) };
         if r == pid {
             break;

@@ -836,6 +836,29 @@ pub fn threads_of(pid: i32) -> std::io::Result<Vec<i32>> {
     Ok(v)
 }
 
+/// Parse one ring-buffer record with `visitor`. perf-event2's [`perf_event::Record`] hands
+/// the record body and its header fields apart, and the parser wants them together; the
+/// samplers (`leader_sampling`, `pc_sampler`) share this.
+pub(crate) fn parse_record<V, O>(
+    rec: &perf_event::Record<'_>,
+    config: &perf_event::data::parse::ParseConfig<perf_event::data::endian::Native>,
+    visitor: V,
+) -> perf_event::data::parse::ParseResult<O>
+where
+    V: for<'p> perf_event::data::Visitor<'p, Output = O>,
+{
+    let bytes = rec.to_contiguous();
+    let header = perf_event_open_sys::bindings::perf_event_header {
+        type_: rec.ty(),
+        misc: rec.misc(),
+        size: (bytes.len()
+            + std::mem::size_of::<perf_event_open_sys::bindings::perf_event_header>())
+            as u16,
+    };
+    perf_event::data::parse::Parser::new(&*bytes, config.clone())
+        .parse_record_with_header(visitor, header)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -927,27 +950,4 @@ mod tests {
             reasons[1]
         );
     }
-}
-
-/// Parse one ring-buffer record with `visitor`. perf-event2's [`perf_event::Record`] hands
-/// the record body and its header fields apart, and the parser wants them together; the
-/// samplers (`leader_sampling`, `pc_sampler`) share this.
-pub(crate) fn parse_record<V, O>(
-    rec: &perf_event::Record<'_>,
-    config: &perf_event::data::parse::ParseConfig<perf_event::data::endian::Native>,
-    visitor: V,
-) -> perf_event::data::parse::ParseResult<O>
-where
-    V: for<'p> perf_event::data::Visitor<'p, Output = O>,
-{
-    let bytes = rec.to_contiguous();
-    let header = perf_event_open_sys::bindings::perf_event_header {
-        type_: rec.ty(),
-        misc: rec.misc(),
-        size: (bytes.len()
-            + std::mem::size_of::<perf_event_open_sys::bindings::perf_event_header>())
-            as u16,
-    };
-    perf_event::data::parse::Parser::new(&*bytes, config.clone())
-        .parse_record_with_header(visitor, header)
 }

@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(p.cpumask, Some(vec![0]));
         let names: Vec<_> = p.events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["energy-pkg", "energy-psys", "energy-ram"]);
-        assert_eq!(p.events[0].scale, Some(2.3283064365386962890625e-10));
+        assert_eq!(p.events[0].scale, Some(2f64.powi(-32)));
         assert_eq!(p.events[0].unit.as_deref(), Some("Joules"));
         assert_eq!(p.events[0].terms, "event=0x02");
         assert_eq!(rapl_domain("energy-ram"), Some("dram"));

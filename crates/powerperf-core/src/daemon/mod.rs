@@ -335,7 +335,7 @@ mod tests {
         let mut ok = std::io::BufReader::new(&b"{}\nrest"[..]);
         assert!(read_line_bounded(&mut ok, &mut buf, 8).unwrap());
         assert_eq!(buf, b"{}\n");
-        let long = vec![b'x'; 100];
+        let long = [b'x'; 100];
         let mut r = std::io::BufReader::new(&long[..]);
         let e = read_line_bounded(&mut r, &mut buf, 8).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);

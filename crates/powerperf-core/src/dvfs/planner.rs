@@ -653,7 +653,7 @@ mod tests {
             }
             if t <= p.budget {
                 let v = obj.value(e, t as f64 * p.tick_s);
-                if best.map_or(true, |b| v < b.0) {
+                if best.is_none_or(|b| v < b.0) {
                     best = Some((v, e));
                 }
             }
@@ -753,13 +753,13 @@ mod tests {
             max_slowdown: Some(0.05),
             ..Default::default()
         };
-        let s = plan(&[r.clone()], &cfg).unwrap();
+        let s = plan(std::slice::from_ref(&r), &cfg).unwrap();
         assert_eq!(s.choices[0].chosen.knobs["core_freq_mhz"], 1500.0);
         assert!((s.energy_saving() - 0.2).abs() < 1e-12);
         assert!((s.slowdown() - 0.04).abs() < 1e-12);
         // no bound: 1000 MHz has the least energy
         let s = plan(
-            &[r.clone()],
+            std::slice::from_ref(&r),
             &PlannerConfig {
                 max_slowdown: None,
                 ..Default::default()
@@ -769,7 +769,7 @@ mod tests {
         assert_eq!(s.choices[0].chosen.knobs["core_freq_mhz"], 1000.0);
         // EDP, no bound: 1000 (1000·... ) 100·10=1000, 80·10.4=832, 70·12=840 -> 1500
         let s = plan(
-            &[r.clone()],
+            std::slice::from_ref(&r),
             &PlannerConfig {
                 max_slowdown: None,
                 objective: Objective::Edp,
@@ -780,7 +780,7 @@ mod tests {
         assert_eq!(s.choices[0].chosen.knobs["core_freq_mhz"], 1500.0);
         // a bound of 0 keeps the reference
         let s = plan(
-            &[r.clone()],
+            std::slice::from_ref(&r),
             &PlannerConfig {
                 max_slowdown: Some(0.0),
                 ..Default::default()

@@ -517,8 +517,8 @@ fn write_archive(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> 
 /// The archive's callbacks and properties (creator, description, machine name), and its
 /// event files opened.
 fn open_event_files(api: &Api, archive: *mut Archive, trace: &Trace) -> Result<()> {
-    // SAFETY (all calls below): `archive` is open; pointers passed live across each call;
-    // writers come from this archive and are closed once.
+    // SAFETY: for all calls below: `archive` is open; pointers passed live across each
+    // call; writers come from this archive and are closed once.
     unsafe {
         api.check(
             "OTF2_Archive_SetFlushCallbacks",
@@ -583,6 +583,8 @@ fn write_global_defs(
     locs: &[Loc],
     metrics: &[(u32, u32, u32, u8)],
 ) -> Result<()> {
+    // SAFETY: `archive` is the non-null archive of OTF2_Archive_Open, closed only after
+    // `write_archive` returns; the writer it gives is checked for null below.
     let g = unsafe { (api.global_writer)(archive) };
     if g.is_null() {
         bail!("OTF2_Archive_GetGlobalDefWriter failed");

@@ -139,8 +139,9 @@ fn poly_at(xs: &[f64], ys: &[f64], x0: f64) -> Option<f64> {
         r.swap(col, piv);
         for row in col + 1..n {
             let f = a[row][col] / a[col][col];
-            for k in col..n {
-                a[row][k] -= f * a[col][k];
+            let pivot_row = a[col];
+            for (x, p) in a[row][col..n].iter_mut().zip(&pivot_row[col..n]) {
+                *x -= f * p;
             }
             r[row] -= f * r[col];
         }

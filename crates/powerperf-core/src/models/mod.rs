@@ -204,6 +204,11 @@ pub struct FitParams {
 }
 
 /// A fitted model of any kind.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per fit or model file: moving its 1,800 bytes (a stack's members inline) \
+              is nothing next to the fit, and boxing a variant only moves the largest to the next"
+)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fitted {
@@ -377,14 +382,13 @@ pub fn check_physical(
                 model: model.into(),
                 workload: workload.into(),
                 knobs: features::knob_key(knobs),
-                target: target.into(),
+                target,
                 value: v,
                 rule: if min_exclusive {
                     "must be above 0"
                 } else {
                     "must be at least 0"
-                }
-                .into(),
+                },
             });
         }
     }

@@ -67,7 +67,9 @@ fn wls_line(x: &[f64], y: &[f64], w: &[f64]) -> Option<(f64, f64)> {
 /// [`ModelError::MissingKnob`] without a `threads` knob; [`ModelError::NotEnoughData`] when no
 /// workload has two thread counts.
 pub fn fit(meta: &SetMeta, points: &[Point]) -> Result<ThreadsModel, ModelError> {
-    let mut groups: Vec<(String, Knobs, Vec<(f64, &Point)>)> = Vec::new();
+    // Per workload and other knobs: the (thread count, point) pairs.
+    type Group<'a> = (String, Knobs, Vec<(f64, &'a Point)>);
+    let mut groups: Vec<Group> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     for p in points {
         let Some(n) = p.knobs.get(THREADS_KNOB).copied().filter(|n| *n > 0.0) else {

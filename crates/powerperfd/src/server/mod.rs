@@ -134,14 +134,15 @@ fn write_answer<W: std::fmt::Display, E: std::fmt::Display>(
 impl Inner {
     /// Journal what session `session`'s first change of a control overwrites (the journal
     /// first, so a crash after the write still restores it), then keep it for the session's
-    /// restore. `Err`: the refusal to answer; nothing was changed.
+    /// restore. `Err`: why the request is refused (for [`Response::refused`]); nothing was
+    /// changed.
     fn save_first(
         &mut self,
         session: u64,
         who: (u32, i32, Option<String>),
         control: &str,
         saved: Saved,
-    ) -> Result<(), Response> {
+    ) -> Result<(), String> {
         let (uid, pid, job) = who;
         let (snapshot, gpu) = match &saved {
             Saved::Cpus(_, s) | Saved::Uncore(s) => (s.clone(), None),
@@ -157,7 +158,7 @@ impl Inner {
             gpu,
         }) {
             tracing::error!(error = %format!("{e:#}"), "journal");
-            return Err(Response::refused(format!("nothing was changed: {e:#}")));
+            return Err(format!("nothing was changed: {e:#}"));
         }
         if let Some(sess) = self.sessions.get_mut(&session) {
             sess.saves.push(saved);
@@ -894,7 +895,7 @@ impl Daemon {
                 control,
                 Saved::Cpus(new.clone(), snap),
             ) {
-                return r;
+                return Response::refused(r);
             }
         }
         let what = setting.describe();

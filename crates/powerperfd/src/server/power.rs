@@ -306,7 +306,7 @@ impl Daemon {
                 }
             };
             if let Err(r) = g.save_first(id, (uid, pid, job.clone()), control, Saved::Gpu(saved)) {
-                return r;
+                return Response::refused(r);
             }
         }
         let what = ask.describe();

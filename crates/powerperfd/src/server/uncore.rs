@@ -84,7 +84,7 @@ impl Daemon {
             };
             if let Err(r) = g.save_first(id, (uid, pid, job.clone()), control, Saved::Uncore(snap))
             {
-                return r;
+                return Response::refused(r);
             }
         }
         let what = format!("uncore {mhz} MHz");

@@ -250,8 +250,9 @@ impl Session<'_> {
 
 /// CPU time of this process so far (user + system), ns.
 fn self_cpu_ns() -> Option<u64> {
-    // SAFETY: getrusage fills the struct it is given.
+    // SAFETY: `rusage` is plain C data (integers and timevals): all zeros is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given, a local `rusage`.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return None;
     }

@@ -109,6 +109,8 @@ impl RunAs {
 /// The home directory of `uid` from the password database (`getpwuid_r`).
 fn home_of(uid: u32) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
+    // SAFETY: `passwd` is plain C data (pointers and integers): all zeros (null pointers) is
+    // a valid value, and getpwuid_r overwrites it before it is read.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16384];
     let mut out: *mut libc::passwd = std::ptr::null_mut();

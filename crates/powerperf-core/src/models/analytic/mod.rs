@@ -625,9 +625,8 @@ fn calibrate_clocks(
     let mut ratios: BTreeMap<u64, (f64, Vec<f64>)> = BTreeMap::new();
     let mut effective_clocks = Vec::new();
     let mut compute_bound: Vec<Vec<(f64, f64)>> = Vec::new();
-    let calibration_note;
-    if !params.calibrate_clock {
-        calibration_note = "off (calibrate_clock = false)".to_string();
+    let calibration_note = if !params.calibrate_clock {
+        "off (calibrate_clock = false)".to_string()
     } else {
         for g in groups.iter().filter(|g| time_ok(g)) {
             let tp: Vec<(f64, f64)> = g
@@ -666,7 +665,7 @@ fn calibrate_clocks(
         if params.calibration == Calibration::Joint && !effective_clocks.is_empty() {
             joint_calibration(&mut effective_clocks, &compute_bound, f_ref);
         }
-        calibration_note = if effective_clocks.is_empty() {
+        if effective_clocks.is_empty() {
             format!(
                 "none: needs 3+ training clocks with {}+ compute-bound groups (t·f within {} at the two lowest clocks)",
                 params.calibration_min_groups, params.calibration_tolerance
@@ -675,13 +674,17 @@ fn calibrate_clocks(
             "effective clocks of the higher training clocks fitted jointly with Moore's curve t = t_mem + t_comp·f_ref/f_eff of every compute-bound group (least relative squared error)".to_string()
         } else {
             "effective clock of each higher training clock = f / median(t(f)·f / (t(f2)·f2)) over compute-bound groups".to_string()
-        };
-    }
+        }
+    };
     (effective_clocks, calibration_note)
 }
 
 /// Fit one group's time curve (on effective clocks, `eff`) and power curve (with the shared
 /// power model `pf`; `gi` is the group's index in it).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site (`fit`), which passes its own locals; a struct would only rename them"
+)]
 fn fit_group(
     meta: &SetMeta,
     params: &AnalyticParams,

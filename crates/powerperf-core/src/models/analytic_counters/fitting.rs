@@ -340,10 +340,6 @@ fn fit_base_cpi_with(
 ///
 /// # Errors
 /// No term given and no `dram_active` in the set, or a term's counter not in the set.
-#[allow(
-    clippy::result_large_err,
-    reason = "ModelError is large in every models function; boxing it is issue 42's lint step"
-)]
 fn memory_terms(
     meta: &SetMeta,
     params: &AnalyticCountersParams,
@@ -388,10 +384,6 @@ fn memory_terms(
 ///
 /// # Errors
 /// The named counter is not a count of the set, or the set has no instructions count.
-#[allow(
-    clippy::result_large_err,
-    reason = "ModelError is large in every models function; boxing it is issue 42's lint step"
-)]
 fn base_cpi_counters(
     meta: &SetMeta,
     params: &AnalyticCountersParams,
@@ -418,10 +410,6 @@ fn base_cpi_counters(
 ///
 /// # Errors
 /// A counter named in the params that is not in the set.
-#[allow(
-    clippy::result_large_err,
-    reason = "ModelError is large in every models function; boxing it is issue 42's lint step"
-)]
 fn roofline_counters(
     meta: &SetMeta,
     params: &AnalyticCountersParams,

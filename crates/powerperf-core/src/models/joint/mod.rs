@@ -325,10 +325,6 @@ fn reference(points: &[&Point], knobs: &[String]) -> Knobs {
 ///
 /// # Errors
 /// Fewer than two such knobs ([`ModelError::NotEnoughData`], naming them).
-#[allow(
-    clippy::result_large_err,
-    reason = "ModelError is large in every models function; boxing it is issue 42's lint step"
-)]
 fn varied_knobs(points: &[Point]) -> Result<Vec<String>, ModelError> {
     let mut all: Vec<String> = points
         .iter()
@@ -364,10 +360,6 @@ fn varied_knobs(points: &[Point]) -> Result<Vec<String>, ModelError> {
 /// # Errors
 /// A group with a point that lacks a varied knob, or whose points do not separate the
 /// knobs' effects (two knobs change together).
-#[allow(
-    clippy::result_large_err,
-    reason = "ModelError is large in every models function; boxing it is issue 42's lint step"
-)]
 fn knob_groups<'a>(points: &'a [Point], knobs: &[String]) -> Result<Vec<Group<'a>>, ModelError> {
     // Group by workload and the non-varied knobs.
     let mut groups: Vec<Group> = Vec::new();

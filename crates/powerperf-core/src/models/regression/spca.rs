@@ -174,7 +174,7 @@ pub(super) fn prepare_columns(
         }
         let mean = m.means[j];
         let sd = (m.cross[[j, j]].max(0.0) / n).sqrt();
-        if !(sd > 1e-12 * mean.abs().max(1e-300)) || sd == 0.0 {
+        if sd.is_nan() || sd <= 1e-12 * mean.abs().max(1e-300) || sd == 0.0 {
             dropped.push(FeatureNote {
                 feature: name.clone(),
                 value: Some(sd),
@@ -736,7 +736,7 @@ pub(super) fn spca_select(
         });
     }
     let total: f64 = gsub.diag().sum();
-    if !(total > 0.0) {
+    if total.is_nan() || total <= 0.0 {
         return Err(ModelError::Fit {
             model: "spca".into(),
             what: "PCA: the kept columns have no variance over the training rows".into(),

@@ -95,9 +95,10 @@ fn ranks_match_statrs_spearman_with_ties_and_signed_zeros() {
         y[i] = u + 0.3 * lcg(&mut seed);
     }
     let got = spearman_columns(x.view(), y.view(), &[0, 1, 2, 3]);
-    for j in 0..4 {
+    assert_eq!(got.len(), 4);
+    for (j, &g) in got.iter().enumerate() {
         let want = super::super::features::spearman(&x.column(j).to_vec(), &y.to_vec());
-        match (got[j], want) {
+        match (g, want) {
             (Some(a), Some(b)) => assert!((a - b).abs() < 1e-12, "column {j}: {a} vs {b}"),
             (a, b) => assert_eq!(a, b, "column {j}"),
         }

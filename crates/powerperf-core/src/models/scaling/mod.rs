@@ -316,12 +316,13 @@ pub(super) fn between<K: Copy>(
     c: f64,
     value: impl Fn(K) -> Result<f64, ModelError>,
 ) -> Result<Option<f64>, ModelError> {
-    let (mut lo, mut hi): (Option<(K, f64)>, Option<(K, f64)>) = (None, None);
+    let mut lo: Option<(K, f64)> = None;
+    let mut hi: Option<(K, f64)> = None;
     for (k, x) in points {
-        if x < c && lo.map_or(true, |(_, l)| x > l) {
+        if x < c && lo.is_none_or(|(_, l)| x > l) {
             lo = Some((k, x));
         }
-        if x > c && hi.map_or(true, |(_, h)| x < h) {
+        if x > c && hi.is_none_or(|(_, h)| x < h) {
             hi = Some((k, x));
         }
     }

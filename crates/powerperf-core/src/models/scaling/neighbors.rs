@@ -426,6 +426,10 @@ fn configs(p: &NeighborsParams, feats: &[usize], n: usize) -> Vec<(usize, Weight
 /// Inner cross-validation of `feats` over `rows` (the fold of row r is `r mod folds`, as
 /// `scaling`'s): per configuration, the sum of absolute relative errors and their count;
 /// with `keep`, the predictions of configuration `keep` per (row, setting).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the inner loop of `fit`'s search, called with `fit`'s locals; a struct would only rename them"
+)]
 fn cv(
     d: &Data,
     terms: &Terms,

@@ -324,8 +324,10 @@ fn neighbors_recover_each_familys_response() {
     // recovered exactly (time; power with s = 0 on the grid too).
     neighbors_exact(&meta, &pts, &["time_s", "power_w"]);
     // The fitted model picked the informative counter.
-    let mut p = ScalingParams::default();
-    p.transfer = Some(Transfer::Neighbors);
+    let p = ScalingParams {
+        transfer: Some(Transfer::Neighbors),
+        ..Default::default()
+    };
     let m = fit(&meta, &pts, &p).unwrap();
     for t in &m.targets {
         let nb = t.neighbors.as_ref().unwrap();
@@ -393,8 +395,10 @@ fn time_neighbors(
     zeros: neighbors::ZeroReplacement,
     feature: &str,
 ) -> (NeighborsFit, Option<usize>, f64) {
-    let mut p = ScalingParams::default();
-    p.transfer = Some(Transfer::Neighbors);
+    let mut p = ScalingParams {
+        transfer: Some(Transfer::Neighbors),
+        ..Default::default()
+    };
     p.neighbors.zero_replacement = zeros;
     let m = fit(meta, pts, &p).unwrap();
     let t = m.targets.iter().find(|t| t.target == "time_s").unwrap();

@@ -348,7 +348,7 @@ pub(super) fn robust_prior(
     }
     let mut abs: Vec<f64> = res.iter().map(|r| r.3.abs()).collect();
     let sigma = 1.4826 * median(&mut abs);
-    if !(sigma > 0.0) {
+    if sigma.is_nan() || sigma <= 0.0 {
         return (Vec::new(), None);
     }
     let step = median(&mut steps);

@@ -685,12 +685,15 @@ pub(super) fn feature_name(prefix: &str, name: &str) -> String {
     format!("{prefix}{clean}")
 }
 
+/// Static feature values by workload id, then by feature name.
+pub(super) type StaticFeatures = HashMap<String, BTreeMap<String, f64>>;
+
 /// Static features per workload id, aggregated over the rows with the same key.
 pub(super) fn read_static(
     spec: &ImportSpec,
     s: &StaticSpec,
     near: Option<&Path>,
-) -> Result<(Vec<String>, HashMap<String, BTreeMap<String, f64>>, PathBuf)> {
+) -> Result<(Vec<String>, StaticFeatures, PathBuf)> {
     let file = resolve_data_file(&s.file, near, Some(&spec.path))?.remove(0);
     let t = read_table(&file, &s.format, &spec.path, file.parent())?;
     let keys = t.strings(&s.key, "static_features key")?;

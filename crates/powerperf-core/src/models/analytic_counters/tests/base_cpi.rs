@@ -4,8 +4,10 @@
 use super::*;
 
 fn meta_cpu() -> SetMeta {
-    let mut m = SetMeta::default();
-    m.knobs = vec!["core_freq_mhz".into(), "threads".into()];
+    let mut m = SetMeta {
+        knobs: vec!["core_freq_mhz".into(), "threads".into()],
+        ..Default::default()
+    };
     m.counters.insert("cpu_cycles".into(), CounterKind::Count);
     m.counters.insert("inst_retired".into(), CounterKind::Count);
     m
@@ -289,8 +291,10 @@ fn auto_stack_takes_base_cpi_on_a_cpu_clock_sweep_and_scores_its_fallback() {
 /// a kernel issues `n` warp instructions at 0.02 cycles each chip-wide (peak 50 per
 /// cycle) and waits `tm` s on memory: t(f) = tm + 0.02·n/f.
 fn gpu_inst_world() -> (SetMeta, Vec<Point>) {
-    let mut meta = SetMeta::default();
-    meta.knobs = vec!["core_freq_mhz".into(), "mem_freq_mhz".into()];
+    let mut meta = SetMeta {
+        knobs: vec!["core_freq_mhz".into(), "mem_freq_mhz".into()],
+        ..Default::default()
+    };
     meta.counters
         .insert("inst_executed".into(), CounterKind::Count);
     meta.counters
