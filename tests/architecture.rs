@@ -208,3 +208,79 @@ fn nothing_in_the_fuzz_crates_includes_sources_by_path() {
         assert!(!text.contains("#[path"), "{} uses #[path]", f.display());
     }
 }
+
+/// Every `.rs` file of the repository but third_party/ (vendored code) and build outputs
+/// (`target` directories, hidden directories).
+fn own_sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if p.is_dir() {
+            if name.starts_with('.') || name == "target" || p == repo().join("third_party") {
+                continue;
+            }
+            own_sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Issue 42's rule: no source file over 1,100 lines outside third_party/ (clippy's
+/// `too_many_lines`, at clippy.toml's 200, holds the functions; `.ci/run` runs clippy).
+#[test]
+fn no_source_file_is_over_1100_lines() {
+    const MAX_LINES: usize = 1_100;
+    let mut files = Vec::new();
+    own_sources(&repo(), &mut files);
+    let mut over = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let n = text.lines().count();
+        if n > MAX_LINES {
+            over.push(format!("{} ({n} lines)", f.strip_prefix(repo()).unwrap().display()));
+        }
+    }
+    assert!(files.len() > 200, "only {} files found", files.len());
+    assert!(
+        over.is_empty(),
+        "over {MAX_LINES} lines: {}; fix: move the inline `mod tests` into a tests.rs next to \
+         the module (as models/analytic/ and models/scaling/ do), or split the module",
+        over.join(", ")
+    );
+}
+
+/// Every workspace member takes the workspace's lints (`[lints] workspace = true`), so that
+/// `cargo clippy --workspace -- -D warnings` in `.ci/run` holds them all; a new crate
+/// without the line fails here.
+#[test]
+fn every_workspace_member_takes_the_workspace_lints() {
+    let root: toml::Table =
+        toml::from_str(&std::fs::read_to_string(repo().join("Cargo.toml")).unwrap()).unwrap();
+    let lints = &root["workspace"]["lints"]["clippy"];
+    for lint in ["too_many_lines", "undocumented_unsafe_blocks"] {
+        assert_eq!(
+            lints.get(lint).and_then(toml::Value::as_str),
+            Some("warn"),
+            "Cargo.toml's [workspace.lints.clippy] does not switch on {lint}"
+        );
+    }
+    let members = root["workspace"]["members"].as_array().unwrap();
+    assert!(members.len() >= 10, "{members:?}");
+    for m in members {
+        let manifest = repo().join(m.as_str().unwrap()).join("Cargo.toml");
+        let doc: toml::Table =
+            toml::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        let inherits = doc
+            .get("lints")
+            .and_then(|l| l.get("workspace"))
+            .and_then(toml::Value::as_bool);
+        assert_eq!(
+            inherits,
+            Some(true),
+            "{} has no `[lints] workspace = true`; fix: add it after its [package] table",
+            manifest.display()
+        );
+    }
+}
