@@ -62,7 +62,6 @@ fn crates_depend_only_on_the_layers_below() {
                 "powerperf-events",
                 "powerperf-format",
                 "powerperf-rt",
-                "powerperf-microbench",
             ],
         ),
         ("crates/powerperfd/Cargo.toml", &["powerperf-core"]),
