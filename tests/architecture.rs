@@ -199,3 +199,123 @@ fn nothing_in_the_fuzz_crates_includes_sources_by_path() {
         assert!(!text.contains("#[path"), "{} uses #[path]", f.display());
     }
 }
+
+/// The crate families the node crate's rule keeps out (docs/architecture.md, "The node
+/// crate"): polars (with its Parquet decoders), arrow, linfa, ndarray and plotters.
+const HEAVY: [&str; 5] = ["polars", "arrow", "linfa", "ndarray", "plotters"];
+
+/// Whether package `name` belongs to `family`: one of its `-`/`_`-separated words is the
+/// family's name (`polars-core`, `polars-arrow`, `arrow-array`, `linfa-linear`, `plotters-svg`).
+fn in_family(name: &str, family: &str) -> bool {
+    name.split(['-', '_']).any(|w| w == family)
+}
+
+/// The packages of `Cargo.lock` that `root` depends on, itself included, by name: every
+/// `dependencies` entry (`name`, `name version` or `name version (source)`) followed. The
+/// lock file lists each package's dependencies over all targets and features (and a
+/// workspace member's dev-dependencies), so this is a superset of what a build links.
+fn lock_closure(lock: &toml::Table, root: &str) -> BTreeSet<String> {
+    let packages = lock["package"]
+        .as_array()
+        .expect("Cargo.lock has [[package]]");
+    // (name, version) -> dependency strings
+    let mut by_key: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for p in packages {
+        let name = p["name"].as_str().unwrap().to_string();
+        let version = p["version"].as_str().unwrap().to_string();
+        let deps = p
+            .get("dependencies")
+            .and_then(toml::Value::as_array)
+            .map(|a| a.iter().map(|d| d.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        by_key.insert((name, version), deps);
+    }
+    let resolve = |dep: &str| -> (String, String) {
+        let mut w = dep.split_whitespace();
+        let name = w.next().unwrap().to_string();
+        let version = match w.next() {
+            Some(v) => v.to_string(),
+            None => {
+                let mut vs = by_key.keys().filter(|(n, _)| *n == name);
+                let (_, v) = vs
+                    .next()
+                    .unwrap_or_else(|| panic!("{name} is not in Cargo.lock"));
+                assert!(vs.next().is_none(), "{name}: several versions, none named");
+                v.clone()
+            }
+        };
+        (name, version)
+    };
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut todo = vec![resolve(root)];
+    while let Some(k) = todo.pop() {
+        if !seen.insert(k.clone()) {
+            continue;
+        }
+        for d in by_key.get(&k).into_iter().flatten() {
+            todo.push(resolve(d));
+        }
+    }
+    seen.into_iter().map(|(n, _)| n).collect()
+}
+
+#[test]
+fn the_node_crate_powerperfd_and_the_plugin_link_none_of_the_analysis_crates() {
+    let text = std::fs::read_to_string(repo().join("Cargo.lock")).unwrap();
+    let lock: toml::Table = toml::from_str(&text).unwrap();
+    let heavy_in = |set: &BTreeSet<String>| -> Vec<String> {
+        set.iter()
+            .filter(|n| HEAVY.iter().any(|h| in_family(n, h)))
+            .cloned()
+            .collect()
+    };
+    // The check sees the families where they are: powerperf-core links all five.
+    let core = lock_closure(&lock, "powerperf-core");
+    for h in HEAVY {
+        assert!(
+            core.iter().any(|n| in_family(n, h)),
+            "powerperf-core's closure has no {h}*: is Cargo.lock read right?"
+        );
+    }
+    for root in ["powerperf-node", "powerperfd", "spank-powerperf"] {
+        let c = lock_closure(&lock, root);
+        assert!(
+            c.contains("powerperf-node"),
+            "{root} does not reach powerperf-node"
+        );
+        let bad = heavy_in(&c);
+        assert!(
+            bad.is_empty(),
+            "{root} depends (through Cargo.lock) on {bad:?}; docs/architecture.md, \"The node crate\", keeps polars, arrow, linfa, ndarray and plotters out of it"
+        );
+        assert!(
+            !c.contains("powerperf-core") && !c.contains("powerperf-format"),
+            "{root} depends on powerperf-core or powerperf-format (polars); use powerperf-node"
+        );
+    }
+}
+
+#[test]
+fn no_source_of_the_node_crate_uses_polars_linfa_or_plotters() {
+    let mut files = Vec::new();
+    sources(&repo().join("crates/powerperf-node/src"), &mut files);
+    assert!(files.len() > 15, "only {} files", files.len());
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for h in ["polars", "linfa", "plotters", "ndarray"] {
+                assert!(
+                    !code.contains(&format!("{h}::")) && !code.contains(&format!("{h}_")),
+                    "{}:{}: `{}` uses {h}, which the node crate may not (docs/architecture.md)",
+                    f.display(),
+                    i + 1,
+                    code
+                );
+            }
+        }
+    }
+}
