@@ -2,10 +2,10 @@
 //! model's predictions, write a plan file, print the choices with the predicted savings.
 
 use crate::dvfs::guard::GuardKind;
-use crate::dvfs::plan_file::{DeviceKind, Plan, Scope};
 use crate::dvfs::planner::{Objective, PlannerConfig, Transition};
 use crate::dvfs::{export, from_model, parse_slowdown};
 use anyhow::{Context, Result};
+use powerperf_node::plan_file::{DeviceKind, Plan, Scope};
 use std::path::PathBuf;
 
 use crate::output::OutputFormat as Format;

@@ -133,8 +133,8 @@ clap_twin! {
 }
 
 clap_twin! {
-    /// `plan --device`: [`crate::dvfs::plan_file::DeviceKind`].
-    DeviceKind => crate::dvfs::plan_file::DeviceKind {
+    /// `plan --device`: [`powerperf_node::plan_file::DeviceKind`].
+    DeviceKind => powerperf_node::plan_file::DeviceKind {
         /// CPU cores: `core_freq_mhz` through cpufreq.
         Cpu,
         /// GPU: `core_freq_mhz` is the SM clock, `mem_freq_mhz` the memory clock (NVML).
