@@ -13,6 +13,7 @@ pub mod guard;
 pub mod nvml_clocks;
 pub mod plan_file;
 pub mod planner;
+pub mod risk_budget;
 pub mod state;
 pub mod sweep;
 pub mod sweep_gpu;

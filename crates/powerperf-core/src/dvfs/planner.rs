@@ -33,8 +33,9 @@ use super::DvfsError;
 use crate::models::Knobs;
 use serde::{Deserialize, Serialize};
 
-/// What the planner minimises.
+/// What the planner minimises (`plan --objective`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Objective {
     /// Energy, J.

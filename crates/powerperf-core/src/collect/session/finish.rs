@@ -12,8 +12,9 @@ use super::launch::Sampled;
 use super::outputs::{self, FinishCtx};
 use super::sources::FailedEvent;
 use super::Session;
-use crate::store::run::{Backend, Ending, EventRecord, EventStatus, ThreadCounts, TIMELINE};
+use crate::store::run::{Backend, Ending, EventRecord, EventStatus, ThreadCounts};
 use anyhow::Result;
+use powerperf_format::timeline::TIMELINE;
 
 impl Session<'_> {
     /// Record how the measurement ended and its totals, write the timeline and the optional
