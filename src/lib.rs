@@ -9,6 +9,4 @@
 //! `powerperf-core`, whose modules it re-exports (docs/architecture.md).
 
 pub mod cli;
-pub use powerperf_core::{
-    collect, daemon, dvfs, events_dsl, export, models, output, report, store, units,
-};
+pub use powerperf_core::{collect, dvfs, events_dsl, export, models, output, report, store};

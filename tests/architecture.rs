@@ -54,8 +54,10 @@ fn clap_is_an_optional_feature(manifest: &str) -> bool {
     optional && feature
 }
 
-const WORKSPACE: [&str; 8] = [
+const WORKSPACE: [&str; 10] = [
     "spank-powerperf",
+    "powerperfd",
+    "powerperf-node",
     "powerperf-events",
     "powerperf-rt",
     "powerperf-microbench",
@@ -67,13 +69,14 @@ const WORKSPACE: [&str; 8] = [
 
 #[test]
 fn crates_depend_only_on_the_layers_below() {
-    let allowed: [(&str, &[&str]); 7] = [
+    let allowed: [(&str, &[&str]); 8] = [
         ("crates/powerperf-events/Cargo.toml", &[]),
+        ("crates/powerperf-node/Cargo.toml", &["powerperf-rt"]),
         ("rt/Cargo.toml", &[]),
         ("microbench/Cargo.toml", &[]),
         (
             "crates/powerperf-format/Cargo.toml",
-            &["powerperf-events", "powerperf-rt"],
+            &["powerperf-events", "powerperf-rt", "powerperf-node"],
         ),
         (
             "crates/powerperf-core/Cargo.toml",
@@ -82,10 +85,11 @@ fn crates_depend_only_on_the_layers_below() {
                 "powerperf-format",
                 "powerperf-rt",
                 "powerperf-microbench",
+                "powerperf-node",
             ],
         ),
-        ("crates/powerperfd/Cargo.toml", &["powerperf-core"]),
-        ("crates/spank-powerperf/Cargo.toml", &["powerperf-core"]),
+        ("crates/powerperfd/Cargo.toml", &["powerperf-node"]),
+        ("crates/spank-powerperf/Cargo.toml", &["powerperf-node"]),
     ];
     for (manifest, ok) in allowed {
         let d = deps(manifest);
@@ -99,24 +103,16 @@ fn crates_depend_only_on_the_layers_below() {
                 "{manifest} depends on {n}, which docs/architecture.md does not allow"
             );
         }
+        // powerperfd's package builds its binary's command line too (crates/powerperfd/src/main.rs);
         // powerperf-core may carry clap only as an optional dependency behind its `clap`
         // feature (`#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]` on the enums
-        // the CLI takes as values, issue 42 item 3); the CLI enables it, nothing else does.
-        let clap_ok =
-            manifest == "crates/powerperf-core/Cargo.toml" && clap_is_an_optional_feature(manifest);
+        // the CLI takes as values, issue 42 item 3), which only the CLI enables.
+        let clap_ok = manifest == "crates/powerperfd/Cargo.toml"
+            || (manifest == "crates/powerperf-core/Cargo.toml"
+                && clap_is_an_optional_feature(manifest));
         assert!(
             clap_ok || !d.iter().any(|n| n.starts_with("clap")),
-            "{manifest}: clap belongs to the CLI crate only"
-        );
-    }
-    for manifest in [
-        "crates/powerperfd/Cargo.toml",
-        "crates/spank-powerperf/Cargo.toml",
-    ] {
-        let text = std::fs::read_to_string(repo().join(manifest)).unwrap();
-        assert!(
-            !text.contains("\"clap\""),
-            "{manifest} enables powerperf-core's clap feature, which belongs to the CLI"
+            "{manifest}: clap belongs to the command lines (powerperf, powerperfd) only"
         );
     }
     let events = deps("crates/powerperf-events/Cargo.toml");
@@ -178,26 +174,14 @@ fn imports(file: &Path) -> BTreeSet<String> {
 #[test]
 fn core_modules_import_only_downwards() {
     let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
-        ("units", &[][..]),
-        ("store", &["units", "events_dsl"][..]),
-        ("daemon", &["units"][..]),
-        ("collect", &["store", "units", "events_dsl", "daemon"][..]),
-        ("models", &["store", "units", "events_dsl"][..]),
-        (
-            "dvfs",
-            &[
-                "models",
-                "store",
-                "units",
-                "events_dsl",
-                "daemon",
-                "collect",
-            ][..],
-        ),
+        ("store", &["events_dsl"][..]),
+        ("collect", &["store", "events_dsl"][..]),
+        ("models", &["store", "events_dsl"][..]),
+        ("dvfs", &["models", "store", "events_dsl", "collect"][..]),
         ("output", &["models", "dvfs", "store"][..]),
         (
             "report",
-            &["store", "units", "events_dsl", "models", "dvfs", "output"][..],
+            &["store", "events_dsl", "models", "dvfs", "output"][..],
         ),
         ("export", &["store", "report"][..]),
     ]);
@@ -213,14 +197,12 @@ fn core_modules_import_only_downwards() {
         }
         for f in files {
             for name in imports(&f) {
-                if name == *module || (*module == "daemon" && name == "daemon") {
+                if name == *module {
                     continue;
                 }
-                // `dvfs` may reach `collect` only to run a collection (dvfs::sweep) and for
-                // the GPU reading seam the fake GPUs answer (dvfs::gpu_control).
+                // `dvfs` may reach `collect` only to run a collection (dvfs::sweep).
                 let sweep_only = *module == "dvfs" && name == "collect";
-                let allowed_file = f.file_name().is_some_and(|n| n == "sweep.rs")
-                    || f.ends_with("dvfs/gpu_control/mod.rs");
+                let allowed_file = f.file_name().is_some_and(|n| n == "sweep.rs");
                 assert!(
                     ok.contains(&name.as_str()) && (!sweep_only || allowed_file),
                     "{} imports crate::{name}, which docs/architecture.md does not allow for `{module}`",
@@ -240,5 +222,125 @@ fn nothing_in_the_fuzz_crates_includes_sources_by_path() {
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
         assert!(!text.contains("#[path"), "{} uses #[path]", f.display());
+    }
+}
+
+/// The crate families the node crate's rule keeps out (docs/architecture.md, "The node
+/// crate"): polars (with its Parquet decoders), arrow, linfa, ndarray and plotters.
+const HEAVY: [&str; 5] = ["polars", "arrow", "linfa", "ndarray", "plotters"];
+
+/// Whether package `name` belongs to `family`: one of its `-`/`_`-separated words is the
+/// family's name (`polars-core`, `polars-arrow`, `arrow-array`, `linfa-linear`, `plotters-svg`).
+fn in_family(name: &str, family: &str) -> bool {
+    name.split(['-', '_']).any(|w| w == family)
+}
+
+/// The packages of `Cargo.lock` that `root` depends on, itself included, by name: every
+/// `dependencies` entry (`name`, `name version` or `name version (source)`) followed. The
+/// lock file lists each package's dependencies over all targets and features (and a
+/// workspace member's dev-dependencies), so this is a superset of what a build links.
+fn lock_closure(lock: &toml::Table, root: &str) -> BTreeSet<String> {
+    let packages = lock["package"]
+        .as_array()
+        .expect("Cargo.lock has [[package]]");
+    // (name, version) -> dependency strings
+    let mut by_key: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for p in packages {
+        let name = p["name"].as_str().unwrap().to_string();
+        let version = p["version"].as_str().unwrap().to_string();
+        let deps = p
+            .get("dependencies")
+            .and_then(toml::Value::as_array)
+            .map(|a| a.iter().map(|d| d.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        by_key.insert((name, version), deps);
+    }
+    let resolve = |dep: &str| -> (String, String) {
+        let mut w = dep.split_whitespace();
+        let name = w.next().unwrap().to_string();
+        let version = match w.next() {
+            Some(v) => v.to_string(),
+            None => {
+                let mut vs = by_key.keys().filter(|(n, _)| *n == name);
+                let (_, v) = vs
+                    .next()
+                    .unwrap_or_else(|| panic!("{name} is not in Cargo.lock"));
+                assert!(vs.next().is_none(), "{name}: several versions, none named");
+                v.clone()
+            }
+        };
+        (name, version)
+    };
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut todo = vec![resolve(root)];
+    while let Some(k) = todo.pop() {
+        if !seen.insert(k.clone()) {
+            continue;
+        }
+        for d in by_key.get(&k).into_iter().flatten() {
+            todo.push(resolve(d));
+        }
+    }
+    seen.into_iter().map(|(n, _)| n).collect()
+}
+
+#[test]
+fn the_node_crate_powerperfd_and_the_plugin_link_none_of_the_analysis_crates() {
+    let text = std::fs::read_to_string(repo().join("Cargo.lock")).unwrap();
+    let lock: toml::Table = toml::from_str(&text).unwrap();
+    let heavy_in = |set: &BTreeSet<String>| -> Vec<String> {
+        set.iter()
+            .filter(|n| HEAVY.iter().any(|h| in_family(n, h)))
+            .cloned()
+            .collect()
+    };
+    // The check sees the families where they are: powerperf-core links all five.
+    let core = lock_closure(&lock, "powerperf-core");
+    for h in HEAVY {
+        assert!(
+            core.iter().any(|n| in_family(n, h)),
+            "powerperf-core's closure has no {h}*: is Cargo.lock read right?"
+        );
+    }
+    for root in ["powerperf-node", "powerperfd", "spank-powerperf"] {
+        let c = lock_closure(&lock, root);
+        assert!(
+            c.contains("powerperf-node"),
+            "{root} does not reach powerperf-node"
+        );
+        let bad = heavy_in(&c);
+        assert!(
+            bad.is_empty(),
+            "{root} depends (through Cargo.lock) on {bad:?}; docs/architecture.md, \"The node crate\", keeps polars, arrow, linfa, ndarray and plotters out of it"
+        );
+        assert!(
+            !c.contains("powerperf-core") && !c.contains("powerperf-format"),
+            "{root} depends on powerperf-core or powerperf-format (polars); use powerperf-node"
+        );
+    }
+}
+
+#[test]
+fn no_source_of_the_node_crate_uses_polars_linfa_or_plotters() {
+    let mut files = Vec::new();
+    sources(&repo().join("crates/powerperf-node/src"), &mut files);
+    assert!(files.len() > 15, "only {} files", files.len());
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for h in ["polars", "linfa", "plotters", "ndarray"] {
+                assert!(
+                    !code.contains(&format!("{h}::")) && !code.contains(&format!("{h}_")),
+                    "{}:{}: `{}` uses {h}, which the node crate may not (docs/architecture.md)",
+                    f.display(),
+                    i + 1,
+                    code
+                );
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests of `powerperf collect` and `powerperf report` through the real binary.
 
-use powerperf::store::run::{Ending, EventStatus, RunMeta};
+use powerperf::store::run::{Ending, RunMeta};
+use powerperf_node::event_spec::EventStatus;
 use std::path::{Path, PathBuf};
 
 mod common;
@@ -356,7 +357,7 @@ fn per_thread_totals_of_an_attached_process() {
     let pid = busy.id() as i32;
     // Attach once the second thread exists.
     let t0 = std::time::Instant::now();
-    while powerperf::collect::perf_event::threads_of(pid)
+    while powerperf_node::perf_event::threads_of(pid)
         .map(|t| t.len())
         .unwrap_or(0)
         < 2

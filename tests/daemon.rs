@@ -403,7 +403,7 @@ fn daemon_switch_round_trip_and_restore_after_sigkill_table() {
         return;
     };
     w.start();
-    let mut c = powerperf::daemon::client::Client::connect(&w.socket).unwrap();
+    let mut c = powerperf_node::daemon::client::Client::connect(&w.socket).unwrap();
     let n = 400;
     let mut rt = Vec::with_capacity(n);
     for i in 0..n {
@@ -489,10 +489,10 @@ fn without_a_daemon_a_users_apply_fails_as_before_naming_the_fix() {
     let Some(w) = World::new("daemon absent", GRANT) else {
         return;
     };
-    if Path::new(powerperf::daemon::DEFAULT_SOCKET).exists() {
+    if Path::new(powerperf_node::daemon::DEFAULT_SOCKET).exists() {
         println!(
             "skipped: daemon absent: {} exists on this machine",
-            powerperf::daemon::DEFAULT_SOCKET
+            powerperf_node::daemon::DEFAULT_SOCKET
         );
         return;
     }

@@ -4,8 +4,8 @@
 mod common;
 use common::powerperf as pp;
 
-use powerperf::dvfs::plan_file::Plan;
 use powerperf::store::set::{Point, SetMeta, TrainingSet};
+use powerperf_node::plan_file::Plan;
 use predicates::prelude::*;
 use std::path::Path;
 
@@ -615,7 +615,7 @@ fn the_plan_device_comes_from_the_set() {
     let p = Plan::read(&plan).unwrap();
     assert_eq!(
         p.devices[0].kind,
-        powerperf::dvfs::plan_file::DeviceKind::Gpu
+        powerperf_node::plan_file::DeviceKind::Gpu
     );
     assert_eq!(p.devices[0].index, Some(1));
     pp().args(["plan", "--model"])
@@ -628,7 +628,7 @@ fn the_plan_device_comes_from_the_set() {
         .stderr(predicate::str::contains("--device cpu overrides it"));
     assert_eq!(
         Plan::read(&plan).unwrap().devices[0].kind,
-        powerperf::dvfs::plan_file::DeviceKind::Cpu
+        powerperf_node::plan_file::DeviceKind::Cpu
     );
     // device unknown: plan asks for --device
     let bare_set = tmp.path().join("bare");

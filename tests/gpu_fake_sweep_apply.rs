@@ -101,14 +101,14 @@ impl Fake {
         c
     }
     /// `powerperf plan --model MODEL --objective energy --slowdown-margin 0 -o PLAN`, run.
-    fn plan_energy(&self, model: &Path, plan: &Path) -> powerperf::dvfs::plan_file::Plan {
+    fn plan_energy(&self, model: &Path, plan: &Path) -> powerperf_node::plan_file::Plan {
         pp().args(["plan", "--model"])
             .arg(model)
             .args(["--objective", "energy", "--slowdown-margin", "0", "-o"])
             .arg(plan)
             .assert()
             .success();
-        powerperf::dvfs::plan_file::Plan::read(plan).unwrap()
+        powerperf_node::plan_file::Plan::read(plan).unwrap()
     }
     /// Wait (up to 30 s) until the command of a spawned sweep has made `started`.
     fn wait_for(started: &Path) {
@@ -216,7 +216,7 @@ fn sweep_fit_plan_apply_on_a_fake_gpu_restores_every_file() {
     let plan = f.p("plan.toml");
     let pl = f.plan_energy(&model, &plan);
     let dev = pl.device_of("core_freq_mhz").expect("a device");
-    assert_eq!(dev.kind, powerperf::dvfs::plan_file::DeviceKind::Gpu);
+    assert_eq!(dev.kind, powerperf_node::plan_file::DeviceKind::Gpu);
     let clock = pl.regions[0].setting["core_freq_mhz"];
     assert!([1200.0, 1500.0, 1980.0].contains(&clock), "{clock}");
     // apply: the command sees the plan's clock locked (the maximum too), all put back
@@ -666,7 +666,7 @@ fn a_power_limit_sweep_gives_a_gpu_plan_that_apply_sets() {
     let pl = f.plan_energy(&model, &plan);
     assert_eq!(
         pl.device_of("power_limit_w").map(|d| d.kind),
-        Some(powerperf::dvfs::plan_file::DeviceKind::Gpu)
+        Some(powerperf_node::plan_file::DeviceKind::Gpu)
     );
     let w = pl.regions[0].setting["power_limit_w"];
     let seen = f.p("seen");

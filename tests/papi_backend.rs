@@ -33,7 +33,8 @@ fn papi_backend_without_the_feature_says_how_to_rebuild() {
 #[cfg(feature = "papi")]
 mod with_papi {
     use super::pp;
-    use powerperf::store::run::{Backend, EventRecord, EventStatus, RunMeta};
+    use powerperf::store::run::{Backend, EventRecord, RunMeta};
+    use powerperf_node::event_spec::EventStatus;
     use std::path::Path;
 
     fn has_hardware_pmu() -> bool {

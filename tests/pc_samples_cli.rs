@@ -299,7 +299,7 @@ fn pc_sampling_system_wide_finds_the_busy_process() {
         .unwrap();
     let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
     let ps = meta.pc_sampling.expect("[pc_sampling]");
-    if ps.status == powerperf::store::run::EventStatus::PermissionDenied {
+    if ps.status == powerperf_node::event_spec::EventStatus::PermissionDenied {
         println!("skipped: system-wide sampling refused: {:?}", ps.reason);
         return;
     }

@@ -18,10 +18,10 @@ use std::sync::OnceLock;
 
 use powerperf_readers_check as readers;
 
-use powerperf::dvfs::plan_file::Plan;
 use powerperf::models::ModelFile;
 use powerperf::store::run::RunMeta;
 use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet, Unreliable};
+use powerperf_node::plan_file::Plan;
 use powerperf_rt::events::{self, BinFile, Kind, RegionEvent};
 
 fn fuzz_dir() -> PathBuf {

@@ -19,7 +19,7 @@ mod common;
 use assert_cmd::Command;
 use common::apply::{fixture_src, region_switches, snapshot};
 use common::copy_tree;
-use powerperf::dvfs::plan_file::Plan;
+use powerperf_node::plan_file::Plan;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

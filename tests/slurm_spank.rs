@@ -214,7 +214,7 @@ impl Slurm {
     fn as_nobody(&self, prog: &str) -> Command {
         let mut c = common::as_nobody(prog);
         self.slurm_env(&mut c);
-        c.env_remove(powerperf::daemon::ENV_DAEMON)
+        c.env_remove(powerperf_node::daemon::ENV_DAEMON)
             .current_dir(&self.dir);
         c
     }

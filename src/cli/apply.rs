@@ -4,11 +4,11 @@
 //! afterwards. `powerperf apply --restore` replays a left-over record.
 
 use crate::dvfs::apply::{self, ApplyRequest, RegionSettings, RunAs, SignalForwarder};
-use crate::dvfs::controller::{
+use anyhow::{Context, Result};
+use powerperf_node::controller::{
     ControllerError, CpufreqController, FrequencyController, NvmlLockedClocks,
 };
-use crate::dvfs::plan_file::{DeviceKind, Plan, Scope};
-use anyhow::{Context, Result};
+use powerperf_node::plan_file::{DeviceKind, Plan, Scope};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `powerperf apply`.
@@ -170,8 +170,8 @@ fn command_user(args: &ApplyArgs) -> Result<Option<RunAs>> {
 fn run_restore(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     let restore_file = restore_path(args)?;
     let root = (args.sysfs_root != Path::new("/")).then_some(args.sysfs_root.as_path());
-    let gpu_record = crate::dvfs::gpu_control::session::gpu_record_path(&restore_file);
-    if let Some(calls) = crate::dvfs::gpu_control::session::replay_gpu_restore(&gpu_record)? {
+    let gpu_record = crate::dvfs::gpu_session::gpu_record_path(&restore_file);
+    if let Some(calls) = crate::dvfs::gpu_session::replay_gpu_restore(&gpu_record)? {
         eprintln!(
             "powerperf: restored {} GPU setting(s) from {}",
             calls.len(),
@@ -222,11 +222,11 @@ fn gpu_reads_and_calls(
         "mem_freq_mhz"
     };
     let index = plan.device_of(knob).and_then(|d| d.index).unwrap_or(0);
-    // Reads only (crate::dvfs::nvml_clocks calls no setter); the setting is checked
+    // Reads only (powerperf_node::nvml_clocks calls no setter); the setting is checked
     // against the supported clocks before the command runs.
     let (probe, source) = match &args.fake_gpu {
         Some(dir) => {
-            let fake = crate::dvfs::gpu_control::FakeGpu::open(dir)
+            let fake = powerperf_node::gpu_control::FakeGpu::open(dir)
                 .with_context(|| format!("--fake-gpu {}", dir.display()))?;
             let p = fake
                 .probe(index)
@@ -240,7 +240,7 @@ fn gpu_reads_and_calls(
             )
         }
         None => (
-            crate::dvfs::nvml_clocks::probe(index),
+            powerperf_node::nvml_clocks::probe(index),
             format!("NVML reads on GPU {index}"),
         ),
     };
@@ -253,7 +253,7 @@ fn gpu_reads_and_calls(
                 eprintln!("  {l}");
             }
             sum.gpu_reads = p.lines();
-            let calls = crate::dvfs::nvml_clocks::check_plan(&p, gpu.0, gpu.1)
+            let calls = powerperf_node::nvml_clocks::check_plan(&p, gpu.0, gpu.1)
                 .context("the plan's GPU setting was refused before the command ran")?;
             eprintln!(
                 "powerperf: GPU clocks are not changed {}; a privileged run would call:",
@@ -310,7 +310,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         // a user who may not set the GPU: the switches go through powerperfd's
         // gpu.locked_clocks grant where there is a daemon (docs/cluster.md)
         let daemon = (!args.dry_run && !sets_gpu_for_real(args))
-            .then(|| crate::daemon::client::for_apply(args.daemon.as_deref()))
+            .then(|| powerperf_node::daemon::client::for_apply(args.daemon.as_deref()))
             .flatten();
         if sets_gpu_for_real(args) || daemon.is_some() {
             sum.region_settings = settings.clone();
@@ -326,8 +326,11 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         return run_regions(args, &plan, &plan_path, settings, run_as, sum);
     }
     // the plan's setting sorted by controller: the same function the SPANK plugin uses
-    let setting =
-        crate::dvfs::apply::daemon::static_setting(&plan, args.workload.as_deref(), &plan_path)?;
+    let setting = powerperf_node::static_setting::static_setting(
+        &plan,
+        args.workload.as_deref(),
+        &plan_path,
+    )?;
     eprintln!(
         "powerperf: applying `{}` from {}: {}",
         setting.region,
@@ -350,7 +353,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     // a user who may not set the GPU (not root, no --fake-gpu): the whole setting, CPU and
     // GPU, through powerperfd where there is one (its gpu.* grants; docs/cluster.md)
     if gpu_setting.is_some() && !args.dry_run && !sets_gpu_for_real(args) {
-        if let Some(sock) = crate::daemon::client::for_apply(args.daemon.as_deref()) {
+        if let Some(sock) = powerperf_node::daemon::client::for_apply(args.daemon.as_deref()) {
             for (k, v) in &env {
                 eprintln!("powerperf: {k}={v} for the command");
             }
@@ -423,10 +426,10 @@ fn sets_gpu_for_real(args: &ApplyArgs) -> bool {
 fn begin_gpu(
     args: &ApplyArgs,
     idx: u32,
-    gs: &crate::dvfs::gpu_control::session::GpuSetting,
+    gs: &powerperf_node::gpu_control::GpuSetting,
     sum: &mut Summary,
-) -> Result<crate::dvfs::gpu_control::session::GpuSession> {
-    use crate::dvfs::gpu_control::session::{self as gsess, GpuSession};
+) -> Result<crate::dvfs::gpu_session::GpuSession> {
+    use crate::dvfs::gpu_session::{self as gsess, GpuSession};
     let ctl = gsess::open_control(args.fake_gpu.as_deref()).map_err(|e| {
         if args.fake_gpu.is_some() {
             return e.context("nothing was changed and the command did not run");
@@ -483,7 +486,7 @@ fn run_static(
 
     // a user who may not write cpufreq: through powerperfd (docs/cluster.md)
     if let (Some(f), false) = (core_mhz, args.dry_run) {
-        if let Some(sock) = crate::daemon::client::for_apply(args.daemon.as_deref()) {
+        if let Some(sock) = powerperf_node::daemon::client::for_apply(args.daemon.as_deref()) {
             let (st, what) = crate::dvfs::apply::daemon::apply_static(
                 &sock,
                 f,
@@ -500,8 +503,8 @@ fn run_static(
     let generic = |f: f64| {
         format!(
             "would set core_freq_mhz = {f} on every CPU: scaling_governor = userspace and scaling_setspeed = {} kHz (or scaling_min_freq = scaling_max_freq = {} kHz where the driver has no userspace governor), run the command, then put the original values back",
-            crate::units::MegaHertz(f).to_khz(),
-            crate::units::MegaHertz(f).to_khz()
+            powerperf_node::units::MegaHertz(f).to_khz(),
+            powerperf_node::units::MegaHertz(f).to_khz()
         )
     };
     let ctl = match core_mhz {
@@ -620,7 +623,7 @@ fn run_regions(
     let daemon = if args.dry_run {
         None
     } else {
-        crate::daemon::client::for_apply(args.daemon.as_deref())
+        powerperf_node::daemon::client::for_apply(args.daemon.as_deref())
     };
     let mut env = Vec::new();
     let threads: Vec<f64> = plan
@@ -789,8 +792,9 @@ fn run_gpu_regions(
     daemon: Option<PathBuf>,
     sum: &mut Summary,
 ) -> Result<i32> {
-    use crate::dvfs::gpu_control::session::{self as gsess, GpuSession, GpuSetting};
-    use crate::dvfs::gpu_control::GpuKnob;
+    use crate::dvfs::gpu_session::{self as gsess, GpuSession};
+    use powerperf_node::gpu_control::GpuKnob;
+    use powerperf_node::gpu_control::GpuSetting;
     if args.command.is_empty() {
         anyhow::bail!(
             "no command given: write it after `--`, e.g. `powerperf apply --plan {} -- ./app`",
@@ -898,7 +902,7 @@ fn gpu_regions_through_daemon(
     sum: &mut Summary,
 ) -> Result<i32> {
     use crate::dvfs::apply::daemon_gpu::DaemonGpuSession;
-    use crate::dvfs::gpu_control::session::GpuSetting;
+    use powerperf_node::gpu_control::GpuSetting;
     let (idx, default_mhz, list) = gpu;
     let req = ApplyRequest {
         core_freq_mhz: Some(default_mhz),

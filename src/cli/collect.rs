@@ -141,10 +141,10 @@ pub struct CollectArgs {
 pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     crate::collect::check_interval(args.interval)?;
     if let Some(d) = &args.daemon {
-        crate::daemon::client::set_explicit_socket(d.clone());
+        powerperf_node::daemon::client::set_explicit_socket(d.clone());
     }
     if let Some(d) = &args.fake_gpu {
-        crate::dvfs::gpu_control::FakeGpu::open(d)
+        powerperf_node::gpu_control::FakeGpu::open(d)
             .map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()))?;
     }
     let (host, _) = crate::collect::sysinfo::host_and_kernel();
@@ -156,7 +156,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     let mode = if let Some(pid) = args.pid {
         Mode::Attach(pid)
     } else if let Some(list) = &args.cpus {
-        Mode::SystemWide(crate::collect::pmu::parse_cpu_list(list).map_err(anyhow::Error::msg)?)
+        Mode::SystemWide(powerperf_node::pmu::parse_cpu_list(list).map_err(anyhow::Error::msg)?)
     } else if args.all_cpus {
         Mode::SystemWide((0..crate::collect::sysinfo::available_cpus()).collect())
     } else {

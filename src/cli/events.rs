@@ -439,8 +439,8 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
 /// Whether this machine counts `name`: the name itself and the perf events it is an alias
 /// of are opened once on powerperf's own thread (as `events list` does), then the named
 /// events of the sysfs PMUs are searched. A line for `events check`.
-fn probe_machine(name: &str, root: &Path, pmus: &[crate::collect::pmu::Pmu]) -> String {
-    use crate::collect::events::parse_event;
+fn probe_machine(name: &str, root: &Path, pmus: &[powerperf_node::pmu::Pmu]) -> String {
+    use powerperf_node::event_spec::parse_event;
     let mut tried: Vec<String> = Vec::new();
     let mut cands: Vec<String> = vec![name.to_string()];
     for (c, _) in candidates(name) {
@@ -454,7 +454,7 @@ fn probe_machine(name: &str, root: &Path, pmus: &[crate::collect::pmu::Pmu]) -> 
         };
         #[cfg(target_os = "linux")]
         {
-            use crate::collect::perf_event::{open_all, Opened, Target};
+            use powerperf_node::perf_event::{open_all, Opened, Target};
             // SAFETY: gettid has no preconditions.
             let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
             match open_all(std::slice::from_ref(&spec), &Target::Tasks(vec![me]), root)
@@ -501,7 +501,7 @@ fn check(
     sysfs_root: &Path,
 ) -> Result<i32> {
     let set = load_defs(f)?;
-    let pmus = crate::collect::pmu::list(sysfs_root);
+    let pmus = powerperf_node::pmu::list(sysfs_root);
     let mut r = Resolver::default();
     if let Some(dir) = run {
         let t = RunMeta::read(dir)?.totals();
@@ -632,7 +632,7 @@ struct Listed {
 }
 
 fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
-    use crate::collect::events::{parse_event, symbolic, EventKind};
+    use powerperf_node::event_spec::{parse_event, symbolic, EventKind};
     let mut out = Vec::new();
     for (name, kind) in symbolic() {
         let kind_name = match kind {
@@ -641,7 +641,7 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
         };
         #[cfg(target_os = "linux")]
         let (available, reason) = {
-            use crate::collect::perf_event::{open_all, Opened, Target};
+            use powerperf_node::perf_event::{open_all, Opened, Target};
             let spec = parse_event(name, 0).map_err(anyhow::Error::msg)?;
             // SAFETY: gettid has no preconditions.
             let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
@@ -668,7 +668,7 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
             scale: None,
         });
     }
-    for pmu in crate::collect::pmu::list(root) {
+    for pmu in powerperf_node::pmu::list(root) {
         for e in &pmu.events {
             out.push(Listed {
                 name: format!("{}/{}/", pmu.name, e.name),

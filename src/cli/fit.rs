@@ -339,7 +339,7 @@ fn held_out(
 /// 2 % rule, `[[off_setting]]` of `SET/sweep.toml`): they stay in the fit, never silently.
 fn warn_off_setting(set: &std::path::Path) {
     let p = set.join("sweep.toml");
-    let Ok(text) = crate::store::safe_file::read_to_string_bounded(
+    let Ok(text) = powerperf_node::safe_file::read_to_string_bounded(
         &p,
         crate::dvfs::sweep::MAX_SWEEP_RECORD_BYTES,
         "sweep record",

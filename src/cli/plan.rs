@@ -2,10 +2,10 @@
 //! model's predictions, write a plan file, print the choices with the predicted savings.
 
 use crate::dvfs::guard::GuardSpec;
-use crate::dvfs::plan_file::{DeviceKind, Plan, Scope};
 use crate::dvfs::planner::{Objective, PlannerConfig, Transition};
 use crate::dvfs::{export, from_model, parse_slowdown};
 use anyhow::{Context, Result};
+use powerperf_node::plan_file::{DeviceKind, Plan, Scope};
 use std::path::PathBuf;
 
 use crate::output::OutputFormat as Format;
@@ -45,7 +45,7 @@ pub struct PlanArgs {
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
     /// What to minimise. With --power-cap and no --objective: time.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::Objective::parser())]
     pub objective: Option<Objective>,
     /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or
     /// `none` [default: 5%, or none with --power-cap].

@@ -3,9 +3,9 @@
 //! GPUs NVML finds here.
 
 use super::{Ctx, JSON};
-use crate::dvfs::gpu_control::fake_build::FakeGpuSpec;
-use crate::dvfs::gpu_control::{FakeGpu, GpuControl};
 use anyhow::{Context, Result};
+use powerperf_node::gpu_control::fake_build::FakeGpuSpec;
+use powerperf_node::gpu_control::{FakeGpu, GpuControl};
 use std::path::Path;
 
 /// A fake GPU in a private temporary directory (mode 0700, a random name) that carries the
@@ -79,7 +79,7 @@ pub(super) fn spread(clocks: &[u32], n: usize) -> Vec<u32> {
 /// supported clocks, power and energy, whether GPM metrics are available, and the commands
 /// that build a training set for it and predict from one run. Nothing is set.
 pub(super) fn step_this_gpu(c: &Ctx) -> Result<()> {
-    let src = match crate::collect::nvml::open_nvml() {
+    let src = match powerperf_node::nvml::open_nvml() {
         Ok(s) => s,
         Err(why) => {
             out!("    no GPU step: {why}");
@@ -88,10 +88,10 @@ pub(super) fn step_this_gpu(c: &Ctx) -> Result<()> {
     };
     let mut src = src;
     c.r.step("1c. this node's GPUs, read only (NVML queries; nothing is set, GPM streaming is not switched)")?;
-    let control = crate::dvfs::gpu_control::nvml::NvmlGpu::open().ok();
+    let control = powerperf_node::gpu_control::nvml::NvmlGpu::open().ok();
     for i in 0..src.count() {
         out!("    gpu{i}: {}", src.name(i));
-        let clocks = match crate::dvfs::nvml_clocks::probe(i) {
+        let clocks = match powerperf_node::nvml_clocks::probe(i) {
             Ok(p) => {
                 for l in p.lines().iter().skip(2) {
                     out!("      {l}");

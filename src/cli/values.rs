@@ -1,15 +1,15 @@
 //! The clap side of the library enums that cannot derive `clap::ValueEnum` yet. The
 //! library enums whose values are command-line values derive it themselves, behind
 //! powerperf-core's `clap` feature (`#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]`:
-//! `OutputFormat`, `export::Format`, `ModelKind`, `Objective`, `ImageFormat`, `NvmlMode`,
+//! `OutputFormat`, `export::Format`, `ModelKind`, `ImageFormat`, `NvmlMode`,
 //! `TimelineSampler`, `CounterBackend`, `PcTarget`), so each has one definition and its doc
 //! comments are its `--help` text.
 //!
-//! Left here: `plan --device`'s [`crate::dvfs::plan_file::DeviceKind`], whose module moves
-//! to the node crate (issue 42, item 1), which builds without clap; it keeps a clap-facing
-//! twin (same values, same help), `From` both ways (every variant matched, so a variant
-//! added to the library enum does not compile until its twin has it too) and a `parser()`
-//! for `#[arg(value_parser = …)]`.
+//! Left here: `plan --objective`'s and `plan --device`'s enums, which live in the node crate
+//! (`powerperf_node::plan_file`), built without clap; each keeps a clap-facing twin (same
+//! values, same help), `From` both ways (every variant matched, so a variant added to the
+//! library enum does not compile until its twin has it too) and a `parser()` for
+//! `#[arg(value_parser = …)]`.
 
 /// A clap-facing twin of a library enum: the same variants (with their doc comments, which
 /// are the help of each value, and `#[value(…)]` names and aliases), `From` both ways, and
@@ -55,8 +55,22 @@ macro_rules! clap_twin {
 }
 
 clap_twin! {
-    /// `plan --device`: [`crate::dvfs::plan_file::DeviceKind`].
-    DeviceKind => crate::dvfs::plan_file::DeviceKind {
+    /// `plan --objective`: [`powerperf_node::plan_file::Objective`].
+    Objective => powerperf_node::plan_file::Objective {
+        /// Energy, J.
+        Energy,
+        /// Energy × delay, J·s (Gonzalez & Horowitz, IEEE JSSC 31(9), 1996).
+        Edp,
+        /// Energy × delay², J·s² (Martin, Nyström, Pénzes, "ET²", PACS 2001).
+        Ed2p,
+        /// Time, s (with `--power-cap`: the fastest setting under the cap).
+        Time,
+    }
+}
+
+clap_twin! {
+    /// `plan --device`: [`powerperf_node::plan_file::DeviceKind`].
+    DeviceKind => powerperf_node::plan_file::DeviceKind {
         /// CPU cores: `core_freq_mhz` through cpufreq.
         Cpu,
         /// GPU: `core_freq_mhz` is the SM clock, `mem_freq_mhz` the memory clock (NVML).
@@ -84,7 +98,7 @@ mod tests {
 
     #[test]
     fn device_kind_twin_round_trips() {
-        use crate::dvfs::plan_file::DeviceKind as Lib;
+        use powerperf_node::plan_file::DeviceKind as Lib;
         for d in [Lib::Cpu, Lib::Gpu] {
             assert_eq!(Lib::from(super::DeviceKind::from(d)), d);
         }

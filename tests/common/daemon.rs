@@ -17,10 +17,69 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// `powerperfd`, a binary of this package (src/bin/powerperfd.rs): cargo builds it for these
-/// tests, next to `powerperf`.
+/// `powerperfd`, the binary of the powerperfd package (crates/powerperfd/src/main.rs):
+/// `target/<profile>/powerperfd`, next to `powerperf`. `cargo test --workspace` builds it (for
+/// crates/powerperfd's own tests); where it is missing or older than its sources (a
+/// `cargo test --test daemon` alone), it is built here with `cargo build -p powerperfd` in the
+/// same profile and target directory (cargo's lock serializes test binaries doing the same).
 pub fn powerperfd_src() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_powerperfd"))
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let powerperf = PathBuf::from(env!("CARGO_BIN_EXE_powerperf"));
+        let profile_dir = powerperf.parent().expect("target/<profile>");
+        let bin = profile_dir.join("powerperfd");
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
+        let newest = ["crates/powerperfd", "crates/powerperf-node", "rt/src"]
+            .iter()
+            .filter_map(|d| newest_mtime(&repo.join(d)))
+            .max();
+        if built.is_none() || newest.is_some_and(|n| Some(n) > built) {
+            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev".to_string(),
+                Some(p) => p.to_string(),
+            };
+            let target_dir = profile_dir.parent().expect("the target directory");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "powerperfd",
+                    "--profile",
+                    &profile,
+                ])
+                .arg("--manifest-path")
+                .arg(repo.join("Cargo.toml"))
+                .arg("--target-dir")
+                .arg(target_dir)
+                .status()
+                .expect("cargo runs");
+            assert!(
+                status.success(),
+                "cargo build -p powerperfd --profile {profile} failed"
+            );
+        }
+        assert!(bin.is_file(), "{} was not built", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// The newest modification time of the files under `dir` (sources and manifests).
+fn newest_mtime(dir: &std::path::Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        let t = if p.is_dir() {
+            newest_mtime(&p)
+        } else {
+            e.metadata().and_then(|m| m.modified()).ok()
+        };
+        newest = newest.max(t);
+    }
+    newest
 }
 
 pub fn as_uid(uid: u32, prog: impl AsRef<std::ffi::OsStr>) -> Command {
@@ -30,7 +89,7 @@ pub fn as_uid(uid: u32, prog: impl AsRef<std::ffi::OsStr>) -> Command {
         .arg("--clear-groups")
         .arg(prog)
         .current_dir("/")
-        .env_remove(powerperf::daemon::ENV_DAEMON);
+        .env_remove(powerperf_node::daemon::ENV_DAEMON);
     c
 }
 

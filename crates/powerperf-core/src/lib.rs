@@ -10,7 +10,6 @@
 //! allowed dependencies: docs/architecture.md.
 
 pub mod collect;
-pub mod daemon;
 pub mod dvfs;
 pub use powerperf_events as events_dsl;
 pub mod export;
@@ -18,4 +17,3 @@ pub mod models;
 pub mod output;
 pub mod report;
 pub mod store;
-pub mod units;

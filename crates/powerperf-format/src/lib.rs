@@ -16,8 +16,8 @@
 //!   a set from the regions of collected runs;
 //! - [`device`]: the device names of `knob_devices` (`cpu`, `gpu<i>`);
 //! - [`quantity`]: the dimensions, units and value ranges of a set's columns;
-//! - [`safe_file`]: how every file here is created (no link followed);
-//! - [`sysfs`]: one sysfs or procfs attribute read whole and trimmed.
+//!
+//! Every file here is created through [`powerperf_node::safe_file`] (no link followed).
 
 pub mod device;
 pub mod gpu_activity;
@@ -27,8 +27,6 @@ pub mod pc_samples;
 pub mod quantity;
 pub mod regions;
 pub mod run;
-pub mod safe_file;
 pub mod set;
 pub mod set_regions;
-pub mod sysfs;
 pub mod timeline;

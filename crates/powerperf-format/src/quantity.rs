@@ -1,34 +1,10 @@
 //! Physical dimensions of a training set's columns (`points.parquet`): their units, the
 //! range a value must lie in ([`check_value`], used by `import` on every cell and by
 //! [`crate::set::TrainingSet::read`] on every number), and the one parser of frequency
-//! units ([`freq_with_unit`], any case), which `import` and the CLI's `units` use.
+//! units ([`powerperf_node::units::freq_with_unit`], any case), which `import` and the CLI's
+//! `units` use.
 
-/// Frequency units and their factor to MHz, longest name first (so `MHz` is tried before
-/// `Hz`). Matched in any case: `GHz`, `ghz`, `GHZ`.
-const FREQ_UNITS: [(&str, f64); 4] = [("MHz", 1.0), ("GHz", 1e3), ("kHz", 1e-3), ("Hz", 1e-6)];
-
-/// Factor to MHz of a frequency unit name, in any case (`GHz`, `ghz`, `kHz`, `Hz`).
-pub fn freq_unit_factor(unit: &str) -> Option<f64> {
-    FREQ_UNITS
-        .iter()
-        .find(|(u, _)| u.eq_ignore_ascii_case(unit))
-        .map(|(_, f)| *f)
-}
-
-/// A frequency written with its unit (`2.20GHz`, `1200 MHz`, `1200000khz`, `1.2e9Hz`; the
-/// unit in any case) in MHz; `None` when `text` is not a number followed by a frequency
-/// unit (a bare number is the caller's to read, in its default unit).
-pub fn freq_with_unit(text: &str) -> Option<f64> {
-    let t = text.trim();
-    FREQ_UNITS.iter().find_map(|(u, f)| {
-        let cut = t.len().checked_sub(u.len())?;
-        let (num, suffix) = (t.get(..cut)?, t.get(cut..)?);
-        if !suffix.eq_ignore_ascii_case(u) {
-            return None;
-        }
-        num.trim().parse::<f64>().ok().map(|v| v * f)
-    })
-}
+use powerperf_node::units::{freq_unit_factor, FREQ_UNITS};
 
 /// Physical dimension of a column, for unit parsing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +126,7 @@ pub fn check_value(dim: Dimension, role: &str, x: f64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use powerperf_node::units::freq_with_unit;
 
     /// One frequency parser for import and the CLI: units in any case (the CLI's parser
     /// took any case, import's only `GHz`, `MHz`, `kHz`, `Hz`; both are accepted now).

@@ -3,6 +3,7 @@
 //! carry their unit (`dur_ns`, `energy_package_0_j`). See `docs/run-format.md`.
 
 use anyhow::{Context, Result};
+use powerperf_node::event_spec::EventStatus;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -196,40 +197,6 @@ pub enum Backend {
     Import,
 }
 
-/// Whether an event was counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventStatus {
-    Counted,
-    /// Counted part of the time; the total is scaled by time_enabled/time_running.
-    Multiplexed,
-    NotSupported,
-    PermissionDenied,
-    /// Opened but never scheduled on the PMU (perf's `<not counted>`).
-    NotCounted,
-    /// Supported here, but the run gave it no sample (a GPM metric of a run with no span of
-    /// at least 200 ms, `collect::gpm::MIN_WINDOW`): printed `<no sample>`, the reason in
-    /// `reason`.
-    NoSample,
-}
-
-impl EventStatus {
-    /// True when the event has a value.
-    pub fn has_value(self) -> bool {
-        matches!(self, EventStatus::Counted | EventStatus::Multiplexed)
-    }
-    /// The marker `perf stat` prints in place of a value.
-    pub fn perf_marker(self) -> &'static str {
-        match self {
-            EventStatus::Counted | EventStatus::Multiplexed => "",
-            EventStatus::NotSupported => "<not supported>",
-            EventStatus::PermissionDenied => "<permission denied>",
-            EventStatus::NotCounted => "<not counted>",
-            EventStatus::NoSample => "<no sample>",
-        }
-    }
-}
-
 /// `[[events]]`: one requested event and what became of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
@@ -359,7 +326,7 @@ pub const MAX_RUN_TOML_BYTES: u64 = 16 << 20;
 
 impl RunMeta {
     /// Read `DIR/run.toml` (at most [`MAX_RUN_TOML_BYTES`], through
-    /// [`crate::safe_file::read_to_string_bounded`]).
+    /// [`powerperf_node::safe_file::read_to_string_bounded`]).
     ///
     /// # Errors
     /// A missing directory or file, or TOML that is not a run.
@@ -367,14 +334,15 @@ impl RunMeta {
         let path = dir.join(RUN_TOML);
         // a file a user may have written: no link followed, no FIFO waited on, at most
         // MAX_RUN_TOML_BYTES read (issue 38)
-        let text = crate::safe_file::read_to_string_bounded(&path, MAX_RUN_TOML_BYTES, RUN_TOML)
-            .with_context(|| {
-                format!(
-                    "cannot read {} (is {} a run directory written by `powerperf collect`?)",
-                    path.display(),
-                    dir.display()
-                )
-            })?;
+        let text =
+            powerperf_node::safe_file::read_to_string_bounded(&path, MAX_RUN_TOML_BYTES, RUN_TOML)
+                .with_context(|| {
+                    format!(
+                        "cannot read {} (is {} a run directory written by `powerperf collect`?)",
+                        path.display(),
+                        dir.display()
+                    )
+                })?;
         let mut meta = Self::from_toml(&text)
             .with_context(|| format!("{} is not a valid run.toml", path.display()))?;
         meta.rebuild_from_journal(dir);
@@ -475,14 +443,14 @@ impl RunMeta {
     }
 
     /// Write `DIR/run.toml` atomically: a new temporary file of an unpredictable name,
-    /// created with O_EXCL|O_NOFOLLOW, then renamed ([`crate::safe_file::write_atomic`]), so
+    /// created with O_EXCL|O_NOFOLLOW, then renamed ([`powerperf_node::safe_file::write_atomic`]), so
     /// a link planted in the directory is never followed.
     ///
     /// # Errors
     /// I/O errors, with the path.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = toml::to_string_pretty(self).context("serialising run.toml")?;
-        crate::safe_file::write_atomic(dir, RUN_TOML, text.as_bytes())
+        powerperf_node::safe_file::write_atomic(dir, RUN_TOML, text.as_bytes())
             .with_context(|| format!("cannot write {}", dir.join(RUN_TOML).display()))
     }
 

@@ -402,7 +402,7 @@ impl TrainingSet {
     }
 
     /// Read a set written by [`TrainingSet::write`] from directory `dir` (`set.toml` at
-    /// most [`MAX_SET_TOML_BYTES`]; both files through [`crate::safe_file::open_regular`]).
+    /// most [`MAX_SET_TOML_BYTES`]; both files through [`powerperf_node::safe_file::open_regular`]).
     ///
     /// Every column named in `set.toml` must be present in `points.parquet` (any numeric
     /// type; it is cast to f64); nulls become absent values.
@@ -413,19 +413,22 @@ impl TrainingSet {
     pub fn read(dir: &Path) -> Result<TrainingSet> {
         let meta_path = dir.join(SET_TOML);
         // files a user may have written: no link, no FIFO, a stated size (issue 38)
-        let text =
-            crate::safe_file::read_to_string_bounded(&meta_path, MAX_SET_TOML_BYTES, SET_TOML)
-                .with_context(|| {
-                    format!(
-                        "cannot read {} (is {} a set directory written by `powerperf import`?)",
-                        meta_path.display(),
-                        dir.display()
-                    )
-                })?;
+        let text = powerperf_node::safe_file::read_to_string_bounded(
+            &meta_path,
+            MAX_SET_TOML_BYTES,
+            SET_TOML,
+        )
+        .with_context(|| {
+            format!(
+                "cannot read {} (is {} a set directory written by `powerperf import`?)",
+                meta_path.display(),
+                dir.display()
+            )
+        })?;
         let meta = SetMeta::from_toml(&text)
             .with_context(|| format!("{} is not a valid set.toml", meta_path.display()))?;
         let pq = dir.join(POINTS);
-        let file = crate::safe_file::open_regular(&pq, POINTS)?;
+        let file = powerperf_node::safe_file::open_regular(&pq, POINTS)?;
         Self::from_parquet(meta, file, &pq)
     }
 

@@ -132,7 +132,7 @@ impl Timeline {
 pub fn write_frame(df: &mut DataFrame, path: &Path) -> Result<()> {
     use std::io::Write;
     // A file or link already at the path is replaced, never followed (issue 18).
-    let f = crate::safe_file::replace(path)
+    let f = powerperf_node::safe_file::replace(path)
         .with_context(|| format!("cannot create {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
     ParquetWriter::new(&mut w)
@@ -164,7 +164,7 @@ impl std::io::Write for SharedFile {
 
 /// The timeline as it is sampled, with bounded memory: rows are buffered up to a bound
 /// ([`WRITE_BUFFER_ROWS`]) and each full buffer is written as a Parquet row group to an
-/// unnamed file in the run directory ([`crate::safe_file::anonymous`]: nothing is left
+/// unnamed file in the run directory ([`powerperf_node::safe_file::anonymous`]: nothing is left
 /// behind when powerperf is killed, and readers keep reading the journal until the end).
 /// [`TimelineWriter::finish`] writes `timeline.parquet` from it, one buffer at a time,
 /// without the columns [`TimelineWriter::remove`] named. After a write error (a full disk)
@@ -198,7 +198,7 @@ impl TimelineWriter {
     /// # Errors
     /// As [`TimelineWriter::create`].
     pub fn with_bound(dir: &Path, names: &[String], bound: usize) -> Result<Self> {
-        let f = crate::safe_file::anonymous(dir).with_context(|| {
+        let f = powerperf_node::safe_file::anonymous(dir).with_context(|| {
             format!(
                 "cannot create a temporary timeline file in {}",
                 dir.display()
@@ -375,7 +375,7 @@ fn copy_chunks(tmp: &std::fs::File, kept: &[String], chunk: usize, path: &Path) 
             .finish()
             .with_context(ctx)
     };
-    let f = crate::safe_file::replace(path)
+    let f = powerperf_node::safe_file::replace(path)
         .with_context(|| format!("cannot create {}", path.display()))?;
     let mut out = std::io::BufWriter::new(f);
     let first = read(0)?;
@@ -488,7 +488,7 @@ impl Journal {
     /// # Errors
     /// The file cannot be created or the header written.
     pub fn create(path: &Path, names: &[String]) -> Result<Self> {
-        let f = crate::safe_file::replace(path)
+        let f = powerperf_node::safe_file::replace(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = csv::WriterBuilder::new()
             .buffer_capacity(64 * 1024)
@@ -573,7 +573,7 @@ impl Journal {
 /// A missing file or a header without `t_ns,dur_ns`.
 pub fn read_journal(path: &Path) -> Result<(Timeline, usize)> {
     // a file a user may have written: no link, no FIFO (issue 38)
-    let f = crate::safe_file::open_regular(path, JOURNAL)?;
+    let f = powerperf_node::safe_file::open_regular(path, JOURNAL)?;
     let mut r = csv::ReaderBuilder::new()
         .flexible(true)
         .from_reader(std::io::BufReader::new(f));

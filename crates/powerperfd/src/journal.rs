@@ -17,9 +17,9 @@
 //! of any size whose sessions all ended never stops the next start.
 
 use anyhow::{Context, Result};
-use powerperf::dvfs::controller::{CpufreqController, FrequencyController, Snapshot};
-use powerperf::dvfs::gpu_control::{GpuControl, GpuSaved};
-use powerperf::dvfs::state;
+use powerperf_node::controller::{CpufreqController, FrequencyController, Snapshot};
+use powerperf_node::gpu_control::{GpuControl, GpuSaved};
+use powerperf_node::state;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::Write as _;
@@ -432,7 +432,7 @@ impl Journal {
         for _ in 0..16 {
             let tmp = dir.join(format!(
                 ".{JOURNAL_NAME}.{:016x}.tmp",
-                powerperf::store::safe_file::random_u64()
+                powerperf_node::safe_file::random_u64()
             ));
             let mut f = match state::create_new(&tmp) {
                 Ok(f) => f,
@@ -479,7 +479,7 @@ fn line_of(e: &Entry) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use powerperf::dvfs::controller::SavedFile;
+    use powerperf_node::controller::SavedFile;
 
     fn snap(v: &str) -> Snapshot {
         Snapshot {
@@ -708,7 +708,7 @@ mod tests {
         copy_tree(&fixtures.join("sysfs/intel-uncore"), &root);
         copy_tree(&fixtures.join("fake-gpu"), &d.path().join("gpu"));
         let ctl = CpufreqController::open(&root).unwrap();
-        let mut gpu = powerperf::dvfs::gpu_control::FakeGpu::open(&d.path().join("gpu")).unwrap();
+        let mut gpu = powerperf_node::gpu_control::FakeGpu::open(&d.path().join("gpu")).unwrap();
         let state = private_dir();
         let cpu0 = "sys/devices/system/cpu/cpu0/cpufreq";
         let unc = "sys/devices/system/cpu/intel_uncore_frequency/package_00_die_00";
@@ -737,7 +737,7 @@ mod tests {
                 Snapshot::default(),
                 Some(GpuSaved {
                     gpu: 0,
-                    knob: powerperf::dvfs::gpu_control::GpuKnob::PowerLimit,
+                    knob: powerperf_node::gpu_control::GpuKnob::PowerLimit,
                     power_limit_w: Some(10.0),
                 }),
                 "power limit range",

@@ -4,7 +4,7 @@
 //!
 //! Two threads of their own, apart from the control socket's:
 //! - the sampler owns every number: it reads RAPL (powercap `energy_uj`, wrap-around through
-//!   [`powerperf::collect::rapl::RaplReader`]), the GPUs' energy counters and power, and the
+//!   [`powerperf_node::rapl::RaplReader`]), the GPUs' energy counters and power, and the
 //!   current CPU and uncore frequencies, every [`SAMPLE_INTERVAL`], at each scrape and at
 //!   each start and end of a session carrying a job id; it learns of sessions through a
 //!   channel the control threads send to without waiting ([`Event`]);
@@ -21,8 +21,8 @@
 //! jobs are kept.
 
 use anyhow::{Context, Result};
-use powerperf::collect::nvml::GpuSource;
-use powerperf::collect::rapl::{RaplDomain, RaplReader};
+use powerperf_node::nvml::GpuSource;
+use powerperf_node::rapl::{RaplDomain, RaplReader};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -217,7 +217,7 @@ fn uncore_freq_files(root: &Path) -> Vec<(String, PathBuf)> {
 
 /// A kHz file as hertz (finite and positive, else `None`).
 fn khz_file(p: &Path) -> Option<f64> {
-    let khz: f64 = crate::server::read_small(p)?.parse().ok()?;
+    let khz: f64 = powerperf_node::sysfs::read_small(p)?.parse().ok()?;
     (khz.is_finite() && khz > 0.0).then_some(khz * 1e3)
 }
 

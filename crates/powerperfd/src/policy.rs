@@ -59,7 +59,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_request_bytes: powerperf::daemon::MAX_LINE,
+            max_request_bytes: powerperf_node::daemon::MAX_LINE,
             max_connections: 256,
             max_connections_per_uid: 32,
             requests_per_second: 1000,
@@ -235,11 +235,11 @@ impl Config {
             }
         }
         let l = &self.limits;
-        if l.max_request_bytes < 256 || l.max_request_bytes > powerperf::daemon::MAX_LINE {
+        if l.max_request_bytes < 256 || l.max_request_bytes > powerperf_node::daemon::MAX_LINE {
             anyhow::bail!(
                 "{what}: [limits] max_request_bytes = {} is outside 256..={}",
                 l.max_request_bytes,
-                powerperf::daemon::MAX_LINE
+                powerperf_node::daemon::MAX_LINE
             );
         }
         if l.max_connections == 0 || l.max_connections_per_uid == 0 || l.requests_per_second == 0 {

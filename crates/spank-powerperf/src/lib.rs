@@ -21,8 +21,8 @@
 //! `--powerperf-collect`, default `powerperf` in the job's PATH).
 
 use anyhow::{bail, Context as _, Result};
-use powerperf::daemon::client::Client;
-use powerperf::daemon::{OnBehalf, DEFAULT_SOCKET};
+use powerperf_node::daemon::client::Client;
+use powerperf_node::daemon::{OnBehalf, DEFAULT_SOCKET};
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error;
 use std::ffi::{OsStr, OsString};
@@ -108,7 +108,7 @@ pub fn parse_plan_option(v: &OsStr) -> Result<(PathBuf, Option<String>)> {
 /// # Errors
 /// The file cannot be opened by this user, is a link, not a regular file, too large, or
 /// not a plan.
-pub fn read_plan(path: &Path) -> Result<powerperf::dvfs::plan_file::Plan> {
+pub fn read_plan(path: &Path) -> Result<powerperf_node::plan_file::Plan> {
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let f = std::fs::OpenOptions::new()
@@ -146,7 +146,7 @@ pub fn read_plan(path: &Path) -> Result<powerperf::dvfs::plan_file::Plan> {
             path.display()
         );
     }
-    powerperf::dvfs::plan_file::Plan::from_toml(&text)
+    powerperf_node::plan_file::Plan::from_toml(&text)
         .map_err(|m| anyhow::anyhow!("plan {}: {m}", path.display()))
 }
 
@@ -158,9 +158,9 @@ pub fn read_plan(path: &Path) -> Result<powerperf::dvfs::plan_file::Plan> {
 pub fn plan_setting(
     path: &Path,
     workload: Option<&str>,
-) -> Result<powerperf::dvfs::apply::daemon::StaticSetting> {
+) -> Result<powerperf_node::static_setting::StaticSetting> {
     let plan = read_plan(path)?;
-    powerperf::dvfs::apply::daemon::static_setting(&plan, workload, path).map_err(|e| {
+    powerperf_node::static_setting::static_setting(&plan, workload, path).map_err(|e| {
         anyhow::anyhow!(
             "{e:#} (with the plugin: --{OPT_PLAN}={}:WORKLOAD)",
             path.display()

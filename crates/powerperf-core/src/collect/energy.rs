@@ -2,10 +2,10 @@
 //! "unavailable: why" last (perf's and the powercap driver's domain names unified:
 //! `package-N`, `core-N`, `uncore-N`, `dram-N`, `psys`).
 
-use super::events::{EventKind, EventSpec};
-use super::perf_event::{self, OpenCounter, Opened, Target};
-use super::pmu;
-use super::rapl::{self, RaplReader, UnreadableDomain};
+use powerperf_node::event_spec::{EventKind, EventSpec};
+use powerperf_node::perf_event::{self, OpenCounter, Opened, Target};
+use powerperf_node::pmu;
+use powerperf_node::rapl::{self, RaplReader, UnreadableDomain};
 use std::path::Path;
 
 /// One energy domain being sampled.
@@ -23,9 +23,9 @@ enum Reader {
     Perf(Vec<OpenCounter>),
     Powercap(RaplReader),
     /// RAPL read by powerperfd (`energy_uj` is root-only here), docs/cluster.md.
-    Daemon(crate::daemon::client::DaemonEnergy),
+    Daemon(powerperf_node::daemon::client::DaemonEnergy),
     /// The perf power PMU read by powerperfd (this user may not open it), docs/cluster.md.
-    DaemonPower(crate::daemon::client::DaemonPower),
+    DaemonPower(powerperf_node::daemon::client::DaemonPower),
     None,
 }
 
@@ -99,7 +99,7 @@ impl Energy {
                         }
                         Some(Opened::Failed { reason, status, .. }) => {
                             pmu_denied |=
-                                status == crate::store::run::EventStatus::PermissionDenied;
+                                status == powerperf_node::event_spec::EventStatus::PermissionDenied;
                             notes.push(format!("RAPL through the perf power PMU: {reason}"))
                         }
                         None => {}
@@ -162,8 +162,8 @@ impl Energy {
     /// `$POWERPERF_DAEMON`, or the default socket) and direct reads are denied. `None` (with
     /// a note saying why) when there is no daemon or it refuses.
     fn through_daemon(notes: &mut Vec<String>) -> Option<Self> {
-        let sock = crate::daemon::client::socket_path(None)?;
-        match crate::daemon::client::DaemonEnergy::open(&sock) {
+        let sock = powerperf_node::daemon::client::socket_path(None)?;
+        match powerperf_node::daemon::client::DaemonEnergy::open(&sock) {
             Ok(de) => {
                 let domains: Vec<Domain> = de
                     .domains
@@ -198,8 +198,8 @@ impl Energy {
     /// this user may not open the PMU. `None` (with a note saying why) when there is no
     /// daemon, it refuses, or it has no PMU readings.
     fn through_daemon_power(notes: &mut Vec<String>) -> Option<Self> {
-        let sock = crate::daemon::client::socket_path(None)?;
-        match crate::daemon::client::DaemonPower::open(&sock) {
+        let sock = powerperf_node::daemon::client::socket_path(None)?;
+        match powerperf_node::daemon::client::DaemonPower::open(&sock) {
             Ok(dp) => {
                 let domains: Vec<Domain> = dp
                     .domains

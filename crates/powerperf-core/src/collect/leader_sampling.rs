@@ -19,9 +19,9 @@
 //! sample (less than one interval of its CPU time) appears in a later row, and the final
 //! row is closed by one read(2) of every counter, so the run's totals are exact.
 
-use super::perf_event::{parse_record, OpenCounter};
 use perf_event::data::{self, RecordMetadata, Visitor};
 use perf_event::Sampler;
+use powerperf_node::perf_event::{parse_record, OpenCounter};
 use std::collections::{HashMap, VecDeque};
 
 /// One sample: CLOCK_MONOTONIC ns, (tid, cpu), scaled cumulative count per column.
@@ -142,7 +142,7 @@ impl<'a> Visitor<'a> for Parse {
 }
 
 impl KernelTimeline {
-    /// The leaders opened by [`super::perf_event::open_all_with`] and the counters (the
+    /// The leaders opened by [`powerperf_node::perf_event::open_all_with`] and the counters (the
     /// timeline's first columns, in order) whose values their samples carry.
     pub fn new(leaders: Vec<Sampler>, counters: &[OpenCounter]) -> Self {
         let mut ids = HashMap::new();

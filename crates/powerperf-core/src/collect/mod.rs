@@ -1,14 +1,12 @@
 //! Collection: run a command, count perf_event events on it and its children, read RAPL
 //! energy, sample both every interval into a timeline, and write a run directory.
 //!
-//! Sources sit behind small types: [`perf_event`] (CPU counters), [`rapl`] (energy),
-//! [`sysinfo`] (host facts and knobs). Every sysfs reader takes a root directory.
+//! Sources sit behind small types: [`powerperf_node::perf_event`] (CPU counters),
+//! [`powerperf_node::rapl`] (energy), [`sysinfo`] (host facts and knobs). Every sysfs reader takes a root directory.
 
 pub mod attribution;
 #[cfg(target_os = "linux")]
 pub mod energy;
-pub mod events;
-pub mod fake_gpu;
 pub mod gpm;
 pub mod gpu_activity;
 pub mod gpu_pcsamp;
@@ -23,11 +21,7 @@ pub mod papi;
 #[cfg(target_os = "linux")]
 pub mod pc_sampler;
 pub mod pc_samples;
-#[cfg(target_os = "linux")]
-pub mod perf_event;
-pub mod pmu;
 mod ranks;
-pub mod rapl;
 mod rt_lib;
 #[cfg(target_os = "linux")]
 mod session;

@@ -111,7 +111,7 @@ pub struct CollectConfig {
     /// GPU offers them, `on` also records them as not supported (with the reason) where it
     /// does not, `off` takes no GPM sample.
     pub gpm: NvmlMode,
-    /// Read the fake GPUs of this directory (`--fake-gpu DIR`, [`super::fake_gpu::FileGpus`])
+    /// Read the fake GPUs of this directory (`--fake-gpu DIR`, [`powerperf_node::fake_gpu::FileGpus`])
     /// in place of NVML: their `power_w`, `energy_mj` and clocks become the run's GPU
     /// columns.
     pub fake_gpu: Option<PathBuf>,

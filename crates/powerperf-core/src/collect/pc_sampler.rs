@@ -21,11 +21,11 @@
 //! `/proc/kallsyms`.
 
 use super::pc_samples::{self, CpuMode, PerfRecord, Symbol, Symbolize};
-use crate::store::run::EventStatus;
 use perf_event::data::{self, RecordMetadata, Visitor};
 use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use perf_event_open_sys::bindings;
+use powerperf_node::event_spec::EventStatus;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -62,7 +62,7 @@ pub struct Opened {
 pub fn online_cpu_list() -> Vec<usize> {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|s| super::pmu::parse_cpu_list(s.trim()).ok())
+        .and_then(|s| powerperf_node::pmu::parse_cpu_list(s.trim()).ok())
         .unwrap_or_else(|| (0..super::sysinfo::available_cpus()).collect())
 }
 
@@ -250,7 +250,7 @@ pub fn open(target: SampleTarget, freq: u64) -> Result<Opened, (EventStatus, Str
                 EventStatus::PermissionDenied,
                 format!(
                     "perf_event_open for cpu-clock sampling: {e}. {}",
-                    super::perf_event::permission_fix()
+                    powerperf_node::perf_event::permission_fix()
                 ),
             )
         } else {
@@ -266,7 +266,7 @@ pub fn open(target: SampleTarget, freq: u64) -> Result<Opened, (EventStatus, Str
     if user_only {
         notes.push(format!(
             "pc sampling: kernel samples excluded after a permission error (perf's `:u`); {}",
-            super::perf_event::permission_fix()
+            powerperf_node::perf_event::permission_fix()
         ));
     }
     if ring != RING_BYTES {
@@ -413,7 +413,7 @@ fn mmap_record(
 fn drain(s: &mut Sampler, c: &mut Collected) {
     let config = s.as_counter().config().clone();
     while let Some(rec) = s.next_record() {
-        match super::perf_event::parse_record(&rec, &config, Parse) {
+        match powerperf_node::perf_event::parse_record(&rec, &config, Parse) {
             Ok(Parsed::Record(r)) => {
                 if matches!(r, PerfRecord::Sample { .. }) {
                     c.samples += 1;

@@ -2,7 +2,7 @@
 //! knobs from cpufreq sysfs (read under a root directory, `/` in production).
 
 use crate::store::run::Knobs;
-use powerperf_format::sysfs::read_trim;
+use powerperf_node::sysfs::read_trim;
 use std::path::Path;
 
 /// CPU identity from `/proc/cpuinfo`.

@@ -5,9 +5,9 @@
 //! frequency (Slurm sets the userspace governor); `--gpu-freq=<value>,memory=<value>` takes
 //! the graphics (SM) and memory clocks in MHz.
 
-use super::plan_file::{DeviceKind, Plan, PlanRegion};
-use crate::units::MegaHertz;
 use anyhow::Result;
+use powerperf_node::plan_file::{DeviceKind, Plan, PlanRegion};
+use powerperf_node::units::MegaHertz;
 
 /// `srun` arguments that apply `region`'s setting as a static setting for a job step.
 ///
@@ -96,7 +96,7 @@ pub fn geopm_region_hash(name: &str) -> u32 {
 /// A GPU plan (the agent sets CPU frequencies), a region without `core_freq_mhz`, or more
 /// than 31 regions.
 pub fn geopm_policies(plan: &Plan) -> Result<Vec<(String, serde_json::Value)>> {
-    use super::plan_file::Scope;
+    use powerperf_node::plan_file::Scope;
     if plan
         .device_of("core_freq_mhz")
         .is_some_and(|d| d.kind == DeviceKind::Gpu)

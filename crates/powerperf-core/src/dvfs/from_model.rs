@@ -3,10 +3,12 @@
 //! job), and the plan file.
 
 use super::guard::{GuardSpec, SlowdownErrors};
-use super::plan_file::{now_rfc3339, Device, DeviceKind, Plan, PlanHeader, PlanRegion, Scope};
 use super::planner::{self, Candidate, PlannerConfig, RegionInput};
 use crate::models::{Knobs, Predictor};
 use anyhow::{Context, Result};
+use powerperf_node::plan_file::{
+    now_rfc3339, Device, DeviceKind, Plan, PlanHeader, PlanRegion, Scope,
+};
 
 /// What to plan.
 #[derive(Debug, Clone)]
@@ -168,7 +170,7 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
                     .iter()
                     .find(|x| planner::same_knobs(&x.knobs, rk))
                     .context("no prediction at the maximum setting")?;
-                out_regions.push(PlanRegion::from_choice(&planner::RegionChoice {
+                out_regions.push(plan_region(&planner::RegionChoice {
                     name: r.name.clone(),
                     chosen: chosen.clone(),
                     reference: reference.clone(),
@@ -186,7 +188,7 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
                 ..cfg.clone()
             };
             let s = planner::plan(&regions, &jcfg).context("planning the job")?;
-            out_regions.extend(s.choices.iter().map(PlanRegion::from_choice));
+            out_regions.extend(s.choices.iter().map(plan_region));
             expected_over_bound = Some(super::risk_budget::violation_probability(
                 &errors.pooled(),
                 s.slowdown(),
@@ -198,12 +200,12 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
             for r in &regions {
                 let s = planner::plan(std::slice::from_ref(r), cfg)
                     .with_context(|| format!("planning workload `{}`", r.name))?;
-                out_regions.extend(s.choices.iter().map(PlanRegion::from_choice));
+                out_regions.extend(s.choices.iter().map(plan_region));
             }
         }
         (Scope::Job, None) => {
             let s = planner::plan(&regions, cfg).context("planning the job")?;
-            out_regions.extend(s.choices.iter().map(PlanRegion::from_choice));
+            out_regions.extend(s.choices.iter().map(plan_region));
             totals = Some(s);
         }
     }
@@ -252,7 +254,7 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
         regions: out_regions,
     };
     if let Some(s) = totals {
-        plan.set_totals(&s);
+        set_totals(&mut plan, &s);
     }
     Ok(PlanOutcome { plan, skipped })
 }
@@ -489,6 +491,30 @@ fn at_value(v: &toml::Value, at: &str) -> String {
         }
     }
     cur.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
+}
+
+/// A plan's region entry from a planner choice.
+fn plan_region(c: &planner::RegionChoice) -> PlanRegion {
+    PlanRegion {
+        name: c.name.clone(),
+        setting: c.chosen.knobs.clone(),
+        folded: c.folded.clone(),
+        time_s: c.chosen.time_s,
+        energy_j: c.chosen.energy_j,
+        power_w: c.chosen.power_w(),
+        reference_time_s: c.reference.time_s,
+        reference_energy_j: c.reference.energy_j,
+        energy_saving: 1.0 - c.chosen.energy_j / c.reference.energy_j,
+        slowdown: c.chosen.time_s / c.reference.time_s - 1.0,
+    }
+}
+
+/// Fill a plan's job totals from a solution.
+fn set_totals(plan: &mut Plan, s: &planner::Solution) {
+    plan.plan.time_s = Some(s.time_s);
+    plan.plan.energy_j = Some(s.energy_j);
+    plan.plan.reference_time_s = Some(s.reference_time_s);
+    plan.plan.reference_energy_j = Some(s.reference_energy_j);
 }
 
 #[cfg(test)]

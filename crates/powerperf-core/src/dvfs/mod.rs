@@ -4,17 +4,13 @@
 //! it changed on every exit path. User documentation: `docs/dvfs.md`, `docs/plan-format.md`.
 
 pub mod apply;
-pub mod controller;
 pub mod evaluate;
 pub mod export;
 pub mod from_model;
-pub mod gpu_control;
+pub mod gpu_session;
 pub mod guard;
-pub mod nvml_clocks;
-pub mod plan_file;
 pub mod planner;
 pub mod risk_budget;
-pub mod state;
 pub mod sweep;
 pub mod sweep_gpu;
 
@@ -56,8 +52,8 @@ pub enum DvfsError {
         capped: bool,
     },
     /// A plan file that cannot be parsed.
-    #[error("{path}: {message}")]
-    PlanFile { path: String, message: String },
+    #[error(transparent)]
+    PlanFile(#[from] powerperf_node::plan_file::PlanFileError),
     /// A slowdown text that is not `5%` or `0.05`.
     #[error("`{0}` is not a slowdown: write a percentage like 5% or a fraction like 0.05")]
     BadSlowdown(String),

@@ -33,42 +33,7 @@ use super::DvfsError;
 use crate::models::Knobs;
 use serde::{Deserialize, Serialize};
 
-/// What the planner minimises (`plan --objective`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "snake_case")]
-pub enum Objective {
-    /// Energy, J.
-    Energy,
-    /// Energy × delay, J·s (Gonzalez & Horowitz, IEEE JSSC 31(9), 1996).
-    Edp,
-    /// Energy × delay², J·s² (Martin, Nyström, Pénzes, "ET²", PACS 2001).
-    Ed2p,
-    /// Time, s (with `--power-cap`: the fastest setting under the cap).
-    Time,
-}
-
-impl Objective {
-    /// The objective's value for a total energy (J) and time (s).
-    pub fn value(self, energy_j: f64, time_s: f64) -> f64 {
-        match self {
-            Objective::Energy => energy_j,
-            Objective::Edp => energy_j * time_s,
-            Objective::Ed2p => energy_j * time_s * time_s,
-            Objective::Time => time_s,
-        }
-    }
-
-    /// The name used on the command line and in plan files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Objective::Energy => "energy",
-            Objective::Edp => "edp",
-            Objective::Ed2p => "ed2p",
-            Objective::Time => "time",
-        }
-    }
-}
+pub use powerperf_node::plan_file::Objective;
 
 /// One candidate setting of a region with its predicted time (s) and energy (J).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@
 //! GPU settings (issue 39): `--gpu-clock`, `--gpu-mem-clock` and `--gpu-power-limit` add the
 //! GPU's locked SM clock (knob `core_freq_mhz`), locked memory clock (`mem_freq_mhz`) and
 //! power limit (`power_limit_w`) to the grid, on GPU `--gpu N`, through a
-//! [`GpuSession`](super::gpu_control::session::GpuSession): every setting is checked before
+//! [`GpuSession`](crate::dvfs::gpu_session::GpuSession): every setting is checked before
 //! anything changes, the originals are saved in a GPU restore record and put back at the
 //! end and on every exit path. Each run records the requested setting and the observed one
 //! ([`super::sweep_gpu::observe`]); `set.toml`'s `knob_devices` maps the GPU knobs to
@@ -29,10 +29,11 @@
 //! `--fake-gpu DIR` beside `--daemon`, the daemon's own `--fake-gpu DIR`).
 
 use super::apply::{Session, SignalForwarder};
-use super::controller::{ControllerError, CpufreqController, FrequencyController};
-use super::gpu_control::session::{self as gpu_session, GpuSession, GpuSetting};
+use crate::dvfs::gpu_session::{self, GpuSession};
 use crate::store::run::RunMeta;
 use anyhow::{Context, Result};
+use powerperf_node::controller::{ControllerError, CpufreqController, FrequencyController};
+use powerperf_node::gpu_control::GpuSetting;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -58,7 +59,7 @@ impl FreqSpec {
         match text.trim().to_ascii_lowercase().as_str() {
             "max" => Ok(FreqSpec::Max),
             "min" => Ok(FreqSpec::Min),
-            _ => crate::units::parse_freq_mhz(text).map(FreqSpec::Mhz),
+            _ => powerperf_node::units::parse_freq_mhz(text).map(FreqSpec::Mhz),
         }
     }
 }
@@ -310,7 +311,7 @@ fn print_dry_run(
     ctl: Option<&CpufreqController>,
     freqs: &[Option<f64>],
     gpus: &[GpuSetting],
-    gpu_ctl: Option<&dyn super::gpu_control::GpuControl>,
+    gpu_ctl: Option<&dyn powerperf_node::gpu_control::GpuControl>,
 ) -> Result<()> {
     eprintln!(
         "powerperf sweep: dry-run: {} runs into {}",
@@ -374,7 +375,7 @@ fn write_record(cfg: &SweepConfig, record: &SweepRecord) -> Result<()> {
     // following a link, non-blocking and bounded, and written by rename over its name
     // (a link planted there is replaced, never followed).
     if rec_path.symlink_metadata().is_ok() {
-        let text = crate::store::safe_file::read_to_string_bounded(
+        let text = powerperf_node::safe_file::read_to_string_bounded(
             &rec_path,
             MAX_SWEEP_RECORD_BYTES,
             "sweep record",
@@ -390,7 +391,7 @@ fn write_record(cfg: &SweepConfig, record: &SweepRecord) -> Result<()> {
             );
         }
     }
-    crate::store::safe_file::write_atomic(
+    powerperf_node::safe_file::write_atomic(
         &cfg.out,
         "sweep.toml",
         toml::to_string_pretty(record)?.as_bytes(),
@@ -490,8 +491,8 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
 ///
 /// # Errors
 /// No fake GPU there; not root and no fake GPU.
-fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn super::gpu_control::GpuControl>>> {
-    use super::gpu_control::{nvml::NvmlGpu, FakeGpu, GpuControl};
+fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn powerperf_node::gpu_control::GpuControl>>> {
+    use powerperf_node::gpu_control::{nvml::NvmlGpu, FakeGpu, GpuControl};
     if !cfg.sets_gpu() {
         return Ok(None);
     }
@@ -511,7 +512,7 @@ fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn super::gpu_control::GpuC
     }
     gpu_session::open_control(cfg.fake_gpu.as_deref())
         .map(Some)
-        .with_context(|| format!("cannot sweep GPU settings: no powerperfd to go through either (none at {}; name one with --daemon PATH or ${}); --dry-run shows the calls", crate::daemon::DEFAULT_SOCKET, crate::daemon::ENV_DAEMON))
+        .with_context(|| format!("cannot sweep GPU settings: no powerperfd to go through either (none at {}; name one with --daemon PATH or ${}); --dry-run shows the calls", powerperf_node::daemon::DEFAULT_SOCKET, powerperf_node::daemon::ENV_DAEMON))
 }
 
 /// The daemon the GPU settings go through (see [`SweepConfig::daemon`]); `None` for a dry
@@ -526,7 +527,7 @@ fn gpu_daemon(cfg: &SweepConfig) -> Option<PathBuf> {
     if cfg.fake_gpu.is_some() {
         return None;
     }
-    crate::daemon::client::for_apply(None)
+    powerperf_node::daemon::client::for_apply(None)
 }
 
 /// What sets the GPU during a sweep: this process (root's NVML or the fake GPU's files,
@@ -564,7 +565,7 @@ impl GpuWriter {
 /// As [`GpuSession::begin`].
 fn begin_gpu_session(
     cfg: &SweepConfig,
-    c: Box<dyn super::gpu_control::GpuControl>,
+    c: Box<dyn powerperf_node::gpu_control::GpuControl>,
     gpus: &[GpuSetting],
 ) -> Result<GpuSession> {
     let mut knobs = Vec::new();
@@ -597,7 +598,7 @@ fn open_and_check_gpu(
     gpus: &[GpuSetting],
 ) -> Result<(
     Option<super::apply::daemon_gpu::DaemonGpuSession>,
-    Option<Box<dyn super::gpu_control::GpuControl>>,
+    Option<Box<dyn powerperf_node::gpu_control::GpuControl>>,
 )> {
     let daemon = gpu_daemon(cfg);
     let mut gpu_dsess = match &daemon {

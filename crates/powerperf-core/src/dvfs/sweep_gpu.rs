@@ -7,8 +7,8 @@
 //! ([`throttle_reason_names`]), in its `run.toml` (`[gpu_setting] flag`), in `SET/sweep.toml`
 //! (`[[off_setting]]`) and by `powerperf fit`.
 
-use super::gpu_control::session::GpuSetting;
 use crate::store::run::GpuRunSetting;
+use powerperf_node::gpu_control::GpuSetting;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -48,8 +48,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Knob values by knob name (`core_freq_mhz`, `mem_freq_mhz`, `threads`).
-pub type Knobs = BTreeMap<String, f64>;
+/// Knob values by knob name (`core_freq_mhz`, `mem_freq_mhz`, `threads`): the plan file's
+/// (`powerperf_node::plan_file::Knobs`), named here too for the models' many users.
+pub use powerperf_node::plan_file::Knobs;
 
 /// A predicted point. Units: seconds, watts, joules. `None` where the model has no
 /// prediction for that target (e.g. the spec marks it unreliable).
@@ -594,7 +595,7 @@ impl ModelFile {
     /// [`ModelError::Io`], or [`ModelError::Json`] for a malformed or unknown model.
     pub fn read(path: &Path) -> Result<Self, ModelError> {
         // a file a user may have written: no link, no FIFO, a stated size (issue 38)
-        let text = crate::store::safe_file::read_to_string_bounded(
+        let text = powerperf_node::safe_file::read_to_string_bounded(
             path,
             MAX_MODEL_FILE_BYTES,
             "model file",

@@ -1,7 +1,7 @@
 //! `powerperf plan --format json`: [`PlanOutput`] (with `--evaluate`, the
 //! [`EvalReport`](crate::dvfs::evaluate::EvalReport) it prints is already a typed struct).
 
-use crate::dvfs::plan_file::Plan;
+use powerperf_node::plan_file::Plan;
 use serde::{Deserialize, Serialize};
 
 /// What `plan --format json` prints (keys in alphabetical order, see

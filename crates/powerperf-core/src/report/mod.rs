@@ -13,7 +13,8 @@ pub mod ranks;
 pub mod regions;
 mod table;
 
-use crate::store::run::{Backend, Ending, EventStatus, RunMeta};
+use crate::store::run::{Backend, Ending, RunMeta};
+use powerperf_node::event_spec::EventStatus;
 use serde::Serialize;
 
 /// Output formats of `report` (and of other summaries): the one [`OutputFormat`].

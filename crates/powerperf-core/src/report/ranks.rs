@@ -221,7 +221,7 @@ fn read_shard(dir: &Path) -> Result<Shard> {
 /// Inclusive time per region path of one regions.parquet, summed over threads exactly in
 /// integer nanoseconds (nulls count as nothing).
 fn region_times(path: &Path) -> Result<Vec<(String, i128)>> {
-    let f = crate::store::safe_file::open_regular(path, REGIONS)?;
+    let f = powerperf_node::safe_file::open_regular(path, REGIONS)?;
     let df = ParquetReader::new(f)
         .with_columns(Some(vec!["path".into(), "incl_ns".into()]))
         // A small table read on one of read_all's threads: no hand-off to polars' pool.

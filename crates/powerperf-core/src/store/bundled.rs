@@ -183,7 +183,7 @@ pub fn extract(prefix: &str, dest: &Path) -> Result<Vec<PathBuf>> {
 
 /// Create `path` as a new file, never following a link at it (`safe_file::create_new`).
 fn create_new(path: &Path) -> Result<std::fs::File> {
-    super::safe_file::create_new(path).with_context(|| {
+    powerperf_node::safe_file::create_new(path).with_context(|| {
         if path.symlink_metadata().is_ok() {
             format!(
                 "{} already exists: extract into an empty directory (nothing was overwritten)",

@@ -8,4 +8,4 @@
 pub mod bundled;
 pub mod derive;
 pub mod import;
-pub use powerperf_format::{run, safe_file, set, set_regions};
+pub use powerperf_format::{run, set, set_regions};

@@ -7,11 +7,11 @@ use crate::journal::{self, Entry, Journal};
 use crate::policy::Config;
 use crate::users::Identity;
 use anyhow::{Context, Result};
-use powerperf::collect::rapl::{self, RaplDomain};
-use powerperf::daemon::{EnergyReading, OnBehalf, Request, Response};
-use powerperf::dvfs::controller::{CpufreqController, FrequencyController, Snapshot};
-use powerperf::dvfs::gpu_control::{GpuControl, GpuSaved};
-use powerperf::dvfs::state::{self, ProcessId};
+use powerperf_node::controller::{CpufreqController, FrequencyController, Snapshot};
+use powerperf_node::daemon::{EnergyReading, OnBehalf, Request, Response};
+use powerperf_node::gpu_control::{GpuControl, GpuSaved};
+use powerperf_node::rapl::{self, RaplDomain};
+use powerperf_node::state::{self, ProcessId};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read as _, Write as _};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -101,7 +101,7 @@ struct Inner {
     /// The GPU controls (NVML read-only, or the fake GPUs of `--fake-gpu`).
     gpu: Option<Box<dyn GpuControl>>,
     /// NVML power and energy reads (`read_power`).
-    nvml: Option<Box<dyn powerperf::collect::nvml::GpuSource>>,
+    nvml: Option<Box<dyn powerperf_node::nvml::GpuSource>>,
     sessions: BTreeMap<u64, Session>,
     conns_total: usize,
     conns_per_uid: HashMap<u32, usize>,
@@ -177,7 +177,7 @@ pub struct Daemon {
     /// Why there is no GPU control.
     no_gpu: Option<String>,
     /// The perf power PMU's RAPL events, or why there are none.
-    power_pmu: Result<Vec<powerperf::collect::pmu::PowerEvent>, String>,
+    power_pmu: Result<Vec<powerperf_node::pmu::PowerEvent>, String>,
     /// Why there are no NVML power reads.
     no_nvml: Option<String>,
     inner: Mutex<Inner>,
@@ -189,7 +189,7 @@ pub struct Daemon {
     stopping: std::sync::atomic::AtomicBool,
 }
 
-pub use powerperf::daemon::peer_cred;
+pub use powerperf_node::daemon::peer_cred;
 
 mod power;
 mod socket;
@@ -243,7 +243,7 @@ impl Daemon {
         } else {
             None
         };
-        let power_pmu = powerperf::collect::pmu::power_events(&opts.sysfs_root);
+        let power_pmu = powerperf_node::pmu::power_events(&opts.sysfs_root);
         let (nvml, no_nvml) = gpu_readings(opts.fake_gpu.as_deref());
         tracing::info!(gpu = %gpu.as_ref().map(|g| g.describe()).unwrap_or_else(|| no_gpu.clone().unwrap_or_default()), power_pmu = ?power_pmu.as_ref().map(|v| v.len()), nvml_reads = %no_nvml.as_deref().unwrap_or("yes"), "signals and controls");
         Ok(Arc::new(Daemon {
@@ -685,8 +685,8 @@ impl Daemon {
             return Response::refused("no session");
         };
         if let Some(v) = version {
-            if v != powerperf::daemon::PROTOCOL_VERSION {
-                return self.refuse(sess, id, format!("protocol version {v} is not this daemon's ({}); use the powerperf of the same version", powerperf::daemon::PROTOCOL_VERSION));
+            if v != powerperf_node::daemon::PROTOCOL_VERSION {
+                return self.refuse(sess, id, format!("protocol version {v} is not this daemon's ({}); use the powerperf of the same version", powerperf_node::daemon::PROTOCOL_VERSION));
             }
         }
         let Some(ob) = on_behalf else {
@@ -1033,7 +1033,7 @@ impl Daemon {
 
 /// Read a counter file (at most 64 bytes) as a number.
 fn read_counter(p: &Path) -> Option<u64> {
-    read_small(p)?.parse().ok()
+    powerperf_node::sysfs::read_small(p)?.parse().ok()
 }
 
 /// Where GPU power and energy readings come from: the fake GPUs of `--fake-gpu DIR` (the
@@ -1041,27 +1041,19 @@ fn read_counter(p: &Path) -> Option<u64> {
 fn gpu_readings(
     fake_gpu: Option<&Path>,
 ) -> (
-    Option<Box<dyn powerperf::collect::nvml::GpuSource>>,
+    Option<Box<dyn powerperf_node::nvml::GpuSource>>,
     Option<String>,
 ) {
     let opened = match fake_gpu {
-        Some(d) => powerperf::dvfs::gpu_control::FakeGpu::open(d)
-            .map(|g| Box::new(g) as Box<dyn powerperf::collect::nvml::GpuSource>)
+        Some(d) => powerperf_node::gpu_control::FakeGpu::open(d)
+            .map(|g| Box::new(g) as Box<dyn powerperf_node::nvml::GpuSource>)
             .map_err(|e| format!("fake GPUs: {e}")),
-        None => powerperf::collect::nvml::open_nvml(),
+        None => powerperf_node::nvml::open_nvml(),
     };
     match opened {
         Ok(g) => (Some(g), None),
         Err(why) => (None, Some(why)),
     }
-}
-
-/// The first 64 bytes of a small sysfs-style file, trimmed (`None`: unreadable or not UTF-8).
-pub(crate) fn read_small(p: &Path) -> Option<String> {
-    let mut f = std::fs::File::open(p).ok()?;
-    let mut b = [0u8; 64];
-    let n = f.read(&mut b).ok()?;
-    Some(std::str::from_utf8(&b[..n]).ok()?.trim().to_string())
 }
 
 fn write_response(s: &mut UnixStream, r: &Response) -> std::io::Result<()> {

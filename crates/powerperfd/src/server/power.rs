@@ -1,17 +1,17 @@
 //! GPU controls (`set_gpu_locked_clocks`, `set_gpu_mem_locked_clocks`,
 //! `set_gpu_power_limit`: write controls `gpu.locked_clocks`, `gpu.mem_locked_clocks`,
-//! `gpu.power_limit`) through `dvfs::gpu_control` (NVML, its setters
+//! `gpu.power_limit`) through `powerperf_node::gpu_control` (NVML, its setters
 //! reached only through a grant of those controls, or the fake GPUs of `--fake-gpu DIR`), and `read_power` (read signal `power`): the perf
-//! `power` PMU's RAPL events, opened per session through `collect::perf_event` (the code
+//! `power` PMU's RAPL events, opened per session through `powerperf_node::perf_event` (the code
 //! `powerperf collect` opens them with), and NVML's power and total energy through
 //! `collect::nvml`.
 
 use super::{Daemon, Hold, Inner, Saved};
-use powerperf::collect::events::{EventKind, EventSpec};
-use powerperf::collect::perf_event::{self, OpenCounter, Opened, Target};
-use powerperf::collect::pmu::PowerEvent;
-use powerperf::daemon::{PowerReading, Response};
-use powerperf::dvfs::gpu_control::{FakeGpu, GpuControl, GpuKnob};
+use powerperf_node::daemon::{PowerReading, Response};
+use powerperf_node::event_spec::{EventKind, EventSpec};
+use powerperf_node::gpu_control::{FakeGpu, GpuControl, GpuKnob};
+use powerperf_node::perf_event::{self, OpenCounter, Opened, Target};
+use powerperf_node::pmu::PowerEvent;
 use std::path::Path;
 
 /// The GPU controls: the fake GPUs of `fake` when given, else NVML, writable (the policy
@@ -20,7 +20,7 @@ use std::path::Path;
 pub(super) fn open_gpu(fake: Option<&Path>) -> (Option<Box<dyn GpuControl>>, Option<String>) {
     let r: Result<Box<dyn GpuControl>, _> = match fake {
         Some(d) => FakeGpu::open(d).map(|g| Box::new(g) as Box<dyn GpuControl>),
-        None => powerperf::dvfs::gpu_control::nvml::NvmlGpu::open_writable()
+        None => powerperf_node::gpu_control::nvml::NvmlGpu::open_writable()
             .map(|g| Box::new(g) as Box<dyn GpuControl>),
     };
     match r {
@@ -67,9 +67,9 @@ impl GpuAsk {
 }
 
 /// The GPU setting a `set_gpu_*` request asks for; `None` for another request.
-pub(super) fn gpu_ask(req: &powerperf::daemon::Request) -> Option<(u32, GpuAsk)> {
+pub(super) fn gpu_ask(req: &powerperf_node::daemon::Request) -> Option<(u32, GpuAsk)> {
     match *req {
-        powerperf::daemon::Request::SetGpuLockedClocks {
+        powerperf_node::daemon::Request::SetGpuLockedClocks {
             gpu,
             min_mhz,
             max_mhz,
@@ -77,7 +77,7 @@ pub(super) fn gpu_ask(req: &powerperf::daemon::Request) -> Option<(u32, GpuAsk)>
             gpu,
             GpuAsk::LockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
         )),
-        powerperf::daemon::Request::SetGpuMemLockedClocks {
+        powerperf_node::daemon::Request::SetGpuMemLockedClocks {
             gpu,
             min_mhz,
             max_mhz,
@@ -85,7 +85,7 @@ pub(super) fn gpu_ask(req: &powerperf::daemon::Request) -> Option<(u32, GpuAsk)>
             gpu,
             GpuAsk::MemLockedClocks(min_mhz, max_mhz.unwrap_or(min_mhz)),
         )),
-        powerperf::daemon::Request::SetGpuPowerLimit { gpu, watts } => {
+        powerperf_node::daemon::Request::SetGpuPowerLimit { gpu, watts } => {
             Some((gpu, GpuAsk::PowerLimit(watts)))
         }
         _ => None,
@@ -141,7 +141,12 @@ fn open_counters(events: &[PowerEvent], root: &Path) -> PowerCounters {
 impl Daemon {
     /// `check` of `req`: a `set_gpu_*` request is answered as [`Daemon::check_gpu_request`];
     /// another is refused.
-    pub(super) fn check(&self, g: &Inner, id: u64, req: &powerperf::daemon::Request) -> Response {
+    pub(super) fn check(
+        &self,
+        g: &Inner,
+        id: u64,
+        req: &powerperf_node::daemon::Request,
+    ) -> Response {
         match gpu_ask(req) {
             Some((gpu, ask)) => self.check_gpu_request(g, id, gpu, ask),
             None => match g.sessions.get(&id) {
@@ -390,7 +395,7 @@ impl Daemon {
                         c.sample();
                         readings.push(PowerReading {
                             name: ev.domain.clone(),
-                            origin: powerperf::daemon::ORIGIN_PERF.into(),
+                            origin: powerperf_node::daemon::ORIGIN_PERF.into(),
                             source: format!(
                                 "perf power/{}/ on CPU {} ({} per count, {})",
                                 ev.event, ev.cpu, ev.scale, ev.unit
@@ -412,7 +417,7 @@ impl Daemon {
                     let r = src.read(i);
                     readings.push(PowerReading {
                         name: format!("gpu-{i}"),
-                        origin: powerperf::daemon::ORIGIN_NVML.into(),
+                        origin: powerperf_node::daemon::ORIGIN_NVML.into(),
                         source: if self.opts.fake_gpu.is_some() {
                             format!(
                                 "{} (power: {}; energy: the file energy_mj)",

@@ -1,10 +1,10 @@
 //! `set_uncore_freq`: the uncore frequency of Intel uncore domains (write control
 //! `cpu.uncore_freq`), through the same `CpufreqController` as the core frequency
-//! (`dvfs::controller::uncore`). One domain is held by one session; the values a session's
+//! (`powerperf_node::controller::uncore`). One domain is held by one session; the values a session's
 //! first change of a domain overwrites go to the journal before the write.
 
 use super::{Daemon, Hold, Inner, Saved};
-use powerperf::daemon::Response;
+use powerperf_node::daemon::Response;
 
 impl Daemon {
     pub(super) fn set_uncore(

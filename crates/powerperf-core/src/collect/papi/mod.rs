@@ -37,8 +37,9 @@
 //! machine without a hardware PMU (a virtual machine without a virtual PMU) PAPI cannot
 //! count another process at all, software events included; the reason says so.
 
-use crate::store::run::{Backend, EventRecord, EventStatus};
+use crate::store::run::{Backend, EventRecord};
 use papi_sys as ffi;
+use powerperf_node::event_spec::EventStatus;
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_longlong};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -317,7 +318,7 @@ fn classify(call: &str, code: c_int) -> (EventStatus, String) {
     match code {
         ffi::PAPI_EPERM => (
             EventStatus::PermissionDenied,
-            format!("{msg}. {}", super::perf_event::permission_fix()),
+            format!("{msg}. {}", powerperf_node::perf_event::permission_fix()),
         ),
         ffi::PAPI_ENOEVNT
             if call.starts_with("PAPI_attach") || call.starts_with("PAPI_set_opt") =>
@@ -724,7 +725,7 @@ impl EventSet {
             format!(
                 "user space only (PAPI's default domain): PAPI_set_opt(PAPI_DEFDOM, PAPI_DOM_USER|PAPI_DOM_KERNEL): {}; {}",
                 strerror(d),
-                super::perf_event::permission_fix()
+                powerperf_node::perf_event::permission_fix()
             )
         });
         let mut handle: c_int = ffi::PAPI_NULL;

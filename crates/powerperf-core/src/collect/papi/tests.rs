@@ -102,8 +102,8 @@ fn work(mib: usize, ms: u64) -> u64 {
 /// not supported with PAPI's reason.
 #[test]
 fn software_events_count_like_the_perf_backend_on_this_thread() {
-    use super::super::events::parse_list as perf_list;
-    use super::super::perf_event::{open_all, Opened, Target};
+    use powerperf_node::event_spec::parse_list as perf_list;
+    use powerperf_node::perf_event::{open_all, Opened, Target};
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let names: Vec<String> = ["perf::TASK-CLOCK", "perf::PAGE-FAULTS", "PAPI_TOT_CYC"]
         .iter()

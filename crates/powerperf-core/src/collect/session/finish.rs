@@ -2,19 +2,20 @@
 //! written, the optional outputs ([`super::outputs`]) and the final `run.toml`.
 
 use super::super::energy::Energy;
-use super::super::events::{self, EventSpec};
 use super::super::launcher::{self, Exit};
 use super::super::nvml::GpuSampler;
-use super::super::perf_event::{self, OpenCounter};
 use super::super::timeline::{Journal, TimelineWriter, JOURNAL};
 use super::super::{NvmlMode, Outcome};
 use super::launch::Sampled;
 use super::outputs::{self, FinishCtx};
 use super::sources::FailedEvent;
 use super::Session;
-use crate::store::run::{Backend, Ending, EventRecord, EventStatus, ThreadCounts};
+use crate::store::run::{Backend, Ending, EventRecord, ThreadCounts};
 use anyhow::Result;
 use powerperf_format::timeline::TIMELINE;
+use powerperf_node::event_spec::EventStatus;
+use powerperf_node::event_spec::{self, EventSpec};
+use powerperf_node::perf_event::{self, OpenCounter};
 
 impl Session<'_> {
     /// Record how the measurement ended and its totals, write the timeline and the optional
@@ -55,7 +56,7 @@ impl Session<'_> {
         }
         if failed
             .iter()
-            .any(|(s, _, _)| matches!(s.kind, events::EventKind::Hardware(_)))
+            .any(|(s, _, _)| matches!(s.kind, event_spec::EventKind::Hardware(_)))
             && sampler.counters.iter().any(|c| c.spec.name == "task-clock")
         {
             self.meta.notes.push("hardware counters are not available here; task-clock (software) is counted instead of cycles".into());

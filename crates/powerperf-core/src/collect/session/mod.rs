@@ -11,11 +11,10 @@ mod outputs;
 mod sampler;
 mod sources;
 
-use super::{
-    events, global_rank, local_rank, sysinfo, CollectConfig, CounterBackend, Mode, Outcome,
-};
+use super::{global_rank, local_rank, sysinfo, CollectConfig, CounterBackend, Mode, Outcome};
 use crate::store::run::{self, Ending, RunInfo, RunMeta};
 use anyhow::{Context, Result};
+use powerperf_node::event_spec;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Space held back in the run directory's file system while the run goes on.
@@ -36,7 +35,7 @@ pub(super) struct Session<'a> {
     /// Held until the final `run.toml` is written.
     reserve: Reserve,
     /// The perf_event events, in the order the user asked for them.
-    specs: Vec<events::EventSpec>,
+    specs: Vec<event_spec::EventSpec>,
     /// The PAPI events (`--backend papi`).
     #[cfg(feature = "papi")]
     papi_names: Vec<String>,
@@ -69,7 +68,7 @@ pub fn collect_run(cfg: &CollectConfig) -> Result<Outcome> {
 /// The events of the configuration, checked: perf_event specs, PAPI names and the notes on
 /// events listed twice.
 struct CheckedEvents {
-    specs: Vec<events::EventSpec>,
+    specs: Vec<event_spec::EventSpec>,
     #[cfg(feature = "papi")]
     papi_names: Vec<String>,
     dup_notes: Vec<String>,
@@ -91,7 +90,7 @@ impl<'a> Session<'a> {
         meta.write(&cfg.out)?;
         // Space held back for the final run.toml: removed just before it is written, so a
         // disk the command (or the journal) filled up still gets a run.toml that says so.
-        let reserve = match crate::store::safe_file::anonymous_reserve(&cfg.out, RESERVE_BYTES) {
+        let reserve = match powerperf_node::safe_file::anonymous_reserve(&cfg.out, RESERVE_BYTES) {
             Ok(f) => Reserve(Some(f)),
             Err(e) => {
                 meta.notes.push(format!(
@@ -124,12 +123,12 @@ fn check_config(cfg: &CollectConfig) -> Result<CheckedEvents> {
         );
     }
     let mut specs = match cfg.backend {
-        CounterBackend::Perf => events::parse_list(cfg.events.as_deref())?,
+        CounterBackend::Perf => event_spec::parse_list(cfg.events.as_deref())?,
         CounterBackend::Papi => vec![],
     };
     // An event listed twice would be two timeline columns of one name (issue 18).
     #[allow(unused_mut)] // extended by the PAPI backend
-    let mut dup_notes: Vec<String> = events::dedup_by_name(&mut specs, |s| s.name.as_str())
+    let mut dup_notes: Vec<String> = event_spec::dedup_by_name(&mut specs, |s| s.name.as_str())
         .into_iter()
         .collect();
     #[cfg(not(feature = "papi"))]
@@ -143,7 +142,7 @@ fn check_config(cfg: &CollectConfig) -> Result<CheckedEvents> {
                 anyhow::bail!("--backend papi counts a command started by collect (PAPI attaches one event set to one process); for -p, -a and -C use --backend perf");
             }
             let mut names = super::papi::parse_list(cfg.events.as_deref())?;
-            dup_notes.extend(events::dedup_by_name(&mut names, |n| n.as_str()));
+            dup_notes.extend(event_spec::dedup_by_name(&mut names, |n| n.as_str()));
             names
         }
         CounterBackend::Perf => vec![],

@@ -4,8 +4,9 @@
 
 use super::super::pc_sampler::{self, Collected, OpenedInfo};
 use super::super::{attribution, gpu_activity, timeline};
-use crate::store::run::{Backend, EventStatus, PcSampling, RunMeta};
+use crate::store::run::{Backend, PcSampling, RunMeta};
 use anyhow::Result;
+use powerperf_node::event_spec::EventStatus;
 use std::path::Path;
 
 /// What the outputs of a run are written from.

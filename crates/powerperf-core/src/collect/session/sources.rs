@@ -3,21 +3,22 @@
 //! PAPI, RAPL, NVML, CPU PC sampling, and the timeline with its journal.
 
 use super::super::energy::Energy;
-use super::super::events::{self, EventSpec};
 use super::super::gpm::GpmSampler;
 use super::super::launcher::Paused;
 use super::super::leader_sampling::KernelTimeline;
 use super::super::nvml::GpuSampler;
 use super::super::pc_sampler::{self, OpenedInfo, Reader, SampleTarget};
-use super::super::perf_event::{self, LeaderSampling, OpenCounter, Opened, Target};
 use super::super::timeline::{Journal, TimelineWriter, JOURNAL};
 #[cfg(feature = "papi")]
 use super::super::CounterBackend;
 use super::super::{Mode, NvmlMode, TimelineSampler};
 use super::sampler::{Sampler, LEADER_RING_BYTES};
 use super::Session;
-use crate::store::run::{Backend, EventRecord, EventStatus, PcSampling};
+use crate::store::run::{Backend, EventRecord, PcSampling};
 use anyhow::{Context, Result};
+use powerperf_node::event_spec::EventStatus;
+use powerperf_node::event_spec::{self, EventSpec};
+use powerperf_node::perf_event::{self, LeaderSampling, OpenCounter, Opened, Target};
 
 /// An event that could not be opened: its spec, status and reason.
 pub(super) type FailedEvent = (EventSpec, EventStatus, String);
@@ -163,7 +164,7 @@ impl Session<'_> {
                 "node-wide sources (NVML) are sampled by the first rank on each node (local rank 0, whose shard holds them); this is local rank {l}"
             )),
             _ => match &cfg.fake_gpu {
-                Some(dir) => match super::super::fake_gpu::FileGpus::open(dir) {
+                Some(dir) => match powerperf_node::fake_gpu::FileGpus::open(dir) {
                     Ok(f) => {
                         meta.notes.push(format!(
                             "GPU readings from the fake GPUs under {} (--fake-gpu), not from NVML",
@@ -173,7 +174,7 @@ impl Session<'_> {
                     }
                     Err(e) => GpuSampler::none(format!("--fake-gpu {}: {e}", dir.display())),
                 },
-                None => match super::super::nvml::open_nvml() {
+                None => match powerperf_node::nvml::open_nvml() {
                     Ok(src) => {
                         let gpm = match cfg.gpm {
                             NvmlMode::Off => {
@@ -235,7 +236,9 @@ impl Session<'_> {
         let multiplexable: Vec<&str> = opened
             .iter()
             .filter_map(|o| match o {
-                Opened::Counter(c) if !matches!(c.spec.kind, events::EventKind::Software(_)) => {
+                Opened::Counter(c)
+                    if !matches!(c.spec.kind, event_spec::EventKind::Software(_)) =>
+                {
                     Some(c.spec.name.as_str())
                 }
                 _ => None,

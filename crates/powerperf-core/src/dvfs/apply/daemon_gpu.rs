@@ -7,10 +7,10 @@
 //! what the session changed when it is asked to, when the connection closes, or when this
 //! process dies (its journal covers a daemon restart).
 
-use crate::daemon::client::Client;
-use crate::daemon::Request;
-use crate::dvfs::gpu_control::session::GpuSetting;
 use anyhow::{Context, Result};
+use powerperf_node::daemon::client::Client;
+use powerperf_node::daemon::Request;
+use powerperf_node::gpu_control::GpuSetting;
 use std::path::Path;
 
 /// The requests that put `s` in place on GPU `gpu`, in the order a session makes them:

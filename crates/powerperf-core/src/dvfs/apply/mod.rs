@@ -15,8 +15,8 @@
 //!
 //! Exit status: the command's exit code, or 128 + the signal number when it was killed.
 
-use super::controller::FrequencyController;
 use anyhow::{Context, Result};
+use powerperf_node::controller::FrequencyController;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -387,7 +387,7 @@ impl Drop for ControlSocket {
 /// # Errors
 /// getsockopt fails.
 pub fn peer_credentials(s: &std::os::unix::net::UnixStream) -> std::io::Result<(i32, u32)> {
-    crate::daemon::peer_cred(s).map(|c| (c.pid, c.uid))
+    powerperf_node::daemon::peer_cred(s).map(|c| (c.pid, c.uid))
 }
 
 /// The parent pid of `pid` from `/proc/<pid>/stat` (the field after the `(comm)`).

@@ -2,9 +2,9 @@
 //! record written before anything changes, the switch log, the session that restores on
 //! every exit path, and the replay of a record left behind (`powerperf apply --restore`).
 
-use crate::dvfs::controller::{FrequencyController, Snapshot, Write};
-use crate::dvfs::state;
 use anyhow::{Context, Result};
+use powerperf_node::controller::{FrequencyController, Snapshot, Write};
+use powerperf_node::state;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ impl RestoreRecord {
     /// regular file with one link, owned by the effective uid and not writable by others
     /// (another user may have put it there), at most [`state::MAX_RECORD_BYTES`]. Its
     /// settings are checked separately, against the controller
-    /// ([`CpufreqController::validate`](crate::dvfs::controller::CpufreqController::validate)).
+    /// ([`CpufreqController::validate`](powerperf_node::controller::CpufreqController::validate)).
     ///
     /// # Errors
     /// Unreadable, someone else's, too long, or TOML that is not a record (the message
@@ -303,7 +303,7 @@ impl Drop for Session<'_> {
 /// file ([`RestoreRecord::read`]); its root must be an absolute canonical path with
 /// cpufreq under it; the apply that wrote it must have ended (pid, start time and boot
 /// id, so a reused pid does not count); the root's lock must be free; and every saved
-/// setting must pass [`CpufreqController::validate`](crate::dvfs::controller::CpufreqController::validate)
+/// setting must pass [`CpufreqController::validate`](powerperf_node::controller::CpufreqController::validate)
 /// (files powerperf writes, inside the root, values from the files' own lists) before
 /// anything is written.
 ///
@@ -345,7 +345,7 @@ pub fn replay_restore(record_path: &Path, root: Option<&Path>) -> Result<Option<
         );
     }
     let _lock = state::SysfsLock::acquire(&root)?;
-    let mut ctl = crate::dvfs::controller::CpufreqController::open(&root)?;
+    let mut ctl = powerperf_node::controller::CpufreqController::open(&root)?;
     ctl.validate(&rec.snapshot).with_context(|| {
         format!(
             "refusing the restore record {} (kept; check it, then remove it)",

@@ -1,5 +1,5 @@
 use super::*;
-use crate::dvfs::controller::FakeController;
+use powerperf_node::controller::FakeController;
 
 #[test]
 fn fake_controller_is_restored_after_the_command() {

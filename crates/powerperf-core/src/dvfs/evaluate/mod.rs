@@ -713,7 +713,7 @@ pub fn parse_train(text: &str) -> Result<(String, Vec<f64>)> {
         .with_context(|| format!("`{text}`: write KNOB=A,B,C, e.g. core_freq_mhz=595,861,1164"))?;
     let vals = v
         .split(',')
-        .map(|x| crate::units::parse_freq_mhz(x).map_err(anyhow::Error::msg))
+        .map(|x| powerperf_node::units::parse_freq_mhz(x).map_err(anyhow::Error::msg))
         .collect::<Result<Vec<_>>>()
         .with_context(|| format!("in --train `{text}`"))?;
     Ok((k.trim().to_string(), vals))

@@ -725,7 +725,7 @@ pub fn pareto_plots(predict_json: &Path, plan: Option<&Path>) -> Result<Vec<Name
         }
     })?;
     let plan = plan
-        .map(crate::dvfs::plan_file::Plan::read)
+        .map(powerperf_node::plan_file::Plan::read)
         .transpose()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut by: BTreeMap<String, Vec<(String, f64, f64)>> = BTreeMap::new();

@@ -85,7 +85,7 @@ pub fn parse_quantity(text: &str, dim: Dimension, default_unit: &str) -> Result<
     if dim == Dimension::Frequency {
         // The one frequency parser (any case: `2.2GHz`, `2.2ghz`), shared with the CLI's
         // `units::parse_freq_mhz`.
-        if let Some(v) = powerperf_format::quantity::freq_with_unit(t) {
+        if let Some(v) = powerperf_node::units::freq_with_unit(t) {
             return Ok(v);
         }
     } else {
@@ -758,8 +758,9 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
 /// # Errors
 /// A spec whose layout is not `timeline`; I/O errors with the path.
 pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<PathBuf>> {
-    use super::run::{Backend, Ending, EventRecord, EventStatus, Knobs, RunInfo, RunMeta};
+    use super::run::{Backend, Ending, EventRecord, Knobs, RunInfo, RunMeta};
     use powerperf_format::timeline::TIMELINE;
+    use powerperf_node::event_spec::EventStatus;
     if !spec.is_timeline() {
         return Err(spec.err(
             "--as-runs needs a `timeline` layout (one row per sample); this spec has one row per measurement",

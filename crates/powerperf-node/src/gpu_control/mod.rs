@@ -2,7 +2,7 @@
 //! `powerperfd`'s `gpu.locked_clocks` and `gpu.power_limit` (docs/cluster.md).
 //!
 //! - [`nvml::NvmlGpu`]: the real GPU through NVML (nvml-wrapper). Every read is done for
-//!   real (`nvmlDeviceGetSupportedGraphicsClocks` through [`crate::dvfs::nvml_clocks`],
+//!   real (`nvmlDeviceGetSupportedGraphicsClocks` through [`crate::nvml_clocks`],
 //!   `nvmlDeviceGetPowerManagementLimit`, `nvmlDeviceGetPowerManagementLimitConstraints`).
 //!   Opened read-only ([`nvml::NvmlGpu::open`]), a set or reset answers
 //!   [`GpuControlError::DescribeOnly`] with the exact call it would make; opened writable
@@ -17,7 +17,6 @@
 
 pub mod fake_build;
 pub mod nvml;
-pub mod session;
 
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -417,7 +416,7 @@ pub fn check_clock_list(
 /// `mem_locked_clocks_mhz` (`MIN MAX` or `none`, written); a GPU directory without them has
 /// no memory-clock lock, and memory-clock settings are refused on it with that reason.
 ///
-/// It is also a [`crate::collect::nvml::GpuSource`] (the readings `read_power`, the
+/// It is also a [`crate::nvml::GpuSource`] (the readings `read_power`, the
 /// metrics endpoint and `collect`/`sweep`/`apply --fake-gpu DIR` serve): `gpuN/power_w`
 /// (watts) and `gpuN/energy_mj` (the total energy counter, mJ), both optional, a missing
 /// or unreadable file being a missing value; its SM clock is the locked clock's upper end
@@ -431,7 +430,7 @@ pub struct FakeGpu {
     count: u32,
 }
 
-impl crate::collect::nvml::GpuSource for FakeGpu {
+impl crate::nvml::GpuSource for FakeGpu {
     fn count(&self) -> u32 {
         self.count
     }
@@ -445,11 +444,11 @@ impl crate::collect::nvml::GpuSource for FakeGpu {
     fn power_source(&self, _: u32) -> &'static str {
         "the file power_w"
     }
-    /// The readings of [`crate::collect::fake_gpu::FileGpus`] over the same directory.
-    fn read(&mut self, i: u32) -> crate::collect::nvml::GpuReading {
-        match crate::collect::fake_gpu::FileGpus::open(&self.dir) {
-            Ok(mut f) => crate::collect::nvml::GpuSource::read(&mut f, i),
-            Err(_) => crate::collect::nvml::GpuReading::default(),
+    /// The readings of [`crate::fake_gpu::FileGpus`] over the same directory.
+    fn read(&mut self, i: u32) -> crate::nvml::GpuReading {
+        match crate::fake_gpu::FileGpus::open(&self.dir) {
+            Ok(mut f) => crate::nvml::GpuSource::read(&mut f, i),
+            Err(_) => crate::nvml::GpuReading::default(),
         }
     }
 }
@@ -702,13 +701,65 @@ impl GpuControl for FakeGpu {
     }
 }
 
+/// One GPU setting: the SM clock locked to one clock, the memory clock locked to one
+/// clock, the power limit. `None`: left as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuSetting {
+    /// `core_freq_mhz`: `nvmlDeviceSetGpuLockedClocks(min = max = this)`, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_mhz: Option<f64>,
+    /// `mem_freq_mhz`: `nvmlDeviceSetMemoryLockedClocks(min = max = this)`, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_clock_mhz: Option<f64>,
+    /// `power_limit_w`: `nvmlDeviceSetPowerManagementLimit`, W.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_limit_w: Option<f64>,
+}
+
+impl GpuSetting {
+    /// True when nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self.sm_clock_mhz.is_none() && self.mem_clock_mhz.is_none() && self.power_limit_w.is_none()
+    }
+
+    /// The controls this setting changes.
+    pub fn knobs(&self) -> Vec<GpuKnob> {
+        let mut v = Vec::new();
+        if self.sm_clock_mhz.is_some() {
+            v.push(GpuKnob::LockedClocks);
+        }
+        if self.mem_clock_mhz.is_some() {
+            v.push(GpuKnob::MemLockedClocks);
+        }
+        if self.power_limit_w.is_some() {
+            v.push(GpuKnob::PowerLimit);
+        }
+        v
+    }
+
+    /// `core_freq_mhz = 1200, power_limit_w = 300` (the knob names of the sets).
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(f) = self.sm_clock_mhz {
+            v.push(format!("core_freq_mhz = {f}"));
+        }
+        if let Some(f) = self.mem_clock_mhz {
+            v.push(format!("mem_freq_mhz = {f}"));
+        }
+        if let Some(w) = self.power_limit_w {
+            v.push(format!("power_limit_w = {w}"));
+        }
+        v.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn fake() -> (tempfile::TempDir, FakeGpu) {
         let d = tempfile::tempdir().unwrap();
-        crate::dvfs::controller::tests::copy_tree(
+        crate::controller::tests::copy_tree(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fake-gpu"),
             d.path(),
         );
@@ -796,7 +847,7 @@ mod tests {
     /// The observed clocks of the fake GPU: the lock's upper end, else the highest listed.
     #[test]
     fn fake_gpu_observed_clock_follows_the_lock() {
-        use crate::collect::nvml::GpuSource;
+        use crate::nvml::GpuSource;
         let (_d, mut g) = fake();
         assert_eq!(GpuSource::read(&mut g, 0).sm_clock_mhz, Some(1980.0));
         assert_eq!(GpuSource::read(&mut g, 0).mem_clock_mhz, Some(2619.0));

@@ -28,6 +28,33 @@ impl MegaHertz {
     }
 }
 
+/// Frequency units and their factor to MHz, longest name first (so `MHz` is tried before
+/// `Hz`). Matched in any case: `GHz`, `ghz`, `GHZ`.
+pub const FREQ_UNITS: [(&str, f64); 4] = [("MHz", 1.0), ("GHz", 1e3), ("kHz", 1e-3), ("Hz", 1e-6)];
+
+/// Factor to MHz of a frequency unit name, in any case (`GHz`, `ghz`, `kHz`, `Hz`).
+pub fn freq_unit_factor(unit: &str) -> Option<f64> {
+    FREQ_UNITS
+        .iter()
+        .find(|(u, _)| u.eq_ignore_ascii_case(unit))
+        .map(|(_, f)| *f)
+}
+
+/// A frequency written with its unit (`2.20GHz`, `1200 MHz`, `1200000khz`, `1.2e9Hz`; the
+/// unit in any case) in MHz; `None` when `text` is not a number followed by a frequency
+/// unit (a bare number is the caller's to read, in its default unit).
+pub fn freq_with_unit(text: &str) -> Option<f64> {
+    let t = text.trim();
+    FREQ_UNITS.iter().find_map(|(u, f)| {
+        let cut = t.len().checked_sub(u.len())?;
+        let (num, suffix) = (t.get(..cut)?, t.get(cut..)?);
+        if !suffix.eq_ignore_ascii_case(u) {
+            return None;
+        }
+        num.trim().parse::<f64>().ok().map(|v| v * f)
+    })
+}
+
 /// Parse a frequency such as `2.20GHz`, `1200MHz`, `1200000kHz`, `1.2e9Hz` or a bare number
 /// (taken as MHz) into MHz.
 ///
@@ -36,7 +63,7 @@ impl MegaHertz {
 pub fn parse_freq_mhz(text: &str) -> Result<f64, String> {
     // The one frequency parser (units in any case), shared with `import`.
     let t = text.trim();
-    powerperf_format::quantity::freq_with_unit(t)
+    freq_with_unit(t)
         .or_else(|| t.parse::<f64>().ok())
         .ok_or_else(|| format!("`{t}` is not a frequency (expected e.g. 2.2GHz, 1200MHz or 1200)"))
 }

@@ -304,13 +304,13 @@ impl CpufreqController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dvfs::controller::FrequencyController;
+    use crate::controller::FrequencyController;
 
     fn tree() -> (tempfile::TempDir, CpufreqController) {
         let d = tempfile::tempdir().unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sysfs");
         for f in ["cpufreq-userspace", "intel-uncore"] {
-            crate::dvfs::controller::tests::copy_tree(&src.join(f), d.path());
+            crate::controller::tests::copy_tree(&src.join(f), d.path());
         }
         let c = CpufreqController::open(d.path()).unwrap();
         (d, c)

@@ -1,5 +1,5 @@
 //! [`NvmlGpu`]: the real GPUs through NVML, read-only. The supported graphics clocks come
-//! from [`crate::dvfs::nvml_clocks::probe`] (`nvmlDeviceGetSupportedMemoryClocks`,
+//! from [`crate::nvml_clocks::probe`] (`nvmlDeviceGetSupportedMemoryClocks`,
 //! `nvmlDeviceGetSupportedGraphicsClocks`), the power limit from
 //! `nvmlDeviceGetPowerManagementLimit` and its range from
 //! `nvmlDeviceGetPowerManagementLimitConstraints` (NVML API Reference Guide, Device
@@ -207,7 +207,7 @@ impl GpuControl for NvmlGpu {
         max_mhz: f64,
     ) -> Result<Vec<String>, GpuControlError> {
         self.check_gpu(gpu)?;
-        let p = crate::dvfs::nvml_clocks::probe(gpu).map_err(|why| GpuControlError::Read {
+        let p = crate::nvml_clocks::probe(gpu).map_err(|why| GpuControlError::Read {
             gpu,
             call: "nvmlDeviceGetSupportedGraphicsClocks",
             why,

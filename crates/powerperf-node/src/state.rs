@@ -241,7 +241,7 @@ pub fn open_append(path: &Path, what: &str) -> Result<(File, bool)> {
 /// # Errors
 /// `path` exists (`AlreadyExists` kept as the source), or cannot be created.
 pub fn create_new(path: &Path) -> std::io::Result<File> {
-    crate::store::safe_file::create_new_mode(path, 0o600)
+    crate::safe_file::create_new_mode(path, 0o600)
 }
 
 /// Write `text` to `path` atomically and exclusively: a temporary file with an unpredictable
@@ -265,7 +265,7 @@ pub fn write_new_atomically(path: &Path, text: &str, what: &str) -> Result<()> {
         let tmp = dir.join(format!(
             ".{name}.{}.{:016x}.tmp",
             std::process::id(),
-            crate::store::safe_file::random_u64()
+            crate::safe_file::random_u64()
         ));
         let mut f = match create_new(&tmp) {
             Ok(f) => f,

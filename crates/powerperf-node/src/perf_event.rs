@@ -8,9 +8,9 @@
 //! Multiplexed counters are scaled by time_enabled / time_running (perf_event_open(2),
 //! "read_format"); a counter that never ran has no value ("not counted"), never zero.
 
-use super::events::{EventKind, EventSpec};
-use super::pmu;
-use crate::store::run::EventStatus;
+use crate::event_spec::EventStatus;
+use crate::event_spec::{EventKind, EventSpec};
+use crate::pmu;
 use perf_event::events::{Dynamic, DynamicBuilder, Hardware, Raw, Software};
 use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, Sampler};
 use std::path::Path;
@@ -852,7 +852,7 @@ mod tests {
     fn a_software_group_counts_this_process() {
         // Both of the `software` PMU: Linux 6.18 does not count a page-faults member in a
         // group led by task-clock or cpu-clock (PMUs of their own).
-        let specs = super::super::events::parse_list(Some("{page-faults,minor-faults}")).unwrap();
+        let specs = crate::event_spec::parse_list(Some("{page-faults,minor-faults}")).unwrap();
         // This test's own thread, which does the work below (the harness runs tests on
         // threads of their own; other tests fork children from the main process meanwhile).
         // SAFETY: gettid has no preconditions.
@@ -905,7 +905,7 @@ mod tests {
     #[test]
     fn unknown_pmu_and_event_are_explained() {
         let specs =
-            super::super::events::parse_list(Some("nopmu/foo/,power/energy-nothing/")).unwrap();
+            crate::event_spec::parse_list(Some("nopmu/foo/,power/energy-nothing/")).unwrap();
         let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .join("tests/fixtures/sysfs/power-pmu");
         let opened = open_all(&specs, &Target::Child(1), &root);
@@ -932,7 +932,7 @@ mod tests {
 /// Parse one ring-buffer record with `visitor`. perf-event2's [`perf_event::Record`] hands
 /// the record body and its header fields apart, and the parser wants them together; the
 /// samplers (`leader_sampling`, `pc_sampler`) share this.
-pub(crate) fn parse_record<V, O>(
+pub fn parse_record<V, O>(
     rec: &perf_event::Record<'_>,
     config: &perf_event::data::parse::ParseConfig<perf_event::data::endian::Native>,
     visitor: V,

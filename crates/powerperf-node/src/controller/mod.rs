@@ -246,9 +246,9 @@ pub fn cpufreq_dir(root: &Path) -> PathBuf {
     root.join("sys/devices/system/cpu/cpu0/cpufreq")
 }
 
-/// [`powerperf_format::sysfs::read_trim`] with the path in the error.
+/// [`crate::sysfs::read_trim`] with the path in the error.
 fn read_sysfs(path: &Path) -> Result<String, ControllerError> {
-    powerperf_format::sysfs::read_trim(path).map_err(|e| ControllerError::Sysfs {
+    crate::sysfs::read_trim(path).map_err(|e| ControllerError::Sysfs {
         path: path.to_path_buf(),
         message: format!("cannot read: {e}"),
     })

@@ -3,7 +3,7 @@
 //! (PMUs with a cpumask count per CPU or package, not per task: uncore, `power`).
 //! Layout: Linux `Documentation/ABI/testing/sysfs-bus-event_source-devices-{format,events}`.
 
-use powerperf_format::sysfs::read_trim;
+use crate::sysfs::read_trim;
 use std::path::{Path, PathBuf};
 
 /// A named event of a sysfs PMU.

@@ -119,10 +119,10 @@ fn daemon(
     let opts = Options {
         socket: socket
             .or_else(|| cfg.socket.clone())
-            .unwrap_or_else(|| PathBuf::from(powerperf::daemon::DEFAULT_SOCKET)),
+            .unwrap_or_else(|| PathBuf::from(powerperf_node::daemon::DEFAULT_SOCKET)),
         state_dir: state_dir
             .or_else(|| cfg.state_dir.clone())
-            .unwrap_or_else(|| PathBuf::from(powerperf::dvfs::state::ROOT_STATE_DIR)),
+            .unwrap_or_else(|| PathBuf::from(powerperf_node::state::ROOT_STATE_DIR)),
         sysfs_root: sysfs_root
             .or_else(|| cfg.sysfs_root.clone())
             .unwrap_or_else(|| PathBuf::from("/")),
@@ -168,8 +168,8 @@ fn parse_metrics_listen(s: &str) -> Result<std::net::SocketAddr> {
 }
 
 fn request(socket: Option<PathBuf>, hold: bool, requests: &[String]) -> Result<i32> {
-    let path = powerperf::daemon::client::socket_path(socket.as_deref())
-        .unwrap_or_else(|| PathBuf::from(powerperf::daemon::DEFAULT_SOCKET));
+    let path = powerperf_node::daemon::client::socket_path(socket.as_deref())
+        .unwrap_or_else(|| PathBuf::from(powerperf_node::daemon::DEFAULT_SOCKET));
     let s = std::os::unix::net::UnixStream::connect(&path)
         .with_context(|| format!("cannot reach powerperfd at {}", path.display()))?;
     let mut reader = std::io::BufReader::new(s.try_clone()?);
@@ -180,14 +180,14 @@ fn request(socket: Option<PathBuf>, hold: bool, requests: &[String]) -> Result<i
         w.write_all(r.trim_end().as_bytes())?;
         w.write_all(b"\n")?;
         let mut buf = Vec::new();
-        if !powerperf::daemon::read_line_bounded(
+        if !powerperf_node::daemon::read_line_bounded(
             &mut reader,
             &mut buf,
-            powerperf::daemon::MAX_LINE,
+            powerperf_node::daemon::MAX_LINE,
         )? {
             anyhow::bail!("powerperfd closed the connection");
         }
-        let resp: powerperf::daemon::Response = serde_json::from_slice(&buf)
+        let resp: powerperf_node::daemon::Response = serde_json::from_slice(&buf)
             .context("powerperfd answered something that is not a response")?;
         all_ok &= resp.ok;
         out.write_all(&buf)?;

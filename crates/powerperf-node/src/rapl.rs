@@ -6,7 +6,7 @@
 //! `energy_psys_j`. Counters are `energy_uj` (µJ) and wrap at `max_energy_range_uj`.
 //! Since Linux 5.10 `energy_uj` is readable by root only (CVE-2020-8694).
 
-use powerperf_format::sysfs::read_trim;
+use crate::sysfs::read_trim;
 use std::path::{Path, PathBuf};
 
 /// One RAPL domain found in powercap sysfs.

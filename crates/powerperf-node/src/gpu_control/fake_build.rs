@@ -1,10 +1,10 @@
 //! Building a [`FakeGpu`] from known clocks (quickstart's dry runs: a GPU plan checked against
 //! the clocks of the GPU it was made for, never against the GPU of the machine it runs on),
-//! and reading one the way [`crate::dvfs::nvml_clocks::probe`] reads NVML, so the same check
-//! ([`crate::dvfs::nvml_clocks::check_plan`]) serves both.
+//! and reading one the way [`crate::nvml_clocks::probe`] reads NVML, so the same check
+//! ([`crate::nvml_clocks::check_plan`]) serves both.
 
 use super::{FakeGpu, GpuControlError};
-use crate::dvfs::nvml_clocks::NvmlProbe;
+use crate::nvml_clocks::NvmlProbe;
 use std::io::Write as _;
 use std::path::Path;
 
@@ -92,7 +92,7 @@ impl FakeGpu {
         FakeGpu::open(dir)
     }
 
-    /// GPU `gpu` read as [`crate::dvfs::nvml_clocks::probe`] reads a real one: the supported
+    /// GPU `gpu` read as [`crate::nvml_clocks::probe`] reads a real one: the supported
     /// memory clocks (`supported_memory_clocks_mhz`), the graphics clocks (the one list of
     /// `supported_graphics_clocks_mhz`, at every memory clock), and the locked clock as the
     /// current SM clock (the highest supported one when unlocked). Application clocks and the
@@ -162,7 +162,7 @@ impl FakeGpu {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dvfs::nvml_clocks::{check_plan, NvmlClockError};
+    use crate::nvml_clocks::{check_plan, NvmlClockError};
 
     fn titanx(dir: &Path) -> FakeGpu {
         FakeGpu::create(
@@ -258,7 +258,7 @@ mod tests {
         assert!(e.contains("supported_memory_clocks_mhz"), "{e}");
         // the shipped fixture lists memory clocks: one of them is accepted
         let f = tempfile::tempdir().unwrap();
-        crate::dvfs::controller::tests::copy_tree(
+        crate::controller::tests::copy_tree(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fake-gpu"),
             f.path(),
         );

@@ -9,68 +9,16 @@
 //! writable ([`NvmlGpu::open_writable`]) as root: every write goes through
 //! `NvmlGpu::nvml_set`, the one function that calls NVML's setters.
 
-use super::nvml::NvmlGpu;
-use super::{FakeGpu, GpuControl, GpuKnob, GpuSaved};
 use crate::dvfs::apply::SwitchLog;
-use crate::dvfs::state;
 use anyhow::{Context, Result};
+use powerperf_node::gpu_control::nvml::NvmlGpu;
+use powerperf_node::gpu_control::{FakeGpu, GpuControl, GpuKnob, GpuSaved, GpuSetting};
+use powerperf_node::state;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The GPU restore record's name in the state directory (next to `powerperf-restore.toml`).
 pub const GPU_RECORD_NAME: &str = "powerperf-gpu-restore.toml";
-
-/// One GPU setting: the SM clock locked to one clock, the memory clock locked to one
-/// clock, the power limit. `None`: left as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct GpuSetting {
-    /// `core_freq_mhz`: `nvmlDeviceSetGpuLockedClocks(min = max = this)`, MHz.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sm_clock_mhz: Option<f64>,
-    /// `mem_freq_mhz`: `nvmlDeviceSetMemoryLockedClocks(min = max = this)`, MHz.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mem_clock_mhz: Option<f64>,
-    /// `power_limit_w`: `nvmlDeviceSetPowerManagementLimit`, W.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power_limit_w: Option<f64>,
-}
-
-impl GpuSetting {
-    /// True when nothing is set.
-    pub fn is_empty(&self) -> bool {
-        self.sm_clock_mhz.is_none() && self.mem_clock_mhz.is_none() && self.power_limit_w.is_none()
-    }
-
-    /// The controls this setting changes.
-    pub fn knobs(&self) -> Vec<GpuKnob> {
-        let mut v = Vec::new();
-        if self.sm_clock_mhz.is_some() {
-            v.push(GpuKnob::LockedClocks);
-        }
-        if self.mem_clock_mhz.is_some() {
-            v.push(GpuKnob::MemLockedClocks);
-        }
-        if self.power_limit_w.is_some() {
-            v.push(GpuKnob::PowerLimit);
-        }
-        v
-    }
-
-    /// `core_freq_mhz = 1200, power_limit_w = 300` (the knob names of the sets).
-    pub fn describe(&self) -> String {
-        let mut v = Vec::new();
-        if let Some(f) = self.sm_clock_mhz {
-            v.push(format!("core_freq_mhz = {f}"));
-        }
-        if let Some(f) = self.mem_clock_mhz {
-            v.push(format!("mem_freq_mhz = {f}"));
-        }
-        if let Some(w) = self.power_limit_w {
-            v.push(format!("power_limit_w = {w}"));
-        }
-        v.join(", ")
-    }
-}
 
 /// Check `s` on `gpu` against what the GPU allows (supported clocks, power limit range,
 /// a memory-clock lock at all). Changes nothing.

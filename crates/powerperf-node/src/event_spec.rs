@@ -3,6 +3,7 @@
 //! DESCRIPTOR"), PMU events `pmu/name/` and `pmu/term=value,.../` resolved through sysfs
 //! ("PARAMETERIZED EVENTS"), and groups `{a,b}` scheduled together ("EVENT GROUPS").
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// The events `perf stat` counts by default, minus the ones that only make sense per CPU.
@@ -338,6 +339,40 @@ pub fn dedup_by_name<T>(items: &mut Vec<T>, name: impl Fn(&T) -> &str) -> Option
             dups.join(", ")
         )
     })
+}
+
+/// Whether an event was counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventStatus {
+    Counted,
+    /// Counted part of the time; the total is scaled by time_enabled/time_running.
+    Multiplexed,
+    NotSupported,
+    PermissionDenied,
+    /// Opened but never scheduled on the PMU (perf's `<not counted>`).
+    NotCounted,
+    /// Supported here, but the run gave it no sample (a GPM metric of a run with no span of
+    /// at least 200 ms, `collect::gpm::MIN_WINDOW`): printed `<no sample>`, the reason in
+    /// `reason`.
+    NoSample,
+}
+
+impl EventStatus {
+    /// True when the event has a value.
+    pub fn has_value(self) -> bool {
+        matches!(self, EventStatus::Counted | EventStatus::Multiplexed)
+    }
+    /// The marker `perf stat` prints in place of a value.
+    pub fn perf_marker(self) -> &'static str {
+        match self {
+            EventStatus::Counted | EventStatus::Multiplexed => "",
+            EventStatus::NotSupported => "<not supported>",
+            EventStatus::PermissionDenied => "<permission denied>",
+            EventStatus::NotCounted => "<not counted>",
+            EventStatus::NoSample => "<no sample>",
+        }
+    }
 }
 
 #[cfg(test)]

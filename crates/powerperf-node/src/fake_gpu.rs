@@ -1,5 +1,5 @@
 //! The readings of fake GPUs described by files (`collect --fake-gpu DIR`, the layout of
-//! `dvfs::gpu_control::FakeGpu` and `powerperfd --fake-gpu`, tests/fixtures/fake-gpu), as a
+//! `powerperf_node::gpu_control::FakeGpu` and `powerperfd --fake-gpu`, tests/fixtures/fake-gpu), as a
 //! [`GpuSource`]: the seam NVML's readings use, so a run on a fake GPU has the same
 //! `gpu<N>_*` columns as one on a real GPU.
 //!
@@ -11,7 +11,7 @@
 //! `supported_memory_clocks_mhz`; `throttle_reasons` (a number, else 0: none). Files are
 //! read up to 4 KiB.
 
-use super::nvml::{GpuReading, GpuSource};
+use crate::nvml::{GpuReading, GpuSource};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 

@@ -113,7 +113,7 @@ pub enum Request {
 /// One RAPL domain's counter as read by the daemon.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnergyReading {
-    /// `package-0`, `dram-0`, `psys` (as `collect::rapl` names them).
+    /// `package-0`, `dram-0`, `psys` (as `powerperf_node::rapl` names them).
     pub name: String,
     /// Timeline column, `energy_package_0_j`.
     pub column: String,

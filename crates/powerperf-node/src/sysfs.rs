@@ -12,3 +12,14 @@ use std::path::Path;
 pub fn read_trim(path: &Path) -> std::io::Result<String> {
     std::fs::read_to_string(path).map(|s| s.trim().to_string())
 }
+
+/// The first 64 bytes of a small sysfs-style file (a counter, a kHz value), trimmed; `None`
+/// where it is unreadable or not UTF-8. powerperfd's server and metrics sampler read
+/// `energy_uj` and `current_freq_khz` with it.
+pub fn read_small(p: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(p).ok()?;
+    let mut b = [0u8; 64];
+    let n = f.read(&mut b).ok()?;
+    Some(std::str::from_utf8(&b[..n]).ok()?.trim().to_string())
+}

@@ -3,11 +3,57 @@
 //! setting) and `[[region]]` (name, setting, predicted time/energy/power, savings against
 //! the reference setting).
 
-use super::planner::{Objective, Solution};
-use super::DvfsError;
-use crate::models::Knobs;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
+
+/// A setting: knob name (`core_freq_mhz`, `mem_freq_mhz` in MHz, `threads`, `power_limit_w`
+/// in W) to its value.
+pub type Knobs = BTreeMap<String, f64>;
+
+/// A plan file that cannot be read, parsed or written: the path and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct PlanFileError {
+    pub path: String,
+    pub message: String,
+}
+
+/// What the planner minimises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Energy, J.
+    Energy,
+    /// Energy × delay, J·s (Gonzalez & Horowitz, IEEE JSSC 31(9), 1996).
+    Edp,
+    /// Energy × delay², J·s² (Martin, Nyström, Pénzes, "ET²", PACS 2001).
+    Ed2p,
+    /// Time, s (with `--power-cap`: the fastest setting under the cap).
+    Time,
+}
+
+impl Objective {
+    /// The objective's value for a total energy (J) and time (s).
+    pub fn value(self, energy_j: f64, time_s: f64) -> f64 {
+        match self {
+            Objective::Energy => energy_j,
+            Objective::Edp => energy_j * time_s,
+            Objective::Ed2p => energy_j * time_s * time_s,
+            Objective::Time => time_s,
+        }
+    }
+
+    /// The name used on the command line and in plan files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Energy => "energy",
+            Objective::Edp => "edp",
+            Objective::Ed2p => "ed2p",
+            Objective::Time => "time",
+        }
+    }
+}
 
 /// Whether the regions are independent workloads or consecutive regions of one job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,24 +159,6 @@ pub struct PlanRegion {
     pub slowdown: f64,
 }
 
-impl PlanRegion {
-    /// A region entry from a planner choice.
-    pub fn from_choice(c: &super::planner::RegionChoice) -> Self {
-        PlanRegion {
-            name: c.name.clone(),
-            setting: c.chosen.knobs.clone(),
-            folded: c.folded.clone(),
-            time_s: c.chosen.time_s,
-            energy_j: c.chosen.energy_j,
-            power_w: c.chosen.power_w(),
-            reference_time_s: c.reference.time_s,
-            reference_energy_j: c.reference.energy_j,
-            energy_saving: 1.0 - c.chosen.energy_j / c.reference.energy_j,
-            slowdown: c.chosen.time_s / c.reference.time_s - 1.0,
-        }
-    }
-}
-
 /// A whole plan file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -179,14 +207,6 @@ impl Plan {
         ))
     }
 
-    /// Fill the job totals from a solution.
-    pub fn set_totals(&mut self, s: &Solution) {
-        self.plan.time_s = Some(s.time_s);
-        self.plan.energy_j = Some(s.energy_j);
-        self.plan.reference_time_s = Some(s.reference_time_s);
-        self.plan.reference_energy_j = Some(s.reference_energy_j);
-    }
-
     /// The device entry owning `knob`, if any.
     pub fn device_of(&self, knob: &str) -> Option<&Device> {
         self.devices
@@ -197,15 +217,15 @@ impl Plan {
     /// Read and validate a plan file.
     ///
     /// # Errors
-    /// [`DvfsError::PlanFile`] naming the path with the TOML error (line, column) or the
+    /// [`PlanFileError`] naming the path with the TOML error (line, column) or the
     /// missing part.
-    pub fn read(path: &Path) -> Result<Plan, DvfsError> {
-        let err = |m: String| DvfsError::PlanFile {
+    pub fn read(path: &Path) -> Result<Plan, PlanFileError> {
+        let err = |m: String| PlanFileError {
             path: path.display().to_string(),
             message: m,
         };
         // a file a user may have written: no link, no FIFO, a stated size (issue 38)
-        let text = crate::store::safe_file::read_to_string_bounded(path, MAX_PLAN_BYTES, "plan")
+        let text = crate::safe_file::read_to_string_bounded(path, MAX_PLAN_BYTES, "plan")
             .map_err(|e| err(format!("{e:#}")))?;
         Self::from_toml(&text).map_err(err)
     }
@@ -214,7 +234,7 @@ impl Plan {
     /// it).
     ///
     /// # Errors
-    /// The message [`Plan::read`] puts in its [`DvfsError::PlanFile`]: the TOML error (line,
+    /// The message [`Plan::read`] puts in its [`PlanFileError`]: the TOML error (line,
     /// column) or the missing or invalid part.
     pub fn from_toml(text: &str) -> Result<Plan, String> {
         let plan: Plan = toml::from_str(text)
@@ -239,9 +259,9 @@ impl Plan {
     /// Write the plan as TOML (atomically: a temporary file, then rename). `-` writes stdout.
     ///
     /// # Errors
-    /// [`DvfsError::PlanFile`] on I/O errors.
-    pub fn write(&self, path: &Path) -> Result<(), DvfsError> {
-        let err = |m: String| DvfsError::PlanFile {
+    /// [`PlanFileError`] on I/O errors.
+    pub fn write(&self, path: &Path) -> Result<(), PlanFileError> {
+        let err = |m: String| PlanFileError {
             path: path.display().to_string(),
             message: m,
         };
@@ -359,7 +379,7 @@ mod tests {
 
     #[test]
     fn a_controller_without_the_plan_device_is_refused_by_name() {
-        use crate::dvfs::controller::{FakeController, FrequencyController};
+        use crate::controller::{FakeController, FrequencyController};
         let p = sample(); // a plan for GPU 0
         let cpu = FakeController::new(&[1000.0, 2000.0]);
         let e = p
