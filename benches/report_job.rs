@@ -157,7 +157,7 @@ fn link(src: &mut PathBuf, dst: &Path) {
 fn make_job(job: &Path, template: &Path, n: usize, regions: Option<&Path>) {
     use powerperf::store::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
     let t = RunMeta::read(template).unwrap();
-    let mut tl = template.join(powerperf::store::run::TIMELINE);
+    let mut tl = template.join(powerperf_format::timeline::TIMELINE);
     let mut rg = regions.map(Path::to_path_buf);
     std::fs::create_dir_all(job).unwrap();
     for i in 0..n {
@@ -190,7 +190,7 @@ fn make_job(job: &Path, template: &Path, n: usize, regions: Option<&Path>) {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("run.toml"), toml::to_string_pretty(&m).unwrap()).unwrap();
         if tl.is_file() {
-            link(&mut tl, &d.join(powerperf::store::run::TIMELINE));
+            link(&mut tl, &d.join(powerperf_format::timeline::TIMELINE));
         }
         if let Some(rg) = rg.as_mut() {
             link(rg, &d.join("regions.parquet"));

@@ -478,9 +478,13 @@ fn recorded_cupti_run_kernels_land_on_their_streams() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(fixture.join(sub), &to).unwrap();
     }
-    powerperf::collect::gpu_activity::collect_run_attributed(&run, 49_126_447_518, &|_, _| None)
-        .unwrap()
-        .unwrap();
+    powerperf::collect::gpu_activity::write_gpu_activity_attributed(
+        &run,
+        49_126_447_518,
+        &|_, _| None,
+    )
+    .unwrap()
+    .unwrap();
     run_toml(&run, 49_126_447_518);
     let (acts, _) = powerperf::collect::gpu_activity::read(&run)
         .unwrap()

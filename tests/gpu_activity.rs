@@ -24,7 +24,7 @@ fn fixture_becomes_activity_tables_with_hpctoolkit_metrics() {
     let dir = run_with_fixture();
     // Origin: the run started 1 ms before CUPTI's first clock pair (CLOCK_MONOTONIC ns).
     let origin = 25_635_142_359 - 1_000_000;
-    let notes = gpu_activity::collect_run(dir.path(), origin, &|_, _| None)
+    let notes = gpu_activity::write_gpu_activity(dir.path(), origin, &|_, _| None)
         .unwrap()
         .unwrap();
     assert!(
@@ -86,7 +86,7 @@ fn fixture_becomes_activity_tables_with_hpctoolkit_metrics() {
 #[test]
 fn report_shows_the_gpu_section_and_plots_the_streams() {
     let dir = run_with_fixture();
-    gpu_activity::collect_run(dir.path(), 25_000_000_000, &|_, _| None).unwrap();
+    gpu_activity::write_gpu_activity(dir.path(), 25_000_000_000, &|_, _| None).unwrap();
     let s = powerperf::report::gpu::load(dir.path()).unwrap().unwrap();
     assert_eq!(s.streams.len(), 3, "{:?}", s.streams);
     let text = powerperf::report::gpu::render_text(&s, 1.0);
@@ -254,7 +254,7 @@ fn pytorch_backward_kernels_take_the_backward_range_of_the_python_thread() {
         std::fs::copy(fixture.join(sub), &to).unwrap();
     }
     let (notes, counts) =
-        gpu_activity::collect_run_attributed(dir.path(), 49_126_447_518, &|_, _| None)
+        gpu_activity::write_gpu_activity_attributed(dir.path(), 49_126_447_518, &|_, _| None)
             .unwrap()
             .unwrap();
     assert!(

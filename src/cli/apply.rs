@@ -55,7 +55,7 @@ pub struct ApplyArgs {
     /// Output format: table (`text` also works), or json (one object as the last line of stderr, as `perf stat
     /// -j` does: stdout belongs to the command) with the plan, the settings, the writes of a
     /// dry run, the environment given to the command and its exit status.
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
     /// who may not write cpufreq applies a static CPU setting or a job plan's region switches,

@@ -18,7 +18,7 @@ pub struct CollectArgs {
     /// Library that counts the events: perf (perf_event_open, default) or papi (PAPI's
     /// presets and native events; needs a powerperf built with `--features papi`,
     /// docs/papi.md).
-    #[arg(long, value_parser = crate::cli::values::CounterBackend::parser(), default_value = "perf")]
+    #[arg(long, default_value = "perf")]
     pub backend: crate::collect::CounterBackend,
     /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only). The minimum is
     /// 1ms, as perf stat -I's: shorter intervals are refused.
@@ -29,7 +29,7 @@ pub struct CollectArgs {
     /// interval of its CPU time, powerperf drains the buffers 4 times a second), `thread`
     /// (a powerperf thread reads every source every interval), or `auto` (kernel where the
     /// command's only timeline sources are perf_event counters). docs/overhead.md.
-    #[arg(long, value_parser = crate::cli::values::TimelineSampler::parser(), default_value = "auto")]
+    #[arg(long, default_value = "auto")]
     pub sampler: crate::collect::TimelineSampler,
     /// Filesystem root for sysfs reads (a fixture tree in tests).
     #[arg(long, default_value = "/")]
@@ -67,7 +67,7 @@ pub struct CollectArgs {
     /// NVIDIA GPU sampling through NVML (power, energy counter, clocks, utilisation,
     /// temperature, throttle reasons per interval): auto samples where NVML is present,
     /// on also records NVML as not supported where it is missing.
-    #[arg(long, value_parser = crate::cli::values::NvmlMode::parser(), default_value = "auto")]
+    #[arg(long, default_value = "auto")]
     pub nvml: crate::collect::NvmlMode,
     /// GPU performance metrics through NVML's GPM API (Hopper and newer), sampled every
     /// interval with NVML: `gpu<i>_sm_active`, `_dram_active`, `_fp64_active`, … named after
@@ -75,7 +75,7 @@ pub struct CollectArgs {
     /// docs/run-format.md). auto samples where the GPU offers GPM, on also records each metric
     /// as not supported (with the reason) where it does not, off takes no GPM sample.
     /// GPM streaming is never switched on or off.
-    #[arg(long, value_parser = crate::cli::values::NvmlMode::parser(), default_value = "auto")]
+    #[arg(long, default_value = "auto")]
     pub gpm: crate::collect::NvmlMode,
     /// Read the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,
     /// tests/fixtures/fake-gpu) in place of NVML: their power_w, energy_mj and clocks (the
@@ -97,7 +97,7 @@ pub struct CollectArgs {
     /// function, source line and region (docs/pc-sampling.md); `gpu` samples GPU PCs with their stall reasons
     /// through CUPTI's PC Sampling API (implies --gpu; gpu_pc_samples.parquet, HPCToolkit's
     /// GINST:STL_* and GSAMP:* metrics in `report`; docs/gpu.md).
-    #[arg(long, value_parser = crate::cli::values::PcTarget::parser(), value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub pc_sampling: Vec<crate::collect::PcTarget>,
     /// GPU PC sampling period: one sample per SM every 2^N cycles (5..=31). The default 12
     /// (4096 cycles) is measured: CUPTI's own default on an H100 (2^11) overflowed its
@@ -117,7 +117,7 @@ pub struct CollectArgs {
     )]
     pub sample_freq: u64,
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// Replace files named like run outputs (timeline.parquet, regions.parquet,
     /// region_events/, cubins/, …) in an -o directory that is not a powerperf run (has no
@@ -158,7 +158,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     } else if let Some(list) = &args.cpus {
         Mode::SystemWide(powerperf_node::pmu::parse_cpu_list(list).map_err(anyhow::Error::msg)?)
     } else if args.all_cpus {
-        Mode::SystemWide((0..crate::collect::sysinfo::online_cpus()).collect())
+        Mode::SystemWide((0..crate::collect::sysinfo::available_cpus()).collect())
     } else {
         if args.command.is_empty() {
             anyhow::bail!("no command given: `powerperf collect -o RUN -- CMD ARGS...` (or -p PID, -a, -C LIST)");

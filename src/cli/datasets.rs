@@ -17,7 +17,7 @@ pub enum DatasetsCommand {
     List {
         /// Output format: table for people (`text` also works), json for scripts (one object
         /// on stdout).
-        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        #[arg(long, default_value = "table")]
         format: crate::output::OutputFormat,
     },
     /// Write the bundled specs, data, licence files and README into DIR (created; existing

@@ -44,7 +44,7 @@ pub struct EvaluateArgs {
     /// else `analytic`; in workload holdout `scaling` choosing its transfer per target, or the
     /// `stack` on sets with DCGM activity fractions or with cycles and instructions counts on
     /// a clock sweep).
-    #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
+    #[arg(long = "model", default_value = "auto")]
     pub model: ModelKind,
     /// Knob holdout: training values of a knob, `NAME=A,B,…`; every point with one of them
     /// (at any value of the other knobs) trains, the rest are predicted. Repeat the flag (or
@@ -68,7 +68,7 @@ pub struct EvaluateArgs {
     pub output: Option<PathBuf>,
     /// Output format: table, json, or csv and markdown (one row per target: target,
     /// mape_pct, max_pct, n).
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// Model parameters as a JSON object (see `powerperf fit --params`).
     #[arg(long)]
@@ -80,7 +80,7 @@ pub struct EvaluateArgs {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Image format of --plot when it names a directory.
-    #[arg(long, value_parser = crate::cli::values::ImageFormat::parser(), default_value = "svg")]
+    #[arg(long, default_value = "svg")]
     pub plot_format: ImageFormat,
     /// Instead of a held-out protocol, print the IN-SAMPLE noise floor: a polynomial of this
     /// degree in the clock knob (`--train`'s knob, else the first knob with two or more
@@ -219,7 +219,7 @@ fn print_noise_floor(
     let knob = match args.train.first() {
         Some(s) => parse_knob_flag(s, "--train")?.0,
         // The knob the knob holdout would hold out by default, else the set's first.
-        None => match default_train(set) {
+        None => match crate::models::split::default_train(set) {
             Some((k, _)) => k,
             None => set
                 .meta
@@ -277,27 +277,6 @@ fn report_failures(ev: &Evaluation) {
     }
 }
 
-/// `evaluate --protocol knob-holdout`'s training values without `--train`: the first knob
-/// of the set with two or more values; its lowest, middle and highest value when it has more
-/// than three, its lowest and highest when it has three (the middle one is predicted); with
-/// two values, both (every point trains: the caller's error says so). `None` when no knob
-/// varies.
-fn default_train(set: &TrainingSet) -> Option<(String, Vec<f64>)> {
-    let (knob, vals) = set
-        .meta
-        .knobs
-        .iter()
-        .map(|k| (k.clone(), set.knob_values(k)))
-        .find(|(_, v)| v.len() >= 2)?;
-    let n = vals.len();
-    let v = if n > 3 {
-        vec![vals[0], vals[n / 2], vals[n - 1]]
-    } else {
-        vec![vals[0], vals[n - 1]]
-    };
-    Some((knob, v))
-}
-
 /// Run `powerperf evaluate`.
 pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     let set = TrainingSet::read(&args.set)?;
@@ -311,47 +290,13 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     }
     let ev = match args.protocol {
         Protocol::KnobHoldout => {
-            let split = match (&args.train_points, args.train.is_empty()) {
-                (Some(file), _) => TrainSplit::read_settings(file)?,
-                (None, false) => TrainSplit::Grid(parse_train_grid(&args.train)?),
-                (None, true) => {
-                    let (knob, v) = default_train(&set).with_context(|| {
-                        format!(
-                            "set {} has no knob with two or more values, so no knob can be held out (fix: pass --train NAME=A,B, or use --protocol workload-holdout)",
-                            args.set.display()
-                        )
-                    })?;
-                    let list: Vec<String> = v.iter().map(f64::to_string).collect();
-                    let which = if v.len() == 3 {
-                        "lowest, middle, highest"
-                    } else {
-                        "lowest and highest; the values between are predicted"
-                    };
-                    eprintln!("note: --train {knob}={} ({which})", list.join(","));
-                    TrainSplit::Grid(vec![(knob, v)])
-                }
-            };
-            let flag = if args.train_points.is_some() {
-                "--train-points"
-            } else {
-                "--train"
-            };
-            split.check(&points, &set.meta.knobs, flag)?;
-            if points.iter().all(|p| split.is_train(p)) {
-                anyhow::bail!(
-                    "{flag}: every point of the set trains, none is left to predict (fix: train on fewer values)"
-                );
-            }
+            let split = knob_holdout_split(&args, &set, &points)?;
             split_holdout(args.model, &set.meta, &points, &split, &params)
         }
         Protocol::WorkloadHoldout => {
             let mut base = parse_baseline(&args.baseline)?;
             if base.is_empty() {
-                for k in &set.meta.knobs {
-                    if let Some(v) = set.knob_values(k).last() {
-                        base.insert(k.clone(), *v);
-                    }
-                }
+                base = crate::models::split::max_setting(&set);
                 eprintln!(
                     "note: --baseline {} (the maximum of every knob)",
                     crate::models::features::knob_key(&base)
@@ -367,9 +312,74 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
         let written = write_plot(path, args.plot_format, &set.meta, &ev)?;
         eprintln!("wrote {}", written.display());
     }
+    print_evaluation(&args, &set, &ev)?;
+    if !ev.failures.is_empty() {
+        report_failures(&ev);
+    }
+    if ev.results.is_empty() {
+        anyhow::bail!(
+            "no held-out point could be predicted (first reason: {})",
+            ev.failures
+                .first()
+                .map_or("none held out", |f| f.1.as_str())
+        );
+    }
+    Ok(0)
+}
+
+/// The knob holdout's split: `--train-points`, `--train`, or (neither) the set's default
+/// ([`crate::models::split::default_train`], announced on stderr); checked against the set.
+///
+/// # Errors
+/// An unreadable or bad split, no knob that varies, or a split that leaves no point to
+/// predict.
+fn knob_holdout_split(
+    args: &EvaluateArgs,
+    set: &TrainingSet,
+    points: &[crate::store::set::Point],
+) -> anyhow::Result<TrainSplit> {
+    let split = match (&args.train_points, args.train.is_empty()) {
+        (Some(file), _) => TrainSplit::read_settings(file)?,
+        (None, false) => TrainSplit::Grid(parse_train_grid(&args.train)?),
+        (None, true) => {
+            let (knob, v) = crate::models::split::default_train(set).with_context(|| {
+                format!(
+                    "set {} has no knob with two or more values, so no knob can be held out (fix: pass --train NAME=A,B, or use --protocol workload-holdout)",
+                    args.set.display()
+                )
+            })?;
+            let list: Vec<String> = v.iter().map(f64::to_string).collect();
+            let which = if v.len() == 3 {
+                "lowest, middle, highest"
+            } else {
+                "lowest and highest; the values between are predicted"
+            };
+            eprintln!("note: --train {knob}={} ({which})", list.join(","));
+            TrainSplit::Grid(vec![(knob, v)])
+        }
+    };
+    let flag = if args.train_points.is_some() {
+        "--train-points"
+    } else {
+        "--train"
+    };
+    split.check(points, &set.meta.knobs, flag)?;
+    if points.iter().all(|p| split.is_train(p)) {
+        anyhow::bail!(
+            "{flag}: every point of the set trains, none is left to predict (fix: train on fewer values)"
+        );
+    }
+    Ok(split)
+}
+
+/// Print the evaluation in `--format`.
+///
+/// # Errors
+/// A closed or full stdout.
+fn print_evaluation(args: &EvaluateArgs, set: &TrainingSet, ev: &Evaluation) -> anyhow::Result<()> {
     match args.format {
         Format::Json => {
-            outln!("{}", EvaluateOutput::new(&ev, &set.meta).to_json()?);
+            outln!("{}", EvaluateOutput::new(ev, &set.meta).to_json()?);
         }
         Format::Csv | Format::Markdown => {
             // One row per target with a measured error.
@@ -406,16 +416,5 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    if !ev.failures.is_empty() {
-        report_failures(&ev);
-    }
-    if ev.results.is_empty() {
-        anyhow::bail!(
-            "no held-out point could be predicted (first reason: {})",
-            ev.failures
-                .first()
-                .map_or("none held out", |f| f.1.as_str())
-        );
-    }
-    Ok(0)
+    Ok(())
 }

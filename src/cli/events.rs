@@ -73,7 +73,7 @@ pub enum EventsCommand {
         run: Option<PathBuf>,
         #[command(flatten)]
         values: ValueArgs,
-        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        #[arg(long, default_value = "table")]
         format: crate::output::OutputFormat,
         /// Evaluate over RUN's timeline (one value per sample) or its regions (one per region
         /// and thread) instead of its totals, with the vectorised evaluator.
@@ -113,7 +113,7 @@ pub enum EventsCommand {
         /// Filesystem root for sysfs reads (a fixture tree in tests).
         #[arg(long, default_value = "/")]
         sysfs_root: PathBuf,
-        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        #[arg(long, default_value = "table")]
         format: crate::output::OutputFormat,
     },
     /// The LCPI table (PerfExpert's six categories) of a run or of given values.
@@ -128,7 +128,7 @@ pub enum EventsCommand {
         /// Use this LCPI definition file instead of the shipped ones.
         #[arg(long)]
         definitions: Option<PathBuf>,
-        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        #[arg(long, default_value = "table")]
         format: crate::output::OutputFormat,
     },
 }

@@ -20,7 +20,7 @@ pub struct ExportArgs {
     /// directories (`collect -o JOB/rank%r` under srun/mpirun): one process per rank.
     pub run: PathBuf,
     /// The trace format.
-    #[arg(long, value_parser = crate::cli::values::TraceFormat::parser())]
+    #[arg(long)]
     pub format: crate::export::Format,
     /// Where to write: a file for perfetto and chrome (`-`: stdout), a directory for otf2
     /// (created; the archive's anchor file is DIR/traces.otf2).

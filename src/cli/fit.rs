@@ -4,9 +4,9 @@
 //! mean predicted from all other points, the model refitted every time; see
 //! [`crate::models::eval`]), prints it, and writes `MODEL.json` ([`ModelFile`]).
 
-use crate::models::eval::TargetError;
 use crate::models::features::mean_points;
-use crate::models::{fit_kind, FitParams, ModelFile, ModelKind, MODEL_FORMAT};
+use crate::models::scoring::TargetError;
+use crate::models::{fit_kind, FitParams, ModelFile, ModelKind};
 use crate::store::set::{TrainingSet, TARGETS};
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ pub struct FitArgs {
     /// Model kind; `auto` picks `joint` where the points vary two or more knobs and no
     /// one-knob curve reaches the other settings (a cross design), `threads` for
     /// thread-count sets, else `analytic`.
-    #[arg(long = "model", value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
+    #[arg(long = "model", default_value = "auto")]
     pub model: ModelKind,
     /// Print what was fitted: parameters per workload, and for `spca`/`linear` the counters
     /// kept at each selection step and why.
@@ -43,7 +43,7 @@ pub struct FitArgs {
     pub cv: Option<u32>,
     /// `json`: print one object (model file, kind, points, leave-one-out error) on stdout;
     /// the human lines go to stderr.
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// Model parameters as a JSON object (`FitParams`), e.g.
     /// `{"regression":{"spca":{"rho_min":0.5}}}`.
@@ -86,7 +86,7 @@ fn held_out_cost_note(
     fit: std::time::Duration,
     leave_one_out: bool,
 ) -> Option<String> {
-    let threads = crate::models::eval::worker_threads(refits);
+    let threads = crate::models::scoring::worker_threads(refits);
     let cost = |n: usize| fit.mul_f64(n.div_ceil(threads) as f64);
     let total = cost(refits);
     if total < HELD_OUT_NOTE_AFTER {
@@ -137,6 +137,14 @@ pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
     }
 }
 
+/// What fit's held-out evaluation gives: the error summary, the slowdown errors for plan's
+/// guard (or why there are none), and the baseline rule with the model's error against it.
+type HeldOut = (
+    Option<crate::models::HeldOutError>,
+    Result<crate::models::slowdown_errors::SlowdownErrors, String>,
+    Option<(String, BTreeMap<String, crate::models::baseline::Versus>)>,
+);
+
 /// Run `powerperf fit`.
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     // csv and markdown: the held-out error table on stdout, the human lines on stderr.
@@ -175,140 +183,22 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         set.workloads().len(),
         points.len()
     ));
-    let mut slowdown_errors = None;
-    let mut slowdown_missing = None;
-    let mut versus = None;
-    let held_out_error = if args.no_loo {
-        slowdown_missing = Some("fitted with --no-loo".to_string());
-        None
+    let (held_out_error, slowdown_errors, versus) = if args.no_loo {
+        (None, Err("fitted with --no-loo".to_string()), None)
     } else {
-        // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
-        let (folds, note) = default_folds(args.cv, points.len());
-        if let Some(note) = note {
-            eprintln!("{note}");
-        }
-        let what = match folds {
-            Some(k) => format!("{k}-fold CV"),
-            None => "leave-one-out".to_string(),
-        };
-        let refits = folds.unwrap_or(points.len());
-        if let Some(note) = held_out_cost_note(&what, refits, t0.elapsed(), folds.is_none()) {
-            eprintln!("{note}");
-        }
-        let pb = indicatif::ProgressBar::new(points.len() as u64);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(&format!(
-                "{what} {{bar:30}} {{pos}}/{{len}} refits, {{elapsed}} elapsed, about {{eta}} left"
-            ))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        let t0 = std::time::Instant::now();
-        let ev = crate::models::eval::cross_validate_progress(
-            kind, &set.meta, &points, &params, folds, &pb,
-        );
-        tracing::debug!(
-            elapsed_s = t0.elapsed().as_secs_f64(),
-            what,
-            "held-out error"
-        );
-        match folds {
-            Some(k) => say(format!("{k}-fold cross-validation error (each workload's points dealt round-robin over the folds; each (workload, knobs) mean predicted by a model refitted without its fold):")),
-            None => say("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):".into()),
-        }
-        let skipped: Vec<&str> = TARGETS
-            .iter()
-            .copied()
-            .filter(|t| set.meta.unreliable.iter().any(|u| u.target == *t))
-            .collect();
-        say(error_table(&ev.summary.targets, &skipped)
-            .trim_end()
-            .to_string());
-        for u in &set.meta.unreliable {
-            say(format!(
-                "  {} not scored for {}: {}",
-                u.target,
-                u.workloads.join(", "),
-                u.reason
-            ));
-        }
-        if !ev.failures.is_empty() {
-            say(format!(
-                "  {} of {} point(s) could not be predicted when left out, e.g. {}: {}",
-                ev.failures.len(),
-                ev.held_out_points,
-                ev.failures[0].0,
-                ev.failures[0].1
-            ));
-        }
-        // What `plan`'s guard needs (issue 20, item 1): the held-out slowdown errors at
-        // the interior values of a clock knob, from the same refits.
-        let protocol = match folds {
-            Some(k) => format!("{k}-fold cross-validation"),
-            None => "leave-one-out".to_string(),
-        };
-        match crate::dvfs::guard::guard_knob(&points) {
-            Some(knob) => {
-                let e = crate::dvfs::guard::errors_from_results(
-                    &set.meta,
-                    &points,
-                    &ev.results,
-                    &knob,
-                    params.analytic.calibration_tolerance,
-                    &protocol,
-                );
-                if e.is_empty() {
-                    slowdown_missing = Some(format!(
-                        "no interior point of {knob} could be predicted held out"
-                    ));
-                } else {
-                    let v = e.pooled();
-                    let q = |x: f64| v[((x * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-                    say(format!(
-                        "slowdown errors for plan's guard: {} {protocol} predictions at interior values of {knob}: median {:+.2}%, 95th percentile {:+.2}%",
-                        e.len(),
-                        q(0.5) * 100.0,
-                        q(0.95) * 100.0
-                    ));
-                    slowdown_errors = Some(e);
-                }
-            }
-            None => {
-                slowdown_missing = Some(
-                    "no clock knob has three or more training values, so no interior value to measure interpolation errors at".into(),
-                )
-            }
-        }
-        let v = ev.versus(&set.meta);
-        say(crate::output::evaluate::versus_text(&ev.baseline.rule, &v)
-            .trim_end()
-            .to_string());
-        versus = Some((ev.baseline.rule.clone(), v));
-        Some(ev.summary)
+        held_out(&args, &set, &points, kind, &params, t0.elapsed(), &say)
     };
     if args.explain {
         say(format!("\n{}", fitted.explain()));
     }
-    let mut training_knobs: BTreeMap<String, Vec<_>> = BTreeMap::new();
-    for p in &points {
-        training_knobs
-            .entry(p.workload.clone())
-            .or_default()
-            .push(p.knobs.clone());
-    }
-    let file = ModelFile {
-        format: MODEL_FORMAT.to_string(),
-        kind: fitted.kind().to_string(),
-        set_source: set.meta.source.clone(),
-        set_path: args.set.display().to_string(),
-        knobs: set.meta.knobs.clone(),
-        training_knobs,
-        unreliable: set.meta.unreliable.clone(),
+    let file = ModelFile::of_fit(
+        &set,
+        &args.set,
+        &points,
+        fitted,
         held_out_error,
         slowdown_errors,
-        slowdown_errors_missing: slowdown_missing,
-        knob_devices: set.meta.knob_devices.clone(),
-        model: fitted,
-    };
+    );
     file.write(&args.output)?;
     say(format!("wrote {}", args.output.display()));
     for line in stdout_lines.take() {
@@ -340,6 +230,109 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         outln!("{}", out.to_json()?);
     }
     Ok(0)
+}
+
+/// Fit's held-out evaluation (leave-one-out, or K-fold where [`default_folds`] says), with
+/// a progress bar on a terminal: prints the error table, the unscored targets, the points
+/// that could not be predicted, the slowdown errors for plan's guard
+/// ([`crate::dvfs::guard::fit_slowdown_errors`]) and the error against the baseline rule.
+/// `fit_took` is the first fit's time, for the cost note.
+fn held_out(
+    args: &FitArgs,
+    set: &TrainingSet,
+    points: &[crate::store::set::Point],
+    kind: ModelKind,
+    params: &FitParams,
+    fit_took: std::time::Duration,
+    say: &dyn Fn(String),
+) -> HeldOut {
+    let (folds, note) = default_folds(args.cv, points.len());
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
+    let what = match folds {
+        Some(k) => format!("{k}-fold CV"),
+        None => "leave-one-out".to_string(),
+    };
+    let refits = folds.unwrap_or(points.len());
+    if let Some(note) = held_out_cost_note(&what, refits, fit_took, folds.is_none()) {
+        eprintln!("{note}");
+    }
+    // A progress bar on a terminal (hidden when stderr is not one, e.g. in a pipe).
+    let pb = indicatif::ProgressBar::new(points.len() as u64);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} {{bar:30}} {{pos}}/{{len}} refits, {{elapsed}} elapsed, about {{eta}} left"
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let t0 = std::time::Instant::now();
+    let ev =
+        crate::models::eval::cross_validate_progress(kind, &set.meta, points, params, folds, &pb);
+    tracing::debug!(
+        elapsed_s = t0.elapsed().as_secs_f64(),
+        what,
+        "held-out error"
+    );
+    match folds {
+        Some(k) => say(format!("{k}-fold cross-validation error (each workload's points dealt round-robin over the folds; each (workload, knobs) mean predicted by a model refitted without its fold):")),
+        None => say("leave-one-out error (each (workload, knobs) mean predicted from all other points; model refitted each time):".into()),
+    }
+    let skipped: Vec<&str> = TARGETS
+        .iter()
+        .copied()
+        .filter(|t| set.meta.unreliable.iter().any(|u| u.target == *t))
+        .collect();
+    say(error_table(&ev.summary.targets, &skipped)
+        .trim_end()
+        .to_string());
+    for u in &set.meta.unreliable {
+        say(format!(
+            "  {} not scored for {}: {}",
+            u.target,
+            u.workloads.join(", "),
+            u.reason
+        ));
+    }
+    if !ev.failures.is_empty() {
+        say(format!(
+            "  {} of {} point(s) could not be predicted when left out, e.g. {}: {}",
+            ev.failures.len(),
+            ev.held_out_points,
+            ev.failures[0].0,
+            ev.failures[0].1
+        ));
+    }
+    // What `plan`'s guard needs (issue 20, item 1): the held-out slowdown errors at the
+    // interior values of a clock knob, from the same refits.
+    let slowdown_errors = crate::dvfs::guard::fit_slowdown_errors(
+        &set.meta,
+        points,
+        &ev.results,
+        params.analytic.calibration_tolerance,
+        folds,
+    );
+    if let Ok(e) = &slowdown_errors {
+        let v = e.pooled();
+        let q = |x: f64| v[((x * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        say(format!(
+            "slowdown errors for plan's guard: {} {} predictions at interior values of {}: median {:+.2}%, 95th percentile {:+.2}%",
+            e.len(),
+            e.protocol,
+            e.knob,
+            q(0.5) * 100.0,
+            q(0.95) * 100.0
+        ));
+    }
+    let v = ev.versus(&set.meta);
+    say(crate::output::evaluate::versus_text(&ev.baseline.rule, &v)
+        .trim_end()
+        .to_string());
+    (
+        Some(ev.summary),
+        slowdown_errors,
+        Some((ev.baseline.rule.clone(), v)),
+    )
 }
 
 /// Name the points of a GPU sweep that are not at their requested setting (issue 39: the
@@ -394,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_long_leave_one_out_is_announced_with_its_cost_and_the_cheaper_options() {
-        let threads = crate::models::eval::worker_threads(4480);
+        let threads = crate::models::scoring::worker_threads(4480);
         let note = held_out_cost_note("leave-one-out", 4480, Duration::from_secs(4), true)
             .expect("4,480 refits of 4 s are announced");
         assert!(note.contains("refits the model 4480 times"), "{note}");

@@ -53,7 +53,7 @@ pub struct ImportArgs {
     pub constants: Option<PathBuf>,
     /// Output format: table for people (`text` also works), json for scripts (one object on
     /// stdout).
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
 }
 
@@ -223,57 +223,14 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         }
     };
     if let Some(file) = &args.derive {
-        let defs = crate::events_dsl::load_file(
+        notes.extend(crate::store::derive::derive_file(
+            &mut set,
             file,
             args.syntax,
-            &crate::events_dsl::LoadOptions::default(),
-        )?;
-        let constants = match (&args.constants, &machine) {
-            (Some(p), _) => {
-                let m = crate::events_dsl::constants::load(p)?;
-                notes.push(format!(
-                    "constants: {} ({} values)",
-                    p.display(),
-                    m.constants.len()
-                ));
-                m.as_map()
-            }
-            (
-                None,
-                Some(crate::store::import::MachineSpec {
-                    cpu_vendor: Some(v),
-                    cpu_family: Some(f),
-                    cpu_model_number: Some(m),
-                    ..
-                }),
-            ) => match crate::events_dsl::constants::select(v, *f, *m) {
-                Some((name, c)) => {
-                    notes.push(format!(
-                        "constants: machine-constants/{name} (the spec's [machine])"
-                    ));
-                    c.as_map()
-                }
-                None => Default::default(),
-            },
-            _ => Default::default(),
-        };
-        let d = crate::store::derive::derive(&mut set, &defs, &source_names, constants)?;
-        notes.push(format!(
-            "derived from {}: {}",
-            file.display(),
-            d.added.join(", ")
-        ));
-        for (name, bad, lacking) in &d.undefined {
-            let why = if lacking.is_empty() {
-                "not finite (e.g. a division by zero)".to_string()
-            } else {
-                format!("needs {}", lacking.join(", "))
-            };
-            notes.push(format!(
-                "derived `{name}`: undefined on {bad} of {} points ({why})",
-                set.points.len()
-            ));
-        }
+            args.constants.as_deref(),
+            machine.as_ref(),
+            &source_names,
+        )?);
     }
     set.write(&args.output)?;
     if let Some(dir) = &bundled {
@@ -297,22 +254,38 @@ pub fn run(args: ImportArgs) -> Result<i32> {
             .collect(),
         None => files,
     };
+    print_import(&args, &set, &files, &notes, &runs_written)?;
+    Ok(0)
+}
+
+/// Print what `import` did: with `--format json` one JSON object; else, for people, the inputs (three, and how many more), the set's
+/// summary, the notes, and what was written.
+///
+/// # Errors
+/// A closed or full stdout.
+fn print_import(
+    args: &ImportArgs,
+    set: &crate::store::set::TrainingSet,
+    files: &[PathBuf],
+    notes: &[String],
+    runs_written: &[PathBuf],
+) -> Result<()> {
     if args.format == crate::output::OutputFormat::Json {
         let out = crate::output::commands::ImportOutput {
             set: args.output.clone(),
             source: set.meta.source.clone(),
-            files: files.clone(),
+            files: files.to_vec(),
             points: set.points.len(),
             workloads: set.workloads().into_iter().map(|w| w.to_string()).collect(),
             knobs: set.meta.knobs.clone(),
             targets: set.meta.targets.clone(),
             counters: set.meta.counters.keys().cloned().collect(),
             static_features: set.meta.static_features.clone(),
-            runs: runs_written.clone(),
-            notes: notes.clone(),
+            runs: runs_written.to_vec(),
+            notes: notes.to_vec(),
         };
         outln!("{}", crate::output::json_sorted(&out)?);
-        return Ok(0);
+        return Ok(());
     }
     let shown: Vec<String> = files
         .iter()
@@ -329,10 +302,10 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         set.meta.source,
         shown.join(", ")
     );
-    for l in summary(&set) {
+    for l in summary(set) {
         outln!("  {l}");
     }
-    for n in &notes {
+    for n in notes {
         outln!("  note: {n}");
     }
     outln!("wrote {} (set.toml, points.parquet)", args.output.display());
@@ -347,5 +320,5 @@ pub fn run(args: ImportArgs) -> Result<i32> {
                 .unwrap_or_default()
         );
     }
-    Ok(0)
+    Ok(())
 }

@@ -40,7 +40,7 @@ pub enum MicrobenchCommand {
         #[arg(long)]
         curve: Option<PathBuf>,
         /// How to print the results.
-        #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+        #[arg(long, default_value = "table")]
         format: crate::output::OutputFormat,
         /// Root of the sysfs tree with devices/system/cpu/cpu0/cache (for tests).
         #[arg(long, default_value = "/sys")]
@@ -70,7 +70,7 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
                 })
-                .unwrap_or_else(crate::collect::sysinfo::online_cpus);
+                .unwrap_or_else(crate::collect::sysinfo::available_cpus);
             let r = microbench::run_kernel(kernel, threads, scale);
             let s = r.elapsed.as_secs_f64();
             outln!(

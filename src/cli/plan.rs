@@ -1,7 +1,7 @@
 //! `powerperf plan`: choose a setting per workload (or per region of one job) from a
 //! model's predictions, write a plan file, print the choices with the predicted savings.
 
-use crate::dvfs::guard::GuardKind;
+use crate::dvfs::guard::GuardSpec;
 use crate::dvfs::planner::{Objective, PlannerConfig, Transition};
 use crate::dvfs::{export, from_model, parse_slowdown};
 use anyhow::{Context, Result};
@@ -32,7 +32,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "train")]
     pub train_points: Option<PathBuf>,
     /// With --evaluate: the model kind to fit.
-    #[arg(long, value_parser = crate::cli::values::ModelKind::parser(), default_value = "auto")]
+    #[arg(long, default_value = "auto")]
     pub kind: crate::models::ModelKind,
     /// With --evaluate: fit parameters, a FitParams JSON object as `powerperf fit --params`
     /// takes (e.g. '{"analytic":{"calibration":"ratio"}}').
@@ -62,7 +62,7 @@ pub struct PlanArgs {
     /// `0` gives the raw plan. `auto`: the held-out time MAPE as the margin. The plan file
     /// records the guard.
     #[arg(long, default_value = "risk", value_name = "MARGIN")]
-    pub slowdown_margin: String,
+    pub slowdown_margin: GuardSpec,
     /// With --evaluate: measure the guard's slowdown errors by K-fold cross-validation on
     /// the training points (what `fit --cv K` stores) instead of leave-one-out.
     #[arg(long = "cv", value_name = "K", requires = "evaluate", value_parser = clap::value_parser!(u32).range(2..))]
@@ -79,7 +79,7 @@ pub struct PlanArgs {
     pub judge_on: Vec<String>,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
     /// slowdown exceeds the bound (0.05: one in twenty).
-    #[arg(long, default_value_t = crate::dvfs::evaluate::DEFAULT_RISK, value_name = "FRACTION", value_parser = non_negative_f64)]
+    #[arg(long, default_value_t = crate::dvfs::guard::DEFAULT_RISK, value_name = "FRACTION", value_parser = non_negative_f64)]
     pub risk: f64,
     /// Settings whose predicted mean power is above this many watts are not chosen.
     #[arg(long, value_name = "W", value_parser = positive_f64)]
@@ -120,7 +120,7 @@ pub struct PlanArgs {
     #[arg(short = 'o', long = "output", value_name = "PLAN")]
     pub output: Option<PathBuf>,
     /// How to print the choices.
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// Also print `srun` arguments (`--cpu-freq` / `--gpu-freq`) for each workload's setting.
     #[arg(long)]
@@ -163,25 +163,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         }
     });
     let max_slowdown = parse_slowdown(&bound_text).context("--max-slowdown")?;
-    let flags = MarginFlags::of(&args.slowdown_margin);
-    let MarginFlags {
-        auto_margin,
-        risk_guard,
-        ..
-    } = flags;
-    if risk_guard && !(args.risk > 0.0 && args.risk < 1.0) {
-        anyhow::bail!(
-            "--risk {} must be a fraction between 0 and 1, e.g. 0.05",
-            args.risk
-        );
-    }
-    let margin = if auto_margin || risk_guard {
-        0.0
-    } else {
-        parse_slowdown(&args.slowdown_margin)
-            .context("--slowdown-margin takes risk (the default), risk-class, risk-near, auto, or a margin such as 1% (0 for the raw plan)")?
-            .unwrap_or(0.0)
-    };
+    let guard = args.slowdown_margin.with_risk(args.risk)?;
     let objective = args.objective.unwrap_or(if args.power_cap.is_some() {
         Objective::Time
     } else {
@@ -200,35 +182,22 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         ticks: None,
     };
     if let Some(set_dir) = &args.evaluate {
-        return run_evaluate(&args, set_dir, config, flags, margin);
+        return run_evaluate(&args, set_dir, config, guard);
     }
     let model_path = args.model.clone().context("--model MODEL is required")?;
     let model = crate::models::load_model_file(&model_path)
         .with_context(|| format!("loading the model {}", model_path.display()))?;
-    let refit = format!(
-        "powerperf fit {} -o {} --cv 10",
-        if model.set_path.is_empty() {
-            "SET"
-        } else {
-            model.set_path.as_str()
-        },
-        model_path.display()
-    );
-    let guard = model_guard(
+    let guard = from_model::model_guard(&model, &model_path, max_slowdown, guard)?;
+    let (device, device_index, note) = from_model::plan_device(&model, args.device, &model_path)?;
+    if let Some(note) = note {
+        eprintln!("powerperf: note: {note}");
+    }
+    let (workloads, unplanned_regions) = from_model::workloads_to_plan(
         &model,
         &model_path,
-        &refit,
-        max_slowdown,
-        flags,
-        args.risk,
-        margin,
+        args.regions_from.as_deref(),
+        &args.workloads,
     )?;
-    let margin = match guard {
-        GuardKind::Margin(m) => m,
-        _ => 0.0,
-    };
-    let (device, device_index) = plan_device(&model, args.device, &model_path)?;
-    let (workloads, unplanned_regions) = plan_workloads(&args, &model, &model_path)?;
     let req = from_model::PlanRequest {
         workloads,
         scope: if args.job {
@@ -238,10 +207,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         },
         device,
         device_index,
-        config: PlannerConfig {
-            max_slowdown: max_slowdown.map(|b| (b - margin).max(0.0)),
-            ..config
-        },
+        config,
         model_path: model_path.display().to_string(),
         guard,
         errors: model.slowdown_errors.clone(),
@@ -254,48 +220,12 @@ pub fn run(args: PlanArgs) -> Result<i32> {
                 .into(),
         ));
     }
-    out.plan.plan.max_slowdown = max_slowdown;
-    out.plan.plan.slowdown_margin = margin;
-    // A plan never carries a number that is not one (issue 18: `slowdown = nan` was written).
-    if let Ok(v) = toml::Value::try_from(&out.plan) {
-        if let Some(at) = non_finite(&v, "") {
-            anyhow::bail!(
-                "the plan would hold `{at}` = {}: the model predicts no valid time or energy there (fix: check the model with `powerperf predict`, or fit it again); nothing was written",
-                at_value(&v, &at)
-            );
-        }
-    }
+    from_model::check_finite(&out.plan)?;
     if let Some(path) = &args.output {
         out.plan.write(path)?;
     }
     print_plan(&args, &out)?;
     Ok(0)
-}
-
-/// What `--slowdown-margin` names: `auto`, `risk`, `risk-class`, `risk-near`, or (none of
-/// them) a fixed margin.
-#[derive(Debug, Clone, Copy)]
-struct MarginFlags {
-    auto_margin: bool,
-    risk_by_class: bool,
-    risk_near: bool,
-    /// `risk`, `risk-class` or `risk-near`.
-    risk_guard: bool,
-}
-
-impl MarginFlags {
-    fn of(slowdown_margin: &str) -> Self {
-        let auto_margin = slowdown_margin.trim() == "auto";
-        let risk_by_class = slowdown_margin.trim() == "risk-class";
-        let risk_near = slowdown_margin.trim() == "risk-near";
-        let risk_guard = slowdown_margin.trim() == "risk" || risk_by_class || risk_near;
-        Self {
-            auto_margin,
-            risk_by_class,
-            risk_near,
-            risk_guard,
-        }
-    }
 }
 
 /// `plan --evaluate SET`: fit on the training settings, plan from the predictions and
@@ -307,8 +237,7 @@ fn run_evaluate(
     args: &PlanArgs,
     set_dir: &std::path::Path,
     config: PlannerConfig,
-    flags: MarginFlags,
-    margin: f64,
+    guard: GuardSpec,
 ) -> Result<i32> {
     let set = crate::store::set::TrainingSet::read(set_dir)?;
     let split = match (&args.train_points, args.train.as_slice()) {
@@ -348,17 +277,7 @@ fn run_evaluate(
         idle_power_w: args.idle_power,
         cv_folds: args.cv.map(|k| k as usize),
         judge_on: args.judge_on.clone(),
-        guard: if flags.auto_margin {
-            crate::dvfs::evaluate::Guard::AutoMargin
-        } else if flags.risk_by_class {
-            crate::dvfs::evaluate::Guard::RiskByClass(args.risk)
-        } else if flags.risk_near {
-            crate::dvfs::evaluate::Guard::RiskNear(args.risk)
-        } else if flags.risk_guard {
-            crate::dvfs::evaluate::Guard::RiskBudget(args.risk)
-        } else {
-            crate::dvfs::evaluate::Guard::Margin(margin)
-        },
+        guard,
     };
     let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
     match args.format {
@@ -368,96 +287,6 @@ fn run_evaluate(
         Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
     }
     Ok(0)
-}
-
-/// The guard of a plan from a model (issue 20, item 1): none without a bound; the risk
-/// budget (needs the model's held-out slowdown errors); `auto`: the model's held-out time
-/// error as the margin; else the fixed `margin`.
-///
-/// # Errors
-/// The chosen guard needs errors or a held-out time error the model does not have.
-fn model_guard(
-    model: &crate::models::ModelFile,
-    model_path: &std::path::Path,
-    refit: &str,
-    max_slowdown: Option<f64>,
-    flags: MarginFlags,
-    risk: f64,
-    margin: f64,
-) -> Result<GuardKind> {
-    let missing = || {
-        model
-            .slowdown_errors_missing
-            .clone()
-            .unwrap_or_else(|| "written before powerperf stored them".into())
-    };
-    // The guard (issue 20, item 1): the risk budget by default, from the model's errors.
-    let guard = if max_slowdown.is_none() {
-        GuardKind::Margin(0.0)
-    } else if flags.risk_guard {
-        if model.slowdown_errors.is_none() {
-            anyhow::bail!(
-                "the model {} has no held-out slowdown errors, which the default guard (--slowdown-margin risk) needs: {} (fix: fit it again with leave-one-out or cross-validation, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
-                model_path.display(),
-                missing()
-            );
-        }
-        if flags.risk_by_class {
-            GuardKind::RiskByClass(risk)
-        } else if flags.risk_near {
-            GuardKind::RiskNear(risk)
-        } else {
-            GuardKind::Risk(risk)
-        }
-    } else if flags.auto_margin {
-        let m = model
-            .held_out_error
-            .as_ref()
-            .and_then(|h| h.targets.get("time_s"))
-            .map(|e| e.mape_pct / 100.0)
-            .with_context(|| format!(
-                "--slowdown-margin auto takes the model's held-out time error as the margin, and the model {} has none (fix: fit it again without --no-loo, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
-                model_path.display()
-            ))?;
-        GuardKind::Margin(m)
-    } else {
-        GuardKind::Margin(margin)
-    };
-    Ok(guard)
-}
-
-/// The workloads to plan: with `--regions-from RUN` the run's regions that the model
-/// knows (in the run's order) and, second, those it does not; else `--workload`'s.
-///
-/// # Errors
-/// An unreadable run, or none of its regions is a workload of the model.
-fn plan_workloads(
-    args: &PlanArgs,
-    model: &crate::models::ModelFile,
-    model_path: &std::path::Path,
-) -> Result<(Vec<String>, Vec<String>)> {
-    let mut unplanned_regions = Vec::new();
-    let workloads = match &args.regions_from {
-        Some(run) => {
-            let order = crate::store::set_regions::region_order(run)?;
-            let known = crate::models::Predictor::workloads(model);
-            let (keep, unknown): (Vec<String>, Vec<String>) =
-                order.into_iter().partition(|r| known.contains(r));
-            if keep.is_empty() {
-                anyhow::bail!(
-                    "none of the regions of {} ({}) is a workload of the model {}, which knows: {} (fix: fit the model on `powerperf import RUN… --regions`)",
-                    run.display(),
-                    unknown.join(", "),
-                    model_path.display(),
-                    crate::models::name_list(&known)
-                );
-            }
-            unplanned_regions = unknown;
-            keep
-        }
-        None => args.workloads.clone(),
-    };
-    Ok((workloads, unplanned_regions))
 }
 
 /// Print a plan in `--format`, then its GEOPM policies (`--geopm`) and srun arguments
@@ -511,127 +340,6 @@ fn print_plan(args: &PlanArgs, out: &from_model::PlanOutcome) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The device of the plan (issue 20, item 4): `--device` when given, else the one the
-/// model's set records for its clock knobs (`knob_devices`, from the import spec's
-/// `device`). Returns the kind and, for a GPU, its index.
-///
-/// # Errors
-/// The set does not say (device unknown) and no `--device`, the clock knobs belong to
-/// different devices, or a recorded device name is not one powerperf knows.
-fn plan_device(
-    model: &crate::models::ModelFile,
-    given: Option<DeviceKind>,
-    model_path: &std::path::Path,
-) -> Result<(DeviceKind, Option<u32>)> {
-    let clocks: Vec<&String> = model
-        .knobs
-        .iter()
-        .filter(|k| k.as_str() != "threads")
-        .collect();
-    let mut recorded: Vec<(String, String)> = Vec::new();
-    for k in &clocks {
-        if let Some(d) = model.knob_devices.get(*k) {
-            let d = powerperf_format::set::canonical_device(d).map_err(|why| {
-                anyhow::anyhow!(
-                    "the model {} records {why} for {k} (fix: give --device cpu or --device gpu)",
-                    model_path.display()
-                )
-            })?;
-            recorded.push((k.to_string(), d));
-        }
-    }
-    let parse = |d: &str| -> (DeviceKind, Option<u32>) {
-        match d.strip_prefix("gpu") {
-            Some(i) => (DeviceKind::Gpu, i.parse().ok()),
-            None => (DeviceKind::Cpu, None),
-        }
-    };
-    if let Some(kind) = given {
-        if let Some((k, d)) = recorded.iter().find(|(_, d)| parse(d).0 != kind) {
-            eprintln!(
-                "powerperf: note: the set records {k} on `{d}`; --device {} overrides it",
-                match kind {
-                    DeviceKind::Cpu => "cpu",
-                    DeviceKind::Gpu => "gpu",
-                }
-            );
-        }
-        let index = match kind {
-            DeviceKind::Gpu => Some(
-                recorded
-                    .iter()
-                    .find_map(|(_, d)| match parse(d) {
-                        (DeviceKind::Gpu, i) => i,
-                        _ => None,
-                    })
-                    .unwrap_or(0),
-            ),
-            DeviceKind::Cpu => None,
-        };
-        return Ok((kind, index));
-    }
-    if clocks.is_empty() {
-        // only threads: no device knob, the plan has no [[device]]
-        return Ok((DeviceKind::Cpu, None));
-    }
-    let unknown: Vec<&str> = clocks
-        .iter()
-        .filter(|k| !recorded.iter().any(|(r, _)| r == **k))
-        .map(|k| k.as_str())
-        .collect();
-    if !unknown.is_empty() {
-        anyhow::bail!(
-            "device unknown: the set the model {} was fitted on does not record which device {} belongs to, so the plan cannot say which clocks to set (fix: give --device cpu or --device gpu; for the next import add device = \"cpu\" or \"gpu\" to the spec's [[knob]], docs/import.md)",
-            model_path.display(),
-            unknown.join(" and ")
-        );
-    }
-    let first = &recorded[0].1;
-    if let Some((k, d)) = recorded.iter().find(|(_, d)| d != first) {
-        anyhow::bail!(
-            "the model's clock knobs belong to different devices ({} on `{first}`, {k} on `{d}`); a plan sets one device (fix: give --device cpu or --device gpu, and --workload to plan)",
-            recorded[0].0
-        );
-    }
-    Ok(parse(first))
-}
-
-/// The dotted place of the first float in `v` that is NaN or infinite.
-fn non_finite(v: &toml::Value, at: &str) -> Option<String> {
-    let join = |k: &str| {
-        if at.is_empty() {
-            k.to_string()
-        } else {
-            format!("{at}.{k}")
-        }
-    };
-    match v {
-        toml::Value::Float(x) if !x.is_finite() => Some(at.to_string()),
-        toml::Value::Table(t) => t.iter().find_map(|(k, c)| non_finite(c, &join(k))),
-        toml::Value::Array(a) => a
-            .iter()
-            .enumerate()
-            .find_map(|(i, c)| non_finite(c, &format!("{at}[{i}]"))),
-        _ => None,
-    }
-}
-
-/// The value at a place found by [`non_finite`], as text.
-fn at_value(v: &toml::Value, at: &str) -> String {
-    let mut cur = Some(v);
-    for part in at.split('.') {
-        let (key, idx) = match part.split_once('[') {
-            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        cur = cur.and_then(|c| c.get(key));
-        if let Some(i) = idx {
-            cur = cur.and_then(|c| c.get(i));
-        }
-    }
-    cur.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
 }
 
 /// The plan as a text table: one row per region with setting, predicted time, slowdown,
@@ -717,20 +425,4 @@ pub fn render_table(plan: &Plan) -> String {
         );
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_nan_in_a_plan_is_found_with_its_place() {
-        let v: toml::Value = toml::from_str(
-            "[plan]\nmax_slowdown = 0.05\n[[region]]\nname = \"a\"\nslowdown = 0.01\n[[region]]\nname = \"b\"\nslowdown = nan\n",
-        )
-        .unwrap();
-        let at = super::non_finite(&v, "").unwrap();
-        assert_eq!(at, "region[1].slowdown");
-        assert_eq!(super::at_value(&v, &at), "nan");
-        let ok: toml::Value = toml::from_str("[plan]\nmax_slowdown = 0.05\n").unwrap();
-        assert_eq!(super::non_finite(&ok, ""), None);
-    }
 }

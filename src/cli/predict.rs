@@ -4,7 +4,6 @@
 //! given take the value of the run (`--from`) or else the workload's reference setting in the
 //! model's training grid (the maximum of each knob), and a note on stderr says so.
 
-use crate::models::features::knob_key;
 use crate::models::{Knobs, ModelFile, Predictor};
 use crate::store::run::RunMeta;
 use anyhow::Context;
@@ -43,7 +42,7 @@ pub struct PredictArgs {
     pub knob: Vec<String>,
     /// Output format: table, json (what `report --predictions` reads), or csv and markdown
     /// (one row per setting).
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
 }
 
@@ -265,30 +264,30 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         .collect::<anyhow::Result<_>>()?;
     let given: Vec<&String> = lists.iter().map(|l| &l.0).collect();
     let fill = fill_knobs(&model, &workload, &from_knobs, &given);
-    let mut rows = Vec::new();
-    for mut k in combinations(&lists) {
-        for (n, v) in &fill {
-            k.insert(n.clone(), *v);
-        }
-        let p = model
-            .predict(&workload, &k)
-            .with_context(|| format!("predicting {workload} at {}", knob_key(&k)))?;
-        // A prediction that is no time, power or energy is an error, not a line of output.
-        for (what, v) in [
-            ("time_s", p.time_s),
-            ("power_w", p.power_w),
-            ("energy_j", p.energy_j),
-        ] {
-            if let Some(x) = v.filter(|x| !(x.is_finite() && *x >= 0.0)) {
-                anyhow::bail!(
-                    "model {} predicts {what} = {x} for {workload} at {}: not a valid value (the knob is outside what the model can describe, or the model file is damaged; fix: predict within the training grid, or fit the model again)",
-                    model_path.display(),
-                    knob_key(&k)
-                );
-            }
-        }
-        rows.push((k, p));
-    }
+    let settings: Vec<Knobs> = combinations(&lists)
+        .into_iter()
+        .map(|mut k| {
+            k.extend(fill.iter().map(|(n, v)| (n.clone(), *v)));
+            k
+        })
+        .collect();
+    let rows = crate::models::predict_settings(&model, &model_path, &workload, settings)?;
+    print_predictions(&args, &model, &model_path, &workload, &rows)?;
+    Ok(0)
+}
+
+/// Print the predictions of `workload` in `--format`: JSON, a flat CSV or Markdown table,
+/// or a text table with the model's held-out error.
+///
+/// # Errors
+/// A closed or full stdout.
+fn print_predictions(
+    args: &PredictArgs,
+    model: &ModelFile,
+    model_path: &std::path::Path,
+    workload: &str,
+    rows: &[(Knobs, crate::models::Prediction)],
+) -> anyhow::Result<()> {
     let err = model.held_out_error.as_ref();
     match args.format {
         Format::Json => {
@@ -304,7 +303,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                         knobs: k.clone(),
                         power_w: p.power_w,
                         time_s: p.time_s,
-                        workload: workload.clone(),
+                        workload: workload.to_string(),
                     })
                     .collect(),
             };
@@ -324,7 +323,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                 let cells = rows
                     .iter()
                     .map(|(k, p)| {
-                        let mut cells = vec![workload.clone()];
+                        let mut cells = vec![workload.to_string()];
                         cells.extend(knob_names.iter().map(|n| k[n].to_string()));
                         cells.extend([f(p.time_s, 6), f(p.power_w, 4), f(p.energy_j, 4)]);
                         cells
@@ -346,7 +345,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
                     h += &format!("{n:>16} ");
                 }
                 outln!("{h}{:>12} {:>10} {:>12}", "time_s", "power_w", "energy_j");
-                for (k, p) in &rows {
+                for (k, p) in rows {
                     let mut l = String::new();
                     for n in &knob_names {
                         l += &format!("{:>16} ", k[n]);
@@ -381,7 +380,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    Ok(0)
+    Ok(())
 }
 
 #[cfg(test)]

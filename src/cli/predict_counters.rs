@@ -308,6 +308,26 @@ pub fn run(
             );
         }
     }
+    print_rows(format, power, &model, &rows, &notes)?;
+    Ok(0)
+}
+
+/// One predicted row: the measured region, the clock (MHz), the predicted time (s) and the
+/// power model's power (W) at that clock.
+type Row<'a> = (&'a Measured, f64, f64, Option<f64>);
+
+/// Print the predicted rows in `format`: JSON (with the notes), or a table (the notes after
+/// a text table, on stderr after CSV or Markdown).
+///
+/// # Errors
+/// A closed or full stdout.
+fn print_rows(
+    format: Format,
+    power: Option<&PowerModel>,
+    model: &crate::models::analytic_counters::AnalyticCountersModel,
+    rows: &[Row<'_>],
+    notes: &[String],
+) -> Result<()> {
     match format {
         Format::Json => {
             let out = PredictOutput {
@@ -332,7 +352,7 @@ pub fn run(
                         workload: m.name.clone(),
                     })
                     .collect(),
-                notes,
+                notes: notes.to_vec(),
             };
             outln!("{}", out.to_json()?);
         }
@@ -349,8 +369,8 @@ pub fn run(
                 header,
                 rows: Vec::new(),
             };
-            for (m, f, time, w) in &rows {
-                let (a, c, mm) = from_counters::fractions_used(&model, &m.name).unwrap_or_default();
+            for (m, f, time, w) in rows {
+                let (a, c, mm) = from_counters::fractions_used(model, &m.name).unwrap_or_default();
                 let mut r = vec![
                     m.name.clone(),
                     format!("{f}"),
@@ -400,11 +420,11 @@ pub fn run(
                     outln!("note: {n}");
                 }
             } else {
-                for n in &notes {
+                for n in notes {
                     eprintln!("note: {n}");
                 }
             }
         }
     }
-    Ok(0)
+    Ok(())
 }

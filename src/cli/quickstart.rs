@@ -53,7 +53,7 @@ pub struct QuickstartArgs {
     pub repeat: usize,
     /// Output format: table (the transcript on stdout; `text` also works) or json (the transcript on stderr, and
     /// on stdout one object with every step, command, exit status and output).
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
 }
 
@@ -260,7 +260,7 @@ impl Ctx<'_> {
 fn step_threads(c: &Ctx, repeat: usize, scale: &str) -> Result<()> {
     let (r, exe_s) = (c.r, c.exe_s.as_str());
     let p = |name: &str| c.p(name);
-    let ncpu = crate::collect::sysinfo::online_cpus().min(8);
+    let ncpu = crate::collect::sysinfo::available_cpus().min(8);
     r.step(&format!(
         "1. collect a microbench workload (kernel `mixed`) at 1..{ncpu} threads, {} repeats each",
         repeat

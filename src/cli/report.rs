@@ -31,7 +31,7 @@ pub struct ReportArgs {
     pub run: Option<PathBuf>,
     /// Output format of the text report (default: table; with --html or --plot it is printed
     /// only when given).
-    #[arg(long, value_parser = crate::cli::values::format())]
+    #[arg(long)]
     pub format: Option<Format>,
     /// Also print the LCPI table (PerfExpert's six categories, upper bounds in cycles per
     /// instruction) of the whole run and of each region; a category whose events the run
@@ -50,7 +50,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Image format of --plot.
-    #[arg(long, value_parser = crate::cli::values::ImageFormat::parser(), default_value = "svg")]
+    #[arg(long, default_value = "svg")]
     pub plot_format: ImageFormat,
     /// Plot predicted against measured from the CSV of `powerperf evaluate -o FILE`.
     #[arg(long, value_name = "CSV")]

@@ -50,7 +50,7 @@ pub struct SweepArgs {
     pub interval: std::time::Duration,
     /// Output format of the final summary: table (`text` also works), or json (one object on stderr, as
     /// `perf stat -j` does: stdout belongs to the command).
-    #[arg(long, value_parser = crate::cli::values::format(), default_value = "table")]
+    #[arg(long, default_value = "table")]
     pub format: crate::output::OutputFormat,
     /// GPU SM clocks to lock, MHz, comma-separated (`nvmlDeviceSetGpuLockedClocks` with
     /// min = max; the knob core_freq_mhz on the GPU, as the bundled GPU sets name it). Each

@@ -1,16 +1,15 @@
-//! The clap side of the library's enums: `--format` ([`OutputFormat`]) and every other
-//! option whose values are a library enum. The library types do not derive
-//! `clap::ValueEnum`; each has a clap-facing twin here (same values, same help) and a
-//! `parser()` that parses into the library type, for `#[arg(value_parser = …)]`.
+//! The clap side of the library enums that cannot derive `clap::ValueEnum` yet. The
+//! library enums whose values are command-line values derive it themselves, behind
+//! powerperf-core's `clap` feature (`#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]`:
+//! `OutputFormat`, `export::Format`, `ModelKind`, `ImageFormat`, `NvmlMode`,
+//! `TimelineSampler`, `CounterBackend`, `PcTarget`), so each has one definition and its doc
+//! comments are its `--help` text.
 //!
-//! The `From` conversions match every variant both ways, so a variant added to a library
-//! enum does not compile until its twin has it too.
-
-// The twins carry the library enums' doc comments (their `--help` text) verbatim, links
-// included.
-#![allow(rustdoc::broken_intra_doc_links)]
-
-use crate::output::OutputFormat;
+//! Left here: `plan --objective`'s and `plan --device`'s enums, which live in the node crate
+//! (`powerperf_node::plan_file`), built without clap; each keeps a clap-facing twin (same
+//! values, same help), `From` both ways (every variant matched, so a variant added to the
+//! library enum does not compile until its twin has it too) and a `parser()` for
+//! `#[arg(value_parser = …)]`.
 
 /// A clap-facing twin of a library enum: the same variants (with their doc comments, which
 /// are the help of each value, and `#[value(…)]` names and aliases), `From` both ways, and
@@ -56,71 +55,8 @@ macro_rules! clap_twin {
 }
 
 clap_twin! {
-    /// `--format` of every command that prints a summary.
-    Format => crate::output::OutputFormat {
-        #[value(alias = "text")]
-        Table,
-        Json,
-        Csv,
-        Markdown,
-    }
-}
-
-/// Parses `--format` (`table|json|csv|markdown`; `text` is an old name of `table`).
-pub fn format() -> impl clap::builder::TypedValueParser<Value = OutputFormat> {
-    Format::parser()
-}
-
-clap_twin! {
-    /// `export --format`: [`crate::export::Format`].
-    TraceFormat => crate::export::Format {
-        /// OTF2 archive (Vampir, Score-P tools, otf2-print): -o DIR, anchor DIR/traces.otf2.
-        Otf2,
-        /// Perfetto protobuf trace (ui.perfetto.dev, trace_processor): -o FILE.pftrace.
-        Perfetto,
-        /// Chrome JSON trace (chrome://tracing, ui.perfetto.dev): -o FILE.json (.json.gz:
-        /// gzip-compressed).
-        Chrome,
-    }
-}
-
-clap_twin! {
-    /// `--model` / `--kind`: [`crate::models::ModelKind`].
-    ModelKind => crate::models::ModelKind {
-        /// Analytical DVFS time/power model ([`analytic`]).
-        Analytic,
-        /// Analytical time model with the memory part from counters ([`analytic_counters`]).
-        AnalyticCounters,
-        /// Analytical model with an explicit memory-clock term ([`memclock`]).
-        AnalyticMem,
-        /// Multivariate linear regression on counter rates ([`regression`]).
-        Linear,
-        /// Supervised PCA regression ([`regression`]).
-        Spca,
-        /// Thread-count model ([`threads`]).
-        Threads,
-        /// Thread-count model with a bandwidth floor from traffic counters ([`threads_bw`]).
-        ThreadsBw,
-        /// Counter-informed scaling from a baseline point ([`scaling`]).
-        Scaling,
-        /// Several knobs at once from a covering training subgrid ([`joint`]).
-        Joint,
-        /// The K nearest training workloads' response ratios (`scaling`'s local transfer).
-        Neighbors,
-        /// Per target, analytic-counters' physical form (bound and bottleneck on DCGM
-        /// fractions, base CPI on an instructions count, over both clocks with DRAM
-        /// transaction counts on a core × memory grid), the neighbours, their mean or the
-        /// training workloads' common response, by inner cross-validation over the training
-        /// workloads.
-        Stack,
-        /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
-        Auto,
-    }
-}
-
-clap_twin! {
-    /// `plan --objective`: [`crate::dvfs::planner::Objective`].
-    Objective => crate::dvfs::planner::Objective {
+    /// `plan --objective`: [`powerperf_node::plan_file::Objective`].
+    Objective => powerperf_node::plan_file::Objective {
         /// Energy, J.
         Energy,
         /// Energy × delay, J·s (Gonzalez & Horowitz, IEEE JSSC 31(9), 1996).
@@ -142,73 +78,29 @@ clap_twin! {
     }
 }
 
-clap_twin! {
-    /// `--plot-format`: [`crate::report::plots::ImageFormat`].
-    ImageFormat => crate::report::plots::ImageFormat {
-        Svg,
-        Png,
-    }
-}
-
-clap_twin! {
-    /// `collect --nvml`: [`crate::collect::NvmlMode`].
-    NvmlMode => crate::collect::NvmlMode {
-        /// Sample every GPU NVML sees; without NVML, a note in the run.
-        Auto,
-        /// Sample, and record NVML as not supported (with the reason) where it is missing.
-        On,
-        /// Do not load NVML.
-        Off,
-    }
-}
-
-clap_twin! {
-    /// `collect --sampler`: [`crate::collect::TimelineSampler`].
-    TimelineSampler => crate::collect::TimelineSampler {
-        /// `kernel` for a command whose only timeline sources are perf_event counters; `thread`
-        /// otherwise (RAPL, NVML and PAPI are read by a thread).
-        Auto,
-        /// Leader sampling, perf's `{cpu-clock,…}:S`: the kernel reads each counter group
-        /// every interval of the command's CPU time and powerperf drains the buffers 4 times a
-        /// second (a command only; Linux 6.12 or later; falls back to `thread` with a note).
-        Kernel,
-        /// A powerperf thread wakes every interval and reads every source.
-        Thread,
-    }
-}
-
-clap_twin! {
-    /// `collect --backend`: [`crate::collect::CounterBackend`].
-    CounterBackend => crate::collect::CounterBackend {
-        /// perf_event_open(2) directly, with perf stat's event names (`cycles`, `pmu/event/`).
-        #[value(name = "perf", alias = "perf_event")]
-        Perf,
-        /// PAPI (feature `papi`): preset (`PAPI_TOT_INS`) and native (`perf::TASK-CLOCK`) names.
-        Papi,
-    }
-}
-
-clap_twin! {
-    /// `collect --pc-sampling`: [`crate::collect::PcTarget`].
-    PcTarget => crate::collect::PcTarget {
-        /// CPU PCs of the command, perf record's way (docs/pc-sampling.md).
-        Cpu,
-        /// GPU PCs with stall reasons through CUPTI's PC Sampling API (docs/gpu.md).
-        Gpu,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::output::OutputFormat;
     use clap::ValueEnum;
 
     #[test]
     fn format_names_and_the_old_name() {
         for f in OutputFormat::ALL {
-            let v = Format::from(f).to_possible_value().unwrap();
+            let v = f.to_possible_value().unwrap();
             assert_eq!(v.get_name(), f.name());
+            assert_eq!(v.get_help(), None, "--help lists the format names only");
         }
-        assert_eq!(Format::from_str("text", false), Ok(Format::Table));
+        assert_eq!(
+            OutputFormat::from_str("text", false),
+            Ok(OutputFormat::Table)
+        );
+    }
+
+    #[test]
+    fn device_kind_twin_round_trips() {
+        use powerperf_node::plan_file::DeviceKind as Lib;
+        for d in [Lib::Cpu, Lib::Gpu] {
+            assert_eq!(Lib::from(super::DeviceKind::from(d)), d);
+        }
     }
 }

@@ -15,6 +15,21 @@ pub const REGIONS: &str = "regions.parquet";
 /// Folder of the region-event files (`<pid>.bin`, `<pid>.tsv`) inside a run directory.
 pub const REGION_EVENTS: &str = "region_events";
 
+/// The completed region instances of the run in `run_dir`, every thread's, from its
+/// region-event files (`RUN/region_events/<pid>.{bin,tsv}`, powerperf-rt's format, read by
+/// [`powerperf_rt::events::read_dir`] and paired by [`powerperf_rt::events::intervals`]):
+/// the reader for the run directory's region events that everything above this crate uses.
+///
+/// # Errors
+/// An unreadable region-events folder or file.
+pub fn read_region_intervals(
+    run_dir: &Path,
+) -> std::io::Result<Vec<powerperf_rt::events::Interval>> {
+    Ok(powerperf_rt::events::intervals(
+        &powerperf_rt::events::read_dir(run_dir)?,
+    ))
+}
+
 /// One row of `regions.parquet`: a region path on one thread, with its GPTL statistics and
 /// its share of every additive timeline column.
 #[derive(Debug, Clone, PartialEq)]

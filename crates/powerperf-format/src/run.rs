@@ -10,15 +10,13 @@ use std::path::Path;
 
 /// File name of the run metadata inside a run directory.
 pub const RUN_TOML: &str = "run.toml";
-/// File name of the timeline inside a run directory.
-pub const TIMELINE: &str = "timeline.parquet";
 
 /// What `collect` writes into a run directory besides `run.toml` (files and folders). A
 /// run collected into the directory of an earlier one removes these first, so the earlier
 /// run's region events, GPU recordings or tables never mix into the new one (as `perf
 /// record` replaces perf.data).
 pub const RUN_OUTPUTS: [&str; 11] = [
-    TIMELINE,
+    crate::timeline::TIMELINE,
     crate::timeline::JOURNAL,
     crate::regions::REGIONS,
     crate::regions::REGION_EVENTS,

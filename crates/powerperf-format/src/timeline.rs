@@ -16,6 +16,11 @@ use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::{Column, DataFrame, ParquetReader, ParquetWriter, SerReader};
 use std::path::Path;
 
+/// File name of the timeline inside a run directory. The timeline module owns its file
+/// names ([`TIMELINE`], [`JOURNAL`]) and imports nothing of [`crate::run`], so the run
+/// directory's modules import it, never the other way.
+pub const TIMELINE: &str = "timeline.parquet";
+
 /// Rows [`TimelineWriter`] keeps in memory before it writes them as a row group (and the
 /// chunk size of [`for_each_chunk`]): 64 Ki rows, 16 + 16 × columns bytes each (about
 /// 13 MB with perf stat's default events and RAPL), 65 s of samples at the 1 ms minimum
@@ -408,7 +413,7 @@ pub fn for_each_chunk(
     columns: Option<&[String]>,
     f: &mut dyn FnMut(&Timeline) -> Result<()>,
 ) -> Result<()> {
-    let pq = dir.join(crate::run::TIMELINE);
+    let pq = dir.join(TIMELINE);
     if pq.is_file() {
         crate::parquet_check::check_file(&pq)?;
         let ctx = || format!("cannot read {}", pq.display());
@@ -615,7 +620,7 @@ pub fn read_journal(path: &Path) -> Result<(Timeline, usize)> {
 /// # Errors
 /// An unreadable file.
 pub fn read_run(dir: &Path) -> Result<Option<DataFrame>> {
-    let pq = dir.join(crate::run::TIMELINE);
+    let pq = dir.join(TIMELINE);
     if pq.is_file() {
         return read_parquet(&pq).map(Some);
     }
@@ -742,8 +747,7 @@ mod tests {
         assert_eq!(read_run(dir.path()).unwrap().unwrap().height(), 2);
         let mut one = Timeline::new(&names);
         one.push(5, 5, &[Some(1.0), Some(2.0)]);
-        one.write_parquet(&dir.path().join(crate::run::TIMELINE))
-            .unwrap();
+        one.write_parquet(&dir.path().join(TIMELINE)).unwrap();
         assert_eq!(read_run(dir.path()).unwrap().unwrap().height(), 1);
     }
 
@@ -776,7 +780,7 @@ mod tests {
         w.remove("gone");
         // Nothing named is left in the run directory while the run goes on.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let p = dir.path().join(crate::run::TIMELINE);
+        let p = dir.path().join(TIMELINE);
         assert_eq!(w.finish(&p).unwrap(), n);
         let df = read_parquet(&p).unwrap();
         assert_eq!(df.height() as u64, n);

@@ -282,20 +282,20 @@ pub type SmClockMhz<'a> = dyn Fn(u32, &[(u64, u64)]) -> Option<f64> + 'a;
 /// # Errors
 /// Unreadable directories; Parquet that cannot be written. A file that cannot be decoded
 /// becomes a note, the others are still read.
-pub fn collect_run(
+pub fn write_gpu_activity(
     dir: &std::path::Path,
     origin_ns: u64,
     sm_clock_mhz: &SmClockMhz<'_>,
 ) -> anyhow::Result<Option<Vec<String>>> {
-    Ok(collect_run_attributed(dir, origin_ns, sm_clock_mhz)?.map(|(notes, _)| notes))
+    Ok(write_gpu_activity_attributed(dir, origin_ns, sm_clock_mhz)?.map(|(notes, _)| notes))
 }
 
-/// [`collect_run`], also returning the count per attribution rule (run.toml's
+/// [`write_gpu_activity`], also returning the count per attribution rule (run.toml's
 /// `[gpu_attribution]`).
 ///
 /// # Errors
-/// As [`collect_run`].
-pub fn collect_run_attributed(
+/// As [`write_gpu_activity`].
+pub fn write_gpu_activity_attributed(
     dir: &std::path::Path,
     origin_ns: u64,
     sm_clock_mhz: &SmClockMhz<'_>,

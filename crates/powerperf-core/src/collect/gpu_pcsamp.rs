@@ -81,7 +81,7 @@ mod tests {
         )
         .unwrap();
         // A measured clock of 1980 MHz while kernels ran (the H100's, from NVML).
-        let notes = gpu_activity::collect_run(dir.path(), 0, &|dev, kernels| {
+        let notes = gpu_activity::write_gpu_activity(dir.path(), 0, &|dev, kernels| {
             assert_eq!(dev, 0);
             assert!(!kernels.is_empty());
             Some(1980.0)

@@ -17,8 +17,9 @@ pub enum Mode {
     SystemWide(Vec<usize>),
 }
 
-/// Whether to sample NVIDIA GPUs through NVML.
+/// Whether to sample NVIDIA GPUs through NVML (`collect --nvml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum NvmlMode {
     /// Sample every GPU NVML sees; without NVML, a note in the run.
     #[default]
@@ -31,6 +32,7 @@ pub enum NvmlMode {
 
 /// Who reads the counters for the timeline (`--sampler`, docs/overhead.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum TimelineSampler {
     /// `kernel` for a command whose only timeline sources are perf_event counters; `thread`
     /// otherwise (RAPL, NVML and PAPI are read by a thread).
@@ -44,11 +46,13 @@ pub enum TimelineSampler {
     Thread,
 }
 
-/// Which library counts the CPU events of `-e`.
+/// Which library counts the CPU events of `-e` (`collect --backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum CounterBackend {
     /// perf_event_open(2) directly, with perf stat's event names (`cycles`, `pmu/event/`).
     #[default]
+    #[cfg_attr(feature = "clap", value(name = "perf", alias = "perf_event"))]
     Perf,
     /// PAPI (feature `papi`): preset (`PAPI_TOT_INS`) and native (`perf::TASK-CLOCK`) names.
     Papi,
@@ -140,6 +144,7 @@ pub struct CollectConfig {
 
 /// What `--pc-sampling` samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum PcTarget {
     /// CPU PCs of the command, perf record's way (docs/pc-sampling.md).
     Cpu,

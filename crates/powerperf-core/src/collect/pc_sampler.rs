@@ -57,12 +57,13 @@ pub struct Opened {
     existing: Vec<PerfRecord>,
 }
 
-/// The online CPUs (`/sys/devices/system/cpu/online`).
-pub fn online_cpus() -> Vec<usize> {
+/// The online CPUs by number (`/sys/devices/system/cpu/online`); without it, the first
+/// [`super::sysinfo::available_cpus`].
+pub fn online_cpu_list() -> Vec<usize> {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
         .and_then(|s| powerperf_node::pmu::parse_cpu_list(s.trim()).ok())
-        .unwrap_or_else(|| (0..super::sysinfo::online_cpus()).collect())
+        .unwrap_or_else(|| (0..super::sysinfo::available_cpus()).collect())
 }
 
 /// What to sample, as collect's modes: the command (paused before exec), the threads of a
@@ -207,7 +208,7 @@ pub fn open(target: SampleTarget, freq: u64) -> Result<Opened, (EventStatus, Str
             ),
         ));
     }
-    let online = online_cpus();
+    let online = online_cpu_list();
     let events = target.events(&online);
     let mut notes = Vec::new();
     let Some(&first) = events.first() else {

@@ -186,8 +186,10 @@ pub fn rapl_power_limits(root: &Path) -> std::collections::BTreeMap<String, f64>
     out
 }
 
-/// Number of CPUs this process may run on.
-pub fn online_cpus() -> usize {
+/// Number of CPUs this process may run on (`std::thread::available_parallelism`: its
+/// affinity mask and cgroup quota, not every online CPU; that list is
+/// [`super::pc_sampler::online_cpu_list`]).
+pub fn available_cpus() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)

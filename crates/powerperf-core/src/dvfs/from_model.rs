@@ -2,7 +2,7 @@
 //! knob grid, the planner per workload (or over all workloads as consecutive regions of one
 //! job), and the plan file.
 
-use super::guard::{GuardKind, SlowdownErrors};
+use super::guard::{GuardSpec, SlowdownErrors};
 use super::planner::{self, Candidate, PlannerConfig, RegionInput};
 use crate::models::{Knobs, Predictor};
 use anyhow::{Context, Result};
@@ -20,12 +20,15 @@ pub struct PlanRequest {
     pub device: DeviceKind,
     /// For a GPU: its index (written as `[[device]] index`).
     pub device_index: Option<u32>,
+    /// The planner's settings, with the user's bound as `max_slowdown` (the plan records
+    /// it; a margin guard plans against it less the margin).
     pub config: PlannerConfig,
     /// Shown in `[plan] model`.
     pub model_path: String,
-    /// The guard against prediction error. A margin is already taken off
-    /// `config.max_slowdown` by the caller; a risk guard needs `errors`.
-    pub guard: GuardKind,
+    /// The guard against prediction error: [`plan_with_predictor`] takes a
+    /// [`GuardSpec::Margin`] off `config.max_slowdown` itself; a risk guard needs `errors`;
+    /// [`GuardSpec::AutoMargin`] is resolved first ([`model_guard`]).
+    pub guard: GuardSpec,
     /// The model's held-out slowdown errors (`slowdown_errors` of the model file).
     pub errors: Option<SlowdownErrors>,
 }
@@ -86,12 +89,17 @@ pub fn region_from_predictor(p: &dyn Predictor, workload: &str) -> Result<Region
     })
 }
 
-/// Plan the requested workloads with the model's predictions.
+/// Plan the requested workloads with the model's predictions. The guard's margin is taken
+/// off the bound here (`max_slowdown − margin`, at least 0); the plan records the user's
+/// bound as `max_slowdown` and the margin as `slowdown_margin`.
 ///
 /// # Errors
 /// An unknown workload name (the message lists the known ones), no workload left to
-/// plan, or a planner error.
+/// plan, an unresolved [`GuardSpec::AutoMargin`], or a planner error.
 pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanOutcome> {
+    if req.guard == GuardSpec::AutoMargin {
+        anyhow::bail!("the auto guard takes the model's held-out time error as the margin; resolve it with model_guard before planning");
+    }
     let known = p.workloads();
     let names = if req.workloads.is_empty() {
         known.clone()
@@ -124,7 +132,12 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
                 .join("; ")
         );
     }
-    let cfg = &req.config;
+    let bound = req.config.max_slowdown;
+    let margin = req.guard.margin();
+    let cfg = &PlannerConfig {
+        max_slowdown: bound.map(|b| (b - margin).max(0.0)),
+        ..req.config.clone()
+    };
     let mut out_regions = Vec::new();
     let mut totals = None;
     let mut expected_over_bound = None;
@@ -176,7 +189,7 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
             };
             let s = planner::plan(&regions, &jcfg).context("planning the job")?;
             out_regions.extend(s.choices.iter().map(plan_region));
-            expected_over_bound = Some(super::evaluate::violation_probability(
+            expected_over_bound = Some(super::risk_budget::violation_probability(
                 &errors.pooled(),
                 s.slowdown(),
                 bound,
@@ -222,8 +235,8 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
             expected_over_bound,
             guard_errors: risk_guard.map(|g| g.2.describe()),
             objective: cfg.objective,
-            max_slowdown: cfg.max_slowdown,
-            slowdown_margin: 0.0,
+            max_slowdown: bound,
+            slowdown_margin: margin,
             model: req.model_path.clone(),
             model_kind: p.kind().to_string(),
             created: now_rfc3339(),
@@ -244,6 +257,240 @@ pub fn plan_with_predictor(p: &dyn Predictor, req: &PlanRequest) -> Result<PlanO
         set_totals(&mut plan, &s);
     }
     Ok(PlanOutcome { plan, skipped })
+}
+
+/// The guard of a plan from `model` (issue 20, item 1): none ([`GuardSpec::Margin`] 0)
+/// without a bound; a risk guard as given, when the model has held-out slowdown errors;
+/// [`GuardSpec::AutoMargin`]: the model's held-out time MAPE as the margin; a fixed margin
+/// as given.
+///
+/// # Errors
+/// The guard needs slowdown errors or a held-out time error that the model file does not
+/// have; the message names the model file and the `powerperf fit` command that stores them.
+pub fn model_guard(
+    model: &crate::models::ModelFile,
+    model_path: &std::path::Path,
+    max_slowdown: Option<f64>,
+    spec: GuardSpec,
+) -> Result<GuardSpec> {
+    let refit = format!(
+        "powerperf fit {} -o {} --cv 10",
+        if model.set_path.is_empty() {
+            "SET"
+        } else {
+            model.set_path.as_str()
+        },
+        model_path.display()
+    );
+    let missing = || {
+        model
+            .slowdown_errors_missing
+            .clone()
+            .unwrap_or_else(|| "written before powerperf stored them".into())
+    };
+    if max_slowdown.is_none() {
+        return Ok(GuardSpec::Margin(0.0));
+    }
+    match spec {
+        GuardSpec::Risk(_) | GuardSpec::RiskByClass(_) | GuardSpec::RiskNear(_)
+            if model.slowdown_errors.is_none() =>
+        {
+            anyhow::bail!(
+                "the model {} has no held-out slowdown errors, which the default guard (--slowdown-margin risk) needs: {} (fix: fit it again with leave-one-out or cross-validation, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
+                model_path.display(),
+                missing()
+            );
+        }
+        GuardSpec::AutoMargin => {
+            let m = model
+                .held_out_error
+                .as_ref()
+                .and_then(|h| h.targets.get("time_s"))
+                .map(|e| e.mape_pct / 100.0)
+                .with_context(|| format!(
+                    "--slowdown-margin auto takes the model's held-out time error as the margin, and the model {} has none (fix: fit it again without --no-loo, e.g. `{refit}`, or give a fixed margin, e.g. --slowdown-margin 1%, or 0 for the raw plan)",
+                    model_path.display()
+                ))?;
+            Ok(GuardSpec::Margin(m))
+        }
+        g => Ok(g),
+    }
+}
+
+/// The workloads to plan: with `regions_from` (`plan --job --regions-from RUN`) the run's
+/// outermost regions that the model knows, in the order they first began, and second those
+/// it does not (they run at the default setting); else `workloads` as given, and none
+/// left out.
+///
+/// # Errors
+/// An unreadable run, or none of its regions is a workload of the model.
+pub fn workloads_to_plan(
+    model: &crate::models::ModelFile,
+    model_path: &std::path::Path,
+    regions_from: Option<&std::path::Path>,
+    workloads: &[String],
+) -> Result<(Vec<String>, Vec<String>)> {
+    let Some(run) = regions_from else {
+        return Ok((workloads.to_vec(), Vec::new()));
+    };
+    let order = powerperf_format::set_regions::region_order(run)?;
+    let known = Predictor::workloads(model);
+    let (keep, unknown): (Vec<String>, Vec<String>) =
+        order.into_iter().partition(|r| known.contains(r));
+    if keep.is_empty() {
+        anyhow::bail!(
+            "none of the regions of {} ({}) is a workload of the model {}, which knows: {} (fix: fit the model on `powerperf import RUN… --regions`)",
+            run.display(),
+            unknown.join(", "),
+            model_path.display(),
+            crate::models::name_list(&known)
+        );
+    }
+    Ok((keep, unknown))
+}
+
+/// The device of the plan (issue 20, item 4): `--device` when given, else the one the
+/// model's set records for its clock knobs (`knob_devices`, from the import spec's
+/// `device`). Returns the kind, for a GPU its index, and a note to print when `given`
+/// overrides what the set records.
+///
+/// # Errors
+/// The set does not say (device unknown) and no `--device`, the clock knobs belong to
+/// different devices, or a recorded device name is not one powerperf knows.
+pub fn plan_device(
+    model: &crate::models::ModelFile,
+    given: Option<DeviceKind>,
+    model_path: &std::path::Path,
+) -> Result<(DeviceKind, Option<u32>, Option<String>)> {
+    let clocks: Vec<&String> = model
+        .knobs
+        .iter()
+        .filter(|k| k.as_str() != "threads")
+        .collect();
+    let mut recorded: Vec<(String, String)> = Vec::new();
+    for k in &clocks {
+        if let Some(d) = model.knob_devices.get(*k) {
+            let d = powerperf_format::set::canonical_device(d).map_err(|why| {
+                anyhow::anyhow!(
+                    "the model {} records {why} for {k} (fix: give --device cpu or --device gpu)",
+                    model_path.display()
+                )
+            })?;
+            recorded.push((k.to_string(), d));
+        }
+    }
+    let parse = |d: &str| -> (DeviceKind, Option<u32>) {
+        match d.strip_prefix("gpu") {
+            Some(i) => (DeviceKind::Gpu, i.parse().ok()),
+            None => (DeviceKind::Cpu, None),
+        }
+    };
+    if let Some(kind) = given {
+        let note = recorded
+            .iter()
+            .find(|(_, d)| parse(d).0 != kind)
+            .map(|(k, d)| {
+                format!(
+                    "the set records {k} on `{d}`; --device {} overrides it",
+                    match kind {
+                        DeviceKind::Cpu => "cpu",
+                        DeviceKind::Gpu => "gpu",
+                    }
+                )
+            });
+        let index = match kind {
+            DeviceKind::Gpu => Some(
+                recorded
+                    .iter()
+                    .find_map(|(_, d)| match parse(d) {
+                        (DeviceKind::Gpu, i) => i,
+                        _ => None,
+                    })
+                    .unwrap_or(0),
+            ),
+            DeviceKind::Cpu => None,
+        };
+        return Ok((kind, index, note));
+    }
+    if clocks.is_empty() {
+        // only threads: no device knob, the plan has no [[device]]
+        return Ok((DeviceKind::Cpu, None, None));
+    }
+    let unknown: Vec<&str> = clocks
+        .iter()
+        .filter(|k| !recorded.iter().any(|(r, _)| r == **k))
+        .map(|k| k.as_str())
+        .collect();
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "device unknown: the set the model {} was fitted on does not record which device {} belongs to, so the plan cannot say which clocks to set (fix: give --device cpu or --device gpu; for the next import add device = \"cpu\" or \"gpu\" to the spec's [[knob]], docs/import.md)",
+            model_path.display(),
+            unknown.join(" and ")
+        );
+    }
+    let first = &recorded[0].1;
+    if let Some((k, d)) = recorded.iter().find(|(_, d)| d != first) {
+        anyhow::bail!(
+            "the model's clock knobs belong to different devices ({} on `{first}`, {k} on `{d}`); a plan sets one device (fix: give --device cpu or --device gpu, and --workload to plan)",
+            recorded[0].0
+        );
+    }
+    let (kind, index) = parse(first);
+    Ok((kind, index, None))
+}
+
+/// A plan never carries a number that is not one (issue 18: `slowdown = nan` was written):
+/// checks every float of `plan` as written to TOML.
+///
+/// # Errors
+/// The first NaN or infinite value, named by its place in the plan file (`region[1].slowdown`)
+/// with its value and the fix.
+pub fn check_finite(plan: &Plan) -> Result<()> {
+    if let Ok(v) = toml::Value::try_from(plan) {
+        if let Some(at) = non_finite(&v, "") {
+            anyhow::bail!(
+                "the plan would hold `{at}` = {}: the model predicts no valid time or energy there (fix: check the model with `powerperf predict`, or fit it again); nothing was written",
+                at_value(&v, &at)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The dotted place of the first float in `v` that is NaN or infinite.
+fn non_finite(v: &toml::Value, at: &str) -> Option<String> {
+    let join = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match v {
+        toml::Value::Float(x) if !x.is_finite() => Some(at.to_string()),
+        toml::Value::Table(t) => t.iter().find_map(|(k, c)| non_finite(c, &join(k))),
+        toml::Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| non_finite(c, &format!("{at}[{i}]"))),
+        _ => None,
+    }
+}
+
+/// The value at a place found by [`non_finite`], as text.
+fn at_value(v: &toml::Value, at: &str) -> String {
+    let mut cur = Some(v);
+    for part in at.split('.') {
+        let (key, idx) = match part.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        cur = cur.and_then(|c| c.get(key));
+        if let Some(i) = idx {
+            cur = cur.and_then(|c| c.get(i));
+        }
+    }
+    cur.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
 }
 
 /// A plan's region entry from a planner choice.
@@ -329,7 +576,7 @@ pub(crate) mod tests {
                 ..Default::default()
             },
             model_path: "toy.json".into(),
-            guard: GuardKind::Margin(0.0),
+            guard: GuardSpec::Margin(0.0),
             errors: None,
         };
         let out = plan_with_predictor(&Toy, &req).unwrap();
@@ -367,5 +614,18 @@ pub(crate) mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("`x`") && e.contains("membound"), "{e}");
+    }
+
+    #[test]
+    fn a_nan_in_a_plan_is_found_with_its_place() {
+        let v: toml::Value = toml::from_str(
+            "[plan]\nmax_slowdown = 0.05\n[[region]]\nname = \"a\"\nslowdown = 0.01\n[[region]]\nname = \"b\"\nslowdown = nan\n",
+        )
+        .unwrap();
+        let at = super::non_finite(&v, "").unwrap();
+        assert_eq!(at, "region[1].slowdown");
+        assert_eq!(super::at_value(&v, &at), "nan");
+        let ok: toml::Value = toml::from_str("[plan]\nmax_slowdown = 0.05\n").unwrap();
+        assert_eq!(super::non_finite(&ok, ""), None);
     }
 }

@@ -13,62 +13,146 @@
 //!   the share of errors above its predicted slack. docs/dvfs.md gives the derivation.
 
 use super::planner::{same_knobs, Objective, RegionInput};
-use crate::models::eval::PointResult;
+use super::risk_budget::{
+    as_share_of_predicted_oracle, compute_bound, other_knobs, risk_budget_choice_with_spread,
+    tf_agrees, violation_probability,
+};
+use crate::models::scoring::PointResult;
 use crate::models::{fit_kind, FitParams, Knobs, ModelKind};
 use crate::store::set::{Point, SetMeta};
 use anyhow::Result;
 
-pub use super::evaluate::DEFAULT_RISK;
-
 pub use crate::models::slowdown_errors::SlowdownErrors;
 
-/// The guard: how the plan protects the bound against prediction error.
+/// The default risk of the risk guards: one workload in twenty, fixed by the target's
+/// meaning (issue 7: "the measured slowdown above the bound for at most one workload in
+/// twenty"), not tuned on any evaluation.
+pub const DEFAULT_RISK: f64 = 0.05;
+
+/// The guard: how a plan protects the slowdown bound against prediction error. What
+/// `powerperf plan --slowdown-margin` names, parsed once ([`GuardSpec::from_str`]) and used
+/// by `plan --model` ([`super::from_model`]) and `plan --evaluate` ([`super::evaluate`]).
+/// The risk guards carry their risk (parsed with [`DEFAULT_RISK`]; [`GuardSpec::with_risk`]
+/// sets `--risk`'s).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum GuardKind {
+pub enum GuardSpec {
     /// Plan against `bound − margin` (fraction); 0 is the raw plan.
     Margin(f64),
-    /// The risk budget with every error pooled: expected violations at most
-    /// `risk × workloads` (the default, with [`DEFAULT_RISK`]; issue 7's `risk`).
+    /// [`GuardSpec::Margin`] with the model's held-out time MAPE as the margin (`auto`):
+    /// from the model file's leave-one-out error for `plan --model`
+    /// ([`super::from_model::model_guard`]), from a leave-one-out on the training points
+    /// for `plan --evaluate` ([`super::risk_budget::auto_margin`]).
+    AutoMargin,
+    /// The risk budget with every error pooled (`risk`, the default): a joint chance
+    /// constraint, expected violations at most `risk × workloads`, each candidate's
+    /// violation probability from the held-out slowdown errors at interior clock values.
+    /// `risk = 0.05` reads the bound as "at most one workload in twenty above it".
     Risk(f64),
-    /// The risk budget with one error distribution per class (compute-bound or not).
+    /// The risk budget with one error distribution per class of workload group
+    /// (`risk-class`): compute-bound ([`compute_bound`]) or not; a class with fewer than
+    /// `1/risk` errors uses the pooled distribution.
     RiskByClass(f64),
     /// The risk budget with the errors of the held-out points predicted within the bound
     /// only, and the budget on the count's mean plus [`GUARD_SPREAD_Z`] standard
-    /// deviations. Tuned on part of the Titan X micro set and **not** kept as the default:
-    /// on the workload classes it was not tuned on it broke the target (docs/dvfs.md).
+    /// deviations (`risk-near`). Tuned on part of the Titan X micro set and **not** kept as
+    /// the default: on the workload classes it was not tuned on it broke the target
+    /// (docs/dvfs.md).
     RiskNear(f64),
 }
 
-/// The spread factor `z` of [`GuardKind::RiskNear`]'s budget, `E + z·σ ≤ risk · W`
-/// ([`super::evaluate::guard::risk_budget_choice_with_spread`]). Chosen on the Titan X
+/// A `--slowdown-margin` value or a `--risk` that is not one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuardSpecError {
+    /// Not a guard name and not a margin.
+    #[error("`{0}` is not a guard of the slowdown bound; it takes risk (the default), risk-class, risk-near, auto, or a margin such as 1% or 0.01 (0 for the raw plan)")]
+    Unknown(String),
+    /// A risk outside (0, 1).
+    #[error("--risk {0} must be a fraction between 0 and 1, e.g. 0.05")]
+    Risk(f64),
+}
+
+impl std::str::FromStr for GuardSpec {
+    type Err = GuardSpecError;
+
+    /// `risk`, `risk-class`, `risk-near` (with [`DEFAULT_RISK`]), `auto`, or a margin:
+    /// `1%`, `0.01`, `0` (the raw plan; `none` reads as 0).
+    ///
+    /// # Errors
+    /// [`GuardSpecError::Unknown`] for anything else, a negative or a non-finite margin.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.trim() {
+            "risk" => GuardSpec::Risk(DEFAULT_RISK),
+            "risk-class" => GuardSpec::RiskByClass(DEFAULT_RISK),
+            "risk-near" => GuardSpec::RiskNear(DEFAULT_RISK),
+            "auto" => GuardSpec::AutoMargin,
+            t => GuardSpec::Margin(
+                super::parse_slowdown(t)
+                    .map_err(|_| GuardSpecError::Unknown(t.to_string()))?
+                    .unwrap_or(0.0),
+            ),
+        })
+    }
+}
+
+/// The spread factor `z` of [`GuardSpec::RiskNear`]'s budget, `E + z·σ ≤ risk · W`
+/// ([`super::risk_budget::risk_budget_choice_with_spread`]). Chosen on the Titan X
 /// micro set with the `fadd_*` workload classes judged (59 workloads; 0.5 gave 3
 /// violations, 1.645 kept 94.5 % of the oracle, 1.0 gave 95.7 % and 2); judged on the other
 /// 81 workloads it gave 7 violations (docs/dvfs.md, issue 20 item 3).
 pub const GUARD_SPREAD_Z: f64 = 1.0;
 
-impl GuardKind {
-    /// The name written in the plan file (`guard = "risk"`).
+impl GuardSpec {
+    /// The name written in the plan file (`guard = "risk"`): `none` for a zero margin.
     pub fn name(self) -> &'static str {
         match self {
-            GuardKind::Margin(m) => {
+            GuardSpec::Margin(m) => {
                 if m == 0.0 {
                     "none"
                 } else {
                     "margin"
                 }
             }
-            GuardKind::Risk(_) => "risk",
-            GuardKind::RiskByClass(_) => "risk-class",
-            GuardKind::RiskNear(_) => "risk-near",
+            GuardSpec::AutoMargin => "auto",
+            GuardSpec::Risk(_) => "risk",
+            GuardSpec::RiskByClass(_) => "risk-class",
+            GuardSpec::RiskNear(_) => "risk-near",
         }
     }
 
     /// The risk of a risk guard.
     pub fn risk(self) -> Option<f64> {
         match self {
-            GuardKind::Risk(r) | GuardKind::RiskByClass(r) | GuardKind::RiskNear(r) => Some(r),
-            GuardKind::Margin(_) => None,
+            GuardSpec::Risk(r) | GuardSpec::RiskByClass(r) | GuardSpec::RiskNear(r) => Some(r),
+            GuardSpec::Margin(_) | GuardSpec::AutoMargin => None,
         }
+    }
+
+    /// The fixed margin taken off the bound: `m` of [`GuardSpec::Margin`], else 0 (a risk
+    /// guard plans against the bound itself; [`GuardSpec::AutoMargin`] is resolved to a
+    /// margin first).
+    pub fn margin(self) -> f64 {
+        match self {
+            GuardSpec::Margin(m) => m,
+            _ => 0.0,
+        }
+    }
+
+    /// The same guard with `risk` (`--risk`) for a risk guard; other guards unchanged and
+    /// `risk` not checked.
+    ///
+    /// # Errors
+    /// [`GuardSpecError::Risk`] when a risk guard's `risk` is not in (0, 1).
+    pub fn with_risk(self, risk: f64) -> Result<Self, GuardSpecError> {
+        if self.risk().is_some() && !(risk > 0.0 && risk < 1.0) {
+            return Err(GuardSpecError::Risk(risk));
+        }
+        Ok(match self {
+            GuardSpec::Risk(_) => GuardSpec::Risk(risk),
+            GuardSpec::RiskByClass(_) => GuardSpec::RiskByClass(risk),
+            GuardSpec::RiskNear(_) => GuardSpec::RiskNear(risk),
+            g => g,
+        })
     }
 }
 
@@ -88,6 +172,37 @@ pub fn guard_knob(points: &[Point]) -> Option<String> {
         .iter()
         .find(|k| distinct(k) >= 3)
         .map(|k| k.to_string())
+}
+
+/// The slowdown errors `powerperf fit` stores for `plan`'s guard (issue 20, item 1): those
+/// of `results` (the held-out predictions of fit's own refits of `points`; `folds`: `None`
+/// leave-one-out, `Some(k)` K-fold cross-validation) at the interior values of the
+/// [`guard_knob`], with the analytic calibration's `tolerance` for the compute-bound class.
+///
+/// # Errors
+/// Why there are none, as the model file records it (`slowdown_errors_missing`): no clock
+/// knob with three or more training values, or no interior point predicted held out.
+pub fn fit_slowdown_errors(
+    meta: &SetMeta,
+    points: &[Point],
+    results: &[PointResult],
+    tolerance: f64,
+    folds: Option<usize>,
+) -> Result<SlowdownErrors, String> {
+    let protocol = match folds {
+        Some(k) => format!("{k}-fold cross-validation"),
+        None => "leave-one-out".to_string(),
+    };
+    let Some(knob) = guard_knob(points) else {
+        return Err("no clock knob has three or more training values, so no interior value to measure interpolation errors at".into());
+    };
+    let e = errors_from_results(meta, points, results, &knob, tolerance, &protocol);
+    if e.is_empty() {
+        return Err(format!(
+            "no interior point of {knob} could be predicted held out"
+        ));
+    }
+    Ok(e)
 }
 
 /// Indices of `points` whose `knob` value is strictly between the lowest and the highest.
@@ -124,7 +239,7 @@ fn train_reference(train: &[Point], workload: &str) -> Knobs {
 
 /// The slowdown errors of held-out predictions `results` (of points of `train`) at the
 /// interior values of `knob`, each labelled by its group's class on the training points
-/// ([`super::evaluate::compute_bound`]). Targets the set marks unreliable are skipped.
+/// ([`compute_bound`]). Targets the set marks unreliable are skipped.
 pub fn errors_from_results(
     meta: &SetMeta,
     train: &[Point],
@@ -160,8 +275,7 @@ pub fn errors_from_results(
         if !(tp.is_finite() && t.is_finite() && t_ref > 0.0) {
             continue;
         }
-        let cb = super::evaluate::compute_bound(train, &r.workload, &r.knobs, knob, tolerance)
-            .unwrap_or(false);
+        let cb = compute_bound(train, &r.workload, &r.knobs, knob, tolerance).unwrap_or(false);
         out.push((t - tp) / t_ref, tp / t_ref - 1.0, cb);
     }
     out
@@ -222,7 +336,7 @@ pub fn measure_slowdown_errors(
             (ev.results, format!("{k}-fold cross-validation"))
         }
         None => {
-            let results: Vec<PointResult> = crate::models::eval::parallel_map(&interior, |&i| {
+            let results: Vec<PointResult> = crate::models::scoring::parallel_map(&interior, |&i| {
                 let p = &train[i];
                 let rest: Vec<Point> = train
                     .iter()
@@ -235,7 +349,7 @@ pub fn measure_slowdown_errors(
                 Some(PointResult {
                     workload: p.workload.clone(),
                     knobs: p.knobs.clone(),
-                    measured: crate::models::eval::measured(p),
+                    measured: crate::models::scoring::measured(p),
                     predicted: pred,
                 })
             })
@@ -258,10 +372,9 @@ pub fn measure_slowdown_errors(
 
 /// Whether the group of candidate `k` is compute-bound by the model's own predictions:
 /// `t·f` agrees within `tolerance` at the two lowest values of `knob` among the
-/// candidates with the same other knobs (the rule of [`super::evaluate::compute_bound`], on
+/// candidates with the same other knobs (the rule of [`compute_bound`], on
 /// predictions, so `plan --model` and `plan --evaluate` classify alike).
 fn predicted_compute_bound(r: &RegionInput, k: &Knobs, knob: &str, tolerance: f64) -> bool {
-    use super::evaluate::guard::{other_knobs, tf_agrees};
     let want = other_knobs(k, knob);
     let tf: Vec<(f64, f64)> = r
         .candidates
@@ -285,13 +398,13 @@ pub struct GuardedChoice {
 /// Choose one candidate per region (independent workloads, each with its own `bound`)
 /// under the risk budget: among the candidates predicted within the bound (and under
 /// `power_cap_w`), maximise the total predicted gain as a share of each region's predicted
-/// oracle ([`super::evaluate::as_share_of_predicted_oracle`]) subject to
+/// oracle ([`as_share_of_predicted_oracle`]) subject to
 /// `Σ P + z·√(Σ P(1 − P)) ≤ risk · regions`
-/// ([`super::evaluate::guard::risk_budget_choice_with_spread`]). A candidate's `P` (of a
+/// ([`risk_budget_choice_with_spread`]). A candidate's `P` (of a
 /// violation) is the share of the errors above `bound − predicted slowdown`; 0 at the
-/// reference (`refs[i]`, the maximum setting). [`GuardKind::Risk`]: all errors, `z = 0`;
-/// [`GuardKind::RiskByClass`]: the same per class (compute-bound or not);
-/// [`GuardKind::RiskNear`]: the errors of the held-out points whose predicted slowdown
+/// reference (`refs[i]`, the maximum setting). [`GuardSpec::Risk`]: all errors, `z = 0`;
+/// [`GuardSpec::RiskByClass`]: the same per class (compute-bound or not);
+/// [`GuardSpec::RiskNear`]: the errors of the held-out points whose predicted slowdown
 /// lies in `(0, bound]` (all errors when fewer than `1/risk`), `z` = [`GUARD_SPREAD_Z`].
 ///
 /// # Errors
@@ -304,13 +417,13 @@ pub fn risk_choice(
     bound: f64,
     power_cap_w: Option<f64>,
     errors: &SlowdownErrors,
-    guard: GuardKind,
+    guard: GuardSpec,
 ) -> Result<GuardedChoice> {
     let Some(risk) = guard.risk() else {
         anyhow::bail!("risk_choice needs a risk guard, not {}", guard.name());
     };
-    let by_class = matches!(guard, GuardKind::RiskByClass(_));
-    let conditioned = matches!(guard, GuardKind::RiskNear(_));
+    let by_class = matches!(guard, GuardSpec::RiskByClass(_));
+    let conditioned = matches!(guard, GuardSpec::RiskNear(_));
     let z = if conditioned { GUARD_SPREAD_Z } else { 0.0 };
     let min_n = (1.0 / risk).ceil() as usize;
     // The errors of the points the planner could choose: predicted within the bound and
@@ -357,7 +470,7 @@ pub fn risk_choice(
             } else {
                 let cb = by_class
                     && predicted_compute_bound(r, &c.knobs, &errors.knob, errors.tolerance);
-                super::evaluate::violation_probability(if cb { &e_cb } else { &e_other }, s, bound)
+                violation_probability(if cb { &e_cb } else { &e_other }, s, bound)
             };
             o.push((1.0 - objective.value(c.energy_j, c.time_s) / v_ref, p));
             ix.push(i);
@@ -365,8 +478,8 @@ pub fn risk_choice(
         options.push(o);
         index.push(ix);
     }
-    super::evaluate::as_share_of_predicted_oracle(&mut options);
-    let (idx, expected) = super::evaluate::guard::risk_budget_choice_with_spread(&options, risk, z);
+    as_share_of_predicted_oracle(&mut options);
+    let (idx, expected) = risk_budget_choice_with_spread(&options, risk, z);
     Ok(GuardedChoice {
         chosen: idx.iter().zip(&index).map(|(i, ix)| ix[*i]).collect(),
         expected_violations: expected,
@@ -389,6 +502,70 @@ pub fn job_margin(errors: &SlowdownErrors, risk: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::dvfs::planner::Candidate;
+
+    #[test]
+    fn guard_spec_parses_each_accepted_form() {
+        let p = |s: &str| s.parse::<GuardSpec>().unwrap();
+        assert_eq!(p("risk"), GuardSpec::Risk(DEFAULT_RISK));
+        assert_eq!(p(" risk-class "), GuardSpec::RiskByClass(DEFAULT_RISK));
+        assert_eq!(p("risk-near"), GuardSpec::RiskNear(DEFAULT_RISK));
+        assert_eq!(p("auto"), GuardSpec::AutoMargin);
+        assert_eq!(p("1%"), GuardSpec::Margin(0.01));
+        assert_eq!(p("0.02"), GuardSpec::Margin(0.02));
+        assert_eq!(p("0"), GuardSpec::Margin(0.0));
+        assert_eq!(p("none"), GuardSpec::Margin(0.0));
+        assert_eq!(p("0").name(), "none");
+        assert_eq!(p("1%").name(), "margin");
+        assert_eq!(p("1%").margin(), 0.01);
+        assert_eq!(p("risk").margin(), 0.0);
+        assert_eq!(p("risk-near").risk(), Some(DEFAULT_RISK));
+        assert_eq!(p("auto").risk(), None);
+    }
+
+    #[test]
+    fn guard_spec_errors_name_the_value_and_the_accepted_forms() {
+        for bad in ["riskk", "-1%", "five", "", "nan", "inf%"] {
+            let e = bad.parse::<GuardSpec>().unwrap_err();
+            assert_eq!(e, GuardSpecError::Unknown(bad.trim().to_string()));
+            let m = e.to_string();
+            assert!(
+                m.contains(&format!("`{}`", bad.trim()))
+                    && m.contains("risk (the default), risk-class, risk-near, auto")
+                    && m.contains("1%"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn guard_spec_with_risk_sets_and_checks_a_risk_guards_risk() {
+        let risk = GuardSpec::Risk(DEFAULT_RISK);
+        assert_eq!(risk.with_risk(0.1), Ok(GuardSpec::Risk(0.1)));
+        assert_eq!(
+            GuardSpec::RiskByClass(DEFAULT_RISK).with_risk(0.2),
+            Ok(GuardSpec::RiskByClass(0.2))
+        );
+        assert_eq!(
+            GuardSpec::RiskNear(DEFAULT_RISK).with_risk(0.3),
+            Ok(GuardSpec::RiskNear(0.3))
+        );
+        for bad in [0.0, 1.0, 1.5, -0.1, f64::NAN] {
+            let e = risk.with_risk(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("must be a fraction between 0 and 1"),
+                "{e}"
+            );
+        }
+        // a margin ignores --risk, as before
+        assert_eq!(
+            GuardSpec::Margin(0.01).with_risk(2.0),
+            Ok(GuardSpec::Margin(0.01))
+        );
+        assert_eq!(
+            GuardSpec::AutoMargin.with_risk(0.0),
+            Ok(GuardSpec::AutoMargin)
+        );
+    }
 
     fn k(f: f64) -> Knobs {
         [("core_freq_mhz".to_string(), f)].into_iter().collect()
@@ -437,7 +614,7 @@ mod tests {
             0.05,
             None,
             &errors,
-            GuardKind::Risk(0.5),
+            GuardSpec::Risk(0.5),
         )
         .unwrap();
         assert!(c.expected_violations <= 1.0 + 1e-9, "{c:?}");
@@ -451,7 +628,7 @@ mod tests {
             0.05,
             None,
             &errors,
-            GuardKind::Risk(1e-9),
+            GuardSpec::Risk(1e-9),
         )
         .unwrap();
         assert!(c0.chosen.iter().all(|i| *i != 0), "{c0:?}");

@@ -10,6 +10,7 @@ pub mod from_model;
 pub mod gpu_session;
 pub mod guard;
 pub mod planner;
+pub mod risk_budget;
 pub mod sweep;
 pub mod sweep_gpu;
 

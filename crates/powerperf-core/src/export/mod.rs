@@ -28,14 +28,17 @@ use powerperf_format::run::RunMeta;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-/// The trace formats of `powerperf export`.
+/// The trace formats of `powerperf export` (`--format`; each value's doc comment is its
+/// `--help` text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
-    /// OTF2 archive: `DIR/traces.otf2` and its definitions and event files.
+    /// OTF2 archive (Vampir, Score-P tools, otf2-print): -o DIR, anchor DIR/traces.otf2.
     Otf2,
-    /// Perfetto protobuf trace (`.pftrace`).
+    /// Perfetto protobuf trace (ui.perfetto.dev, trace_processor): -o FILE.pftrace.
     Perfetto,
-    /// Chrome JSON trace (`.json`, or gzip-compressed when the file name ends in `.gz`).
+    /// Chrome JSON trace (chrome://tracing, ui.perfetto.dev): -o FILE.json (.json.gz:
+    /// gzip-compressed).
     Chrome,
 }
 

@@ -100,7 +100,7 @@ pub(crate) fn nested_run() -> tempfile::TempDir {
             ],
         );
     }
-    t.write_parquet(&dir.path().join(crate::store::run::TIMELINE))
+    t.write_parquet(&dir.path().join(powerperf_format::timeline::TIMELINE))
         .unwrap();
     let ev = dir.path().join("region_events");
     std::fs::create_dir_all(&ev).unwrap();

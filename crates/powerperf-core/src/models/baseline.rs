@@ -29,9 +29,9 @@
 //! with no target left is a refusal with its reason), and the baseline's coverage is
 //! reported beside its error, as the model's is.
 
-use super::eval::measured;
-use super::eval::{PointResult, TargetError};
 use super::features::knob_key;
+use super::scoring::measured;
+use super::scoring::{PointResult, TargetError};
 use super::{check_physical, HeldOutError, Knobs, Prediction};
 use crate::store::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
@@ -454,7 +454,7 @@ pub fn versus(
     model_summary: &HeldOutError,
     baseline: &BaselineEval,
 ) -> BTreeMap<String, Versus> {
-    let base_summary = super::eval::summarise(meta, &baseline.results, "baseline");
+    let base_summary = super::scoring::summarise(meta, &baseline.results, "baseline");
     let err = |r: &PointResult, t: &str| -> Option<f64> {
         if !meta.is_reliable(t, &r.workload) {
             return None;

@@ -58,7 +58,7 @@ pub fn is_reliable(
 
 /// Whether `knobs` has every knob of `setting` at its value (within 10⁻⁹; other knobs of
 /// `knobs` are free).
-pub fn same_knobs(knobs: &Knobs, setting: &Knobs) -> bool {
+pub fn matches_setting(knobs: &Knobs, setting: &Knobs) -> bool {
     setting
         .iter()
         .all(|(k, v)| knobs.get(k).is_some_and(|x| (x - v).abs() < 1e-9))

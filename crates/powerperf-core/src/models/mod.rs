@@ -31,6 +31,7 @@ pub mod memclock;
 pub mod noise;
 pub mod regression;
 pub mod scaling;
+pub mod scoring;
 pub mod select;
 pub mod slowdown_errors;
 pub mod split;
@@ -88,8 +89,10 @@ pub trait Predictor {
     fn predict(&self, workload: &str, knobs: &Knobs) -> Result<Prediction>;
 }
 
-/// The model kinds powerperf fits.
+/// The model kinds powerperf fits (`fit --model`, `evaluate --model`, `plan --kind`; each
+/// value's doc comment is its `--help` text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum ModelKind {
     /// Analytical DVFS time/power model ([`analytic`]).
@@ -110,11 +113,13 @@ pub enum ModelKind {
     Scaling,
     /// Several knobs at once from a covering training subgrid ([`joint`]).
     Joint,
-    /// `scaling`'s local transfer: the K nearest training workloads' ratios
-    /// ([`scaling::NeighborsParams`]).
+    /// The K nearest training workloads' response ratios (`scaling`'s local transfer).
     Neighbors,
-    /// Per target, analytic-counters' physical form, the neighbours' transfer or their
-    /// mean, by inner cross-validation over the training workloads ([`stack`]).
+    /// Per target, analytic-counters' physical form (bound and bottleneck on DCGM
+    /// fractions, base CPI on an instructions count, over both clocks with DRAM
+    /// transaction counts on a core × memory grid), the neighbours, their mean or the
+    /// training workloads' common response, by inner cross-validation over the training
+    /// workloads.
     Stack,
     /// The best kind for the set and protocol (see [`ModelKind::resolve`]).
     Auto,
@@ -442,7 +447,44 @@ pub struct HeldOutError {
     /// Held-out (workload, knob values) means predicted.
     pub points: usize,
     /// Per target (`time_s`, `power_w`, `energy_j`): MAPE and max error, percent.
-    pub targets: BTreeMap<String, eval::TargetError>,
+    pub targets: BTreeMap<String, scoring::TargetError>,
+}
+
+/// Predict `workload` at each of `settings` with `model` (read from `model_path`), in
+/// order: the rows `powerperf predict` prints.
+///
+/// # Errors
+/// A setting the model cannot predict, or a prediction that is not a time, power or energy
+/// (NaN, infinite or negative: outside what the model can describe, or a damaged model
+/// file); the message names the model file, the target, the value and the setting.
+pub fn predict_settings(
+    model: &dyn Predictor,
+    model_path: &std::path::Path,
+    workload: &str,
+    settings: Vec<Knobs>,
+) -> Result<Vec<(Knobs, Prediction)>> {
+    let mut rows = Vec::with_capacity(settings.len());
+    for k in settings {
+        let p = model
+            .predict(workload, &k)
+            .with_context(|| format!("predicting {workload} at {}", features::knob_key(&k)))?;
+        // A prediction that is no time, power or energy is an error, not a line of output.
+        for (what, v) in [
+            ("time_s", p.time_s),
+            ("power_w", p.power_w),
+            ("energy_j", p.energy_j),
+        ] {
+            if let Some(x) = v.filter(|x| !(x.is_finite() && *x >= 0.0)) {
+                anyhow::bail!(
+                    "model {} predicts {what} = {x} for {workload} at {}: not a valid value (the knob is outside what the model can describe, or the model file is damaged; fix: predict within the training grid, or fit the model again)",
+                    model_path.display(),
+                    features::knob_key(&k)
+                );
+            }
+        }
+        rows.push((k, p));
+    }
+    Ok(rows)
 }
 
 /// `MODEL.json`.
@@ -477,6 +519,48 @@ pub struct ModelFile {
     pub knob_devices: BTreeMap<String, String>,
     /// Kind-specific parameters, selected counters with reasons.
     pub model: Fitted,
+}
+
+impl ModelFile {
+    /// The model file `powerperf fit` writes: `fitted`, fitted on `points` (the set's mean
+    /// points) of `set`, read from `set_path`; the set's knobs, unreliable targets and knob
+    /// devices; each workload's training settings (the planner's grid, in `points`' order);
+    /// the held-out error, and the slowdown errors for `plan`'s guard or why there are none
+    /// (`slowdown_errors_missing`).
+    pub fn of_fit(
+        set: &crate::store::set::TrainingSet,
+        set_path: &std::path::Path,
+        points: &[crate::store::set::Point],
+        fitted: Fitted,
+        held_out_error: Option<HeldOutError>,
+        slowdown_errors: Result<slowdown_errors::SlowdownErrors, String>,
+    ) -> Self {
+        let mut training_knobs: BTreeMap<String, Vec<Knobs>> = BTreeMap::new();
+        for p in points {
+            training_knobs
+                .entry(p.workload.clone())
+                .or_default()
+                .push(p.knobs.clone());
+        }
+        let (slowdown_errors, slowdown_errors_missing) = match slowdown_errors {
+            Ok(e) => (Some(e), None),
+            Err(why) => (None, Some(why)),
+        };
+        ModelFile {
+            format: MODEL_FORMAT.to_string(),
+            kind: fitted.kind().to_string(),
+            set_source: set.meta.source.clone(),
+            set_path: set_path.display().to_string(),
+            knobs: set.meta.knobs.clone(),
+            training_knobs,
+            unreliable: set.meta.unreliable.clone(),
+            held_out_error,
+            slowdown_errors,
+            slowdown_errors_missing,
+            knob_devices: set.meta.knob_devices.clone(),
+            model: fitted,
+        }
+    }
 }
 
 /// The file format tag of [`ModelFile`].

@@ -207,6 +207,39 @@ impl TrainSplit {
     }
 }
 
+/// `evaluate --protocol workload-holdout`'s baseline without `--baseline`: the maximum
+/// value of every knob of the set (knobs without a value are left out).
+pub fn max_setting(set: &crate::store::set::TrainingSet) -> Knobs {
+    let mut base = Knobs::new();
+    for k in &set.meta.knobs {
+        if let Some(v) = set.knob_values(k).last() {
+            base.insert(k.clone(), *v);
+        }
+    }
+    base
+}
+
+/// `evaluate --protocol knob-holdout`'s training values without `--train`: the first knob
+/// of the set with two or more values; its lowest, middle and highest value when it has more
+/// than three, its lowest and highest when it has three (the middle one is predicted); with
+/// two values, both (every point trains: the caller's error says so). `None` when no knob
+/// varies.
+pub fn default_train(set: &crate::store::set::TrainingSet) -> Option<(String, Vec<f64>)> {
+    let (knob, vals) = set
+        .meta
+        .knobs
+        .iter()
+        .map(|k| (k.clone(), set.knob_values(k)))
+        .find(|(_, v)| v.len() >= 2)?;
+    let n = vals.len();
+    let v = if n > 3 {
+        vec![vals[0], vals[n / 2], vals[n - 1]]
+    } else {
+        vec![vals[0], vals[n - 1]]
+    };
+    Some((knob, v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

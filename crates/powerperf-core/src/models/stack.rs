@@ -49,8 +49,8 @@ use super::analytic_counters::{
     base_cpi_applicable, roofline_applicable, AnalyticCountersModel, AnalyticCountersParams,
     PowerTransfer,
 };
-use super::eval::{fit_then_predict, measured, predict_each};
 use super::scaling::ScalingModel;
+use super::scoring::{fit_then_predict, measured, predict_each};
 use super::{FitParams, Knobs, ModelError, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
@@ -396,7 +396,7 @@ pub struct StackModel {
 pub fn fit(meta: &SetMeta, points: &[Point], params: &FitParams) -> Result<StackModel, ModelError> {
     let params = member_params(meta, params);
     let baseline = super::scaling::baseline_setting(points, &params.scaling);
-    let at_base = |p: &Point| super::features::same_knobs(&p.knobs, &baseline);
+    let at_base = |p: &Point| super::features::matches_setting(&p.knobs, &baseline);
     let (choice, fallback) = choose(meta, &params, points, &at_base);
     let physical = super::analytic_counters::fit(meta, points, &params.analytic_counters);
     let neighbors = super::scaling::fit_neighbors(meta, points, &params.scaling);

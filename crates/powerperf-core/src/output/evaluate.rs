@@ -1,7 +1,7 @@
 //! `powerperf evaluate --format json`: [`EvaluateOutput`].
 
 use crate::models::baseline::Versus;
-use crate::models::eval::TargetError;
+use crate::models::scoring::TargetError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -76,7 +76,7 @@ impl EvaluateOutput {
     /// The summary of an evaluation.
     pub fn new(ev: &crate::models::eval::Evaluation, meta: &crate::store::set::SetMeta) -> Self {
         let t = |name: &str| ev.summary.targets.get(name).copied();
-        let bs = crate::models::eval::summarise(meta, &ev.baseline.results, "baseline");
+        let bs = crate::models::scoring::summarise(meta, &ev.baseline.results, "baseline");
         let b = |name: &str| bs.targets.get(name).copied();
         EvaluateOutput {
             auto_choice: (!ev.auto_choice.is_empty()).then(|| ev.auto_choice.clone()),
@@ -128,7 +128,7 @@ impl EvaluateOutput {
 /// The held-out error as a flat table (`--format csv|markdown` of `evaluate` and `fit`): one
 /// row per target with a measured error, in the order `time_s`, `power_w`, `energy_j`.
 pub fn error_table(
-    targets: &std::collections::BTreeMap<String, crate::models::eval::TargetError>,
+    targets: &std::collections::BTreeMap<String, crate::models::scoring::TargetError>,
 ) -> super::Table {
     let rows = crate::store::set::TARGETS
         .iter()

@@ -17,17 +17,24 @@ pub mod predict;
 use serde::Serialize;
 use std::fmt;
 
-/// The formats of a command's summary (`--format`).
+/// The formats of a command's summary (`--format`). `--help` lists the names only
+/// (`[possible values: table, json, csv, markdown]`), so each value's doc comment is kept
+/// out of it (`help = None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum OutputFormat {
     /// Aligned text for people (`text` is an old name of it).
     #[default]
+    #[cfg_attr(feature = "clap", value(alias = "text", help = None::<&str>))]
     Table,
     /// One JSON document for scripts.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Json,
     /// Comma-separated values, one header line.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Csv,
     /// A Markdown table.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Markdown,
 }
 

@@ -119,3 +119,72 @@ pub fn derive(
     }
     Ok(derived)
 }
+/// `import --derive FILE`: load the definitions of `file` (in `syntax`, or the syntax its
+/// name or content says), choose the machine constants (`constants` when given, else the
+/// machine-constants file of the import spec's `[machine]` CPU vendor, family and model
+/// when one matches, else none), [`derive`] them on `set`, and return the notes `import`
+/// prints: the constants used, the counters added, and each one undefined on some points
+/// with why.
+///
+/// # Errors
+/// An unreadable definition or constants file, or a definition that cannot be evaluated
+/// ([`derive`]).
+pub fn derive_file(
+    set: &mut TrainingSet,
+    file: &std::path::Path,
+    syntax: Option<crate::events_dsl::Syntax>,
+    constants: Option<&std::path::Path>,
+    machine: Option<&super::import::MachineSpec>,
+    source_names: &BTreeMap<String, String>,
+) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let defs =
+        crate::events_dsl::load_file(file, syntax, &crate::events_dsl::LoadOptions::default())?;
+    let constants = match (constants, machine) {
+        (Some(p), _) => {
+            let m = crate::events_dsl::constants::load(p)?;
+            notes.push(format!(
+                "constants: {} ({} values)",
+                p.display(),
+                m.constants.len()
+            ));
+            m.as_map()
+        }
+        (
+            None,
+            Some(super::import::MachineSpec {
+                cpu_vendor: Some(v),
+                cpu_family: Some(f),
+                cpu_model_number: Some(m),
+                ..
+            }),
+        ) => match crate::events_dsl::constants::select(v, *f, *m) {
+            Some((name, c)) => {
+                notes.push(format!(
+                    "constants: machine-constants/{name} (the spec's [machine])"
+                ));
+                c.as_map()
+            }
+            None => Default::default(),
+        },
+        _ => Default::default(),
+    };
+    let d = derive(set, &defs, source_names, constants)?;
+    notes.push(format!(
+        "derived from {}: {}",
+        file.display(),
+        d.added.join(", ")
+    ));
+    for (name, bad, lacking) in &d.undefined {
+        let why = if lacking.is_empty() {
+            "not finite (e.g. a division by zero)".to_string()
+        } else {
+            format!("needs {}", lacking.join(", "))
+        };
+        notes.push(format!(
+            "derived `{name}`: undefined on {bad} of {} points ({why})",
+            set.points.len()
+        ));
+    }
+    Ok(notes)
+}

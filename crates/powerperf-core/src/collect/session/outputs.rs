@@ -92,7 +92,7 @@ impl RunOutput for GpuActivity {
 
     fn write(&mut self, ctx: &FinishCtx, notes: &mut Vec<String>) -> Result<()> {
         let sm_clock = |dev: u32, kernels: &[(u64, u64)]| sm_clock_mhz(ctx, dev, kernels);
-        match gpu_activity::collect_run_attributed(ctx.out, ctx.origin_ns, &sm_clock)? {
+        match gpu_activity::write_gpu_activity_attributed(ctx.out, ctx.origin_ns, &sm_clock)? {
             Some((n, a)) => {
                 notes.extend(n);
                 self.0 = Some(a);

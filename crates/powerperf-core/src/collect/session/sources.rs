@@ -215,7 +215,7 @@ impl Session<'_> {
             (Target::Child(pid), Mode::Command) if want_kernel && *pid > 0 => {
                 Some(LeaderSampling {
                     pid: *pid,
-                    cpus: pc_sampler::online_cpus(),
+                    cpus: pc_sampler::online_cpu_list(),
                     period_ns: cfg.interval.as_nanos() as u64,
                     ring_bytes: LEADER_RING_BYTES,
                     leaders: vec![],

@@ -18,20 +18,13 @@
 //! `idle_power_w` for the rest of the plan's time; with no idle power given it is the maximum
 //! setting itself).
 
+use super::guard::{GuardSpec, GUARD_SPREAD_Z};
 use super::planner::{self, same_knobs, Candidate, PlannerConfig, RegionInput};
+use super::risk_budget::{auto_margin, SMALL_ORACLE_GAIN};
 use crate::models::{fit_kind, FitParams, Fitted, Knobs, ModelKind};
 use crate::store::set::{Point, TrainingSet};
 use anyhow::{Context, Result};
 use serde::Serialize;
-
-pub mod guard;
-pub use guard::{
-    as_share_of_predicted_oracle, auto_margin, compute_bound, interior_slowdown_errors,
-    interior_slowdown_errors_by_class, risk_budget_choice, violation_probability,
-};
-
-/// Oracle gains below this fraction are "listed apart".
-pub const SMALL_ORACLE_GAIN: f64 = 0.005;
 
 /// What to evaluate.
 #[derive(Debug, Clone)]
@@ -49,7 +42,7 @@ pub struct EvalRequest {
     pub idle_power_w: Option<f64>,
     /// The guard against prediction error (the choice is always judged against
     /// `max_slowdown`).
-    pub guard: Guard,
+    pub guard: GuardSpec,
     /// How the risk guard's errors are measured: `None` leave-one-out at the interior
     /// training points, `Some(k)` K-fold cross-validation over the training points (what
     /// `fit --cv K` stores; [`crate::dvfs::guard::measure_slowdown_errors`]).
@@ -71,48 +64,6 @@ impl EvalRequest {
                 .any(|p| workload.starts_with(p.as_str()))
     }
 }
-
-/// How the plan guards the slowdown bound against prediction error.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Guard {
-    /// Plan against `max_slowdown − margin` (fraction).
-    Margin(f64),
-    /// [`Guard::Margin`] with the model's leave-one-out time MAPE on the training points
-    /// (see [`auto_margin`]).
-    AutoMargin,
-    /// A joint chance constraint (see [`risk_budget_choice`]): the expected number of
-    /// workloads whose measured slowdown exceeds the bound is at most `risk × workloads`,
-    /// with the error distribution of the predicted slowdown taken from leave-one-out
-    /// predictions at the interior training values ([`interior_slowdown_errors`]).
-    /// `risk = 0.05` reads the bound as "at most one workload in twenty above it".
-    RiskBudget(f64),
-    /// [`Guard::RiskBudget`] with one error distribution per class of workload group:
-    /// compute-bound on the training points ([`compute_bound`]) or not. Each candidate's
-    /// violation probability uses its own group's class; a class with fewer than `1/risk`
-    /// errors uses the pooled distribution.
-    RiskByClass(f64),
-    /// The risk budget on the errors predicted within the bound, with a spread term
-    /// ([`crate::dvfs::guard::GuardKind::RiskNear`]).
-    RiskNear(f64),
-}
-
-impl Guard {
-    /// The shared guard ([`crate::dvfs::guard::GuardKind`]) of a risk guard.
-    pub fn kind(self) -> Option<crate::dvfs::guard::GuardKind> {
-        use crate::dvfs::guard::GuardKind;
-        match self {
-            Guard::RiskBudget(r) => Some(GuardKind::Risk(r)),
-            Guard::RiskByClass(r) => Some(GuardKind::RiskByClass(r)),
-            Guard::RiskNear(r) => Some(GuardKind::RiskNear(r)),
-            Guard::Margin(_) | Guard::AutoMargin => None,
-        }
-    }
-}
-
-/// The default risk of [`Guard::RiskBudget`]: one workload in twenty, fixed by the target's
-/// meaning (issue 7: "the measured slowdown above the bound for at most one workload in
-/// twenty"), not tuned on any evaluation.
-pub const DEFAULT_RISK: f64 = 0.05;
 
 /// One workload's result.
 #[derive(Debug, Clone, Serialize)]
@@ -173,7 +124,7 @@ pub struct EvalReport {
     pub per_workload: Vec<WorkloadResult>,
 }
 
-/// What the risk-budget guard used ([`Guard::RiskBudget`]).
+/// What the risk-budget guard used ([`GuardSpec::Risk`] and its variants).
 #[derive(Debug, Clone, Serialize)]
 pub struct RiskSummary {
     /// Allowed expected fraction of workloads above the bound.
@@ -456,7 +407,8 @@ fn plan_workloads(
     })
 }
 
-/// The risk-budget guard ([`Guard::RiskBudget`], [`Guard::RiskByClass`] with `by_class`):
+/// The risk-budget guard ([`GuardSpec::Risk`], [`GuardSpec::RiskByClass`],
+/// [`GuardSpec::RiskNear`]):
 /// the errors measured on the training points and the choice made by the code `plan
 /// --model` runs ([`crate::dvfs::guard`]), so both choose alike; every workload's choice in
 /// `per` is replaced and judged again; returns the guard's numbers.
@@ -470,10 +422,10 @@ fn apply_risk_guard(
     req: &EvalRequest,
     tables: &[Table],
     per: &mut [WorkloadResult],
-    guard: crate::dvfs::guard::GuardKind,
+    guard: GuardSpec,
     b: f64,
 ) -> Result<RiskSummary> {
-    let r = guard.risk().unwrap_or(DEFAULT_RISK);
+    let r = guard.risk().unwrap_or(super::guard::DEFAULT_RISK);
     let obj = req.config.objective;
     let errors = crate::dvfs::guard::measure_slowdown_errors(
         req.kind,
@@ -528,8 +480,8 @@ fn apply_risk_guard(
         error_q95: quantile(&pooled, 0.95),
         protocol: errors.protocol.clone(),
         guard: guard.name().into(),
-        spread_z: if matches!(guard, crate::dvfs::guard::GuardKind::RiskNear(_)) {
-            crate::dvfs::guard::GUARD_SPREAD_Z
+        spread_z: if matches!(guard, GuardSpec::RiskNear(_)) {
+            GUARD_SPREAD_Z
         } else {
             0.0
         },
@@ -653,9 +605,8 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
     let obj = req.config.objective;
     let bound = req.config.max_slowdown;
     let margin = match req.guard {
-        Guard::Margin(m) => m,
-        Guard::AutoMargin => auto_margin(&means, &train, req.kind, &req.params)?,
-        Guard::RiskBudget(_) | Guard::RiskByClass(_) | Guard::RiskNear(_) => 0.0,
+        GuardSpec::AutoMargin => auto_margin(&means, &train, req.kind, &req.params)?,
+        g => g.margin(),
     };
     let mut plan_cfg = req.config.clone();
     plan_cfg.max_slowdown = bound.map(|b| (b - margin).max(0.0));
@@ -680,10 +631,9 @@ pub fn evaluate(set: &TrainingSet, req: &EvalRequest) -> Result<EvalReport> {
     if per.is_empty() {
         anyhow::bail!("no workload could be evaluated: {:?}", skipped);
     }
-    let risk_guard = req.guard.kind();
-    let risk = match (risk_guard, bound) {
-        (Some(guard), Some(b)) => Some(apply_risk_guard(
-            &means, &train, req, &tables, &mut per, guard, b,
+    let risk = match (req.guard.risk(), bound) {
+        (Some(_), Some(b)) => Some(apply_risk_guard(
+            &means, &train, req, &tables, &mut per, req.guard, b,
         )?),
         _ => None,
     };

@@ -1,4 +1,7 @@
 use super::*;
+use crate::dvfs::risk_budget::{
+    as_share_of_predicted_oracle, compute_bound, risk_budget_choice, violation_probability,
+};
 use crate::store::set::SetMeta;
 
 /// Two workloads measured exactly on the Moore (2012) model: the analytic model fitted on
@@ -40,7 +43,7 @@ fn plan_reaches_the_oracle_on_model_exact_data() {
         kind: ModelKind::Analytic,
         params: FitParams::default(),
         idle_power_w: None,
-        guard: Guard::Margin(0.0),
+        guard: GuardSpec::Margin(0.0),
         cv_folds: None,
         judge_on: vec![],
     };

@@ -329,7 +329,7 @@ fn assert_stack_exact(
 /// Every result's `targets` equal the measured value of the same point of `pts` within
 /// the relative tolerance `tol`.
 fn assert_results_exact(
-    results: &[crate::models::eval::PointResult],
+    results: &[crate::models::scoring::PointResult],
     pts: &[Point],
     targets: &[&str],
     tol: f64,
@@ -341,7 +341,7 @@ fn assert_results_exact(
             .unwrap();
         for t in targets {
             let got = r.predicted.target(t).unwrap();
-            let want = crate::models::eval::measured(p).target(t).unwrap();
+            let want = crate::models::scoring::measured(p).target(t).unwrap();
             assert!(
                 (got - want).abs() < tol * want,
                 "{} {t}: {got} vs {want}",

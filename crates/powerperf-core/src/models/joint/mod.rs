@@ -665,7 +665,7 @@ impl JointModel {
         let w = self
             .workloads
             .iter()
-            .find(|w| w.workload == workload && features::same_knobs(knobs, &w.fixed_knobs))
+            .find(|w| w.workload == workload && features::matches_setting(knobs, &w.fixed_knobs))
             .ok_or_else(|| self.unknown(workload, knobs))?;
         let z = match (w.z, self.z_sd > 0.0) {
             (Some(z), true) => (z - self.z_mean) / self.z_sd,

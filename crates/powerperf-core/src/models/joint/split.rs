@@ -12,8 +12,9 @@
 //! differs from `k` in the fewest knobs, then the first in the set's order.
 
 use super::super::baseline::{held_out_counts, BaselineEval};
-use super::super::eval::{fit_and_predict, measured, summarise, Evaluation, PointResult};
-use super::super::features::{knob_key, same_knobs};
+use super::super::eval::Evaluation;
+use super::super::features::{knob_key, matches_setting};
+use super::super::scoring::{fit_and_predict, measured, summarise, PointResult};
 use super::super::split::TrainSplit;
 use super::super::{FitParams, Knobs, ModelKind, Prediction};
 use crate::store::set::{Point, SetMeta};
@@ -22,12 +23,12 @@ use crate::store::set::{Point, SetMeta};
 pub fn split<'a>(points: &'a [Point], settings: &[Knobs]) -> (Vec<Point>, Vec<&'a Point>) {
     let train = points
         .iter()
-        .filter(|p| settings.iter().any(|s| same_knobs(&p.knobs, s)))
+        .filter(|p| settings.iter().any(|s| matches_setting(&p.knobs, s)))
         .cloned()
         .collect();
     let test = points
         .iter()
-        .filter(|p| !settings.iter().any(|s| same_knobs(&p.knobs, s)))
+        .filter(|p| !settings.iter().any(|s| matches_setting(&p.knobs, s)))
         .collect();
     (train, test)
 }
@@ -174,7 +175,7 @@ pub fn cross_workload_holdout(
             workloads.push(&p.workload);
         }
     }
-    let on_cross = |p: &Point| settings.iter().any(|s| same_knobs(&p.knobs, s));
+    let on_cross = |p: &Point| settings.iter().any(|s| matches_setting(&p.knobs, s));
     let mut results = Vec::new();
     let mut failures = Vec::new();
     let mut resolved = kind;

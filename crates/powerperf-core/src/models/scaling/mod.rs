@@ -41,7 +41,7 @@
 //! workload contributes only its baseline point (its targets and counters there); the
 //! shape, `s` and the features come from the other workloads.
 
-use super::features::{knob_key, rates, same_knobs, spearman};
+use super::features::{knob_key, matches_setting, rates, spearman};
 use super::{Knobs, ModelError, Prediction};
 use crate::store::set::{Point, SetMeta};
 use ndarray::Array2;
@@ -463,7 +463,10 @@ fn baselines_at(
     baseline: &Knobs,
 ) -> BTreeMap<String, ScalingBaseline> {
     let mut baselines = BTreeMap::new();
-    for p in points.iter().filter(|p| same_knobs(&p.knobs, baseline)) {
+    for p in points
+        .iter()
+        .filter(|p| matches_setting(&p.knobs, baseline))
+    {
         let targets = SCALING_TARGETS
             .iter()
             .filter_map(|t| {
@@ -531,7 +534,7 @@ fn target_data(sh: &Shared, t: &str) -> Option<(Data, Vec<String>, Vec<Knobs>)> 
     let mut settings: Vec<Knobs> = Vec::new();
     let mut by_w: BTreeMap<&str, Vec<(usize, f64)>> = BTreeMap::new();
     for p in points {
-        if same_knobs(&p.knobs, baseline) || !meta.is_reliable(t, &p.workload) {
+        if matches_setting(&p.knobs, baseline) || !meta.is_reliable(t, &p.workload) {
             continue;
         }
         let Some(v) = p.target(t).filter(|v| v.is_finite()) else {

@@ -22,7 +22,7 @@ impl ScalingModel {
                     &self.baselines.keys().cloned().collect::<Vec<_>>(),
                 ),
             })?;
-        let at_base = same_knobs(knobs, &self.baseline);
+        let at_base = matches_setting(knobs, &self.baseline);
         let mut out = Prediction::default();
         for tm in &self.targets {
             if !self.reliable(&tm.target, workload) {
@@ -31,18 +31,17 @@ impl ScalingModel {
             let Some(tb) = b.targets.get(&tm.target).copied() else {
                 continue;
             };
-            let v = if at_base {
-                tb
-            } else {
-                match tm
-                    .settings
-                    .iter()
-                    .position(|s| same_knobs(knobs, &s.knobs) && s.knobs.len() == knobs.len())
-                {
-                    Some(kidx) => self.value_at(tm, b, tb, kidx, workload, knobs)?,
-                    None => self.between_clocks(tm, b, tb, workload, knobs)?,
-                }
-            };
+            let v =
+                if at_base {
+                    tb
+                } else {
+                    match tm.settings.iter().position(|s| {
+                        matches_setting(knobs, &s.knobs) && s.knobs.len() == knobs.len()
+                    }) {
+                        Some(kidx) => self.value_at(tm, b, tb, kidx, workload, knobs)?,
+                        None => self.between_clocks(tm, b, tb, workload, knobs)?,
+                    }
+                };
             match tm.target.as_str() {
                 "power_w" => out.power_w = Some(v),
                 "time_s" => out.time_s = Some(v),

@@ -27,8 +27,9 @@ use draw::{draw_pareto, draw_pvm, draw_stacked, draw_streams, draw_timeline};
 /// Width and height of every plot, pixels.
 pub const SIZE: (u32, u32) = (960, 420);
 
-/// Image formats a plot can be written in.
+/// Image formats a plot can be written in (`--plot-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ImageFormat {
     Svg,
     Png,
@@ -327,14 +328,11 @@ pub fn pareto_front(points: &[(String, f64, f64)]) -> Vec<usize> {
 /// The outermost region instances of a run as spans (seconds since the start), merged per
 /// region name where they overlap or touch (threads), at most `max` spans (the rest dropped).
 pub fn region_spans(dir: &Path, origin_ns: u64, max: usize) -> Vec<Span> {
-    let Ok(events) = powerperf_rt::events::read_dir(dir) else {
+    let Ok(intervals) = powerperf_format::regions::read_region_intervals(dir) else {
         return Vec::new();
     };
     let mut by: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for iv in powerperf_rt::events::intervals(&events)
-        .into_iter()
-        .filter(|i| i.depth == 0)
-    {
+    for iv in intervals.into_iter().filter(|i| i.depth == 0) {
         let s = iv.start_ns.saturating_sub(origin_ns) as f64 * 1e-9;
         let e = iv.end_ns.saturating_sub(origin_ns) as f64 * 1e-9;
         by.entry(iv.region).or_default().push((s, e));

@@ -109,7 +109,7 @@ fn timeline_plots_of_a_run_with_every_source() {
             ],
         );
     }
-    t.write_parquet(&dir.path().join(crate::store::run::TIMELINE))
+    t.write_parquet(&dir.path().join(powerperf_format::timeline::TIMELINE))
         .unwrap();
     let ev = dir.path().join("region_events");
     std::fs::create_dir_all(&ev).unwrap();

@@ -758,7 +758,8 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
 /// # Errors
 /// A spec whose layout is not `timeline`; I/O errors with the path.
 pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<PathBuf>> {
-    use super::run::{Backend, Ending, EventRecord, Knobs, RunInfo, RunMeta, TIMELINE};
+    use super::run::{Backend, Ending, EventRecord, Knobs, RunInfo, RunMeta};
+    use powerperf_format::timeline::TIMELINE;
     use powerperf_node::event_spec::EventStatus;
     if !spec.is_timeline() {
         return Err(spec.err(

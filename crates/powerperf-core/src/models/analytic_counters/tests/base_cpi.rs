@@ -257,7 +257,7 @@ fn auto_stack_takes_base_cpi_on_a_cpu_clock_sweep_and_scores_its_fallback() {
     let known: Vec<Point> = two
         .iter()
         .filter(|p| {
-            p.workload != q.workload || crate::models::features::same_knobs(&p.knobs, &base)
+            p.workload != q.workload || crate::models::features::matches_setting(&p.knobs, &base)
         })
         .cloned()
         .collect();

@@ -1,7 +1,14 @@
-//! Guards of the slowdown bound against prediction error ([`super::Guard`]): the
-//! leave-one-out error distributions, the risk budget's choice, and the automatic margin.
+//! The risk budget's parts, shared by both planners that guard the slowdown bound
+//! ([`super::guard`] for `plan --model`, [`super::evaluate`] for `plan --evaluate`): the
+//! leave-one-out error distributions, the compute-bound class of a workload group, a
+//! candidate's violation probability, the budgeted choice (a joint chance constraint,
+//! Charnes & Cooper 1959, by its Lagrangian relaxation, Everett 1963), and the automatic
+//! margin. It imports neither of them, so the imports go one way: `guard` and `evaluate`
+//! use this module, and `evaluate` uses `guard`.
 
-use super::SMALL_ORACLE_GAIN;
+/// Oracle gains below this fraction are "listed apart" (`plan --evaluate`), and the floor of
+/// a region's predicted oracle in [`as_share_of_predicted_oracle`].
+pub const SMALL_ORACLE_GAIN: f64 = 0.005;
 use crate::dvfs::planner::same_knobs;
 use crate::models::{fit_kind, FitParams, Knobs, ModelKind};
 use crate::store::set::{Point, TrainingSet};
@@ -109,7 +116,7 @@ pub fn interior_slowdown_errors_by_class(
         );
     }
     let kind = kind.resolve(train, false);
-    let errs: Vec<(f64, bool)> = crate::models::eval::parallel_map(&interior, |&i| {
+    let errs: Vec<(f64, bool)> = crate::models::scoring::parallel_map(&interior, |&i| {
         let p = &train[i];
         let ref_knobs = set.reference_knobs(&p.workload);
         let t_ref = train
@@ -154,7 +161,7 @@ pub fn violation_probability(errors: &[f64], predicted: f64, bound: f64) -> f64 
 /// Joint chance constraint over workloads (a risk budget). `options[w]` lists workload
 /// `w`'s candidates as (predicted gain, violation probability), every one predicted within
 /// the bound (gains as shares of the workload's predicted oracle,
-/// [`as_share_of_predicted_oracle`], in [`super::evaluate`]); the choice maximises the total gain subject to
+/// [`as_share_of_predicted_oracle`]); the choice maximises the total gain subject to
 /// `Σ_w P(violation_w) ≤ risk · W`, through its Lagrangian relaxation: each workload takes
 /// the candidate maximising `gain − λ·P`, with the smallest `λ ≥ 0` (bisection) that keeps the
 /// sum within the budget (Everett 1963, "Generalized Lagrange multiplier method"; the chance
