@@ -103,11 +103,15 @@ fn crates_depend_only_on_the_layers_below() {
             );
         }
         // powerperfd's package builds its binary's command line too (crates/powerperfd/src/main.rs);
-        // powerperf-core may carry clap only as an optional dependency behind its `clap`
+        // powerperf-core and powerperf-node may carry clap only as an optional dependency behind a `clap`
         // feature (`#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]` on the enums
         // the CLI takes as values, issue 42 item 3), which only the CLI enables.
         let clap_ok = manifest == "crates/powerperfd/Cargo.toml"
-            || (manifest == "crates/powerperf-core/Cargo.toml"
+            || ([
+                "crates/powerperf-core/Cargo.toml",
+                "crates/powerperf-node/Cargo.toml",
+            ]
+            .contains(&manifest)
                 && clap_is_an_optional_feature(manifest));
         assert!(
             clap_ok || !d.iter().any(|n| n.starts_with("clap")),

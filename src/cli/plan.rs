@@ -45,7 +45,7 @@ pub struct PlanArgs {
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
     /// What to minimise. With --power-cap and no --objective: time.
-    #[arg(long, value_parser = crate::cli::values::Objective::parser())]
+    #[arg(long, value_enum)]
     pub objective: Option<Objective>,
     /// Largest total slowdown against the maximum setting of every knob: `5%`, `0.05`, or
     /// `none` [default: 5%, or none with --power-cap].
@@ -111,7 +111,7 @@ pub struct PlanArgs {
     pub min_region: f64,
     /// The device whose clocks the frequency knobs are [default: the device the set records
     /// for them (the import spec's `device`); required when the set does not say].
-    #[arg(long, value_parser = crate::cli::values::DeviceKind::parser())]
+    #[arg(long, value_enum)]
     pub device: Option<DeviceKind>,
     /// Reference thread count for the slowdown (default: the largest).
     #[arg(long, value_name = "N")]

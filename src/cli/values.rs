@@ -1,82 +1,11 @@
-//! The clap side of the library enums that cannot derive `clap::ValueEnum` yet. The
-//! library enums whose values are command-line values derive it themselves, behind
-//! powerperf-core's `clap` feature (`#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]`:
-//! `OutputFormat`, `export::Format`, `ModelKind`, `ImageFormat`, `NvmlMode`,
-//! `TimelineSampler`, `CounterBackend`, `PcTarget`), so each has one definition and its doc
-//! comments are its `--help` text.
-//!
-//! Left here: `plan --objective`'s and `plan --device`'s enums, which live in the node crate
-//! (`powerperf_node::plan_file`), built without clap; each keeps a clap-facing twin (same
-//! values, same help), `From` both ways (every variant matched, so a variant added to the
-//! library enum does not compile until its twin has it too) and a `parser()` for
-//! `#[arg(value_parser = …)]`.
-
-/// A clap-facing twin of a library enum: the same variants (with their doc comments, which
-/// are the help of each value, and `#[value(…)]` names and aliases), `From` both ways, and
-/// `parser()`.
-macro_rules! clap_twin {
-    (
-        $(#[$meta:meta])*
-        $twin:ident => $lib:path {
-            $( $(#[$vmeta:meta])* $variant:ident ),* $(,)?
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-        pub enum $twin {
-            $( $(#[$vmeta])* $variant ),*
-        }
-
-        impl From<$twin> for $lib {
-            fn from(v: $twin) -> Self {
-                match v {
-                    $( $twin::$variant => Self::$variant ),*
-                }
-            }
-        }
-
-        impl From<$lib> for $twin {
-            fn from(v: $lib) -> Self {
-                type Lib = $lib;
-                match v {
-                    $( Lib::$variant => Self::$variant ),*
-                }
-            }
-        }
-
-        impl $twin {
-            /// Parses this twin's values into the library type.
-            pub fn parser() -> impl clap::builder::TypedValueParser<Value = $lib> {
-                use clap::builder::TypedValueParser;
-                clap::builder::EnumValueParser::<$twin>::new().map(<$lib>::from)
-            }
-        }
-    };
-}
-
-clap_twin! {
-    /// `plan --objective`: [`powerperf_node::plan_file::Objective`].
-    Objective => powerperf_node::plan_file::Objective {
-        /// Energy, J.
-        Energy,
-        /// Energy × delay, J·s (Gonzalez & Horowitz, IEEE JSSC 31(9), 1996).
-        Edp,
-        /// Energy × delay², J·s² (Martin, Nyström, Pénzes, "ET²", PACS 2001).
-        Ed2p,
-        /// Time, s (with `--power-cap`: the fastest setting under the cap).
-        Time,
-    }
-}
-
-clap_twin! {
-    /// `plan --device`: [`powerperf_node::plan_file::DeviceKind`].
-    DeviceKind => powerperf_node::plan_file::DeviceKind {
-        /// CPU cores: `core_freq_mhz` through cpufreq.
-        Cpu,
-        /// GPU: `core_freq_mhz` is the SM clock, `mem_freq_mhz` the memory clock (NVML).
-        Gpu,
-    }
-}
+//! The clap side of the library enums. Each enum whose values are command-line values has
+//! one definition, in the library, and derives `clap::ValueEnum` itself behind its crate's
+//! `clap` feature (`#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]`), which only this
+//! package enables: powerperf-core's `OutputFormat`, `export::Format`, `ModelKind`,
+//! `ImageFormat`, `NvmlMode`, `TimelineSampler`, `CounterBackend`, `PcTarget`, and
+//! powerperf-node's `plan_file::{Objective, DeviceKind}`. Their doc comments are their
+//! `--help` text. What is left here checks that the names clap gives them are the names
+//! their files use.
 
 #[cfg(test)]
 mod tests {
@@ -97,10 +26,23 @@ mod tests {
     }
 
     #[test]
-    fn device_kind_twin_round_trips() {
-        use powerperf_node::plan_file::DeviceKind as Lib;
-        for d in [Lib::Cpu, Lib::Gpu] {
-            assert_eq!(Lib::from(super::DeviceKind::from(d)), d);
+    fn plan_enums_take_their_plan_file_names_on_the_command_line() {
+        use powerperf_node::plan_file::{DeviceKind, Objective};
+        for o in Objective::value_variants() {
+            let name = o.to_possible_value().unwrap().get_name().to_string();
+            let serde = serde_json::to_value(o).unwrap();
+            assert_eq!(
+                serde.as_str(),
+                Some(name.as_str()),
+                "plan --objective {name}"
+            );
         }
+        for d in DeviceKind::value_variants() {
+            let name = d.to_possible_value().unwrap().get_name().to_string();
+            let serde = serde_json::to_value(d).unwrap();
+            assert_eq!(serde.as_str(), Some(name.as_str()), "plan --device {name}");
+        }
+        assert_eq!(Objective::from_str("ed2p", false), Ok(Objective::Ed2p));
+        assert_eq!(DeviceKind::from_str("gpu", false), Ok(DeviceKind::Gpu));
     }
 }

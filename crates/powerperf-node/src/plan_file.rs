@@ -21,6 +21,7 @@ pub struct PlanFileError {
 
 /// What the planner minimises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Objective {
     /// Energy, J.
@@ -115,6 +116,7 @@ pub struct PlanHeader {
 
 /// Device kinds a plan sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceKind {
     /// CPU cores: `core_freq_mhz` through cpufreq.
