@@ -155,7 +155,7 @@ fn link(src: &mut PathBuf, dst: &Path) {
 
 /// Write `n` shards into `job`, from `template`.
 fn make_job(job: &Path, template: &Path, n: usize, regions: Option<&Path>) {
-    use powerperf::store::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
+    use powerperf_format::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
     let t = RunMeta::read(template).unwrap();
     let mut tl = template.join(powerperf_format::timeline::TIMELINE);
     let mut rg = regions.map(Path::to_path_buf);

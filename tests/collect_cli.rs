@@ -1,6 +1,6 @@
 //! End-to-end tests of `powerperf collect` and `powerperf report` through the real binary.
 
-use powerperf::store::run::{Ending, RunMeta};
+use powerperf_format::run::{Ending, RunMeta};
 use powerperf_node::event_spec::EventStatus;
 use std::path::{Path, PathBuf};
 
@@ -73,7 +73,7 @@ fn counts_a_real_program_software_nonzero_hardware_marked() {
             );
         }
     }
-    let tl = powerperf::collect::timeline::read_parquet(&run.join("timeline.parquet")).unwrap();
+    let tl = powerperf_format::timeline::read_parquet(&run.join("timeline.parquet")).unwrap();
     assert!(tl.height() >= 1);
     assert!(
         tl.column("task-clock").is_ok() && tl.column("t_ns").is_ok() && tl.column("dur_ns").is_ok()
@@ -85,7 +85,7 @@ fn counts_a_real_program_software_nonzero_hardware_marked() {
         );
     }
     // The timeline deltas add up to the total.
-    let sum: f64 = powerperf::collect::timeline::column_f64(&tl, "task-clock")
+    let sum: f64 = powerperf_format::timeline::column_f64(&tl, "task-clock")
         .unwrap()
         .into_iter()
         .flatten()
@@ -248,8 +248,8 @@ fn rapl_energy_with_wraparound_and_a_counter_that_never_advances() {
         assert!(e.total.is_none());
         assert!(e.reason.unwrap().contains("did not advance"));
     }
-    let tl = powerperf::collect::timeline::read_parquet(&run.join("timeline.parquet")).unwrap();
-    let sum: f64 = powerperf::collect::timeline::column_f64(&tl, "energy_package_0_j")
+    let tl = powerperf_format::timeline::read_parquet(&run.join("timeline.parquet")).unwrap();
+    let sum: f64 = powerperf_format::timeline::column_f64(&tl, "energy_package_0_j")
         .unwrap()
         .into_iter()
         .flatten()
@@ -426,7 +426,7 @@ fn output_path_takes_rank_and_host() {
         .args(["--", "true"])
         .assert()
         .success();
-    let host = powerperf::collect::sysinfo::host_and_kernel().0;
+    let host = powerperf_core::collect::sysinfo::host_and_kernel().0;
     let run = dir.path().join(format!("shard-3-{host}"));
     let meta = RunMeta::read(&run).unwrap();
     assert_eq!(meta.run.rank, Some(3));
@@ -434,7 +434,7 @@ fn output_path_takes_rank_and_host() {
     assert!(meta
         .events
         .iter()
-        .all(|e| e.backend != powerperf::store::run::Backend::Rapl));
+        .all(|e| e.backend != powerperf_format::run::Backend::Rapl));
     assert!(
         meta.notes
             .iter()
@@ -499,7 +499,7 @@ fn a_full_disk_keeps_the_samples_written_and_says_truncated() {
     assert!(!saved.join("timeline.parquet").exists());
     assert!(!saved.join(".reserve").exists());
     // What was written before the disk filled is readable, and is less than the whole run.
-    let df = powerperf::collect::timeline::read_run(&saved)
+    let df = powerperf_format::timeline::read_run(&saved)
         .unwrap()
         .unwrap();
     assert!(df.height() >= 100, "{} rows kept", df.height());
@@ -595,18 +595,17 @@ fn leader_sampling_gives_grid_rows_that_add_up_to_the_totals() {
         println!("skipped: {why}");
         return;
     }
-    let tl =
-        powerperf::collect::timeline::read_parquet(&dir.path().join("kernel/timeline.parquet"))
-            .unwrap();
+    let tl = powerperf_format::timeline::read_parquet(&dir.path().join("kernel/timeline.parquet"))
+        .unwrap();
     let col = |n: &str| -> Vec<f64> {
-        powerperf::collect::timeline::column_f64(&tl, n)
+        powerperf_format::timeline::column_f64(&tl, n)
             .unwrap()
             .into_iter()
             .map(|v| v.expect("a value in every row"))
             .collect()
     };
-    let t = powerperf::collect::timeline::or_default(
-        powerperf::collect::timeline::column_u64(&tl, "t_ns").unwrap(),
+    let t = powerperf_format::timeline::or_default(
+        powerperf_format::timeline::column_u64(&tl, "t_ns").unwrap(),
     );
     let tc = col("task-clock");
     let n = t.len();

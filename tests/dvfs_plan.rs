@@ -4,7 +4,7 @@
 mod common;
 use common::powerperf as pp;
 
-use powerperf::store::set::{Point, SetMeta, TrainingSet};
+use powerperf_format::set::{Point, SetMeta, TrainingSet};
 use powerperf_node::plan_file::Plan;
 use predicates::prelude::*;
 use std::path::Path;
@@ -179,7 +179,7 @@ fn plan_chooses_the_lowest_energy_within_the_bound_and_writes_a_plan_file() {
     assert_eq!(policy["FREQ_DEFAULT"].as_f64(), Some(1e9));
     assert_eq!(
         policy["HASH_0"].as_u64(),
-        Some(u64::from(powerperf::dvfs::export::geopm_region_hash(
+        Some(u64::from(powerperf_core::dvfs::export::geopm_region_hash(
             "alpha"
         )))
     );

@@ -89,7 +89,7 @@ fn sweep_runs_the_grid_restores_and_resumes() {
     assert_eq!(s.governor(0), "schedutil");
     assert_eq!(s.governor(1), "schedutil");
     assert!(!s.dir.path().join("restore.toml").exists());
-    let set = powerperf::store::set::TrainingSet::read(&s.dir.path().join("set")).unwrap();
+    let set = powerperf_format::set::TrainingSet::read(&s.dir.path().join("set")).unwrap();
     assert_eq!(set.points.len(), 8);
     assert_eq!(set.knob_values("core_freq_mhz"), vec![1200.0, 2400.0]);
     assert_eq!(set.knob_values("threads"), vec![1.0, 2.0]);

@@ -4,7 +4,7 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::Path;
 
-use powerperf::store::run::{Backend, Ending, EventRecord, Knobs, RunInfo, RunMeta};
+use powerperf_format::run::{Backend, Ending, EventRecord, Knobs, RunInfo, RunMeta};
 use powerperf_node::event_spec::EventStatus;
 
 fn bin() -> Command {

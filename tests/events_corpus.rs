@@ -4,7 +4,7 @@
 mod common;
 use common::shared_corpora as corpora;
 
-use powerperf::events_dsl::{load_file, load_str, LoadOptions, Syntax};
+use powerperf_events::{load_file, load_str, LoadOptions, Syntax};
 
 #[test]
 fn every_papi_events_csv_line_compiles() {
@@ -133,7 +133,7 @@ fn every_perfexpert_file_compiles() {
         n += 1;
         // machine.properties also load as constants.
         if p.to_string_lossy().contains("machine") {
-            let m = powerperf::events_dsl::constants::load(&p).unwrap();
+            let m = powerperf_events::constants::load(&p).unwrap();
             assert!(m.constants.contains_key("L1_dlat"));
         }
     }
@@ -149,10 +149,9 @@ fn perfexpert_lcpi_with_its_machine_file() {
         &LoadOptions::default(),
     )
     .unwrap();
-    let m = powerperf::events_dsl::constants::load(
-        &c.join("perfexpert/amd-barcelona.machine.properties"),
-    )
-    .unwrap();
+    let m =
+        powerperf_events::constants::load(&c.join("perfexpert/amd-barcelona.machine.properties"))
+            .unwrap();
     let lookup = |n: &str| {
         m.constants.get(n).map(|c| c.value).or(match n {
             "PAPI_BR_INS" => Some(200.0),

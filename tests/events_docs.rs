@@ -1,7 +1,7 @@
 //! Every ```events example of docs/events.md compiles and evaluates to the ```json block
 //! that follows it.
 
-use powerperf::events_dsl::{load_str, LoadOptions, Syntax};
+use powerperf_events::{load_str, LoadOptions, Syntax};
 
 #[test]
 fn docs_examples_evaluate_as_shown() {

@@ -1,6 +1,6 @@
 //! Each definition format on tiny exact cases, error positions, and evaluation semantics.
 
-use powerperf::events_dsl::{load_str, DslError, LoadOptions, Problem, Syntax, MAX_DEPTH};
+use powerperf_events::{load_str, DslError, LoadOptions, Problem, Syntax, MAX_DEPTH};
 
 fn opts() -> LoadOptions {
     LoadOptions::default()
@@ -448,23 +448,23 @@ fn perf_json_metrics() {
 #[test]
 fn syntax_override_and_detection() {
     assert_eq!(
-        powerperf::events_dsl::detect("x.json", "[]").unwrap(),
+        powerperf_events::detect("x.json", "[]").unwrap(),
         Syntax::PerfJson
     );
     assert_eq!(
-        powerperf::events_dsl::detect("a.txt", "A, B|C|+\n").unwrap(),
+        powerperf_events::detect("a.txt", "A, B|C|+\n").unwrap(),
         Syntax::PapiUser
     );
     assert_eq!(
-        powerperf::events_dsl::detect("a.txt", "A = B + C\n").unwrap(),
+        powerperf_events::detect("a.txt", "A = B + C\n").unwrap(),
         Syntax::Infix
     );
     assert_eq!(
-        powerperf::events_dsl::detect("a.properties", "A = B + C\n").unwrap(),
+        powerperf_events::detect("a.properties", "A = B + C\n").unwrap(),
         Syntax::PerfExpert
     );
     assert!(matches!(
-        powerperf::events_dsl::detect("a.txt", "\n\n"),
+        powerperf_events::detect("a.txt", "\n\n"),
         Err(DslError::UnknownSyntax { .. })
     ));
     // `--syntax infix` reads a file that detection would take for PAPI.

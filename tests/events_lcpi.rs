@@ -5,8 +5,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use powerperf::events_dsl::alias::Resolver;
-use powerperf::events_dsl::{constants, lcpi};
+use powerperf_events::alias::Resolver;
+use powerperf_events::{constants, lcpi};
 
 #[test]
 fn shipped_lcpi_files_and_constants_compile() {
@@ -186,7 +186,7 @@ fn lcpi_on_the_xu3_timeline() {
 
 #[test]
 fn lcpi_from_run_totals() {
-    let totals = powerperf::store::run::RunTotals {
+    let totals = powerperf_format::run::RunTotals {
         values: BTreeMap::from([
             ("instructions".into(), 2000.0),
             ("cycles".into(), 3000.0),
@@ -292,10 +292,10 @@ fn lcpi_on_a_run_imported_from_the_xu3_timeline() {
         "{text}"
     );
     // The derived counters of the set: overall_cpi of that point is CPU_CYCLES / INST_RETIRED.
-    let set = powerperf::store::set::TrainingSet::read(&out.path().join("set")).unwrap();
+    let set = powerperf_format::set::TrainingSet::read(&out.path().join("set")).unwrap();
     assert_eq!(
         set.meta.counters.get("overall_cpi"),
-        Some(&powerperf::store::set::CounterKind::Rate)
+        Some(&powerperf_format::set::CounterKind::Rate)
     );
     assert!(
         !set.meta.counters.contains_key("branches"),

@@ -3,7 +3,7 @@
 //! never panics; and random expressions evaluate through infix → bytecode and through
 //! bytecode → PAPI RPN → bytecode exactly as an independent tree evaluator says.
 
-use powerperf::events_dsl::{load_str, LoadOptions, Syntax};
+use powerperf_events::{load_str, LoadOptions, Syntax};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 

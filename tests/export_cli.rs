@@ -229,7 +229,7 @@ fn check_perfetto(path: &Path) -> Option<serde_json::Value> {
 /// Run the OTF2 Python reader's checker and otf2-print; the checker's summary and
 /// otf2-print's output.
 fn check_otf2(dir: &Path) -> Option<(serde_json::Value, String)> {
-    if !powerperf::export::otf2::available() {
+    if !powerperf_core::export::otf2::available() {
         println!(
             "skipped: the OTF2 library is not installed (apt-get install libopen-trace-format2-10)"
         );
@@ -283,7 +283,7 @@ fn export_all_and_check(dir: &Path, run: &Path, expect: &[(&str, usize, usize)])
         assert!(tracks.iter().any(|t| t == "task-clock rate (ns/s)"), "{v}");
     }
     let otf2 = dir.join("otf2");
-    if powerperf::export::otf2::available() {
+    if powerperf_core::export::otf2::available() {
         export(run, "otf2", &otf2);
     }
     if let Some((v, print)) = check_otf2(&otf2) {
@@ -461,7 +461,7 @@ fn run_toml(dir: &Path, start_monotonic_ns: u64) {
          start_monotonic_ns = {start_monotonic_ns}\nduration_ns = 30000000000\nhost = \"h100\"\n\
          cpu_model = \"\"\nkernel = \"\"\ntool_version = \"\"\ninterval_ns = 0\nsamples = 0\n\n[knobs]\n"
     );
-    let meta = powerperf::store::run::RunMeta::from_toml(&text).unwrap();
+    let meta = powerperf_format::run::RunMeta::from_toml(&text).unwrap();
     meta.write(dir).unwrap();
 }
 
@@ -478,7 +478,7 @@ fn recorded_cupti_run_kernels_land_on_their_streams() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(fixture.join(sub), &to).unwrap();
     }
-    powerperf::collect::gpu_activity::write_gpu_activity_attributed(
+    powerperf_core::collect::gpu_activity::write_gpu_activity_attributed(
         &run,
         49_126_447_518,
         &|_, _| None,
@@ -486,12 +486,12 @@ fn recorded_cupti_run_kernels_land_on_their_streams() {
     .unwrap()
     .unwrap();
     run_toml(&run, 49_126_447_518);
-    let (acts, _) = powerperf::collect::gpu_activity::read(&run)
+    let (acts, _) = powerperf_core::collect::gpu_activity::read(&run)
         .unwrap()
         .unwrap();
     let mut per_stream: BTreeMap<String, usize> = BTreeMap::new();
     for a in &acts {
-        let s = powerperf::export::Stream {
+        let s = powerperf_core::export::Stream {
             device: a.device,
             stream: a.stream,
             ..Default::default()
@@ -500,7 +500,7 @@ fn recorded_cupti_run_kernels_land_on_their_streams() {
     }
     let kernels = acts
         .iter()
-        .filter(|a| a.kind == Some(powerperf::collect::gpu_activity::Kind::Kernel))
+        .filter(|a| a.kind == Some(powerperf_core::collect::gpu_activity::Kind::Kernel))
         .count();
     assert_eq!(kernels, 56);
     let json = dir.path().join("t.json");
@@ -544,7 +544,7 @@ fn recorded_cupti_run_kernels_land_on_their_streams() {
         );
     }
     let otf2 = dir.path().join("otf2");
-    if powerperf::export::otf2::available() {
+    if powerperf_core::export::otf2::available() {
         export(&run, "otf2", &otf2);
     }
     if let Some((v, _)) = check_otf2(&otf2) {
@@ -580,7 +580,7 @@ fn two_rank_job_gives_two_processes() {
             ],
         );
     }
-    let host = powerperf::store::run::RunMeta::read(&job.join("rank0"))
+    let host = powerperf_format::run::RunMeta::read(&job.join("rank0"))
         .unwrap()
         .run
         .host;
@@ -602,7 +602,7 @@ fn two_rank_job_gives_two_processes() {
         assert_eq!(n(&v, "begins", "compute"), 20);
     }
     let otf2 = dir.path().join("otf2");
-    if powerperf::export::otf2::available() {
+    if powerperf_core::export::otf2::available() {
         export(&job, "otf2", &otf2);
     }
     if let Some((v, _)) = check_otf2(&otf2) {
@@ -636,7 +636,7 @@ fn bad_input_and_a_missing_otf2_library_are_named() {
         .args(["--format", "otf2", "-o"])
         .arg(dir.path().join("o"))
         .env(
-            powerperf::export::otf2::LIBRARY_ENV,
+            powerperf_core::export::otf2::LIBRARY_ENV,
             "/nonexistent/libotf2.so",
         )
         .output()

@@ -3,7 +3,7 @@
 //! see its README): decoding, clock mapping, HPCToolkit metrics, occupancy, host idle,
 //! the Parquet files, the report section and the per-stream plot.
 
-use powerperf::collect::gpu_activity::{self, Kind};
+use powerperf_core::collect::gpu_activity::{self, Kind};
 use std::path::Path;
 
 fn run_with_fixture() -> tempfile::TempDir {
@@ -87,9 +87,11 @@ fn fixture_becomes_activity_tables_with_hpctoolkit_metrics() {
 fn report_shows_the_gpu_section_and_plots_the_streams() {
     let dir = run_with_fixture();
     gpu_activity::write_gpu_activity(dir.path(), 25_000_000_000, &|_, _| None).unwrap();
-    let s = powerperf::report::gpu::load(dir.path()).unwrap().unwrap();
+    let s = powerperf_core::report::gpu::load(dir.path())
+        .unwrap()
+        .unwrap();
     assert_eq!(s.streams.len(), 3, "{:?}", s.streams);
-    let text = powerperf::report::gpu::render_text(&s, 1.0);
+    let text = powerperf_core::report::gpu::render_text(&s, 1.0);
     println!("{text}");
     assert!(text.contains("GKER"), "{text}");
     assert!(text.contains("_Z4axpyPfPKffi"), "{text}");
@@ -97,7 +99,7 @@ fn report_shows_the_gpu_section_and_plots_the_streams() {
     assert!(text.contains("@CUDA_HOST_IDLE"), "{text}");
     // The per-stream plot renders (SVG with one row label per stream).
     let meta_dir = dir.path();
-    let meta: powerperf::store::run::RunMeta = toml::from_str(
+    let meta: powerperf_format::run::RunMeta = toml::from_str(
         r#"
 [run]
 id = "fixture"
@@ -118,7 +120,7 @@ samples = 0
 "#,
     )
     .unwrap();
-    let p = powerperf::report::plots::gpu_streams_plot(meta_dir, &meta)
+    let p = powerperf_core::report::plots::gpu_streams_plot(meta_dir, &meta)
         .unwrap()
         .unwrap();
     let svg = p.plot.svg().unwrap();
@@ -297,7 +299,7 @@ fn pytorch_backward_kernels_take_the_backward_range_of_the_python_thread() {
         assert_eq!(a.launch_tid, Some(551), "{a:?}");
     }
     // Before (the launching thread's rule alone) and after, as report prints them.
-    let g = powerperf::report::gpu::summarize(&acts, &calls);
+    let g = powerperf_core::report::gpu::summarize(&acts, &calls);
     let share = |rules: &[&str]| -> (f64, f64) {
         let (mut n, mut s) = (0u64, 0.0);
         for r in rules {

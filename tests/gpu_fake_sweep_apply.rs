@@ -186,7 +186,7 @@ fn sweep_fit_plan_apply_on_a_fake_gpu_restores_every_file() {
     assert_eq!(f.files(), before, "the fake GPU's files changed");
     assert!(!f.p("powerperf-gpu-restore.toml").exists() && !f.p("restore.toml.gpu").exists());
     // the set: GPU knobs on gpu0, the warm-up runs left out, requested = observed
-    let set = powerperf::store::set::TrainingSet::read(&f.p("set")).unwrap();
+    let set = powerperf_format::set::TrainingSet::read(&f.p("set")).unwrap();
     assert_eq!(set.points.len(), 6);
     assert_eq!(
         set.knob_values("core_freq_mhz"),
@@ -199,7 +199,7 @@ fn sweep_fit_plan_apply_on_a_fake_gpu_restores_every_file() {
         let pw = p.power_w.expect("GPU power");
         assert!((pw - 250.5).abs() < 30.0, "{p:?}");
     }
-    let run = powerperf::store::run::RunMeta::read(&f.p("set/runs/f-_t-_r0_g1500")).unwrap();
+    let run = powerperf_format::run::RunMeta::read(&f.p("set/runs/f-_t-_r0_g1500")).unwrap();
     let g = run.gpu_setting.expect("[gpu_setting]");
     assert_eq!(
         (
@@ -461,7 +461,7 @@ fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
         )),
     );
     assert_eq!(f.files(), before);
-    let run = powerperf::store::run::RunMeta::read(&f.p("set/runs/f-_t-_r1_g1980")).unwrap();
+    let run = powerperf_format::run::RunMeta::read(&f.p("set/runs/f-_t-_r1_g1980")).unwrap();
     let g = run.gpu_setting.unwrap();
     assert_eq!(g.observed_sm_clock_mhz, Some(1100.0));
     assert_eq!(g.throttle_reasons, Some(36));
@@ -474,7 +474,7 @@ fn a_point_off_its_requested_clock_is_flagged_in_the_set_and_by_fit() {
     assert_eq!(run.knobs.core_freq_mhz, Some(1980.0));
     assert_eq!(run.knobs.gpu_sm_clock_mhz, Some(1100.0));
     // 1200 requested, 1100 observed: 8.3 % off, flagged too
-    let rec: powerperf::dvfs::sweep::SweepRecord =
+    let rec: powerperf_core::dvfs::sweep::SweepRecord =
         toml::from_str(&std::fs::read_to_string(f.p("set/sweep.toml")).unwrap()).unwrap();
     assert_eq!(rec.off_setting.len(), 4, "{rec:?}");
     assert!(
@@ -521,7 +521,7 @@ fn collect_reads_the_fake_gpu_as_it_would_nvml() {
         .iter()
         .flatten()
         .all(|c| *c == 1980.0));
-    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let meta = powerperf_format::run::RunMeta::read(&run).unwrap();
     assert!(
         meta.notes.iter().any(|n| n.contains("fake GPUs under")),
         "{:?}",
@@ -655,7 +655,7 @@ fn a_power_limit_sweep_gives_a_gpu_plan_that_apply_sets() {
     .assert()
     .success();
     assert_eq!(f.files(), before);
-    let set = powerperf::store::set::TrainingSet::read(&f.p("set")).unwrap();
+    let set = powerperf_format::set::TrainingSet::read(&f.p("set")).unwrap();
     assert_eq!(set.knob_values("power_limit_w"), vec![300.0, 500.0, 700.0]);
     assert_eq!(set.meta.knob_devices["power_limit_w"], "gpu0");
     f.fit("set", &["--model", "analytic"], &f.p("auto.json"))

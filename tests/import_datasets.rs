@@ -5,7 +5,7 @@
 mod common;
 
 use assert_cmd::Command;
-use powerperf::store::set::{CounterKind, TrainingSet};
+use powerperf_format::set::{CounterKind, TrainingSet};
 use std::path::{Path, PathBuf};
 
 fn spec(name: &str) -> PathBuf {
@@ -47,7 +47,7 @@ fn point<'a>(
     workload: &str,
     knobs: &[(&str, f64)],
     repeat: Option<i64>,
-) -> &'a powerperf::store::set::Point {
+) -> &'a powerperf_format::set::Point {
     set.points
         .iter()
         .find(|p| {
@@ -266,8 +266,8 @@ fn every_shipped_spec_loads() {
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
-            let s =
-                powerperf::store::import::ImportSpec::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
+            let s = powerperf_core::store::import::ImportSpec::load(&p)
+                .unwrap_or_else(|e| panic!("{e:#}"));
             assert!(
                 !s.source.is_empty() && !s.licence.is_empty(),
                 "{} must name its source and licence",
@@ -396,7 +396,7 @@ fn the_documented_per_kernel_gpu_spec_imports_and_auto_takes_the_two_clock_stack
     for (app, k, n, d, lat) in kernels {
         for fm in [500.0, 715.0] {
             for fc in [600.0, 800.0, 1000.0, 1200.0, 1328.0] {
-                let (t, sc, _) = powerperf::models::synthetic::gpu_kernel(n, d, lat, fc, fm);
+                let (t, sc, _) = powerperf_core::models::synthetic::gpu_kernel(n, d, lat, fc, fm);
                 csv += &format!(
                     "{row},{app},{fc},{fm},{k},{},{n},{},{},{},{}\n",
                     t * 1e3,
@@ -444,7 +444,7 @@ fn the_documented_per_kernel_gpu_spec_imports_and_auto_takes_the_two_clock_stack
     assert_eq!(v["model"], "stack", "{v}");
     // 6 kernels × 9 settings besides the baseline (1328, 715).
     assert_eq!(v["points"], 54, "{v}");
-    // The synthetic kernels follow the two-clock form exactly (powerperf::models::synthetic: issue at
+    // The synthetic kernels follow the two-clock form exactly (powerperf_core::models::synthetic: issue at
     // 0.02 core cycles per warp instruction overlapped with 32-byte transfers at 256 B per
     // memory cycle), so a kernel known at its baseline point alone is predicted at both
     // memory clocks from the other kernels' β and γ; the median-ratio baseline is not.

@@ -2,7 +2,7 @@
 //! fixtures) become a training set through `powerperf import RUN… -o SET`.
 
 use assert_cmd::Command;
-use powerperf::store::set::{CounterKind, TrainingSet};
+use powerperf_format::set::{CounterKind, TrainingSet};
 use std::path::{Path, PathBuf};
 
 fn write_run(

@@ -68,7 +68,7 @@ fn auto_fits_scaling_on_a_power_limit_sweep() {
     assert!(json.pointer("/model/scaling").is_some(), "{json}");
     // The model predicts the workload along the limit: slower at 300 W than at 700 W (the
     // command sleeps 50 against 21 ms).
-    let w = powerperf::store::set::TrainingSet::read(&set)
+    let w = powerperf_format::set::TrainingSet::read(&set)
         .unwrap()
         .workloads()[0]
         .clone();
@@ -122,7 +122,7 @@ fn evaluate_reports_auto_s_choice_beside_the_outer_error() {
         "--format",
         "json",
     ]));
-    let held_out_workloads = powerperf::store::set::TrainingSet::read(&set)
+    let held_out_workloads = powerperf_format::set::TrainingSet::read(&set)
         .unwrap()
         .workloads()
         .len() as u64;

@@ -4,7 +4,7 @@
 mod common;
 use common::powerperf as pp;
 
-use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet};
+use powerperf_format::set::{CounterKind, Point, SetMeta, TrainingSet};
 use std::path::Path;
 
 /// t = a + b·1000/f, P = 20 + c·(f/1000)^3, two repeats each (means are exact), with counters.
@@ -307,14 +307,14 @@ fn load_model_gives_a_predictor_with_the_training_grid() {
         .unwrap()
         .status
         .success());
-    let m = powerperf::models::load_model(&model).unwrap();
+    let m = powerperf_core::models::load_model(&model).unwrap();
     assert_eq!(m.kind(), "analytic");
     assert_eq!(m.workloads().len(), 4);
     let grid = m.knob_grid("gamma");
     assert_eq!(grid.len(), 6);
     let p = m.predict("gamma", &grid[0]).unwrap();
     assert!((p.time_s.unwrap() - (0.5 + 4.0 * 2.0)).abs() < 1e-9);
-    let err = powerperf::models::load_model(&tmp.path().join("missing.json"))
+    let err = powerperf_core::models::load_model(&tmp.path().join("missing.json"))
         .err()
         .unwrap();
     assert!(format!("{err:#}").contains("missing.json"));

@@ -5,7 +5,7 @@
 mod common;
 use common::powerperf as pp;
 
-use powerperf::store::set::TrainingSet;
+use powerperf_format::set::TrainingSet;
 use std::path::Path;
 
 /// The set bundled in the binary as `name`, imported into `dir/name`.

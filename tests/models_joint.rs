@@ -5,14 +5,15 @@
 
 mod common;
 
-use powerperf::models::eval::Evaluation;
-use powerperf::models::features::mean_points;
-use powerperf::models::joint::split::{
+use powerperf_core::models::eval::Evaluation;
+use powerperf_core::models::features::mean_points;
+use powerperf_core::models::joint::split::{
     cross_workload_holdout, separable_baseline, settings_holdout,
 };
-use powerperf::models::{FitParams, Knobs, ModelKind};
-use powerperf::store::import::{import, ImportSpec};
-use powerperf::store::set::{Point, TrainingSet};
+use powerperf_core::models::{FitParams, ModelKind};
+use powerperf_core::store::import::{import, ImportSpec};
+use powerperf_format::set::{Point, TrainingSet};
+use powerperf_node::plan_file::Knobs;
 
 fn load(name: &str) -> TrainingSet {
     let spec_path = common::datasets().join(format!("{name}.toml"));

@@ -4,11 +4,11 @@
 
 mod common;
 
-use powerperf::models::eval::{knob_holdout, workload_holdout, Evaluation};
-use powerperf::models::features::mean_points;
-use powerperf::models::{FitParams, ModelKind};
-use powerperf::store::import::{import, ImportSpec};
-use powerperf::store::set::TrainingSet;
+use powerperf_core::models::eval::{knob_holdout, workload_holdout, Evaluation};
+use powerperf_core::models::features::mean_points;
+use powerperf_core::models::{FitParams, ModelKind};
+use powerperf_core::store::import::{import, ImportSpec};
+use powerperf_format::set::TrainingSet;
 
 fn load(name: &str) -> TrainingSet {
     let spec_path = common::datasets().join(format!("{name}.toml"));
@@ -19,8 +19,8 @@ fn load(name: &str) -> TrainingSet {
 /// `auto` in workload holdout from `base`, default parameters.
 fn auto_holdout(
     set: &TrainingSet,
-    pts: &[powerperf::store::set::Point],
-    base: &powerperf::models::Knobs,
+    pts: &[powerperf_format::set::Point],
+    base: &powerperf_node::plan_file::Knobs,
 ) -> Evaluation {
     workload_holdout(ModelKind::Auto, &set.meta, pts, base, &FitParams::default())
 }
@@ -31,7 +31,8 @@ fn auto_holdout(
 fn auto_holdout_within(name: &str, base: &[(&str, f64)], kind: ModelKind, bounds: &[(&str, f64)]) {
     let set = load(name);
     let pts = mean_points(&set);
-    let base: powerperf::models::Knobs = base.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let base: powerperf_node::plan_file::Knobs =
+        base.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let e = auto_holdout(&set, &pts, &base);
     assert_eq!(e.kind, kind);
     assert!(e.failures.is_empty(), "{:?}", e.failures);
@@ -131,7 +132,7 @@ fn v100_power_knob_holdout() {
 fn v100_auto_workload_holdout_takes_the_bound_and_bottleneck_form() {
     let set = load("v100-dcgm-sweep");
     let pts = mean_points(&set);
-    let base: powerperf::models::Knobs = [("core_freq_mhz".to_string(), 1380.0)].into();
+    let base: powerperf_node::plan_file::Knobs = [("core_freq_mhz".to_string(), 1380.0)].into();
     let e = auto_holdout(&set, &pts, &base);
     assert_eq!(e.kind, ModelKind::Stack);
     let v = e.versus(&set.meta);

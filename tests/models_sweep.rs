@@ -20,8 +20,8 @@
 
 mod common;
 
-use powerperf::models::features::mean_points;
-use powerperf::store::set::{Point, TrainingSet};
+use powerperf_core::models::features::mean_points;
+use powerperf_format::set::{Point, TrainingSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -204,10 +204,10 @@ fn commands(set_dir: &Path, set: &TrainingSet, tmp: &Path) -> Vec<(String, Comma
 /// shape of public GPU DVFS data: warp instructions `inst_executed`, DRAM transactions,
 /// an all-zero `flop_count_dp`, fractions such as `achieved_occupancy`): a core × memory
 /// clock grid, and a core-clock sweep at one memory clock (where `auto`'s stack takes the
-/// base-CPI form from `inst_executed`). Six kernels ([`powerperf::models::synthetic`]).
+/// base-CPI form from `inst_executed`). Six kernels ([`powerperf_core::models::synthetic`]).
 fn nvprof_shaped_sets() -> Vec<(&'static str, TrainingSet)> {
-    use powerperf::models::synthetic;
-    use powerperf::store::set::CounterKind;
+    use powerperf_core::models::synthetic;
+    use powerperf_format::set::CounterKind;
     let grid = |mems: &[f64]| {
         let mut meta = synthetic::nvprof_meta();
         meta.counters

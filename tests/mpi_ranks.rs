@@ -6,7 +6,7 @@
 mod common;
 
 use assert_cmd::Command;
-use powerperf::store::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
+use powerperf_format::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
 use std::path::{Path, PathBuf};
 
 /// Energy of the fixture's package-0 counter when it goes from 262143000000 µJ to 1000000 µJ
@@ -75,7 +75,7 @@ fn mpirun_np4_one_rank_per_node_samples_rapl_and_report_counts_it_once() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let host = powerperf::collect::sysinfo::host_and_kernel().0;
+    let host = powerperf_core::collect::sysinfo::host_and_kernel().0;
     let mut samplers = vec![];
     for r in 0..4u32 {
         let meta = RunMeta::read(&job.join(format!("rank{r}"))).unwrap();

@@ -33,7 +33,7 @@ fn papi_backend_without_the_feature_says_how_to_rebuild() {
 #[cfg(feature = "papi")]
 mod with_papi {
     use super::pp;
-    use powerperf::store::run::{Backend, EventRecord, RunMeta};
+    use powerperf_format::run::{Backend, EventRecord, RunMeta};
     use powerperf_node::event_spec::EventStatus;
     use std::path::Path;
 
@@ -131,7 +131,7 @@ mod with_papi {
             assert!(why.contains("(PAPI_E"), "PAPI's error is named: {why}");
             assert!(cyc.total.is_none() && cyc.column.is_none());
         }
-        let tl = powerperf::collect::timeline::read_parquet(&run.join("timeline.parquet")).unwrap();
+        let tl = powerperf_format::timeline::read_parquet(&run.join("timeline.parquet")).unwrap();
         let cols: Vec<String> = tl
             .get_column_names()
             .iter()
@@ -152,7 +152,7 @@ mod with_papi {
         // Counted: every sample's increase is in the column, and they add up to the total.
         assert_eq!(clock.status, EventStatus::Counted, "{clock:?}");
         assert_eq!(clock.unit.as_deref(), Some("ns"));
-        let sum: f64 = powerperf::collect::timeline::column_f64(&tl, "perf::TASK-CLOCK")
+        let sum: f64 = powerperf_format::timeline::column_f64(&tl, "perf::TASK-CLOCK")
             .unwrap()
             .into_iter()
             .flatten()

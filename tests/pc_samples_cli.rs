@@ -6,7 +6,7 @@
 mod common;
 
 use assert_cmd::Command;
-use powerperf::collect::pc_samples::{self, PcRow};
+use powerperf_core::collect::pc_samples::{self, PcRow};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -95,7 +95,7 @@ fn hot_function_tops_the_pc_samples_with_its_share_line_and_region() {
         .arg("1")
         .assert()
         .success();
-    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let meta = powerperf_format::run::RunMeta::read(&run).unwrap();
     let ps = meta.pc_sampling.clone().expect("[pc_sampling] in run.toml");
     assert!(ps.status.has_value(), "{ps:?} notes {:?}", meta.notes);
     assert_eq!(ps.frequency_hz, 999);
@@ -255,7 +255,7 @@ fn pc_sampling_attaches_to_a_running_process() {
         .assert()
         .success();
     let _ = child.wait();
-    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let meta = powerperf_format::run::RunMeta::read(&run).unwrap();
     let ps = meta.pc_sampling.expect("[pc_sampling]");
     assert!(ps.status.has_value(), "{ps:?} notes {:?}", meta.notes);
     let rows: Vec<PcRow> = pc_samples::read(&run).unwrap().expect("pc_samples.parquet");
@@ -297,7 +297,7 @@ fn pc_sampling_system_wide_finds_the_busy_process() {
         .arg("0.5")
         .output()
         .unwrap();
-    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let meta = powerperf_format::run::RunMeta::read(&run).unwrap();
     let ps = meta.pc_sampling.expect("[pc_sampling]");
     if ps.status == powerperf_node::event_spec::EventStatus::PermissionDenied {
         println!("skipped: system-wide sampling refused: {:?}", ps.reason);

@@ -5,10 +5,10 @@
 
 mod common;
 
-use powerperf::collect::timeline::Timeline;
-use powerperf::models::features::mean_points;
-use powerperf::models::from_counters::{model_of, predict_time, Measured};
-use powerperf::store::import::{import, ImportSpec};
+use powerperf_core::models::features::mean_points;
+use powerperf_core::models::from_counters::{model_of, predict_time, Measured};
+use powerperf_core::store::import::{import, ImportSpec};
+use powerperf_format::timeline::Timeline;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -93,7 +93,7 @@ fn gpu_run(dir: &Path) {
         "# powerperf-rt region events v1 pid=1\nR\t1\tcopy\nR\t2\tdgemm\nB\t1000\t1\t1\nE\t40001000\t1\t1\nB\t40001000\t1\t2\nE\t80001000\t1\t2\n",
     )
     .unwrap();
-    powerperf::collect::attribution::write_regions(dir, &t, 1000, None)
+    powerperf_core::collect::attribution::write_regions(dir, &t, 1000, None)
         .unwrap()
         .unwrap();
 }
@@ -202,7 +202,7 @@ fn predict_from_a_run_without_fractions_or_with_another_knob_is_refused() {
 /// naming the ones it knows.
 #[test]
 fn predict_from_a_run_with_a_model_takes_power_from_the_model() {
-    use powerperf::models::{ModelFile, Predictor as _};
+    use powerperf_core::models::{ModelFile, Predictor as _};
     let d = tempfile::tempdir().unwrap();
     let gpu = d.path().join("fake-gpu");
     common::copy_tree(

@@ -61,7 +61,7 @@ fn quickstart_without_datasets_runs_every_local_step() {
     assert!(text.contains("(unchanged)"), "{text}");
     // Runs exist and are readable; the dry run changed nothing in the fixture copy.
     let run = out.join("runs/mixed-t1-r0");
-    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let meta = powerperf_format::run::RunMeta::read(&run).unwrap();
     assert_eq!(meta.knobs.threads, Some(1));
     let gov = std::fs::read_to_string(
         out.join("sysfs-cpufreq-userspace/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),

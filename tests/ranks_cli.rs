@@ -42,7 +42,7 @@ fn ranks_write_shards_and_report_aggregates_them() {
         assert!(c.wait().unwrap().success());
     }
     for r in 0..3 {
-        let meta = powerperf::store::run::RunMeta::read(&job.join(format!("rank{r}"))).unwrap();
+        let meta = powerperf_format::run::RunMeta::read(&job.join(format!("rank{r}"))).unwrap();
         assert_eq!(meta.run.rank, Some(r));
         // Node-wide sources are the first local rank's: the others say so.
         if r > 0 {
@@ -93,7 +93,7 @@ fn ranks_write_shards_and_report_aggregates_them() {
 /// the powercap fixture, re-labelled as ranks of two hosts.
 #[test]
 fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
-    use powerperf::store::run::{Backend, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
+    use powerperf_format::run::{Backend, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sysfs");
     common::copy_tree(
@@ -119,7 +119,7 @@ fn report_sums_node_energy_per_node_and_names_a_broken_shard() {
         .env_remove("SLURM_LOCALID")
         .assert()
         .success();
-    let t = powerperf::store::run::RunMeta::read(&template).unwrap();
+    let t = powerperf_format::run::RunMeta::read(&template).unwrap();
     assert_eq!(t.run.node_sources.as_deref(), Some(NODE_SOURCES_SAMPLED));
     let pkg_j = t
         .events

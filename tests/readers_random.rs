@@ -18,9 +18,9 @@ use std::sync::OnceLock;
 
 use powerperf_readers_check as readers;
 
-use powerperf::models::ModelFile;
-use powerperf::store::run::RunMeta;
-use powerperf::store::set::{CounterKind, Point, SetMeta, TrainingSet, Unreliable};
+use powerperf_core::models::ModelFile;
+use powerperf_format::run::RunMeta;
+use powerperf_format::set::{CounterKind, Point, SetMeta, TrainingSet, Unreliable};
 use powerperf_node::plan_file::Plan;
 use powerperf_rt::events::{self, BinFile, Kind, RegionEvent};
 
@@ -640,7 +640,7 @@ fn a_binary_events_file_reads_the_same_through_both_forms() {
 /// The linear model seed with `edit` applied to its `model.regression` object; predicting
 /// its training grid must return (an error here), not panic.
 fn damaged_linear_model(edit: impl Fn(&mut serde_json::Value)) -> Vec<String> {
-    use powerperf::models::Predictor;
+    use powerperf_core::models::Predictor;
     let path = fuzz_dir().join("seeds/model_json/linear.json");
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     edit(&mut v["model"]["regression"]);
@@ -728,7 +728,7 @@ fn a_points_parquet_asking_for_2pow61_bytes_is_an_error_not_an_abort() {
     // The run tables are read through the same check.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("timeline.parquet"), &data).unwrap();
-    let e = powerperf::collect::timeline::read_run(dir.path()).unwrap_err();
+    let e = powerperf_format::timeline::read_run(dir.path()).unwrap_err();
     assert!(format!("{e:#}").contains("-39 values"), "{e:#}");
 }
 
@@ -748,7 +748,7 @@ fn a_run_toml_with_a_huge_signal_number_is_read_not_a_panic() {
 /// The seed model `name` with `edit` applied to its `model` object; every prediction of
 /// its training grid must be an error (not a panic) containing `want`.
 fn damaged_model_errors(name: &str, edit: impl Fn(&mut serde_json::Value), want: &str) {
-    use powerperf::models::Predictor;
+    use powerperf_core::models::Predictor;
     let path = fuzz_dir().join("seeds/model_json").join(name);
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     edit(&mut v["model"]);

@@ -5,7 +5,7 @@
 mod common;
 
 use assert_cmd::Command;
-use powerperf::collect::attribution::{read_regions, RegionRecord};
+use powerperf_core::collect::attribution::{read_regions, RegionRecord};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -75,7 +75,7 @@ fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[
     }
     // Every region has the run's counters attributed (task-clock is a software event that
     // counts here), and shares add up to at most the run's total.
-    let meta = powerperf::store::run::RunMeta::read(&run).unwrap();
+    let meta = powerperf_format::run::RunMeta::read(&run).unwrap();
     let total = meta.totals().values.get("task-clock").copied().unwrap();
     let top: f64 = regions
         .iter()
@@ -135,7 +135,7 @@ fn collect_and_check(dir: &Path, prog: &[&str], env: &[(&str, &str)], expect: &[
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let arr = v.as_array().unwrap();
         assert_eq!(arr.len(), rows, "{per}");
-        let df = powerperf::collect::timeline::read_parquet(&out).unwrap();
+        let df = powerperf_format::timeline::read_parquet(&out).unwrap();
         assert_eq!(df.height(), rows);
         let cpu: f64 = df
             .column("cpu_s")

@@ -194,7 +194,7 @@ fn regions_of_collected_runs_are_planned_and_applied_at_their_boundaries() {
         .clone();
     let out = String::from_utf8(out).unwrap();
     assert!(out.contains("8 points, 2 workloads"), "{out}");
-    let ts = powerperf::store::set::TrainingSet::read(&set).unwrap();
+    let ts = powerperf_format::set::TrainingSet::read(&set).unwrap();
     let point = |w: &str, f: f64| {
         ts.points
             .iter()

@@ -7,7 +7,7 @@
 mod common;
 
 use common::NOBODY;
-use powerperf::store::run::RunMeta;
+use powerperf_format::run::RunMeta;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

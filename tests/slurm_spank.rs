@@ -584,7 +584,7 @@ fn srun_with_the_plugin_applies_restores_and_collects() {
 
 fn check_shards(job: &Path) {
     for r in [0u32, 1] {
-        let meta = powerperf::store::run::RunMeta::read(&job.join(format!("rank{r}")))
+        let meta = powerperf_format::run::RunMeta::read(&job.join(format!("rank{r}")))
             .unwrap_or_else(|e| panic!("{}/rank{r}: {e}", job.display()));
         assert_eq!(meta.run.rank, Some(r));
         let second = meta

@@ -91,7 +91,7 @@ fn main() {
             let o = c.output().expect("collect runs");
             arm.under_total.push(t.elapsed().as_secs_f64());
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            let meta = powerperf::store::run::RunMeta::read(&run).expect("run.toml");
+            let meta = powerperf_format::run::RunMeta::read(&run).expect("run.toml");
             if meta.run.timeline_sampler.as_deref() != Some(SAMPLERS[which]) {
                 arm.fell_back += 1;
             }

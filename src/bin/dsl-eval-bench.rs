@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use polars::prelude::*;
-use powerperf::events_dsl::{load_str, DefinitionSet, LoadOptions, Op, Syntax};
+use powerperf_events::{load_str, DefinitionSet, LoadOptions, Op, Syntax};
 
 /// LCPI (Moore 2012 form), IPC, and a few metrics with selects and comparisons.
 const FORMULAS: &str = "\

@@ -1,5 +1,5 @@
 //! Fit speed of supervised PCA (issue 6, item 6): the matrix-level fit
-//! [`powerperf::models::regression::fit_spca_matrix`] on deterministic synthetic data, against
+//! [`powerperf_core::models::regression::fit_spca_matrix`] on deterministic synthetic data, against
 //! scikit-learn's equivalent pipeline (`scripts/fit_speed_sklearn.py`) on the same data.
 //!
 //! `cargo run --release --bin fit-speed-bench [-- ROWS [FEATURES [REPEATS]]]`
@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use ndarray::{Array1, Array2};
-use powerperf::models::regression::{fit_spca_matrix, SpcaParams};
+use powerperf_core::models::regression::{fit_spca_matrix, SpcaParams};
 
 struct SplitMix(u64);
 

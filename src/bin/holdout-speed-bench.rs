@@ -7,7 +7,7 @@
 //! (`datasets/*.toml`): the Titan X microbenchmarks, the first 32 workloads by name × 32
 //! settings (1,024 points, PTX static features), and the V100 sweep, the first 9 applications
 //! by name × 117 clocks (1,053 points, DCGM counters). Each model runs the whole protocol
-//! ([`powerperf::models::eval::workload_holdout`], held-out workloads refitted in parallel on
+//! ([`powerperf_core::models::eval::workload_holdout`], held-out workloads refitted in parallel on
 //! the available cores) from the maximum of every knob. A third set, `gpu-2clock-synth`, is
 //! synthetic: 40 kernels × 5 core × 5 memory clocks (1,000 points) with nvprof's counts
 //! (`inst_executed`, `dram_read_transactions`, `dram_write_transactions`), each kernel's time
@@ -21,11 +21,12 @@
 //! (median of REPEATS runs, default 1; loading not included), the points predicted and the
 //! time and power MAPE beside the median-ratio baseline's.
 
-use powerperf::models::eval::workload_holdout;
-use powerperf::models::features::mean_points;
-use powerperf::models::{FitParams, Knobs, ModelKind};
-use powerperf::store::import::{import, ImportSpec};
-use powerperf::store::set::{Point, TrainingSet};
+use powerperf_core::models::eval::workload_holdout;
+use powerperf_core::models::features::mean_points;
+use powerperf_core::models::{FitParams, ModelKind};
+use powerperf_core::store::import::{import, ImportSpec};
+use powerperf_format::set::{Point, TrainingSet};
+use powerperf_node::plan_file::Knobs;
 use std::path::Path;
 use std::time::Instant;
 
@@ -46,9 +47,9 @@ fn load(name: &str, workloads: usize) -> anyhow::Result<(TrainingSet, Vec<Point>
 }
 
 /// The synthetic core × memory clock grid of the module docs
-/// ([`powerperf::models::synthetic`]).
+/// ([`powerperf_core::models::synthetic`]).
 fn gpu_two_clock_grid() -> (TrainingSet, Vec<Point>) {
-    use powerperf::models::synthetic::{gpu_kernel_point, nvprof_meta};
+    use powerperf_core::models::synthetic::{gpu_kernel_point, nvprof_meta};
     let mut points = Vec::new();
     for k in 0..40u32 {
         // Spread over compute- and memory-bound kernels, deterministically.
@@ -111,7 +112,7 @@ const WIDE_RATES: [&str; 7] = [
 /// instructions (counts) or a kernel-specific fraction that moves with the clocks (rates).
 /// What the features cost the selection, not what they explain, is measured.
 fn gpu_two_clock_wide() -> (TrainingSet, Vec<Point>) {
-    use powerperf::store::set::CounterKind;
+    use powerperf_format::set::CounterKind;
     let (mut set, _) = gpu_two_clock_grid();
     for c in WIDE_COUNTS {
         set.meta.counters.insert(c.into(), CounterKind::Count);

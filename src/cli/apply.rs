@@ -3,8 +3,8 @@
 //! powerperf-rt reports over the controller socket; restore every changed setting
 //! afterwards. `powerperf apply --restore` replays a left-over record.
 
-use crate::dvfs::apply::{self, ApplyRequest, RegionSettings, RunAs, SignalForwarder};
 use anyhow::{Context, Result};
+use powerperf_core::dvfs::apply::{self, ApplyRequest, RegionSettings, RunAs, SignalForwarder};
 use powerperf_node::controller::{
     ControllerError, CpufreqController, FrequencyController, NvmlLockedClocks,
 };
@@ -56,7 +56,7 @@ pub struct ApplyArgs {
     /// -j` does: stdout belongs to the command) with the plan, the settings, the writes of a
     /// dry run, the environment given to the command and its exit status.
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
     /// The socket of powerperfd, the node service (docs/cluster.md), through which a user
     /// who may not write cpufreq applies a static CPU setting or a job plan's region switches,
     /// and a user who is not root a plan's GPU settings (static, or the SM clock switched at
@@ -111,15 +111,16 @@ struct Summary {
 /// command that cannot start, or a failed restore.
 pub fn run(args: ApplyArgs) -> Result<i32> {
     args.format
-        .check("apply", &crate::output::OutputFormat::TABLE_JSON)?;
+        .check("apply", &powerperf_core::output::OutputFormat::TABLE_JSON)?;
     let mut sum = Summary {
         plan: args.plan.clone(),
         dry_run: args.dry_run,
         ..Default::default()
     };
-    let st = run_inner(&args, &mut sum)
-        .map_err(|e| crate::dvfs::apply::daemon::hint_without_daemon(e, args.daemon.as_deref()))?;
-    if args.format == crate::output::OutputFormat::Json {
+    let st = run_inner(&args, &mut sum).map_err(|e| {
+        powerperf_core::dvfs::apply::daemon::hint_without_daemon(e, args.daemon.as_deref())
+    })?;
+    if args.format == powerperf_core::output::OutputFormat::Json {
         sum.exit_status = st;
         eprintln!("{}", serde_json::to_string(&sum)?);
     }
@@ -170,8 +171,8 @@ fn command_user(args: &ApplyArgs) -> Result<Option<RunAs>> {
 fn run_restore(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
     let restore_file = restore_path(args)?;
     let root = (args.sysfs_root != Path::new("/")).then_some(args.sysfs_root.as_path());
-    let gpu_record = crate::dvfs::gpu_session::gpu_record_path(&restore_file);
-    if let Some(calls) = crate::dvfs::gpu_session::replay_gpu_restore(&gpu_record)? {
+    let gpu_record = powerperf_core::dvfs::gpu_session::gpu_record_path(&restore_file);
+    if let Some(calls) = powerperf_core::dvfs::gpu_session::replay_gpu_restore(&gpu_record)? {
         eprintln!(
             "powerperf: restored {} GPU setting(s) from {}",
             calls.len(),
@@ -335,7 +336,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
         "powerperf: applying `{}` from {}: {}",
         setting.region,
         plan_path.display(),
-        crate::dvfs::planner::format_knobs(&setting.knobs)
+        powerperf_core::dvfs::planner::format_knobs(&setting.knobs)
     );
     let core_mhz = setting.core_mhz;
     let gpu_setting = setting.gpu_setting();
@@ -359,7 +360,7 @@ fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
             }
             sum.env = env.clone();
             sum.notes = notes;
-            let (st, what) = crate::dvfs::apply::daemon::apply_requests(
+            let (st, what) = powerperf_core::dvfs::apply::daemon::apply_requests(
                 &sock,
                 &daemon_reqs,
                 &args.command,
@@ -428,8 +429,8 @@ fn begin_gpu(
     idx: u32,
     gs: &powerperf_node::gpu_control::GpuSetting,
     sum: &mut Summary,
-) -> Result<crate::dvfs::gpu_session::GpuSession> {
-    use crate::dvfs::gpu_session::{self as gsess, GpuSession};
+) -> Result<powerperf_core::dvfs::gpu_session::GpuSession> {
+    use powerperf_core::dvfs::gpu_session::{self as gsess, GpuSession};
     let ctl = gsess::open_control(args.fake_gpu.as_deref()).map_err(|e| {
         if args.fake_gpu.is_some() {
             return e.context("nothing was changed and the command did not run");
@@ -487,7 +488,7 @@ fn run_static(
     // a user who may not write cpufreq: through powerperfd (docs/cluster.md)
     if let (Some(f), false) = (core_mhz, args.dry_run) {
         if let Some(sock) = powerperf_node::daemon::client::for_apply(args.daemon.as_deref()) {
-            let (st, what) = crate::dvfs::apply::daemon::apply_static(
+            let (st, what) = powerperf_core::dvfs::apply::daemon::apply_static(
                 &sock,
                 f,
                 &args.command,
@@ -720,7 +721,8 @@ fn run_regions(
         };
         sum.log = Some(req.log_file.clone());
         sum.env = req.env.clone();
-        let (st, what) = crate::dvfs::apply::daemon::apply_regions(&sock, &req, &settings, &sig)?;
+        let (st, what) =
+            powerperf_core::dvfs::apply::daemon::apply_regions(&sock, &req, &settings, &sig)?;
         sum.controller = Some(what);
         eprintln!("powerperf: switches logged in {}", req.log_file.display());
         return Ok(st);
@@ -792,7 +794,7 @@ fn run_gpu_regions(
     daemon: Option<PathBuf>,
     sum: &mut Summary,
 ) -> Result<i32> {
-    use crate::dvfs::gpu_session::{self as gsess, GpuSession};
+    use powerperf_core::dvfs::gpu_session::{self as gsess, GpuSession};
     use powerperf_node::gpu_control::GpuKnob;
     use powerperf_node::gpu_control::GpuSetting;
     if args.command.is_empty() {
@@ -901,7 +903,7 @@ fn gpu_regions_through_daemon(
     sock: &Path,
     sum: &mut Summary,
 ) -> Result<i32> {
-    use crate::dvfs::apply::daemon_gpu::DaemonGpuSession;
+    use powerperf_core::dvfs::apply::daemon_gpu::DaemonGpuSession;
     use powerperf_node::gpu_control::GpuSetting;
     let (idx, default_mhz, list) = gpu;
     let req = ApplyRequest {
@@ -941,7 +943,7 @@ fn gpu_regions_through_daemon(
     sum.log = Some(req.log_file.clone());
     sum.env = req.env.clone();
     let sig = SignalForwarder::install()?;
-    crate::dvfs::apply::Switcher::set(&mut d, default_mhz)
+    powerperf_core::dvfs::apply::Switcher::set(&mut d, default_mhz)
         .context("the plan's default GPU clock was not set; the command did not run")?;
     let settings = RegionSettings {
         regions: list.into_iter().collect(),

@@ -1,6 +1,6 @@
 //! `powerperf collect`.
 
-use crate::collect::{CollectConfig, Mode};
+use powerperf_core::collect::{CollectConfig, Mode};
 use std::path::PathBuf;
 
 /// Arguments of `powerperf collect`.
@@ -19,7 +19,7 @@ pub struct CollectArgs {
     /// presets and native events; needs a powerperf built with `--features papi`,
     /// docs/papi.md).
     #[arg(long, default_value = "perf")]
-    pub backend: crate::collect::CounterBackend,
+    pub backend: powerperf_core::collect::CounterBackend,
     /// Sampling interval of the timeline (e.g. 10ms, 1s; 0 for totals only). The minimum is
     /// 1ms, as perf stat -I's: shorter intervals are refused.
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
@@ -30,7 +30,7 @@ pub struct CollectArgs {
     /// (a powerperf thread reads every source every interval), or `auto` (kernel where the
     /// command's only timeline sources are perf_event counters). docs/overhead.md.
     #[arg(long, default_value = "auto")]
-    pub sampler: crate::collect::TimelineSampler,
+    pub sampler: powerperf_core::collect::TimelineSampler,
     /// Filesystem root for sysfs reads (a fixture tree in tests).
     #[arg(long, default_value = "/")]
     pub sysfs_root: PathBuf,
@@ -68,7 +68,7 @@ pub struct CollectArgs {
     /// temperature, throttle reasons per interval): auto samples where NVML is present,
     /// on also records NVML as not supported where it is missing.
     #[arg(long, default_value = "auto")]
-    pub nvml: crate::collect::NvmlMode,
+    pub nvml: powerperf_core::collect::NvmlMode,
     /// GPU performance metrics through NVML's GPM API (Hopper and newer), sampled every
     /// interval with NVML: `gpu<i>_sm_active`, `_dram_active`, `_fp64_active`, … named after
     /// DCGM's profiling fields (fractions 0..1; PCIe and NVLink traffic in bytes/s;
@@ -76,7 +76,7 @@ pub struct CollectArgs {
     /// as not supported (with the reason) where it does not, off takes no GPM sample.
     /// GPM streaming is never switched on or off.
     #[arg(long, default_value = "auto")]
-    pub gpm: crate::collect::NvmlMode,
+    pub gpm: powerperf_core::collect::NvmlMode,
     /// Read the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,
     /// tests/fixtures/fake-gpu) in place of NVML: their power_w, energy_mj and clocks (the
     /// locked clock, else the highest supported one) become the run's gpuN_* columns. For
@@ -98,7 +98,7 @@ pub struct CollectArgs {
     /// through CUPTI's PC Sampling API (implies --gpu; gpu_pc_samples.parquet, HPCToolkit's
     /// GINST:STL_* and GSAMP:* metrics in `report`; docs/gpu.md).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    pub pc_sampling: Vec<crate::collect::PcTarget>,
+    pub pc_sampling: Vec<powerperf_core::collect::PcTarget>,
     /// GPU PC sampling period: one sample per SM every 2^N cycles (5..=31). The default 12
     /// (4096 cycles) is measured: CUPTI's own default on an H100 (2^11) overflowed its
     /// hardware buffer and lost about 80 % of the samples (docs/gpu.md).
@@ -118,7 +118,7 @@ pub struct CollectArgs {
     pub sample_freq: u64,
     /// Format of the summary printed (to stderr, as perf stat does) after the run.
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
     /// Replace files named like run outputs (timeline.parquet, regions.parquet,
     /// region_events/, cubins/, …) in an -o directory that is not a powerperf run (has no
     /// run.toml); without it such a directory is refused, never emptied.
@@ -139,7 +139,7 @@ pub struct CollectArgs {
 /// Bad events, an unwritable run directory, or a failed fork.
 #[cfg(target_os = "linux")]
 pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
-    crate::collect::check_interval(args.interval)?;
+    powerperf_core::collect::check_interval(args.interval)?;
     if let Some(d) = &args.daemon {
         powerperf_node::daemon::client::set_explicit_socket(d.clone());
     }
@@ -147,10 +147,10 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         powerperf_node::gpu_control::FakeGpu::open(d)
             .map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()))?;
     }
-    let (host, _) = crate::collect::sysinfo::host_and_kernel();
-    let out = PathBuf::from(crate::collect::expand_output(
+    let (host, _) = powerperf_core::collect::sysinfo::host_and_kernel();
+    let out = PathBuf::from(powerperf_core::collect::expand_output(
         &args.output,
-        crate::collect::global_rank(),
+        powerperf_core::collect::global_rank(),
         &host,
     ));
     let mode = if let Some(pid) = args.pid {
@@ -158,7 +158,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
     } else if let Some(list) = &args.cpus {
         Mode::SystemWide(powerperf_node::pmu::parse_cpu_list(list).map_err(anyhow::Error::msg)?)
     } else if args.all_cpus {
-        Mode::SystemWide((0..crate::collect::sysinfo::available_cpus()).collect())
+        Mode::SystemWide((0..powerperf_core::collect::sysinfo::available_cpus()).collect())
     } else {
         if args.command.is_empty() {
             anyhow::bail!("no command given: `powerperf collect -o RUN -- CMD ARGS...` (or -p PID, -a, -C LIST)");
@@ -186,7 +186,7 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         per_thread: args.per_thread,
         cpu_pc_sampling_hz: args
             .pc_sampling
-            .contains(&crate::collect::PcTarget::Cpu)
+            .contains(&powerperf_core::collect::PcTarget::Cpu)
             .then_some(args.sample_freq),
         pc_sampling: args.pc_sampling,
         gpu_pc_period: Some(args.gpu_pc_period),
@@ -194,14 +194,14 @@ pub fn run(args: CollectArgs) -> anyhow::Result<i32> {
         sampler: args.sampler,
         force: args.force,
     };
-    let outcome = crate::collect::collect_run(&cfg)?;
+    let outcome = powerperf_core::collect::collect_run(&cfg)?;
     if let Some(e) = &outcome.meta.run.error {
         eprintln!("powerperf: {e}");
     }
     if !args.quiet {
-        let text = crate::report::render(&outcome.meta, args.format)?;
+        let text = powerperf_core::report::render(&outcome.meta, args.format)?;
         eprint!("{text}");
-        if args.format == crate::output::OutputFormat::Table {
+        if args.format == powerperf_core::output::OutputFormat::Table {
             eprintln!("run directory: {}", out.display());
         }
     }

@@ -2,8 +2,8 @@
 //! the repository, embedded compressed by build.rs; `store::bundled`): list them with their
 //! sources and licences, or write them out.
 
-use crate::store::bundled;
 use anyhow::Result;
+use powerperf_core::store::bundled;
 use std::path::PathBuf;
 
 /// `powerperf datasets` subcommands.
@@ -18,7 +18,7 @@ pub enum DatasetsCommand {
         /// Output format: table for people (`text` also works), json for scripts (one object
         /// on stdout).
         #[arg(long, default_value = "table")]
-        format: crate::output::OutputFormat,
+        format: powerperf_core::output::OutputFormat,
     },
     /// Write the bundled specs, data, licence files and README into DIR (created; existing
     /// files are never overwritten).
@@ -39,11 +39,14 @@ pub enum DatasetsCommand {
 pub fn run(cmd: DatasetsCommand) -> Result<i32> {
     match cmd {
         DatasetsCommand::List { format } => {
-            format.check("datasets list", &crate::output::OutputFormat::TABLE_JSON)?;
+            format.check(
+                "datasets list",
+                &powerperf_core::output::OutputFormat::TABLE_JSON,
+            )?;
             let sets = bundled::sets()?;
-            if format == crate::output::OutputFormat::Json {
-                let o = crate::output::commands::DatasetsOutput { sets };
-                outln!("{}", crate::output::json_sorted(&o)?);
+            if format == powerperf_core::output::OutputFormat::Json {
+                let o = powerperf_core::output::commands::DatasetsOutput { sets };
+                outln!("{}", powerperf_core::output::json_sorted(&o)?);
                 return Ok(0);
             }
             for s in &sets {

@@ -2,21 +2,22 @@
 //! [--train K=A,B,…] [--baseline K=V,…] [-o points.csv] [--plot DIR|FILE.svg]
 //! [--format table|json|csv|markdown]`.
 //!
-//! Held-out evaluation under docs/architecture.md's rules (see [`crate::models::eval`]). `points`
+//! Held-out evaluation under docs/architecture.md's rules (see [`powerperf_core::models::eval`]). `points`
 //! counts held-out (workload, knob values) means.
 
 use super::fit::{error_table, parse_params};
 use super::predict::{parse_knob, parse_knob_flag};
-use crate::models::eval::{split_holdout, workload_holdout, Evaluation};
-use crate::models::features::mean_points;
-use crate::models::split::TrainSplit;
-use crate::models::{Knobs, ModelKind};
-use crate::output::csv_cell;
-use crate::output::evaluate::EvaluateOutput;
-use crate::output::OutputFormat as Format;
-use crate::report::plots::{self, ImageFormat, ScatterPanel};
-use crate::store::set::{SetMeta, TrainingSet, TARGETS};
 use anyhow::Context;
+use powerperf_core::models::eval::{split_holdout, workload_holdout, Evaluation};
+use powerperf_core::models::features::mean_points;
+use powerperf_core::models::split::TrainSplit;
+use powerperf_core::models::ModelKind;
+use powerperf_core::output::csv_cell;
+use powerperf_core::output::evaluate::EvaluateOutput;
+use powerperf_core::output::OutputFormat as Format;
+use powerperf_core::report::plots::{self, ImageFormat, ScatterPanel};
+use powerperf_format::set::{SetMeta, TrainingSet, TARGETS};
+use powerperf_node::plan_file::Knobs;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -69,7 +70,7 @@ pub struct EvaluateArgs {
     /// Output format: table, json, or csv and markdown (one row per target: target,
     /// mape_pct, max_pct, n).
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
     /// Model parameters as a JSON object (see `powerperf fit --params`).
     #[arg(long)]
     pub params: Option<String>,
@@ -209,17 +210,17 @@ fn write_plot(
     }
 }
 
-/// `--noise-floor`: the in-sample floor of every target (see [`crate::models::noise`]).
+/// `--noise-floor`: the in-sample floor of every target (see [`powerperf_core::models::noise`]).
 fn print_noise_floor(
     args: &EvaluateArgs,
     set: &TrainingSet,
-    points: &[crate::store::set::Point],
+    points: &[powerperf_format::set::Point],
     degree: usize,
 ) -> anyhow::Result<i32> {
     let knob = match args.train.first() {
         Some(s) => parse_knob_flag(s, "--train")?.0,
         // The knob the knob holdout would hold out by default, else the set's first.
-        None => match crate::models::split::default_train(set) {
+        None => match powerperf_core::models::split::default_train(set) {
             Some((k, _)) => k,
             None => set
                 .meta
@@ -231,7 +232,7 @@ fn print_noise_floor(
     };
     args.format
         .check("evaluate --noise-floor", &Format::TABLE_JSON)?;
-    let floors = crate::models::noise::noise_floor(&set.meta, points, &knob, degree);
+    let floors = powerperf_core::models::noise::noise_floor(&set.meta, points, &knob, degree);
     if args.format == Format::Json {
         outln!("{}", serde_json::to_string_pretty(&floors)?);
         return Ok(0);
@@ -296,10 +297,10 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
         Protocol::WorkloadHoldout => {
             let mut base = parse_baseline(&args.baseline)?;
             if base.is_empty() {
-                base = crate::models::split::max_setting(&set);
+                base = powerperf_core::models::split::max_setting(&set);
                 eprintln!(
                     "note: --baseline {} (the maximum of every knob)",
-                    crate::models::features::knob_key(&base)
+                    powerperf_core::models::features::knob_key(&base)
                 );
             }
             workload_holdout(args.model, &set.meta, &points, &base, &params)
@@ -328,7 +329,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
 }
 
 /// The knob holdout's split: `--train-points`, `--train`, or (neither) the set's default
-/// ([`crate::models::split::default_train`], announced on stderr); checked against the set.
+/// ([`powerperf_core::models::split::default_train`], announced on stderr); checked against the set.
 ///
 /// # Errors
 /// An unreadable or bad split, no knob that varies, or a split that leaves no point to
@@ -336,13 +337,13 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
 fn knob_holdout_split(
     args: &EvaluateArgs,
     set: &TrainingSet,
-    points: &[crate::store::set::Point],
+    points: &[powerperf_format::set::Point],
 ) -> anyhow::Result<TrainSplit> {
     let split = match (&args.train_points, args.train.is_empty()) {
         (Some(file), _) => TrainSplit::read_settings(file)?,
         (None, false) => TrainSplit::Grid(parse_train_grid(&args.train)?),
         (None, true) => {
-            let (knob, v) = crate::models::split::default_train(set).with_context(|| {
+            let (knob, v) = powerperf_core::models::split::default_train(set).with_context(|| {
                 format!(
                     "set {} has no knob with two or more values, so no knob can be held out (fix: pass --train NAME=A,B, or use --protocol workload-holdout)",
                     args.set.display()
@@ -383,7 +384,7 @@ fn print_evaluation(args: &EvaluateArgs, set: &TrainingSet, ev: &Evaluation) -> 
         }
         Format::Csv | Format::Markdown => {
             // One row per target with a measured error.
-            let table = crate::output::evaluate::error_table_versus(
+            let table = powerperf_core::output::evaluate::error_table_versus(
                 &ev.summary.targets,
                 &ev.versus(&set.meta),
             );
@@ -412,7 +413,10 @@ fn print_evaluation(args: &EvaluateArgs, set: &TrainingSet, ev: &Evaluation) -> 
             }
             out!(
                 "{}",
-                crate::output::evaluate::versus_text(&ev.baseline.rule, &ev.versus(&set.meta))
+                powerperf_core::output::evaluate::versus_text(
+                    &ev.baseline.rule,
+                    &ev.versus(&set.meta)
+                )
             );
         }
     }

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::events_dsl::alias::{candidates, Resolution, Resolver};
-use crate::events_dsl::{constants, lcpi, load_file, DefinitionSet, LoadOptions, Syntax};
-use crate::output::OutputFormat as OutFormat;
-use crate::store::run::RunMeta;
+use powerperf_core::output::OutputFormat as OutFormat;
+use powerperf_events::alias::{candidates, Resolution, Resolver};
+use powerperf_events::{constants, lcpi, load_file, DefinitionSet, LoadOptions, Syntax};
+use powerperf_format::run::RunMeta;
 
 /// What `events eval --per` evaluates over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -74,7 +74,7 @@ pub enum EventsCommand {
         #[command(flatten)]
         values: ValueArgs,
         #[arg(long, default_value = "table")]
-        format: crate::output::OutputFormat,
+        format: powerperf_core::output::OutputFormat,
         /// Evaluate over RUN's timeline (one value per sample) or its regions (one per region
         /// and thread) instead of its totals, with the vectorised evaluator.
         #[arg(long, value_enum)]
@@ -114,7 +114,7 @@ pub enum EventsCommand {
         #[arg(long, default_value = "/")]
         sysfs_root: PathBuf,
         #[arg(long, default_value = "table")]
-        format: crate::output::OutputFormat,
+        format: powerperf_core::output::OutputFormat,
     },
     /// The LCPI table (PerfExpert's six categories) of a run or of given values.
     #[command(
@@ -129,7 +129,7 @@ pub enum EventsCommand {
         #[arg(long)]
         definitions: Option<PathBuf>,
         #[arg(long, default_value = "table")]
-        format: crate::output::OutputFormat,
+        format: powerperf_core::output::OutputFormat,
     },
 }
 
@@ -256,13 +256,13 @@ fn values_file(p: &Path) -> Result<BTreeMap<String, f64>> {
 /// CPU identity from `/proc/cpuinfo`: (vendor_id, cpu family, model) on x86; on Arm
 /// ("ARM" for implementer 0x41, CPU architecture, CPU part).
 fn this_cpu() -> Option<(String, u32, u32)> {
-    crate::collect::sysinfo::cpu_id().constants_key()
+    powerperf_core::collect::sysinfo::cpu_id().constants_key()
 }
 
 /// Parse a `/proc/cpuinfo` text into (vendor, family, model) as the constants files name them
-/// (through [`crate::collect::sysinfo::parse_cpuinfo`], the one cpuinfo parser).
+/// (through [`powerperf_core::collect::sysinfo::parse_cpuinfo`], the one cpuinfo parser).
 pub fn cpu_identity(text: &str) -> Option<(String, u32, u32)> {
-    crate::collect::sysinfo::parse_cpuinfo(text).constants_key()
+    powerperf_core::collect::sysinfo::parse_cpuinfo(text).constants_key()
 }
 
 /// Build the resolver: run totals or values, constants (explicit or selected by CPU), and
@@ -285,7 +285,7 @@ pub(crate) fn resolver(run: Option<&Path>, v: &ValueArgs) -> Result<(Resolver, V
         }
         if let Some(f) = meta.knobs.core_freq_max_mhz {
             r.values
-                .entry(crate::events_dsl::CPU_MAX_HZ.into())
+                .entry(powerperf_events::CPU_MAX_HZ.into())
                 .or_insert(f * 1e6);
         }
         if let (Some(vn), Some(fa), Some(mo)) = (
@@ -374,7 +374,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
                 .with_context(|| format!("cannot read {}", path.display()))?;
             let syntax = match f.syntax {
                 Some(s) => Some(s),
-                None => crate::events_dsl::detect(&path.display().to_string(), &text).ok(),
+                None => powerperf_events::detect(&path.display().to_string(), &text).ok(),
             };
             if syntax == Some(Syntax::PapiCsv) {
                 match cpu_of(run) {
@@ -423,7 +423,7 @@ fn eval(f: &FileArgs, run: Option<&Path>, v: &ValueArgs, format: OutFormat) -> R
             for (val, d) in values.iter().zip(&set.definitions) {
                 let shown = val.value.map(fmt_value).unwrap_or_else(|| "-".into());
                 let note = match &val.problem {
-                    Some(crate::events_dsl::Problem::Missing(m)) => {
+                    Some(powerperf_events::Problem::Missing(m)) => {
                         format!("not computable: missing {}", explain_missing(&r, m))
                     }
                     Some(p) => p.to_string(),
@@ -548,7 +548,7 @@ fn check(
                     "MISSING"
                 };
                 format!("{mark}: {res}")
-            } else if crate::events_dsl::alias::DURATION_NAMES.contains(&name.as_str()) {
+            } else if powerperf_events::alias::DURATION_NAMES.contains(&name.as_str()) {
                 "run duration, s".into()
             } else {
                 let alias = match candidates(name).first() {
@@ -687,7 +687,7 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
     // PAPI presets (a build with `--features papi`): those PAPI maps on this CPU, each tried
     // on powerperf itself.
     #[cfg(all(target_os = "linux", feature = "papi"))]
-    match crate::collect::papi::list_presets() {
+    match powerperf_core::collect::papi::list_presets() {
         Ok(presets) => {
             for p in presets {
                 out.push(Listed {
@@ -734,7 +734,7 @@ fn list_cmd(root: &std::path::Path, format: OutFormat) -> Result<i32> {
 }
 
 /// `events eval --per sample|region`: the definitions over every timeline sample or region
-/// row, through [`crate::events_dsl::DefinitionSet::evaluate_columns`]. Event names reach
+/// row, through [`powerperf_events::DefinitionSet::evaluate_columns`]. Event names reach
 /// columns through the same resolution as the totals (constants, exact columns, the alias
 /// table); `duration_time` and friends are the sample's or region's length in seconds.
 fn eval_per(
@@ -753,7 +753,7 @@ fn eval_per(
     let mut cols: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let (n, dur_s, keys): (usize, Vec<f64>, Vec<polars::prelude::Column>) = match per {
         Per::Sample => {
-            let df = crate::collect::timeline::read_run(run)?
+            let df = powerperf_format::timeline::read_run(run)?
                 .with_context(|| format!("{} has no timeline", run.display()))?;
             let t: Vec<u64> = df
                 .column("t_ns")?
@@ -783,12 +783,13 @@ fn eval_per(
             (t.len(), dur, keys)
         }
         Per::Region => {
-            let regs = crate::collect::attribution::read_regions(run)?.with_context(|| {
-                format!(
-                    "{} has no regions.parquet (mark regions with powerperf-rt)",
-                    run.display()
-                )
-            })?;
+            let regs =
+                powerperf_core::collect::attribution::read_regions(run)?.with_context(|| {
+                    format!(
+                        "{} has no regions.parquet (mark regions with powerperf-rt)",
+                        run.display()
+                    )
+                })?;
             for reg in &regs {
                 for name in reg.values.keys() {
                     cols.entry(name.clone()).or_default();
@@ -829,7 +830,7 @@ fn eval_per(
             columns.push(polars::prelude::Column::new((*name).into(), vals));
         }
         let mut df = polars::prelude::DataFrame::new(n, columns)?;
-        crate::collect::timeline::write_frame(&mut df, path)?;
+        powerperf_format::timeline::write_frame(&mut df, path)?;
         eprintln!(
             "wrote {} ({} rows, {} definitions)",
             path.display(),

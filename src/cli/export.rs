@@ -21,7 +21,7 @@ pub struct ExportArgs {
     pub run: PathBuf,
     /// The trace format.
     #[arg(long)]
-    pub format: crate::export::Format,
+    pub format: powerperf_core::export::Format,
     /// Where to write: a file for perfetto and chrome (`-`: stdout), a directory for otf2
     /// (created; the archive's anchor file is DIR/traces.otf2).
     #[arg(short = 'o', long = "output", value_name = "PATH")]
@@ -35,7 +35,7 @@ pub struct ExportArgs {
 /// missing OTF2 library (the message names the package).
 pub fn run(args: ExportArgs) -> anyhow::Result<i32> {
     let t0 = std::time::Instant::now();
-    let w = crate::export::export(&args.run, args.format, &args.out)?;
+    let w = powerperf_core::export::export(&args.run, args.format, &args.out)?;
     if args.out.as_os_str() != "-" {
         eprintln!(
             "wrote {} ({} format, {} bytes, {} process(es), {} region slices, {} GPU activities, {} counter points) in {:.2} s",

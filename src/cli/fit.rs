@@ -2,13 +2,13 @@
 //!
 //! Fits a model on the set's mean points, measures leave-one-out error (each (workload, knobs)
 //! mean predicted from all other points, the model refitted every time; see
-//! [`crate::models::eval`]), prints it, and writes `MODEL.json` ([`ModelFile`]).
+//! [`powerperf_core::models::eval`]), prints it, and writes `MODEL.json` ([`ModelFile`]).
 
-use crate::models::features::mean_points;
-use crate::models::scoring::TargetError;
-use crate::models::{fit_kind, FitParams, ModelFile, ModelKind};
-use crate::store::set::{TrainingSet, TARGETS};
 use anyhow::Context;
+use powerperf_core::models::features::mean_points;
+use powerperf_core::models::scoring::TargetError;
+use powerperf_core::models::{fit_kind, FitParams, ModelFile, ModelKind};
+use powerperf_format::set::{TrainingSet, TARGETS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -44,7 +44,7 @@ pub struct FitArgs {
     /// `json`: print one object (model file, kind, points, leave-one-out error) on stdout;
     /// the human lines go to stderr.
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
     /// Model parameters as a JSON object (`FitParams`), e.g.
     /// `{"regression":{"spca":{"rho_min":0.5}}}`.
     #[arg(long)]
@@ -86,7 +86,7 @@ fn held_out_cost_note(
     fit: std::time::Duration,
     leave_one_out: bool,
 ) -> Option<String> {
-    let threads = crate::models::scoring::worker_threads(refits);
+    let threads = powerperf_core::models::scoring::worker_threads(refits);
     let cost = |n: usize| fit.mul_f64(n.div_ceil(threads) as f64);
     let total = cost(refits);
     if total < HELD_OUT_NOTE_AFTER {
@@ -140,15 +140,18 @@ pub(crate) fn parse_params(text: Option<&str>) -> anyhow::Result<FitParams> {
 /// What fit's held-out evaluation gives: the error summary, the slowdown errors for plan's
 /// guard (or why there are none), and the baseline rule with the model's error against it.
 type HeldOut = (
-    Option<crate::models::HeldOutError>,
-    Result<crate::models::slowdown_errors::SlowdownErrors, String>,
-    Option<(String, BTreeMap<String, crate::models::baseline::Versus>)>,
+    Option<powerperf_core::models::HeldOutError>,
+    Result<powerperf_core::models::slowdown_errors::SlowdownErrors, String>,
+    Option<(
+        String,
+        BTreeMap<String, powerperf_core::models::baseline::Versus>,
+    )>,
 );
 
 /// Run `powerperf fit`.
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     // csv and markdown: the held-out error table on stdout, the human lines on stderr.
-    let json = args.format != crate::output::OutputFormat::Table;
+    let json = args.format != powerperf_core::output::OutputFormat::Table;
     // With --format json the human lines go to stderr and stdout carries one JSON object.
     // Lines for stdout wait until the model file is written: a closed stdout must not cost
     // the model (issue 18).
@@ -206,18 +209,18 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     }
     if matches!(
         args.format,
-        crate::output::OutputFormat::Csv | crate::output::OutputFormat::Markdown
+        powerperf_core::output::OutputFormat::Csv | powerperf_core::output::OutputFormat::Markdown
     ) {
         let targets = file
             .held_out_error
             .as_ref()
             .map(|h| h.targets.clone())
             .unwrap_or_default();
-        let table = crate::output::evaluate::error_table(&targets);
+        let table = powerperf_core::output::evaluate::error_table(&targets);
         out!("{}", table.render(args.format).unwrap_or_default());
     } else if json {
         let (baseline_rule, versus_baseline) = versus.unzip();
-        let out = crate::output::fit::FitOutput {
+        let out = powerperf_core::output::fit::FitOutput {
             baseline_rule,
             held_out_error: file.held_out_error,
             kind: file.kind,
@@ -235,12 +238,12 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
 /// Fit's held-out evaluation (leave-one-out, or K-fold where [`default_folds`] says), with
 /// a progress bar on a terminal: prints the error table, the unscored targets, the points
 /// that could not be predicted, the slowdown errors for plan's guard
-/// ([`crate::dvfs::guard::fit_slowdown_errors`]) and the error against the baseline rule.
+/// ([`powerperf_core::dvfs::guard::fit_slowdown_errors`]) and the error against the baseline rule.
 /// `fit_took` is the first fit's time, for the cost note.
 fn held_out(
     args: &FitArgs,
     set: &TrainingSet,
-    points: &[crate::store::set::Point],
+    points: &[powerperf_format::set::Point],
     kind: ModelKind,
     params: &FitParams,
     fit_took: std::time::Duration,
@@ -267,8 +270,9 @@ fn held_out(
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let t0 = std::time::Instant::now();
-    let ev =
-        crate::models::eval::cross_validate_progress(kind, &set.meta, points, params, folds, &pb);
+    let ev = powerperf_core::models::eval::cross_validate_progress(
+        kind, &set.meta, points, params, folds, &pb,
+    );
     tracing::debug!(
         elapsed_s = t0.elapsed().as_secs_f64(),
         what,
@@ -305,7 +309,7 @@ fn held_out(
     }
     // What `plan`'s guard needs (issue 20, item 1): the held-out slowdown errors at the
     // interior values of a clock knob, from the same refits.
-    let slowdown_errors = crate::dvfs::guard::fit_slowdown_errors(
+    let slowdown_errors = powerperf_core::dvfs::guard::fit_slowdown_errors(
         &set.meta,
         points,
         &ev.results,
@@ -325,9 +329,11 @@ fn held_out(
         ));
     }
     let v = ev.versus(&set.meta);
-    say(crate::output::evaluate::versus_text(&ev.baseline.rule, &v)
-        .trim_end()
-        .to_string());
+    say(
+        powerperf_core::output::evaluate::versus_text(&ev.baseline.rule, &v)
+            .trim_end()
+            .to_string(),
+    );
     (
         Some(ev.summary),
         slowdown_errors,
@@ -341,12 +347,12 @@ fn warn_off_setting(set: &std::path::Path) {
     let p = set.join("sweep.toml");
     let Ok(text) = powerperf_node::safe_file::read_to_string_bounded(
         &p,
-        crate::dvfs::sweep::MAX_SWEEP_RECORD_BYTES,
+        powerperf_core::dvfs::sweep::MAX_SWEEP_RECORD_BYTES,
         "sweep record",
     ) else {
         return;
     };
-    let Ok(rec) = toml::from_str::<crate::dvfs::sweep::SweepRecord>(&text) else {
+    let Ok(rec) = toml::from_str::<powerperf_core::dvfs::sweep::SweepRecord>(&text) else {
         return;
     };
     if rec.off_setting.is_empty() {
@@ -356,7 +362,7 @@ fn warn_off_setting(set: &std::path::Path) {
         "powerperf fit: warning: {} point(s) of {} are not at their requested GPU setting (observed clock more than {} % off, or not observed); they are fitted as recorded, at the requested setting:",
         rec.off_setting.len(),
         set.display(),
-        crate::dvfs::sweep_gpu::MAX_CLOCK_OFF * 100.0
+        powerperf_core::dvfs::sweep_gpu::MAX_CLOCK_OFF * 100.0
     );
     for o in &rec.off_setting {
         eprintln!("  {}: {}", o.run, o.flag);
@@ -387,7 +393,7 @@ mod tests {
 
     #[test]
     fn a_long_leave_one_out_is_announced_with_its_cost_and_the_cheaper_options() {
-        let threads = crate::models::scoring::worker_threads(4480);
+        let threads = powerperf_core::models::scoring::worker_threads(4480);
         let note = held_out_cost_note("leave-one-out", 4480, Duration::from_secs(4), true)
             .expect("4,480 refits of 4 s are announced");
         assert!(note.contains("refits the model 4480 times"), "{note}");

@@ -1,10 +1,10 @@
 //! `powerperf import`: a training set from tabular data through a spec, or from run
 //! directories written by `powerperf collect`. See `docs/import.md`.
 
-use crate::store::import::{import, ImportSpec};
-use crate::store::run::RUN_TOML;
-use crate::store::set::{from_runs_labelled, TrainingSet};
 use anyhow::{bail, Result};
+use powerperf_core::store::import::{import, ImportSpec};
+use powerperf_format::run::RUN_TOML;
+use powerperf_format::set::{from_runs_labelled, TrainingSet};
 use std::path::PathBuf;
 
 /// Arguments of `powerperf import`.
@@ -46,7 +46,7 @@ pub struct ImportArgs {
     pub derive: Option<PathBuf>,
     /// Format of the --derive file (default: found from its name and content).
     #[arg(long, requires = "derive", value_parser = super::events::syntax_parser())]
-    pub syntax: Option<crate::events_dsl::Syntax>,
+    pub syntax: Option<powerperf_events::Syntax>,
     /// Machine constants for --derive: a machine-constants TOML or a PerfExpert
     /// machine.properties (default: the shipped file for the spec's [machine], if any).
     #[arg(long, requires = "derive", value_name = "FILE")]
@@ -54,7 +54,7 @@ pub struct ImportArgs {
     /// Output format: table for people (`text` also works), json for scripts (one object on
     /// stdout).
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
 }
 
 /// What the inputs are.
@@ -72,7 +72,7 @@ fn classify(args: &ImportArgs) -> Result<(Inputs, Option<tempfile::TempDir>)> {
     for p in &args.inputs {
         if !p.exists() && p.components().count() == 1 {
             let name = p.to_string_lossy();
-            if crate::store::bundled::set(&name)?.is_some() {
+            if powerperf_core::store::bundled::set(&name)?.is_some() {
                 if spec.is_some() || bundled.is_some() {
                     bail!("give one import spec at a time ({name} is a second one)");
                 }
@@ -94,7 +94,7 @@ fn classify(args: &ImportArgs) -> Result<(Inputs, Option<tempfile::TempDir>)> {
             }
             spec = Some(p.clone());
         } else {
-            let names: Vec<String> = crate::store::bundled::sets()?
+            let names: Vec<String> = powerperf_core::store::bundled::sets()?
                 .into_iter()
                 .map(|s| s.name)
                 .collect();
@@ -117,7 +117,7 @@ fn classify(args: &ImportArgs) -> Result<(Inputs, Option<tempfile::TempDir>)> {
         if !runs.is_empty() {
             bail!("give either an import spec or run directories, not both");
         }
-        let dir = crate::store::bundled::materialise_datasets()?;
+        let dir = powerperf_core::store::bundled::materialise_datasets()?;
         let spec = dir.path().join(format!("{name}.toml"));
         return Ok((Inputs::Spec(spec), Some(dir)));
     }
@@ -171,11 +171,11 @@ pub fn summary(set: &TrainingSet) -> Vec<String> {
 /// Run `powerperf import`.
 ///
 /// # Errors
-/// A spec or run that cannot be read (see [`crate::store::import::import`] and
+/// A spec or run that cannot be read (see [`powerperf_core::store::import::import`] and
 /// [`from_runs_labelled`]); a set that cannot be written.
 pub fn run(args: ImportArgs) -> Result<i32> {
     args.format
-        .check("import", &crate::output::OutputFormat::TABLE_JSON)?;
+        .check("import", &powerperf_core::output::OutputFormat::TABLE_JSON)?;
     let mut runs_written = Vec::new();
     let mut source_names = std::collections::BTreeMap::new();
     let mut machine = None;
@@ -195,7 +195,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
             let spec = ImportSpec::load(&spec_path)?;
             let imp = import(&spec, args.file.as_deref())?;
             if let Some(dir) = &args.as_runs {
-                runs_written = crate::store::import::write_runs(&spec, &imp, dir)?;
+                runs_written = powerperf_core::store::import::write_runs(&spec, &imp, dir)?;
             }
             for c in &spec.counters {
                 if let Some(n) = &c.name {
@@ -215,7 +215,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
                 );
             }
             let (set, notes) = if args.regions {
-                crate::store::set_regions::from_runs_by_region(&dirs)?
+                powerperf_format::set_regions::from_runs_by_region(&dirs)?
             } else {
                 from_runs_labelled(&dirs, args.workload.as_deref())?
             };
@@ -223,7 +223,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
         }
     };
     if let Some(file) = &args.derive {
-        notes.extend(crate::store::derive::derive_file(
+        notes.extend(powerperf_core::store::derive::derive_file(
             &mut set,
             file,
             args.syntax,
@@ -235,7 +235,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
     set.write(&args.output)?;
     if let Some(dir) = &bundled {
         let tmp = format!("{}/", dir.path().display());
-        let shown = format!("bundled:{}", crate::store::bundled::DATASETS);
+        let shown = format!("bundled:{}", powerperf_core::store::bundled::DATASETS);
         for n in &mut notes {
             *n = n.replace(&tmp, &shown);
         }
@@ -246,7 +246,7 @@ pub fn run(args: ImportArgs) -> Result<i32> {
             .map(|f| match f.strip_prefix(dir.path()) {
                 Ok(rel) => PathBuf::from(format!(
                     "bundled:{}{}",
-                    crate::store::bundled::DATASETS,
+                    powerperf_core::store::bundled::DATASETS,
                     rel.display()
                 )),
                 Err(_) => f.clone(),
@@ -265,13 +265,13 @@ pub fn run(args: ImportArgs) -> Result<i32> {
 /// A closed or full stdout.
 fn print_import(
     args: &ImportArgs,
-    set: &crate::store::set::TrainingSet,
+    set: &powerperf_format::set::TrainingSet,
     files: &[PathBuf],
     notes: &[String],
     runs_written: &[PathBuf],
 ) -> Result<()> {
-    if args.format == crate::output::OutputFormat::Json {
-        let out = crate::output::commands::ImportOutput {
+    if args.format == powerperf_core::output::OutputFormat::Json {
+        let out = powerperf_core::output::commands::ImportOutput {
             set: args.output.clone(),
             source: set.meta.source.clone(),
             files: files.to_vec(),
@@ -284,7 +284,7 @@ fn print_import(
             runs: runs_written.to_vec(),
             notes: notes.to_vec(),
         };
-        outln!("{}", crate::output::json_sorted(&out)?);
+        outln!("{}", powerperf_core::output::json_sorted(&out)?);
         return Ok(());
     }
     let shown: Vec<String> = files

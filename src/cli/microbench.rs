@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::output::OutputFormat as Format;
+use powerperf_core::output::OutputFormat as Format;
 
 /// `powerperf microbench` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -41,7 +41,7 @@ pub enum MicrobenchCommand {
         curve: Option<PathBuf>,
         /// How to print the results.
         #[arg(long, default_value = "table")]
-        format: crate::output::OutputFormat,
+        format: powerperf_core::output::OutputFormat,
         /// Root of the sysfs tree with devices/system/cpu/cpu0/cache (for tests).
         #[arg(long, default_value = "/sys")]
         sysfs_root: PathBuf,
@@ -70,7 +70,7 @@ pub fn run(cmd: MicrobenchCommand) -> anyhow::Result<i32> {
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
                 })
-                .unwrap_or_else(crate::collect::sysinfo::available_cpus);
+                .unwrap_or_else(powerperf_core::collect::sysinfo::available_cpus);
             let r = microbench::run_kernel(kernel, threads, scale);
             let s = r.elapsed.as_secs_f64();
             outln!(

@@ -1,14 +1,15 @@
 //! `powerperf plan`: choose a setting per workload (or per region of one job) from a
 //! model's predictions, write a plan file, print the choices with the predicted savings.
 
-use crate::dvfs::guard::GuardSpec;
-use crate::dvfs::planner::{Objective, PlannerConfig, Transition};
-use crate::dvfs::{export, from_model, parse_slowdown};
 use anyhow::{Context, Result};
+use powerperf_core::dvfs::guard::GuardSpec;
+use powerperf_core::dvfs::planner::{PlannerConfig, Transition};
+use powerperf_core::dvfs::{export, from_model, parse_slowdown};
+use powerperf_node::plan_file::Objective;
 use powerperf_node::plan_file::{DeviceKind, Plan, Scope};
 use std::path::PathBuf;
 
-use crate::output::OutputFormat as Format;
+use powerperf_core::output::OutputFormat as Format;
 
 /// Arguments of `powerperf plan`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +34,7 @@ pub struct PlanArgs {
     pub train_points: Option<PathBuf>,
     /// With --evaluate: the model kind to fit.
     #[arg(long, default_value = "auto")]
-    pub kind: crate::models::ModelKind,
+    pub kind: powerperf_core::models::ModelKind,
     /// With --evaluate: fit parameters, a FitParams JSON object as `powerperf fit --params`
     /// takes (e.g. '{"analytic":{"calibration":"ratio"}}').
     #[arg(long, value_name = "JSON", requires = "evaluate")]
@@ -79,7 +80,7 @@ pub struct PlanArgs {
     pub judge_on: Vec<String>,
     /// With --slowdown-margin risk: the allowed expected share of workloads whose measured
     /// slowdown exceeds the bound (0.05: one in twenty).
-    #[arg(long, default_value_t = crate::dvfs::guard::DEFAULT_RISK, value_name = "FRACTION", value_parser = non_negative_f64)]
+    #[arg(long, default_value_t = powerperf_core::dvfs::guard::DEFAULT_RISK, value_name = "FRACTION", value_parser = non_negative_f64)]
     pub risk: f64,
     /// Settings whose predicted mean power is above this many watts are not chosen.
     #[arg(long, value_name = "W", value_parser = positive_f64)]
@@ -121,7 +122,7 @@ pub struct PlanArgs {
     pub output: Option<PathBuf>,
     /// How to print the choices.
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
     /// Also print `srun` arguments (`--cpu-freq` / `--gpu-freq`) for each workload's setting.
     #[arg(long)]
     pub srun: bool,
@@ -185,7 +186,7 @@ pub fn run(args: PlanArgs) -> Result<i32> {
         return run_evaluate(&args, set_dir, config, guard);
     }
     let model_path = args.model.clone().context("--model MODEL is required")?;
-    let model = crate::models::load_model_file(&model_path)
+    let model = powerperf_core::models::load_model_file(&model_path)
         .with_context(|| format!("loading the model {}", model_path.display()))?;
     let guard = from_model::model_guard(&model, &model_path, max_slowdown, guard)?;
     let (device, device_index, note) = from_model::plan_device(&model, args.device, &model_path)?;
@@ -239,24 +240,24 @@ fn run_evaluate(
     config: PlannerConfig,
     guard: GuardSpec,
 ) -> Result<i32> {
-    let set = crate::store::set::TrainingSet::read(set_dir)?;
+    let set = powerperf_format::set::TrainingSet::read(set_dir)?;
     let split = match (&args.train_points, args.train.as_slice()) {
-        (Some(file), _) => Some(crate::models::split::TrainSplit::read_settings(file)?),
+        (Some(file), _) => Some(powerperf_core::models::split::TrainSplit::read_settings(file)?),
         (None, []) => anyhow::bail!(
             "plan --evaluate needs the training settings: --train KNOB=A,B,C (e.g. core_freq_mhz=595,861,1164) or --train-points FILE"
         ),
         (None, [_]) if !args.train[0].contains(';') => None,
-        (None, specs) => Some(crate::models::split::TrainSplit::Grid(
+        (None, specs) => Some(powerperf_core::models::split::TrainSplit::Grid(
             crate::cli::evaluate::parse_train_grid(specs)?,
         )),
     };
     let (train_knob, train_values) = match &split {
-        None => crate::dvfs::evaluate::parse_train(&args.train[0])?,
+        None => powerperf_core::dvfs::evaluate::parse_train(&args.train[0])?,
         // The guards' interior points run along the split's first knob.
         Some(s) => (s.knobs().first().cloned().unwrap_or_default(), Vec::new()),
     };
     if let Some(s) = &split {
-        let means = crate::models::features::mean_points(&set);
+        let means = powerperf_core::models::features::mean_points(&set);
         s.check(
             &means,
             &set.meta.knobs,
@@ -267,7 +268,7 @@ fn run_evaluate(
             },
         )?;
     }
-    let req = crate::dvfs::evaluate::EvalRequest {
+    let req = powerperf_core::dvfs::evaluate::EvalRequest {
         config,
         train_knob,
         train_values,
@@ -279,10 +280,10 @@ fn run_evaluate(
         judge_on: args.judge_on.clone(),
         guard,
     };
-    let report = crate::dvfs::evaluate::evaluate(&set, &req)?;
+    let report = powerperf_core::dvfs::evaluate::evaluate(&set, &req)?;
     match args.format {
         Format::Table | Format::Csv | Format::Markdown => {
-            out!("{}", crate::dvfs::evaluate::render(&report))
+            out!("{}", powerperf_core::dvfs::evaluate::render(&report))
         }
         Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
     }
@@ -297,7 +298,7 @@ fn run_evaluate(
 fn print_plan(args: &PlanArgs, out: &from_model::PlanOutcome) -> Result<()> {
     match args.format {
         Format::Csv | Format::Markdown => {
-            let table = crate::output::plan::plan_table(&out.plan);
+            let table = powerperf_core::output::plan::plan_table(&out.plan);
             out!("{}", table.render(args.format).unwrap_or_default());
             for (w, why) in &out.skipped {
                 eprintln!("skipped {w}: {why}");
@@ -315,12 +316,12 @@ fn print_plan(args: &PlanArgs, out: &from_model::PlanOutcome) -> Result<()> {
             }
         }
         Format::Json => {
-            let v = crate::output::plan::PlanOutput {
+            let v = powerperf_core::output::plan::PlanOutput {
                 plan: out.plan.clone(),
                 skipped: out
                     .skipped
                     .iter()
-                    .map(|(w, why)| crate::output::plan::Skipped {
+                    .map(|(w, why)| powerperf_core::output::plan::Skipped {
                         reason: why.clone(),
                         workload: w.clone(),
                     })
@@ -390,7 +391,7 @@ pub fn render_table(plan: &Plan) -> String {
         "workload", "setting", "time_s", "slowdown", "energy_j", "saving", "power_w"
     );
     for r in &plan.regions {
-        let setting = crate::dvfs::planner::format_knobs(&r.setting);
+        let setting = powerperf_core::dvfs::planner::format_knobs(&r.setting);
         let _ = writeln!(
             s,
             "{:<w$}  {:<34}  {:>10.4}  {:>7.2}%  {:>11.3}  {:>7.2}%  {:>8.2}",

@@ -4,15 +4,16 @@
 //! given take the value of the run (`--from`) or else the workload's reference setting in the
 //! model's training grid (the maximum of each knob), and a note on stderr says so.
 
-use crate::models::{Knobs, ModelFile, Predictor};
-use crate::store::run::RunMeta;
 use anyhow::Context;
+use powerperf_core::models::{ModelFile, Predictor};
+use powerperf_format::run::RunMeta;
+use powerperf_node::plan_file::Knobs;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::output::predict::{PredictOutput, PredictionRow};
-use crate::output::OutputFormat as Format;
-use crate::output::Table;
+use powerperf_core::output::predict::{PredictOutput, PredictionRow};
+use powerperf_core::output::OutputFormat as Format;
+use powerperf_core::output::Table;
 
 /// Arguments of `powerperf predict`.
 #[derive(Debug, clap::Args)]
@@ -43,7 +44,7 @@ pub struct PredictArgs {
     /// Output format: table, json (what `report --predictions` reads), or csv and markdown
     /// (one row per setting).
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
 }
 
 /// Parse `NAME=V1,V2,…` (errors name `--knob`).
@@ -70,8 +71,8 @@ pub(crate) fn parse_knob_flag(spec: &str, flag: &str) -> anyhow::Result<(String,
             )
         })?;
         // Issue 18: 0, -5 and 1e300 MHz predicted NaN, -4099 s and inf.
-        crate::store::import::check_value(
-            crate::store::import::Dimension::of_knob(name),
+        powerperf_core::store::import::check_value(
+            powerperf_core::store::import::Dimension::of_knob(name),
             "knob",
             x,
         )
@@ -175,17 +176,17 @@ fn power_model(
         None => anyhow::bail!(
             "model {} does not know the run's workload `{cmd}`; it knows: {} (fix: --workload NAME, the workload whose power to use)",
             path.display(),
-            crate::models::name_list(&known)
+            powerperf_core::models::name_list(&known)
         ),
     };
     if !known.contains(&workload) {
         anyhow::bail!(
             "model {} does not know workload `{workload}`; it knows: {} (fix: --workload NAME)",
             path.display(),
-            crate::models::name_list(&known)
+            powerperf_core::models::name_list(&known)
         );
     }
-    let clock = crate::models::from_counters::CLOCK_KNOB.to_string();
+    let clock = powerperf_core::models::from_counters::CLOCK_KNOB.to_string();
     let fill = fill_knobs(&model, &workload, &run_knobs(&meta), &[&clock]);
     Ok(super::predict_counters::PowerModel {
         path,
@@ -223,7 +224,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         if !lists.is_empty()
             && lists
                 .iter()
-                .all(|(k, _)| k == crate::models::from_counters::CLOCK_KNOB)
+                .all(|(k, _)| k == powerperf_core::models::from_counters::CLOCK_KNOB)
             && super::predict_counters::run_has_fractions(dir)
         {
             let pm = power_model(&args, dir, model_path, model)?;
@@ -254,7 +255,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
         anyhow::bail!(
             "model {} does not know workload `{workload}`; it knows: {} (fix: --workload NAME)",
             model_path.display(),
-            crate::models::name_list(&model.workloads())
+            powerperf_core::models::name_list(&model.workloads())
         );
     }
     let lists: Vec<(String, Vec<f64>)> = args
@@ -271,7 +272,7 @@ pub fn run(args: PredictArgs) -> anyhow::Result<i32> {
             k
         })
         .collect();
-    let rows = crate::models::predict_settings(&model, &model_path, &workload, settings)?;
+    let rows = powerperf_core::models::predict_settings(&model, &model_path, &workload, settings)?;
     print_predictions(&args, &model, &model_path, &workload, &rows)?;
     Ok(0)
 }
@@ -286,7 +287,7 @@ fn print_predictions(
     model: &ModelFile,
     model_path: &std::path::Path,
     workload: &str,
-    rows: &[(Knobs, crate::models::Prediction)],
+    rows: &[(Knobs, powerperf_core::models::Prediction)],
 ) -> anyhow::Result<()> {
     let err = model.held_out_error.as_ref();
     match args.format {

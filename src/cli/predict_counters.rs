@@ -1,13 +1,13 @@
 //! `powerperf predict --from RUN --knob core_freq_mhz=…` without `--model`: the time at
 //! other SM clocks from the run's own GPM activity fractions
-//! ([`crate::models::from_counters`]), per region and for the whole run.
+//! ([`powerperf_core::models::from_counters`]), per region and for the whole run.
 
-use crate::models::from_counters::{self, Measured, CLOCK_KNOB};
-use crate::models::Predictor as _;
-use crate::output::predict::{PredictOutput, PredictionRow};
-use crate::output::OutputFormat as Format;
-use crate::store::run::RunMeta;
 use anyhow::{Context, Result};
+use powerperf_core::models::from_counters::{self, Measured, CLOCK_KNOB};
+use powerperf_core::models::Predictor as _;
+use powerperf_core::output::predict::{PredictOutput, PredictionRow};
+use powerperf_core::output::OutputFormat as Format;
+use powerperf_format::run::RunMeta;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -26,12 +26,12 @@ pub const NO_POWER: &str = "time only: power and energy need a fitted model of t
 pub struct PowerModel {
     /// `--model`, as given.
     pub path: std::path::PathBuf,
-    pub model: crate::models::ModelFile,
+    pub model: powerperf_core::models::ModelFile,
     /// The model's workload whose power is used.
     pub workload: String,
     /// The model's other knobs, held at these values (from the run, else the reference
     /// setting of the training grid).
-    pub fill: crate::models::Knobs,
+    pub fill: powerperf_node::plan_file::Knobs,
     /// How the workload was chosen (for the note).
     pub workload_from: String,
 }
@@ -46,7 +46,7 @@ impl PowerModel {
                 "model {}: predicting the power of {} at {}",
                 self.path.display(),
                 self.workload,
-                crate::models::features::knob_key(&k)
+                powerperf_core::models::features::knob_key(&k)
             )
         })?;
         match p.power_w {
@@ -118,7 +118,7 @@ fn weighted_mean(v: &[Option<f64>], w: &[f64]) -> Option<f64> {
 fn gpu_run(
     dir: &Path,
     meta: &RunMeta,
-    tl: &crate::collect::timeline::Timeline,
+    tl: &powerperf_format::timeline::Timeline,
     i: u32,
 ) -> Result<Option<GpuRun>> {
     let col = |m: &str| {
@@ -173,7 +173,7 @@ fn gpu_run(
     }];
     // Regions: GPM means over each region's time (attribution.rs); instances of one path
     // on several threads pooled, weighted by their time.
-    if let Some(rows) = crate::collect::attribution::read_regions(dir)? {
+    if let Some(rows) = powerperf_core::collect::attribution::read_regions(dir)? {
         let mut by_path: BTreeMap<String, (f64, WeightedSums)> = BTreeMap::new();
         for r in &rows {
             let t = r.incl_ns as f64 * 1e-9;
@@ -217,12 +217,12 @@ fn gpu_run(
 
 /// Whether the run in `dir` has GPM activity fractions (a `gpu<i>_dram_active` column).
 pub fn run_has_fractions(dir: &Path) -> bool {
-    let Ok(Some(df)) = crate::collect::timeline::read_run(dir) else {
+    let Ok(Some(df)) = powerperf_format::timeline::read_run(dir) else {
         return false;
     };
     df.get_column_names()
         .iter()
-        .any(|n| crate::collect::gpm::is_gpm_column(n) && n.ends_with("_dram_active"))
+        .any(|n| powerperf_core::collect::gpm::is_gpm_column(n) && n.ends_with("_dram_active"))
 }
 
 /// Predict from the run's counters at the `--knob core_freq_mhz` values.
@@ -246,9 +246,9 @@ pub fn run(
         anyhow::bail!("--knob {CLOCK_KNOB}=MHZ,… is required");
     }
     let meta = RunMeta::read(dir).with_context(|| format!("reading run {}", dir.display()))?;
-    let df = crate::collect::timeline::read_run(dir)?
+    let df = powerperf_format::timeline::read_run(dir)?
         .with_context(|| format!("run {} has no timeline", dir.display()))?;
-    let tl = crate::collect::timeline::Timeline::from_frame(&df)?;
+    let tl = powerperf_format::timeline::Timeline::from_frame(&df)?;
     let mut gpus = Vec::new();
     for i in 0..64 {
         if let Some(g) = gpu_run(dir, &meta, &tl, i)? {
@@ -324,7 +324,7 @@ type Row<'a> = (&'a Measured, f64, f64, Option<f64>);
 fn print_rows(
     format: Format,
     power: Option<&PowerModel>,
-    model: &crate::models::analytic_counters::AnalyticCountersModel,
+    model: &powerperf_core::models::analytic_counters::AnalyticCountersModel,
     rows: &[Row<'_>],
     notes: &[String],
 ) -> Result<()> {
@@ -365,7 +365,7 @@ fn print_rows(
                 header.extend(["power_w", "energy_j"].map(String::from));
             }
             header.extend(["a", "c", "m"].map(String::from));
-            let mut t = crate::output::Table {
+            let mut t = powerperf_core::output::Table {
                 header,
                 rows: Vec::new(),
             };

@@ -54,7 +54,7 @@ pub struct QuickstartArgs {
     /// Output format: table (the transcript on stdout; `text` also works) or json (the transcript on stderr, and
     /// on stdout one object with every step, command, exit status and output).
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
 }
 
 /// In `--format json` the human transcript goes to stderr (stdout carries the JSON).
@@ -76,7 +76,7 @@ macro_rules! out {
 mod gpu;
 
 /// One step of the transcript and one command run, for `--format json`.
-use crate::output::commands::{QuickstartCommand as Ran, QuickstartStep as Step};
+use powerperf_core::output::commands::{QuickstartCommand as Ran, QuickstartStep as Step};
 
 struct Runner {
     exe: PathBuf,
@@ -183,12 +183,12 @@ enum Data {
 
 /// Write the bundled files under `prefix` into `dest` (a directory quickstart owns).
 fn extract_bundled(prefix: &str, dest: &Path) -> Result<()> {
-    crate::store::bundled::extract(prefix, dest).map(|_| ())
+    powerperf_core::store::bundled::extract(prefix, dest).map(|_| ())
 }
 
 /// The held-out time MAPE (%) in `powerperf evaluate --format json` output.
 fn time_mape_pct(evaluate_json: &str) -> Option<f64> {
-    crate::output::evaluate::EvaluateOutput::from_json(evaluate_json)
+    powerperf_core::output::evaluate::EvaluateOutput::from_json(evaluate_json)
         .ok()?
         .time
         .map(|t| t.mape_pct)
@@ -260,7 +260,7 @@ impl Ctx<'_> {
 fn step_threads(c: &Ctx, repeat: usize, scale: &str) -> Result<()> {
     let (r, exe_s) = (c.r, c.exe_s.as_str());
     let p = |name: &str| c.p(name);
-    let ncpu = crate::collect::sysinfo::available_cpus().min(8);
+    let ncpu = powerperf_core::collect::sysinfo::available_cpus().min(8);
     r.step(&format!(
         "1. collect a microbench workload (kernel `mixed`) at 1..{ncpu} threads, {} repeats each",
         repeat
@@ -606,8 +606,10 @@ fn step_xu3(c: &Ctx, source: &str) -> Result<()> {
 /// # Errors
 /// A step that fails (its output is shown).
 pub fn run(args: QuickstartArgs) -> Result<i32> {
-    args.format
-        .check("quickstart", &crate::output::OutputFormat::TABLE_JSON)?;
+    args.format.check(
+        "quickstart",
+        &powerperf_core::output::OutputFormat::TABLE_JSON,
+    )?;
     let exe = std::env::current_exe().context("cannot find the powerperf binary")?;
     let data = if args.no_data {
         Data::Skipped
@@ -620,7 +622,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     } else {
         Data::Bundled
     };
-    let json = args.format == crate::output::OutputFormat::Json;
+    let json = args.format == powerperf_core::output::OutputFormat::Json;
     JSON.store(json, std::sync::atomic::Ordering::Relaxed);
     let r = Runner {
         exe: exe.clone(),
@@ -654,7 +656,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
     // The cpufreq fixture (a machine with cpufreq, as files) and the example plans, from the
     // bundle: the dry runs below check plans against it.
     let root = &c.root;
-    extract_bundled(crate::store::bundled::CPUFREQ_FIXTURE, root)?;
+    extract_bundled(powerperf_core::store::bundled::CPUFREQ_FIXTURE, root)?;
 
     // 2. GPU frequency models from public measurements.
     let source = match &data {
@@ -667,7 +669,7 @@ pub fn run(args: QuickstartArgs) -> Result<i32> {
         out!("    skipped (--no-data)");
         r.step("3. apply the shipped example plan (hand-written) with --dry-run to the cpufreq fixture")?;
         let plans = out.join("examples");
-        extract_bundled(crate::store::bundled::EXAMPLE_PLANS, &plans)?;
+        extract_bundled(powerperf_core::store::bundled::EXAMPLE_PLANS, &plans)?;
         c.apply_dry_run(
             &plans.join("cpu-static.toml").display().to_string(),
             "fma",
@@ -700,13 +702,13 @@ fn finish(r: &Runner, out: &Path, root: &Path, data: Option<&str>, json: bool) -
     r.step("done")?;
     out!("    everything is in {}", out.display());
     if json {
-        let o = crate::output::commands::QuickstartOutput {
+        let o = powerperf_core::output::commands::QuickstartOutput {
             out: out.to_path_buf(),
             data: data.map(str::to_string),
             seconds: r.t0.elapsed().as_secs_f64(),
             steps: r.steps.borrow().clone(),
         };
-        outln!("{}", crate::output::json_sorted(&o)?);
+        outln!("{}", powerperf_core::output::json_sorted(&o)?);
     }
     Ok(0)
 }

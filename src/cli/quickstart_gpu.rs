@@ -16,7 +16,7 @@ pub(super) fn fake_gpu_of_set(
     set_dir: &Path,
     gpu_name: &str,
 ) -> Result<(tempfile::TempDir, Vec<u32>, Vec<u32>)> {
-    let set = crate::store::set::TrainingSet::read(set_dir)?;
+    let set = powerperf_format::set::TrainingSet::read(set_dir)?;
     let mhz = |k: &str| -> Vec<u32> {
         set.knob_values(k)
             .into_iter()
@@ -127,7 +127,7 @@ pub(super) fn step_this_gpu(c: &Ctx) -> Result<()> {
                 (Err(e), _) | (_, Err(e)) => out!("      power limit: not readable ({e})"),
             }
         }
-        match crate::collect::gpm::support(i) {
+        match powerperf_core::collect::gpm::support(i) {
             Ok(()) => out!(
                 "      GPM metrics: available (nvmlGpmQueryDeviceSupport): `collect` records sm_active, dram_active, fp64_active, … (each over spans of at least 200 ms)"
             ),

@@ -2,10 +2,10 @@
 //! (`--plot DIR`); a self-contained HTML report (`--html FILE`); plots of model outputs
 //! (`--evaluate CSV`, `--predictions JSON [--plan PLAN]`).
 
-use crate::output::OutputFormat as Format;
-use crate::report::plots::{self, ImageFormat, NamedPlot};
-use crate::store::run::RunMeta;
 use anyhow::Context;
+use powerperf_core::output::OutputFormat as Format;
+use powerperf_core::report::plots::{self, ImageFormat, NamedPlot};
+use powerperf_format::run::RunMeta;
 use std::path::PathBuf;
 
 /// Arguments of `powerperf report`.
@@ -71,7 +71,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     if let Some(dir) = args
         .run
         .as_deref()
-        .filter(|d| !crate::report::ranks::shards(d).is_empty())
+        .filter(|d| !powerperf_core::report::ranks::shards(d).is_empty())
     {
         // A directory of per-rank shards (collect -o JOB/rank%r under srun/mpirun).
         let format = args.format.unwrap_or_default();
@@ -79,10 +79,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             "report (of a directory of per-rank runs)",
             &[Format::Table, Format::Json],
         )?;
-        let r = crate::report::ranks::rank_report(dir)?;
+        let r = powerperf_core::report::ranks::rank_report(dir)?;
         match args.format {
             Some(Format::Json) => outln!("{}", serde_json::to_string_pretty(&r)?),
-            _ => out!("{}", crate::report::ranks::render_text(&r)),
+            _ => out!("{}", powerperf_core::report::ranks::render_text(&r)),
         }
         // The others are reported; the broken shards are named, and the status says so
         // (as grep's 2 after a file it could not read).
@@ -109,13 +109,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let mut written = Vec::new();
     if let Some(dir) = &args.run {
         let meta = RunMeta::read(dir)?;
-        let mut s = crate::report::summarize(&meta);
-        s.regions = crate::collect::attribution::read_regions(dir)?.unwrap_or_default();
-        s.gpu_activity = crate::report::gpu::load(dir)?;
-        s.pc_samples = crate::report::pc::load(dir, &meta)?;
+        let mut s = powerperf_core::report::summarize(&meta);
+        s.regions = powerperf_core::collect::attribution::read_regions(dir)?.unwrap_or_default();
+        s.gpu_activity = powerperf_core::report::gpu::load(dir)?;
+        s.pc_samples = powerperf_core::report::pc::load(dir, &meta)?;
         let quiet = args.html.is_some() || args.plot.is_some();
         if let Some(f) = args.format.or((!quiet).then_some(Format::Table)) {
-            out!("{}", crate::report::render_summary(&s, f)?);
+            out!("{}", powerperf_core::report::render_summary(&s, f)?);
         }
         if args.lcpi {
             out!(
@@ -133,7 +133,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             }
             if let Some(out) = &args.html {
                 run_plots.extend(model_plots.iter().cloned());
-                let html = crate::report::html::render(&s, &meta, &run_plots, &lcpi)?;
+                let html = powerperf_core::report::html::render(&s, &meta, &run_plots, &lcpi)?;
                 if out.as_os_str() == "-" {
                     out!("{html}");
                 } else {
@@ -157,7 +157,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
 fn lcpi_report(
     run: &std::path::Path,
     constants: Option<&std::path::Path>,
-    regions: &[crate::collect::attribution::RegionRecord],
+    regions: &[powerperf_core::collect::attribution::RegionRecord],
 ) -> anyhow::Result<String> {
     use std::fmt::Write;
     let values = crate::cli::events::ValueArgs {

@@ -1,9 +1,9 @@
 //! `powerperf sweep`: collect training runs over a grid of core frequencies and thread
-//! counts (see [`crate::dvfs::sweep`]).
+//! counts (see [`powerperf_core::dvfs::sweep`]).
 
-use crate::dvfs::apply::{self, SignalForwarder};
-use crate::dvfs::sweep::{self, FreqSpec, SweepConfig};
 use anyhow::Result;
+use powerperf_core::dvfs::apply::{self, SignalForwarder};
+use powerperf_core::dvfs::sweep::{self, FreqSpec, SweepConfig};
 use std::path::PathBuf;
 
 /// Arguments of `powerperf sweep`.
@@ -51,7 +51,7 @@ pub struct SweepArgs {
     /// Output format of the final summary: table (`text` also works), or json (one object on stderr, as
     /// `perf stat -j` does: stdout belongs to the command).
     #[arg(long, default_value = "table")]
-    pub format: crate::output::OutputFormat,
+    pub format: powerperf_core::output::OutputFormat,
     /// GPU SM clocks to lock, MHz, comma-separated (`nvmlDeviceSetGpuLockedClocks` with
     /// min = max; the knob core_freq_mhz on the GPU, as the bundled GPU sets name it). Each
     /// must be one of the GPU's supported clocks (nvidia-smi -q -d SUPPORTED_CLOCKS);
@@ -100,11 +100,11 @@ pub struct SweepArgs {
 /// failed: they are listed and left out of the set), 128 + signal when interrupted.
 ///
 /// # Errors
-/// See [`crate::dvfs::sweep::sweep`].
+/// See [`powerperf_core::dvfs::sweep::sweep`].
 pub fn run(args: SweepArgs) -> Result<i32> {
     args.format
-        .check("sweep", &crate::output::OutputFormat::TABLE_JSON)?;
-    crate::collect::check_interval(args.interval)?;
+        .check("sweep", &powerperf_core::output::OutputFormat::TABLE_JSON)?;
+    powerperf_core::collect::check_interval(args.interval)?;
     let sig = SignalForwarder::install()?;
     // the record and the log are needed only when frequencies are set
     let sets_gpu = !(args.gpu_clock.is_empty()
@@ -146,8 +146,8 @@ pub fn run(args: SweepArgs) -> Result<i32> {
     if cfg.dry_run {
         return Ok(0);
     }
-    if args.format == crate::output::OutputFormat::Json {
-        let o = crate::output::commands::SweepOutput {
+    if args.format == powerperf_core::output::OutputFormat::Json {
+        let o = powerperf_core::output::commands::SweepOutput {
             set: cfg.out.clone(),
             ran: out.ran,
             skipped: out.skipped,
@@ -155,7 +155,7 @@ pub fn run(args: SweepArgs) -> Result<i32> {
             failed: out
                 .failed
                 .iter()
-                .map(|(d, st)| crate::output::commands::SweepFailure {
+                .map(|(d, st)| powerperf_core::output::commands::SweepFailure {
                     run: d.clone(),
                     status: *st,
                 })

@@ -9,8 +9,8 @@
 
 #[cfg(test)]
 mod tests {
-    use crate::output::OutputFormat;
     use clap::ValueEnum;
+    use powerperf_core::output::OutputFormat;
 
     #[test]
     fn format_names_and_the_old_name() {

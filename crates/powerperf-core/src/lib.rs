@@ -5,13 +5,13 @@
 //! ([`store::set`]), predictions at other frequencies and thread counts, and [`dvfs`] plans
 //! applied to a job through a frequency controller; [`report`] summarises runs, [`output`]
 //! holds the typed outputs of the commands, [`export`] writes runs as OTF2, Perfetto and Chrome
-//! traces. The `powerperf` crate puts the CLI (clap) on top
-//! and re-exports these modules, so `powerperf::models::…` paths keep working. Layers and
+//! traces. The `powerperf` crate puts the CLI (clap) on top; it re-exports nothing, so each
+//! type has one path (`powerperf_core::models::…`, and the run and set formats at
+//! `powerperf_format::…`). Layers and
 //! allowed dependencies: docs/architecture.md.
 
 pub mod collect;
 pub mod dvfs;
-pub use powerperf_events as events_dsl;
 pub mod export;
 pub mod models;
 pub mod output;

@@ -7,10 +7,10 @@
 //! what parses is written again and must read back to the same. Each function returns
 //! whether the reader accepted the input (the tests check that the seed files are read).
 
-use powerperf::models::{ModelFile, Predictor, MODEL_FORMAT};
-use powerperf::store::import::ImportSpec;
-use powerperf::store::run::RunMeta;
-use powerperf::store::set::{SetMeta, TrainingSet};
+use powerperf_core::models::{ModelFile, Predictor, MODEL_FORMAT};
+use powerperf_core::store::import::ImportSpec;
+use powerperf_format::run::RunMeta;
+use powerperf_format::set::{SetMeta, TrainingSet};
 use powerperf_node::plan_file::Plan;
 use powerperf_rt::events;
 use std::path::Path;

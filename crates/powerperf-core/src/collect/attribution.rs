@@ -19,8 +19,8 @@
 //! [`crate::collect::gpm`]) are attributed as their mean over the region's time, each sample
 //! weighted by its overlap with the region's instances (samples without a value left out).
 
-use crate::collect::timeline::Timeline;
 use anyhow::{Context, Result};
+use powerperf_format::timeline::Timeline;
 use powerperf_rt::events::{self, Interval};
 use std::collections::HashMap;
 use std::path::Path;

@@ -33,7 +33,7 @@
 //! (nvml.h; × 2^20 here: DCGM's bytes per second; the unit NVML names with each result is
 //! checked, and a run whose unit differs says so in its notes).
 
-use crate::store::run::{Backend, EventRecord};
+use powerperf_format::run::{Backend, EventRecord};
 use powerperf_node::event_spec::EventStatus;
 
 /// How NVML's value becomes the column's.

@@ -26,8 +26,6 @@ mod rt_lib;
 #[cfg(target_os = "linux")]
 mod session;
 pub mod sysinfo;
-/// The timeline table and its journal: the run format's ([`powerperf_format::timeline`]).
-pub use powerperf_format::timeline;
 
 pub use options::{
     check_interval, papi_not_built, CollectConfig, CounterBackend, Mode, NvmlMode, PcTarget,
@@ -41,7 +39,7 @@ pub use session::collect_run;
 /// What a collection produced.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    pub meta: crate::store::run::RunMeta,
+    pub meta: powerperf_format::run::RunMeta,
     /// The status a shell would report for the command: exit code, or 128 + signal.
     pub shell_status: i32,
 }

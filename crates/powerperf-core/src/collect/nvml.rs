@@ -3,7 +3,7 @@
 //! …; docs/run-format.md), and the run's event records. The NVML reader itself is
 //! [`powerperf_node::nvml`].
 
-use crate::store::run::{Backend, EventRecord};
+use powerperf_format::run::{Backend, EventRecord};
 use powerperf_node::event_spec::EventStatus;
 use powerperf_node::nvml::GpuSource;
 

@@ -1,7 +1,7 @@
 //! Facts about the host for `run.toml`: host name, kernel, CPU model, and the CPU frequency
 //! knobs from cpufreq sysfs (read under a root directory, `/` in production).
 
-use crate::store::run::Knobs;
+use powerperf_format::run::Knobs;
 use powerperf_node::sysfs::read_trim;
 use std::path::Path;
 

@@ -520,8 +520,8 @@ fn set_totals(plan: &mut Plan, s: &planner::Solution) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::dvfs::planner::Objective;
     use crate::models::Prediction;
+    use powerperf_node::plan_file::Objective;
 
     /// A predictor with the DVFS time model t(f) = t_mem + t_comp·f0/f and power
     /// P = P_static + c·f³ (V ∝ f), Moore 2012.

@@ -12,15 +12,16 @@
 //!   at most `risk × workloads` expected violations, each candidate's violation probability
 //!   the share of errors above its predicted slack. docs/dvfs.md gives the derivation.
 
-use super::planner::{same_knobs, Objective, RegionInput};
+use super::planner::{same_knobs, RegionInput};
 use super::risk_budget::{
     as_share_of_predicted_oracle, compute_bound, other_knobs, risk_budget_choice_with_spread,
     tf_agrees, violation_probability,
 };
 use crate::models::scoring::PointResult;
 use crate::models::{fit_kind, FitParams, Knobs, ModelKind};
-use crate::store::set::{Point, SetMeta};
 use anyhow::Result;
+use powerperf_format::set::{Point, SetMeta};
+use powerperf_node::plan_file::Objective;
 
 pub use crate::models::slowdown_errors::SlowdownErrors;
 

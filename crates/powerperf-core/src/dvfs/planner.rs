@@ -33,7 +33,7 @@ use super::DvfsError;
 use crate::models::Knobs;
 use serde::{Deserialize, Serialize};
 
-pub use powerperf_node::plan_file::Objective;
+use powerperf_node::plan_file::Objective;
 
 /// One candidate setting of a region with its predicted time (s) and energy (J).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

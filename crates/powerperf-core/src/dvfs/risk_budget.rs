@@ -11,8 +11,8 @@
 pub const SMALL_ORACLE_GAIN: f64 = 0.005;
 use crate::dvfs::planner::same_knobs;
 use crate::models::{fit_kind, FitParams, Knobs, ModelKind};
-use crate::store::set::{Point, TrainingSet};
 use anyhow::{Context, Result};
+use powerperf_format::set::{Point, TrainingSet};
 
 /// Signed errors of the predicted slowdown, from training data only: every training point
 /// whose `knob` value lies strictly between the lowest and the highest training value (an

@@ -6,7 +6,7 @@
 //! [`Session`] (restore record, switch log, original settings restored at the end and on
 //! errors). A run directory that already holds a `run.toml` is finished and skipped, so an
 //! interrupted sweep resumes where it stopped. At the end the finished runs become the
-//! training set `SET/set.toml` + `SET/points.parquet` ([`crate::store::set::from_runs_labelled`]);
+//! training set `SET/set.toml` + `SET/points.parquet` ([`powerperf_format::set::from_runs_labelled`]);
 //! the grid is kept in `SET/sweep.toml`.
 //!
 //! GPU settings (issue 39): `--gpu-clock`, `--gpu-mem-clock` and `--gpu-power-limit` add the
@@ -30,8 +30,8 @@
 
 use super::apply::{Session, SignalForwarder};
 use crate::dvfs::gpu_session::{self, GpuSession};
-use crate::store::run::RunMeta;
 use anyhow::{Context, Result};
+use powerperf_format::run::RunMeta;
 use powerperf_node::controller::{ControllerError, CpufreqController, FrequencyController};
 use powerperf_node::gpu_control::GpuSetting;
 use serde::{Deserialize, Serialize};
@@ -259,7 +259,7 @@ pub fn plan_runs_gpu(
 }
 
 fn finished(dir: &Path) -> bool {
-    dir.join(crate::store::run::RUN_TOML).exists()
+    dir.join(powerperf_format::run::RUN_TOML).exists()
 }
 
 /// The cpufreq controller and the frequencies (MHz) to sweep: `[None]` (no controller)
@@ -849,7 +849,7 @@ fn write_set(
         .map(|r| r.dir.clone())
         .collect();
     let (mut set, mut notes) =
-        crate::store::set::from_runs_labelled(&dirs, cfg.workload.as_deref())?;
+        powerperf_format::set::from_runs_labelled(&dirs, cfg.workload.as_deref())?;
     set.meta.description = format!("powerperf sweep of `{}`", cfg.command.join(" "));
     // The sweep sets core_freq_mhz through cpufreq: the CPU's (issue 20, item 4).
     if set.meta.knobs.iter().any(|k| k == "core_freq_mhz") {

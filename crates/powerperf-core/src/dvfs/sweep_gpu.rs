@@ -7,7 +7,7 @@
 //! ([`throttle_reason_names`]), in its `run.toml` (`[gpu_setting] flag`), in `SET/sweep.toml`
 //! (`[[off_setting]]`) and by `powerperf fit`.
 
-use crate::store::run::GpuRunSetting;
+use powerperf_format::run::GpuRunSetting;
 use powerperf_node::gpu_control::GpuSetting;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

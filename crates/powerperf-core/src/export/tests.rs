@@ -85,7 +85,7 @@ pub(crate) fn nested_run() -> tempfile::TempDir {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut t = crate::collect::timeline::Timeline::new(&names);
+    let mut t = powerperf_format::timeline::Timeline::new(&names);
     for i in 1..=10u64 {
         t.push(
             i * 10_000_000,

@@ -33,7 +33,7 @@ use super::features::knob_key;
 use super::scoring::measured;
 use super::scoring::{PointResult, TargetError};
 use super::{check_physical, HeldOutError, Knobs, Prediction};
-use crate::store::set::{Point, SetMeta, TARGETS};
+use powerperf_format::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 

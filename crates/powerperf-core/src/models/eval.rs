@@ -24,7 +24,7 @@ use super::scoring::{
 };
 use super::split::TrainSplit;
 use super::{fit_kind, FitParams, HeldOutError, Knobs, ModelKind, Prediction};
-use crate::store::set::{Point, SetMeta, TARGETS};
+use powerperf_format::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -696,7 +696,7 @@ mod tests {
     #[test]
     fn unreliable_targets_are_skipped() {
         let mut meta = SetMeta::default();
-        meta.unreliable.push(crate::store::set::Unreliable {
+        meta.unreliable.push(powerperf_format::set::Unreliable {
             target: "time_s".into(),
             workloads: vec!["x".into()],
             reason: "test".into(),

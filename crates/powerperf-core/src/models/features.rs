@@ -6,7 +6,7 @@
 //! a rate or an activity fraction ([`CounterKind::Rate`], e.g. DCGM `sm_active`) is used as is.
 
 use super::Knobs;
-use crate::store::set::{CounterKind, Point, SetMeta, TrainingSet};
+use powerperf_format::set::{CounterKind, Point, SetMeta, TrainingSet};
 use statrs::statistics::{Data, OrderStatistics, RankTieBreaker};
 use std::collections::BTreeMap;
 

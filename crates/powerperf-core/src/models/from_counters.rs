@@ -21,7 +21,7 @@
 
 use super::analytic_counters::{self, AnalyticCountersModel, AnalyticCountersParams};
 use super::{Knobs, ModelError};
-use crate::store::set::{CounterKind, Point, SetMeta};
+use powerperf_format::set::{CounterKind, Point, SetMeta};
 use std::collections::BTreeMap;
 
 /// The clock knob, as the bundled GPU sets name the SM clock (device gpu).

@@ -29,10 +29,10 @@
 
 use super::features::find_group;
 use super::{Knobs, ModelError, Prediction};
-use crate::store::set::{Point, SetMeta};
 use linfa::traits::Fit;
 use linfa::DatasetBase;
 use ndarray::{Array1, Array2};
+use powerperf_format::set::{Point, SetMeta};
 use serde::{Deserialize, Serialize};
 
 /// The core-clock knob.

@@ -42,15 +42,16 @@ pub mod threads_bw;
 
 pub use error::ModelError;
 
-use crate::store::set::{Point, SetMeta, Unreliable};
 use anyhow::{Context, Result};
+use powerperf_format::set::{Point, SetMeta, Unreliable};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Knob values by knob name (`core_freq_mhz`, `mem_freq_mhz`, `threads`): the plan file's
-/// (`powerperf_node::plan_file::Knobs`), named here too for the models' many users.
-pub use powerperf_node::plan_file::Knobs;
+// Knob values by knob name (`core_freq_mhz`, `mem_freq_mhz`, `threads`): the plan file's
+// type, imported once for the models' many users (`super::Knobs`); outside this crate its
+// one path is `powerperf_node::plan_file::Knobs`.
+pub(crate) use powerperf_node::plan_file::Knobs;
 
 /// A predicted point. Units: seconds, watts, joules. `None` where the model has no
 /// prediction for that target (e.g. the spec marks it unreliable).
@@ -528,9 +529,9 @@ impl ModelFile {
     /// the held-out error, and the slowdown errors for `plan`'s guard or why there are none
     /// (`slowdown_errors_missing`).
     pub fn of_fit(
-        set: &crate::store::set::TrainingSet,
+        set: &powerperf_format::set::TrainingSet,
         set_path: &std::path::Path,
-        points: &[crate::store::set::Point],
+        points: &[powerperf_format::set::Point],
         fitted: Fitted,
         held_out_error: Option<HeldOutError>,
         slowdown_errors: Result<slowdown_errors::SlowdownErrors, String>,

@@ -11,7 +11,7 @@
 
 use super::features::knob_key;
 use super::Knobs;
-use crate::store::set::{Point, SetMeta, TARGETS};
+use powerperf_format::set::{Point, SetMeta, TARGETS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -6,7 +6,7 @@
 
 use super::features::knob_key;
 use super::{fit_kind, FitParams, HeldOutError, Knobs, ModelKind, Prediction};
-use crate::store::set::{Point, SetMeta, TARGETS};
+use powerperf_format::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 
 use super::features::knob_key;
 use super::Knobs;
-use crate::store::set::Point;
+use powerperf_format::set::Point;
 use std::path::Path;
 
 /// The training points of a split; every other point is held out.
@@ -209,7 +209,7 @@ impl TrainSplit {
 
 /// `evaluate --protocol workload-holdout`'s baseline without `--baseline`: the maximum
 /// value of every knob of the set (knobs without a value are left out).
-pub fn max_setting(set: &crate::store::set::TrainingSet) -> Knobs {
+pub fn max_setting(set: &powerperf_format::set::TrainingSet) -> Knobs {
     let mut base = Knobs::new();
     for k in &set.meta.knobs {
         if let Some(v) = set.knob_values(k).last() {
@@ -224,7 +224,7 @@ pub fn max_setting(set: &crate::store::set::TrainingSet) -> Knobs {
 /// than three, its lowest and highest when it has three (the middle one is predicted); with
 /// two values, both (every point trains: the caller's error says so). `None` when no knob
 /// varies.
-pub fn default_train(set: &crate::store::set::TrainingSet) -> Option<(String, Vec<f64>)> {
+pub fn default_train(set: &powerperf_format::set::TrainingSet) -> Option<(String, Vec<f64>)> {
     let (knob, vals) = set
         .meta
         .knobs

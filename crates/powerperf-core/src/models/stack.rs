@@ -52,7 +52,7 @@ use super::analytic_counters::{
 use super::scaling::ScalingModel;
 use super::scoring::{fit_then_predict, measured, predict_each};
 use super::{FitParams, Knobs, ModelError, ModelKind, Prediction};
-use crate::store::set::{Point, SetMeta, TARGETS};
+use powerperf_format::set::{Point, SetMeta, TARGETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@
 //! interface (0.125 memory cycles each), overlaps the two, and waits `lat` seconds on
 //! neither: `t(f, m) = max(0.02·n/f, 0.125·d/m) + lat` (f, m in Hz).
 
-use crate::store::set::{CounterKind, Point, SetMeta};
+use powerperf_format::set::{CounterKind, Point, SetMeta};
 
 /// Core cycles per warp instruction (`β`) of the synthetic chip.
 pub const BETA: f64 = 0.02;

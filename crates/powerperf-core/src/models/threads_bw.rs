@@ -31,7 +31,7 @@
 use super::features::{find_group, knob_key};
 use super::threads::{self, ThreadsGroup, THREADS_KNOB};
 use super::{Knobs, ModelError, Prediction};
-use crate::store::set::{CounterKind, Point, SetMeta};
+use powerperf_format::set::{CounterKind, Point, SetMeta};
 use serde::{Deserialize, Serialize};
 
 /// Memory-traffic counters recognised without `traffic_counter`, in order of preference

@@ -74,7 +74,10 @@ pub struct EvaluateOutput {
 
 impl EvaluateOutput {
     /// The summary of an evaluation.
-    pub fn new(ev: &crate::models::eval::Evaluation, meta: &crate::store::set::SetMeta) -> Self {
+    pub fn new(
+        ev: &crate::models::eval::Evaluation,
+        meta: &powerperf_format::set::SetMeta,
+    ) -> Self {
         let t = |name: &str| ev.summary.targets.get(name).copied();
         let bs = crate::models::scoring::summarise(meta, &ev.baseline.results, "baseline");
         let b = |name: &str| bs.targets.get(name).copied();
@@ -130,7 +133,7 @@ impl EvaluateOutput {
 pub fn error_table(
     targets: &std::collections::BTreeMap<String, crate::models::scoring::TargetError>,
 ) -> super::Table {
-    let rows = crate::store::set::TARGETS
+    let rows = powerperf_format::set::TARGETS
         .iter()
         .filter_map(|t| {
             let e = targets.get(*t)?;
@@ -170,7 +173,7 @@ pub fn versus_text(rule: &str, versus: &BTreeMap<String, Versus>) -> String {
         "on"
     );
     let f = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
-    for t in crate::store::set::TARGETS {
+    for t in powerperf_format::set::TARGETS {
         let Some(v) = versus.get(t) else { continue };
         let m = (v.model.n > 0).then_some(v.model.mape_pct);
         let b = (v.baseline.n > 0).then_some(v.baseline.mape_pct);
@@ -187,7 +190,7 @@ pub fn versus_text(rule: &str, versus: &BTreeMap<String, Versus>) -> String {
             v.common_n
         );
     }
-    for t in crate::store::set::TARGETS {
+    for t in powerperf_format::set::TARGETS {
         let Some(v) = versus.get(t) else { continue };
         if let Some(r) = v.ratio.filter(|r| *r > 1.0) {
             let _ = writeln!(

@@ -6,10 +6,10 @@
 
 use super::plots::NamedPlot;
 use super::{display_value, ending_line, Summary};
-use crate::events_dsl::lcpi;
-use crate::store::run::RunMeta;
 use anyhow::Result;
+use powerperf_events::lcpi;
 use powerperf_format::regions::RegionRecord;
+use powerperf_format::run::RunMeta;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

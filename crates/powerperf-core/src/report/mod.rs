@@ -13,14 +13,10 @@ pub mod ranks;
 pub mod regions;
 mod table;
 
-use crate::store::run::{Backend, Ending, RunMeta};
+use crate::output::OutputFormat;
+use powerperf_format::run::{Backend, Ending, RunMeta};
 use powerperf_node::event_spec::EventStatus;
 use serde::Serialize;
-
-/// Output formats of `report` (and of other summaries): the one [`OutputFormat`].
-///
-/// [`OutputFormat`]: crate::output::OutputFormat
-pub use crate::output::OutputFormat as Format;
 
 /// One event line of a report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -82,7 +78,7 @@ pub struct Summary {
     pub events: Vec<Row>,
     /// Per-thread totals (`collect -p PID --per-thread`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub threads: Vec<crate::store::run::ThreadCounts>,
+    pub threads: Vec<powerperf_format::run::ThreadCounts>,
     pub notes: Vec<String>,
 }
 
@@ -216,7 +212,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
 ///
 /// # Errors
 /// Serialisation errors (JSON, CSV).
-pub fn render(meta: &RunMeta, format: Format) -> anyhow::Result<String> {
+pub fn render(meta: &RunMeta, format: OutputFormat) -> anyhow::Result<String> {
     render_summary(&summarize(meta), format)
 }
 
@@ -224,13 +220,13 @@ pub fn render(meta: &RunMeta, format: Format) -> anyhow::Result<String> {
 ///
 /// # Errors
 /// Serialisation errors (JSON, CSV).
-pub fn render_summary(s: &Summary, format: Format) -> anyhow::Result<String> {
+pub fn render_summary(s: &Summary, format: OutputFormat) -> anyhow::Result<String> {
     let s = s.clone();
     match format {
-        Format::Table => Ok(table::render(&s)),
-        Format::Json => json::render(&s),
-        Format::Csv => csv_out::render(&s),
-        Format::Markdown => Ok(markdown::render(&s)),
+        OutputFormat::Table => Ok(table::render(&s)),
+        OutputFormat::Json => json::render(&s),
+        OutputFormat::Csv => csv_out::render(&s),
+        OutputFormat::Markdown => Ok(markdown::render(&s)),
     }
 }
 
@@ -312,7 +308,7 @@ fn ending_line(s: &Summary) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::run::*;
+    use powerperf_format::run::*;
 
     pub(crate) fn sample_meta() -> RunMeta {
         let ev =
@@ -425,7 +421,7 @@ pub(crate) mod tests {
 
     #[test]
     fn table_marks_unsupported_like_perf() {
-        let t = render(&sample_meta(), Format::Table).unwrap();
+        let t = render(&sample_meta(), OutputFormat::Table).unwrap();
         let line = |ev: &str| {
             t.lines()
                 .find(|l| l.contains(ev))
@@ -455,11 +451,11 @@ pub(crate) mod tests {
     fn json_csv_markdown_carry_the_same_rows() {
         let m = sample_meta();
         let j: serde_json::Value =
-            serde_json::from_str(&render(&m, Format::Json).unwrap()).unwrap();
+            serde_json::from_str(&render(&m, OutputFormat::Json).unwrap()).unwrap();
         assert_eq!(j["events"].as_array().unwrap().len(), 6);
         assert_eq!(j["events"][4]["value"], serde_json::Value::Null);
         assert_eq!(j["ipc"], 1.5);
-        let c = render(&m, Format::Csv).unwrap();
+        let c = render(&m, OutputFormat::Csv).unwrap();
         assert_eq!(c.lines().count(), 7);
         assert!(
             c.lines()
@@ -468,7 +464,7 @@ pub(crate) mod tests {
                 .starts_with("branch-misses,perf_event,not_supported,,"),
             "{c}"
         );
-        let md = render(&m, Format::Markdown).unwrap();
+        let md = render(&m, OutputFormat::Markdown).unwrap();
         assert!(md.contains("| branch-misses | <not supported> |"), "{md}");
     }
 

@@ -2,8 +2,8 @@
 //! `collect --pc-sampling cpu` (`RUN/pc_samples.parquet`; docs/pc-sampling.md), in the
 //! manner of `perf report --stdio`: overhead %, samples, function, module and source line.
 
-use crate::store::run::{PcSampling, RunMeta};
 use powerperf_format::pc_samples::{self, PcRow, RegionSamples, TopFunction};
+use powerperf_format::run::{PcSampling, RunMeta};
 use serde::Serialize;
 use std::fmt::Write;
 

@@ -11,10 +11,10 @@
 //! per-shard sums, in shard order, so the report does not depend on the thread count. A shard
 //! that cannot be read is named in the report and left out of it; the others are reported.
 
-use crate::store::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED, RUN_TOML};
 use anyhow::Result;
 use polars::prelude::*;
 use powerperf_format::regions::REGIONS;
+use powerperf_format::run::{Backend, RunMeta, NODE_SOURCES_LEFT, NODE_SOURCES_SAMPLED, RUN_TOML};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

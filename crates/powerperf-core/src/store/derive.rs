@@ -9,10 +9,10 @@
 //! the alias table (`PAPI_TOT_INS` → `instructions`, …); constants come from a
 //! machine-constants file.
 
-use super::set::{CounterKind, TrainingSet};
-use crate::events_dsl::alias::Resolver;
-use crate::events_dsl::DefinitionSet;
 use anyhow::{bail, Result};
+use powerperf_events::alias::Resolver;
+use powerperf_events::DefinitionSet;
+use powerperf_format::set::{CounterKind, TrainingSet};
 use std::collections::BTreeMap;
 
 /// What [`derive`] added.
@@ -39,7 +39,7 @@ pub fn derive(
 ) -> Result<Derived> {
     let n = set.points.len();
     let mut cols: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let column = |f: &dyn Fn(&super::set::Point) -> Option<f64>| -> Vec<f64> {
+    let column = |f: &dyn Fn(&powerperf_format::set::Point) -> Option<f64>| -> Vec<f64> {
         set.points
             .iter()
             .map(|p| f(p).unwrap_or(f64::NAN))
@@ -132,17 +132,17 @@ pub fn derive(
 pub fn derive_file(
     set: &mut TrainingSet,
     file: &std::path::Path,
-    syntax: Option<crate::events_dsl::Syntax>,
+    syntax: Option<powerperf_events::Syntax>,
     constants: Option<&std::path::Path>,
     machine: Option<&super::import::MachineSpec>,
     source_names: &BTreeMap<String, String>,
 ) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     let defs =
-        crate::events_dsl::load_file(file, syntax, &crate::events_dsl::LoadOptions::default())?;
+        powerperf_events::load_file(file, syntax, &powerperf_events::LoadOptions::default())?;
     let constants = match (constants, machine) {
         (Some(p), _) => {
-            let m = crate::events_dsl::constants::load(p)?;
+            let m = powerperf_events::constants::load(p)?;
             notes.push(format!(
                 "constants: {} ({} values)",
                 p.display(),
@@ -158,7 +158,7 @@ pub fn derive_file(
                 cpu_model_number: Some(m),
                 ..
             }),
-        ) => match crate::events_dsl::constants::select(v, *f, *m) {
+        ) => match powerperf_events::constants::select(v, *f, *m) {
             Some((name, c)) => {
                 notes.push(format!(
                     "constants: machine-constants/{name} (the spec's [machine])"

@@ -37,8 +37,8 @@
 //! machine without a hardware PMU (a virtual machine without a virtual PMU) PAPI cannot
 //! count another process at all, software events included; the reason says so.
 
-use crate::store::run::{Backend, EventRecord};
 use papi_sys as ffi;
+use powerperf_format::run::{Backend, EventRecord};
 use powerperf_node::event_spec::EventStatus;
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_longlong};

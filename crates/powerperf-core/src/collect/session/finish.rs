@@ -4,15 +4,15 @@
 use super::super::energy::Energy;
 use super::super::launcher::{self, Exit};
 use super::super::nvml::GpuSampler;
-use super::super::timeline::{Journal, TimelineWriter, JOURNAL};
 use super::super::{NvmlMode, Outcome};
 use super::launch::Sampled;
 use super::outputs::{self, FinishCtx};
 use super::sources::FailedEvent;
 use super::Session;
-use crate::store::run::{Backend, Ending, EventRecord, ThreadCounts};
 use anyhow::Result;
+use powerperf_format::run::{Backend, Ending, EventRecord, ThreadCounts};
 use powerperf_format::timeline::TIMELINE;
+use powerperf_format::timeline::{Journal, TimelineWriter, JOURNAL};
 use powerperf_node::event_spec::EventStatus;
 use powerperf_node::event_spec::{self, EventSpec};
 use powerperf_node::perf_event::{self, OpenCounter};

@@ -12,8 +12,8 @@ mod sampler;
 mod sources;
 
 use super::{global_rank, local_rank, sysinfo, CollectConfig, CounterBackend, Mode, Outcome};
-use crate::store::run::{self, Ending, RunInfo, RunMeta};
 use anyhow::{Context, Result};
+use powerperf_format::run::{self, Ending, RunInfo, RunMeta};
 use powerperf_node::event_spec;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -162,12 +162,13 @@ fn check_config(cfg: &CollectConfig) -> Result<CheckedEvents> {
 /// read into this run); the names removed. A directory that is not a run (no readable
 /// run.toml) is never emptied without --force (issue 18).
 fn clear_run_dir(cfg: &CollectConfig) -> Result<Vec<&'static str>> {
-    let present: Vec<&str> = crate::store::run::RUN_OUTPUTS
+    let present: Vec<&str> = powerperf_format::run::RUN_OUTPUTS
         .iter()
         .copied()
         .filter(|n| cfg.out.join(n).symlink_metadata().is_ok())
         .collect();
-    if !present.is_empty() && !cfg.force && crate::store::run::RunMeta::read(&cfg.out).is_err() {
+    if !present.is_empty() && !cfg.force && powerperf_format::run::RunMeta::read(&cfg.out).is_err()
+    {
         anyhow::bail!(
             "{} is not a powerperf run directory (it has no readable run.toml), but it holds {}, which collect would replace; nothing was removed. Fix: choose another -o directory, or pass --force to replace them",
             cfg.out.display(),
@@ -175,7 +176,7 @@ fn clear_run_dir(cfg: &CollectConfig) -> Result<Vec<&'static str>> {
         );
     }
     let mut replaced = Vec::new();
-    for name in crate::store::run::RUN_OUTPUTS {
+    for name in powerperf_format::run::RUN_OUTPUTS {
         let p = cfg.out.join(name);
         let removed = if p.is_dir() {
             std::fs::remove_dir_all(&p)

@@ -3,9 +3,10 @@
 //! it writes its file, then adds its notes; one that fails marks the run truncated.
 
 use super::super::pc_sampler::{self, Collected, OpenedInfo};
-use super::super::{attribution, gpu_activity, timeline};
-use crate::store::run::{Backend, PcSampling, RunMeta};
+use super::super::{attribution, gpu_activity};
 use anyhow::Result;
+use powerperf_format::run::{Backend, PcSampling, RunMeta};
+use powerperf_format::timeline;
 use powerperf_node::event_spec::EventStatus;
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 use super::super::energy::Energy;
 use super::super::leader_sampling::KernelTimeline;
 use super::super::nvml::GpuSampler;
-use super::super::timeline::{Journal, TimelineWriter};
+use powerperf_format::timeline::{Journal, TimelineWriter};
 use powerperf_node::perf_event::{self, OpenCounter};
 use powerperf_rt::now_ns;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -8,14 +8,14 @@ use super::super::launcher::Paused;
 use super::super::leader_sampling::KernelTimeline;
 use super::super::nvml::GpuSampler;
 use super::super::pc_sampler::{self, OpenedInfo, Reader, SampleTarget};
-use super::super::timeline::{Journal, TimelineWriter, JOURNAL};
 #[cfg(feature = "papi")]
 use super::super::CounterBackend;
 use super::super::{Mode, NvmlMode, TimelineSampler};
 use super::sampler::{Sampler, LEADER_RING_BYTES};
 use super::Session;
-use crate::store::run::{Backend, EventRecord, PcSampling};
 use anyhow::{Context, Result};
+use powerperf_format::run::{Backend, EventRecord, PcSampling};
+use powerperf_format::timeline::{Journal, TimelineWriter, JOURNAL};
 use powerperf_node::event_spec::EventStatus;
 use powerperf_node::event_spec::{self, EventSpec};
 use powerperf_node::perf_event::{self, LeaderSampling, OpenCounter, Opened, Target};

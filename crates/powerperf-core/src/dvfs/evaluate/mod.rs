@@ -22,8 +22,8 @@ use super::guard::{GuardSpec, GUARD_SPREAD_Z};
 use super::planner::{self, same_knobs, Candidate, PlannerConfig, RegionInput};
 use super::risk_budget::{auto_margin, SMALL_ORACLE_GAIN};
 use crate::models::{fit_kind, FitParams, Fitted, Knobs, ModelKind};
-use crate::store::set::{Point, TrainingSet};
 use anyhow::{Context, Result};
+use powerperf_format::set::{Point, TrainingSet};
 use serde::Serialize;
 
 /// What to evaluate.
@@ -162,7 +162,7 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 /// measured time s, measured energy J) at the maximum setting.
 #[allow(clippy::too_many_arguments)]
 fn judge(
-    obj: planner::Objective,
+    obj: powerperf_node::plan_file::Objective,
     bound: Option<f64>,
     w: &str,
     pts: &[(Knobs, f64, f64)],
@@ -324,7 +324,7 @@ fn plan_workloads(
     means: &TrainingSet,
     model: &Fitted,
     plan_cfg: &PlannerConfig,
-    obj: planner::Objective,
+    obj: powerperf_node::plan_file::Objective,
     bound: Option<f64>,
 ) -> Result<Planned> {
     let mut per = Vec::new();
@@ -494,7 +494,7 @@ fn apply_risk_guard(
 fn best_single_setting(
     tables: &[Table],
     per: &[WorkloadResult],
-    obj: planner::Objective,
+    obj: powerperf_node::plan_file::Objective,
     bound: Option<f64>,
 ) -> Option<Baseline> {
     let mut settings: Vec<Knobs> = Vec::new();
@@ -554,7 +554,7 @@ fn best_single_setting(
 fn race_to_idle(
     tables: &[Table],
     per: &[WorkloadResult],
-    obj: planner::Objective,
+    obj: powerperf_node::plan_file::Objective,
     idle_power_w: Option<f64>,
 ) -> Baseline {
     let mut gains = Vec::new();

@@ -2,7 +2,7 @@ use super::*;
 use crate::dvfs::risk_budget::{
     as_share_of_predicted_oracle, compute_bound, risk_budget_choice, violation_probability,
 };
-use crate::store::set::SetMeta;
+use powerperf_format::set::SetMeta;
 
 /// Two workloads measured exactly on the Moore (2012) model: the analytic model fitted on
 /// three clocks predicts the others well, so the plan should reach the oracle.

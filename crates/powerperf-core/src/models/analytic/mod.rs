@@ -79,7 +79,7 @@
 
 use super::features::{find_group, knob_key};
 use super::{Knobs, ModelError, Prediction};
-use crate::store::set::{Point, SetMeta};
+use powerperf_format::set::{Point, SetMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

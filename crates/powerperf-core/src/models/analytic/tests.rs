@@ -210,7 +210,7 @@ fn joint_calibration_separates_non_scaling_time_from_the_clock_deficit() {
 #[test]
 fn unreliable_time_is_not_fitted_and_unknown_setting_is_an_error() {
     let mut meta = SetMeta::default();
-    meta.unreliable.push(crate::store::set::Unreliable {
+    meta.unreliable.push(powerperf_format::set::Unreliable {
         target: "time_s".into(),
         workloads: vec!["*".into()],
         reason: "copied series".into(),

@@ -119,7 +119,7 @@ use super::analytic::{self, AnalyticModel, AnalyticParams};
 use super::features::{find_group, knob_key};
 use super::memclock::MEM_KNOB;
 use super::{Knobs, ModelError, Prediction};
-use crate::store::set::{CounterKind, Point, SetMeta};
+use powerperf_format::set::{CounterKind, Point, SetMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -55,7 +55,7 @@ impl ContentionCurve {
     }
 }
 
-fn cpi(p: &crate::store::set::Point) -> Option<f64> {
+fn cpi(p: &powerperf_format::set::Point) -> Option<f64> {
     let c = CYCLE_COUNTERS
         .iter()
         .find_map(|c| p.counters.get(*c).copied())?;
@@ -73,7 +73,7 @@ pub(super) fn curves(g: &Group, clock: &str) -> Vec<ContentionCurve> {
     {
         return out;
     }
-    let at = |n: f64| -> Vec<&crate::store::set::Point> {
+    let at = |n: f64| -> Vec<&powerperf_format::set::Point> {
         g.points
             .iter()
             .filter(|p| (p.knobs[THREADS_KNOB] - n).abs() < 1e-9)

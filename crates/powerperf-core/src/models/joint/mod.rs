@@ -42,7 +42,7 @@ mod tests;
 
 use super::features::{self, knob_key};
 use super::{Knobs, ModelError, Prediction};
-use crate::store::set::{CounterKind, Point, SetMeta};
+use powerperf_format::set::{CounterKind, Point, SetMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -17,7 +17,7 @@ use super::super::features::{knob_key, matches_setting};
 use super::super::scoring::{fit_and_predict, measured, summarise, PointResult};
 use super::super::split::TrainSplit;
 use super::super::{FitParams, Knobs, ModelKind, Prediction};
-use crate::store::set::{Point, SetMeta};
+use powerperf_format::set::{Point, SetMeta};
 
 /// Split `points` into training (matching one of `settings`) and held-out points.
 pub fn split<'a>(points: &'a [Point], settings: &[Knobs]) -> (Vec<Point>, Vec<&'a Point>) {

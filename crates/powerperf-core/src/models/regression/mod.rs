@@ -21,10 +21,10 @@
 
 use super::features::{knob_key, rates};
 use super::{Knobs, ModelError, Prediction};
-use crate::store::set::{Point, SetMeta};
 use linfa::traits::Fit;
 use linfa::DatasetBase;
 use ndarray::{Array1, Array2};
+use powerperf_format::set::{Point, SetMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 use super::spca::{ols_gram, sketch, spearman_columns, ZGram};
 use super::*;
-use crate::store::set::CounterKind;
+use powerperf_format::set::CounterKind;
 
 /// Synthetic set: time ratio = 1 + a_w·u where a_w = 0.8·mem_frac (a rate), so the
 /// time ratio is linear in the column `mem_frac·u(core_freq_mhz)`... written as

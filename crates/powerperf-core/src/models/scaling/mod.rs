@@ -43,8 +43,8 @@
 
 use super::features::{knob_key, matches_setting, rates, spearman};
 use super::{Knobs, ModelError, Prediction};
-use crate::store::set::{Point, SetMeta};
 use ndarray::Array2;
+use powerperf_format::set::{Point, SetMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

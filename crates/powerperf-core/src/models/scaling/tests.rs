@@ -1,7 +1,7 @@
 use super::*;
 use crate::models::eval::workload_holdout;
 use crate::models::{FitParams, ModelKind};
-use crate::store::set::CounterKind;
+use powerperf_format::set::CounterKind;
 
 const S: f64 = 20.0;
 const CLOCKS: [f64; 6] = [500.0, 700.0, 900.0, 1100.0, 1300.0, 1500.0];

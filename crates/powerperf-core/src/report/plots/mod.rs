@@ -3,7 +3,7 @@
 //! - the timeline of a run: power (W), clocks (MHz), CPUs utilized (task-clock / wall time)
 //!   and counter rates (/s, log axis), with
 //!   the program's outermost regions shaded (`region_events/`, powerperf-rt);
-//! - LCPI stacked bars (PerfExpert's upper bounds, [`crate::events_dsl::lcpi`]) for the whole
+//! - LCPI stacked bars (PerfExpert's upper bounds, [`powerperf_events::lcpi`]) for the whole
 //!   run and for each region path;
 //! - predicted against measured, with the y = x line, from the CSV of `powerperf evaluate -o`;
 //! - the time–energy Pareto front over knob settings from `powerperf predict --format json`,
@@ -12,12 +12,12 @@
 //! Text is laid out with DejaVu Sans compiled into the binary (the `dejavu` crate), so neither
 //! fontconfig nor system fonts are needed, for SVG as for PNG.
 
-use crate::events_dsl::{alias::Resolver, constants, lcpi};
-use crate::store::run::{Backend, RunMeta};
 use anyhow::{bail, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use powerperf_events::{alias::Resolver, constants, lcpi};
 use powerperf_format::regions::RegionRecord;
+use powerperf_format::run::{Backend, RunMeta};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -638,7 +638,7 @@ pub fn predicted_vs_measured(csv_path: &Path) -> Result<NamedPlot> {
         .clone();
     let pos = |n: &str| headers.iter().position(|h| h == n);
     let wl = pos("workload");
-    let mut panels: Vec<(usize, usize, ScatterPanel)> = crate::store::set::TARGETS
+    let mut panels: Vec<(usize, usize, ScatterPanel)> = powerperf_format::set::TARGETS
         .iter()
         .filter_map(|t| {
             Some((

@@ -92,7 +92,7 @@ fn timeline_plots_of_a_run_with_every_source() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut t = crate::collect::timeline::Timeline::new(&names);
+    let mut t = powerperf_format::timeline::Timeline::new(&names);
     for i in 1..=20u64 {
         let f = i as f64;
         t.push(

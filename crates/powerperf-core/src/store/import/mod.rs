@@ -20,9 +20,9 @@
 //! Files are read with polars' CSV reader. A relative data file name is resolved by
 //! [`resolve_data_file`].
 
-use crate::store::set::{CounterKind, Point, SetMeta, TrainingSet, Unreliable, TARGETS};
 use anyhow::{Context, Result};
 use polars::prelude::{Column, CsvReadOptions, DataFrame, DataType, SerReader};
+use powerperf_format::set::{CounterKind, Point, SetMeta, TrainingSet, Unreliable, TARGETS};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -758,7 +758,7 @@ pub fn import(spec: &ImportSpec, file_override: Option<&Path>) -> Result<Importe
 /// # Errors
 /// A spec whose layout is not `timeline`; I/O errors with the path.
 pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<PathBuf>> {
-    use super::run::{Backend, Ending, EventRecord, Knobs, RunInfo, RunMeta};
+    use powerperf_format::run::{Backend, Ending, EventRecord, Knobs, RunInfo, RunMeta};
     use powerperf_format::timeline::TIMELINE;
     use powerperf_node::event_spec::EventStatus;
     if !spec.is_timeline() {
