@@ -73,7 +73,7 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// More log output on stderr: `-v` info, `-vv` debug, `-vvv` trace (default: warnings).
-    /// `RUST_LOG` (e.g. `RUST_LOG=powerperf::dvfs=debug`), when set, takes precedence.
+    /// `RUST_LOG` (e.g. `RUST_LOG=powerperf_core::dvfs=debug`), when set, takes precedence.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// Less log output: errors only, given before the subcommand (`powerperf -q fit …`;

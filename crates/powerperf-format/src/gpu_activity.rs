@@ -2,7 +2,7 @@
 //! and CUDA API calls CUPTI recorded, their row types, writer and reader, and the summaries
 //! `report` prints over them with HPCToolkit's metric names (docs/gpu.md, docs/run-format.md).
 //! Decoding the CUPTI recordings (`RUN/gpu_activity/<pid>.bin`) and attributing them to
-//! regions is `collect`'s (`powerperf::collect::gpu_activity`).
+//! regions is `collect`'s (`powerperf_core::collect::gpu_activity`).
 
 use std::collections::BTreeMap;
 

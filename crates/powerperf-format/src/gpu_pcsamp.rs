@@ -45,7 +45,7 @@
 //!
 //! This module owns the two tables (file names, row types, writer, reader) and the report
 //! over them; turning the CUPTI recordings into rows is `collect`'s
-//! (`powerperf::collect::gpu_pcsamp::rows`).
+//! (`powerperf_core::collect::gpu_pcsamp::rows`).
 
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! `RUN/pc_samples.parquet` (`collect --pc-sampling cpu`): one row per (pid, tid, region,
 //! module, function, file, line) with its samples, the writer and reader, and the summaries
 //! `report` prints (top functions, samples per region). Taking and symbolising the samples is
-//! `collect`'s (`powerperf::collect::pc_samples`, docs/pc-sampling.md).
+//! `collect`'s (`powerperf_core::collect::pc_samples`, docs/pc-sampling.md).
 
 use anyhow::{Context, Result};
 use polars::prelude::{Column, DataFrame};

@@ -1,6 +1,6 @@
 //! `RUN/regions.parquet`: one row per (process, thread, region path) with its GPTL
 //! statistics and its share of every additive timeline column (docs/run-format.md). The
-//! attribution that fills the rows is `collect`'s (`powerperf::collect::attribution`); the
+//! attribution that fills the rows is `collect`'s (`powerperf_core::collect::attribution`); the
 //! region-event files it reads (`RUN/region_events/<pid>.{bin,tsv}`) are powerperf-rt's
 //! format ([`powerperf_rt::events`]).
 
