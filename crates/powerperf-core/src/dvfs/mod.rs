@@ -14,8 +14,6 @@ pub mod risk_budget;
 pub mod sweep;
 pub mod sweep_gpu;
 
-pub use planner::{Candidate, PlannerConfig, RegionInput, Solution, Transition};
-
 /// Errors of the planner, the plan file and the controllers.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

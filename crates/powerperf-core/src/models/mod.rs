@@ -22,7 +22,7 @@
 pub mod analytic;
 pub mod analytic_counters;
 pub mod baseline;
-pub mod error;
+mod error;
 pub mod eval;
 pub mod features;
 pub mod from_counters;
