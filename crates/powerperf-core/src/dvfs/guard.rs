@@ -14,8 +14,8 @@
 
 use super::planner::{same_knobs, RegionInput};
 use super::risk_budget::{
-    as_share_of_predicted_oracle, compute_bound, other_knobs, risk_budget_choice_with_spread,
-    tf_agrees, violation_probability,
+    as_share_of_predicted_oracle, compute_bound, interior_indices, other_knobs,
+    risk_budget_choice_with_spread, tf_agrees, violation_probability,
 };
 use crate::models::scoring::PointResult;
 use crate::models::{fit_kind, FitParams, Knobs, ModelKind};
@@ -204,24 +204,6 @@ pub fn fit_slowdown_errors(
         ));
     }
     Ok(e)
-}
-
-/// Indices of `points` whose `knob` value is strictly between the lowest and the highest.
-pub fn interior_indices(points: &[Point], knob: &str) -> Vec<usize> {
-    let vals: Vec<f64> = points
-        .iter()
-        .filter_map(|p| p.knobs.get(knob).copied())
-        .collect();
-    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (0..points.len())
-        .filter(|&i| {
-            points[i]
-                .knobs
-                .get(knob)
-                .is_some_and(|v| *v > lo + 1e-9 && *v < hi - 1e-9)
-        })
-        .collect()
 }
 
 /// The reference (maximum of every knob) of `workload` among `train`.

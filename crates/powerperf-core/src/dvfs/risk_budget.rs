@@ -96,21 +96,11 @@ pub fn interior_slowdown_errors_by_class(
     params: &FitParams,
 ) -> Result<Vec<(f64, bool)>> {
     let tol = params.analytic.calibration_tolerance;
-    let vals: Vec<f64> = train
-        .iter()
-        .filter_map(|p| p.knobs.get(knob).copied())
-        .collect();
-    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let interior: Vec<usize> = (0..train.len())
-        .filter(|&i| {
-            train[i]
-                .knobs
-                .get(knob)
-                .is_some_and(|v| *v > lo + 1e-9 && *v < hi - 1e-9)
-        })
-        .collect();
+    let interior = interior_indices(train, knob);
     if interior.is_empty() {
+        let vals = train.iter().filter_map(|p| p.knobs.get(knob).copied());
+        let lo = vals.clone().fold(f64::INFINITY, f64::min);
+        let hi = vals.fold(f64::NEG_INFINITY, f64::max);
         anyhow::bail!(
             "the risk guard needs a training value of {knob} strictly between the lowest and the highest ({lo} and {hi}) to measure interpolation errors; train on three or more values, or give a fixed margin, e.g. --slowdown-margin 1% (taken off the bound; 0 for the raw plan)"
         );
@@ -264,4 +254,22 @@ pub fn auto_margin(
         .get("time_s")
         .map(|e| e.mape_pct / 100.0)
         .context("the leave-one-out time error on the training points could not be measured; give a fixed margin, e.g. --slowdown-margin 1% (taken off the bound; 0 for the raw plan)")
+}
+
+/// Indices of `points` whose `knob` value is strictly between the lowest and the highest.
+pub fn interior_indices(points: &[Point], knob: &str) -> Vec<usize> {
+    let vals: Vec<f64> = points
+        .iter()
+        .filter_map(|p| p.knobs.get(knob).copied())
+        .collect();
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (0..points.len())
+        .filter(|&i| {
+            points[i]
+                .knobs
+                .get(knob)
+                .is_some_and(|v| *v > lo + 1e-9 && *v < hi - 1e-9)
+        })
+        .collect()
 }
