@@ -828,12 +828,30 @@ pub fn sample_all(counters: &mut [OpenCounter]) -> Vec<Option<f64>> {
 ///
 /// # Errors
 /// No such process.
+///
+/// A listing of `/proc/PID/task` can skip a live thread while other threads of the process
+/// exit (the directory is read by position, and an exit shifts the entries behind it), so
+/// the directory is read until two listings in a row agree (at most 8 times), and the union
+/// of the listings is returned: a thread that exited in between fails to open like any
+/// thread that exits before its counters are opened.
 pub fn threads_of(pid: i32) -> std::io::Result<Vec<i32>> {
-    let mut v: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    v.sort();
-    Ok(v)
+    let list = || -> std::io::Result<std::collections::BTreeSet<i32>> {
+        Ok(std::fs::read_dir(format!("/proc/{pid}/task"))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect())
+    };
+    let mut all = list()?;
+    let mut last = all.clone();
+    for _ in 0..7 {
+        let now = list()?;
+        let stable = now == last;
+        all.extend(now.iter().copied());
+        if stable {
+            break;
+        }
+        last = now;
+    }
+    Ok(all.into_iter().collect())
 }
 
 /// Parse one ring-buffer record with `visitor`. perf-event2's [`perf_event::Record`] hands
