@@ -11,6 +11,8 @@
 //! - energy and power readers: [`rapl`] (powercap), [`pmu`] and [`perf_event`] (the perf
 //!   `power` PMU and perf_event_open counters, with [`event_spec`], the event names), [`nvml`]
 //!   (NVML power and energy), [`fake_gpu`] (the fake GPU's readings);
+//! - [`devices`]: one interface for every power and energy source (RAPL, NVML, amdgpu, xe,
+//!   i915, ACPI power meters, hwmon) and the node's list of them (`powerperf devices`);
 //! - [`state`]: the restore records and their state directory;
 //! - [`plan_file`]: the plan file (`PLAN.toml`), and [`static_setting`]: the setting a plan
 //!   gives to one workload;
@@ -22,6 +24,7 @@
 
 pub mod controller;
 pub mod daemon;
+pub mod devices;
 pub mod event_spec;
 pub mod fake_gpu;
 pub mod gpu_control;
