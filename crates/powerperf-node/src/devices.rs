@@ -125,6 +125,9 @@ pub struct PowerSample {
     pub power_w: Option<f64>,
     /// The energy counter, J, monotonic: the device undoes its own counter's wrap.
     pub energy_j: Option<f64>,
+    /// The device's main clock, MHz, where it gives one with its power (amdgpu `freq1_input`,
+    /// the sclk; NVML's SM clock).
+    pub clock_mhz: Option<f64>,
 }
 
 /// A source of power, energy or both.
@@ -154,6 +157,26 @@ pub struct Discovery {
     pub listing: Vec<SourceInfo>,
     /// Files that exist but could not be read: the path, the error and the fix.
     pub problems: Vec<String>,
+}
+
+/// The hwmon devices under `root`: `(N, root/sys/class/hwmon/hwmonN, name)`, sorted by N,
+/// with the `name` file read and trimmed (an empty name where it cannot be read). On a node
+/// `hwmonN` is a link into its device's directory; fixtures use plain directories.
+pub fn hwmon_dirs(root: &Path) -> Vec<(u32, PathBuf, String)> {
+    let base = root.join("sys/class/hwmon");
+    let mut out: Vec<(u32, PathBuf, String)> = std::fs::read_dir(&base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n: u32 = e.file_name().to_str()?.strip_prefix("hwmon")?.parse().ok()?;
+            let dir = e.path();
+            let name = crate::sysfs::read_small(&dir.join("name")).unwrap_or_default();
+            Some((n, dir, name))
+        })
+        .collect();
+    out.sort_by_key(|(n, _, _)| *n);
+    out
 }
 
 /// Every power, energy and control source under `root` (`/` on a node, a fixture tree in
