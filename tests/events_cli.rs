@@ -77,6 +77,7 @@ fn write_run(dir: &Path) {
         pc_sampling: None,
         gpu_attribution: None,
         gpu_setting: None,
+        power_devices: vec![],
     };
     meta.write(dir).unwrap();
 }

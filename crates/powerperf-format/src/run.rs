@@ -195,6 +195,9 @@ pub enum Backend {
     Cupti,
     /// Values read from a dataset by `import --as-runs`, not measured by powerperf.
     Import,
+    /// Power and energy read from sysfs by `powerperf_node::devices` (amdgpu, xe, i915, ACPI
+    /// power meters and other hwmon sensors); `[[power_devices]]` says how.
+    Sysfs,
 }
 
 /// `[[events]]`: one requested event and what became of it.
@@ -240,6 +243,38 @@ pub struct RunMeta {
     /// in other runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_setting: Option<GpuRunSetting>,
+    /// `[[power_devices]]`: the sysfs power devices sampled into the timeline (issue 43);
+    /// absent in runs without any and in older runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power_devices: Vec<PowerDeviceRecord>,
+}
+
+/// `[[power_devices]]`: one power device of the timeline (`<stem>_power_w`,
+/// `<stem>_energy_j`; docs/run-format.md): where it is read and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerDeviceRecord {
+    /// The column stem (`amdgpu0`, `power_meter0_module`).
+    pub stem: String,
+    /// `amdgpu`, `xe`, `i915` or `hwmon`.
+    pub origin: String,
+    /// What it measures (the hwmon label, `power1_oem_info`, the card).
+    pub label: String,
+    /// The file it is read from.
+    pub source: String,
+    /// `measured` (read from the device) or `energy_rate` (Δenergy/Δt of its counter).
+    pub power_from: String,
+    /// `counter` (its energy counter) or `power_integral` (trapezoid rule over the sampled
+    /// power).
+    pub energy_from: String,
+    /// Energy over the run, J; absent where no sample gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
+    /// `energy_j` / the run's duration, W.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_power_w: Option<f64>,
+    /// Reads that failed or gave a value that is not finite and non-negative (empty cells).
+    #[serde(default)]
+    pub failed_reads: u64,
 }
 
 /// `[gpu_attribution]`: the rules that gave each GPU activity of `gpu_activity.parquet` its

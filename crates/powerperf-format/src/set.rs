@@ -715,7 +715,7 @@ pub fn from_runs_labelled(
                     counters.insert(name.clone(), CounterKind::Count);
                     point_counters.insert(name, total);
                 }
-                Backend::Nvml | Backend::Cupti => {}
+                Backend::Nvml | Backend::Cupti | Backend::Sysfs => {}
             }
         }
         // A run of a GPU sweep (`[gpu_setting]`): its energy is the swept GPU's, from NVML's

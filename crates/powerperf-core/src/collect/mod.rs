@@ -5,6 +5,7 @@
 //! [`powerperf_node::rapl`] (energy), [`sysinfo`] (host facts and knobs). Every sysfs reader takes a root directory.
 
 pub mod attribution;
+pub mod devices;
 #[cfg(target_os = "linux")]
 pub mod energy;
 pub mod gpm;

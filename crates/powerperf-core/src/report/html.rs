@@ -197,6 +197,24 @@ pub fn render(
         o.push_str("</table>\n");
     }
 
+    if !s.power_devices.is_empty() {
+        o.push_str("<table class=\"devices\">\n<tr><th>power device</th><th>origin</th><th>label</th><th>energy (J)</th><th>mean power (W)</th><th>energy from</th><th>source</th></tr>\n");
+        for d in &s.power_devices {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&d.stem),
+                escape(&d.origin),
+                escape(&d.label),
+                d.energy_j.map_or("-".into(), |v| num(v, 3)),
+                d.mean_power_w.map_or("-".into(), |v| num(v, 2)),
+                escape(&d.energy_from),
+                escape(&d.source)
+            );
+        }
+        o.push_str("</table>\n");
+    }
+
     // Plots.
     let _ = writeln!(o, "<h2 id=\"plots\">Plots</h2>");
     if plots.is_empty() {

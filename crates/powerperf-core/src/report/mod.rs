@@ -66,6 +66,10 @@ pub struct Summary {
     /// Per NVIDIA GPU (`gpu0`, …): energy from NVML's energy counter, the integral of the
     /// sampled power over the same samples, and their difference.
     pub gpus: Vec<GpuEnergy>,
+    /// The sysfs power devices (amdgpu, xe, i915, hwmon; run.toml's `[[power_devices]]`):
+    /// energy (J) and mean power (W) with where and how each was read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub power_devices: Vec<powerperf_format::run::PowerDeviceRecord>,
     /// `regions.parquet`, where the program marked regions (powerperf-rt).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<powerperf_format::regions::RegionRecord>,
@@ -126,6 +130,9 @@ pub fn summarize(meta: &RunMeta) -> Summary {
                 (Some(v / dur), Some("W".to_string()))
             }
             (Some(_), Backend::Nvml, _) => (None, None),
+            (Some(v), Backend::Sysfs, n) if dur > 0.0 && n.ends_with("-energy") => {
+                (Some(v / dur), Some("W".to_string()))
+            }
             (Some(v), _, "task-clock") if dur > 0.0 => {
                 (Some(v * 1e-9 / dur), Some("CPUs utilized".into()))
             }
@@ -199,6 +206,7 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         energy_j,
         mean_power_w,
         gpus,
+        power_devices: power_devices(meta),
         regions: vec![],
         gpu_activity: None,
         pc_samples: None,
@@ -206,6 +214,29 @@ pub fn summarize(meta: &RunMeta) -> Summary {
         threads: meta.threads.clone(),
         notes: meta.notes.clone(),
     }
+}
+
+/// The run's `[[power_devices]]`, their energy taken from the `<stem>-energy` events (so a
+/// run rebuilt from its journal has it too) and their mean power = energy / duration.
+fn power_devices(meta: &RunMeta) -> Vec<powerperf_format::run::PowerDeviceRecord> {
+    let dur = meta.duration_s();
+    meta.power_devices
+        .iter()
+        .map(|d| {
+            let energy = meta
+                .events
+                .iter()
+                .find(|e| e.backend == Backend::Sysfs && e.name == format!("{}-energy", d.stem))
+                .filter(|e| e.status.has_value())
+                .and_then(|e| e.total)
+                .or(d.energy_j);
+            powerperf_format::run::PowerDeviceRecord {
+                energy_j: energy,
+                mean_power_w: energy.filter(|_| dur > 0.0).map(|e| e / dur),
+                ..d.clone()
+            }
+        })
+        .collect()
 }
 
 /// Render a run's report in `format`.
@@ -403,6 +434,7 @@ pub(crate) mod tests {
             pc_sampling: None,
             gpu_attribution: None,
             gpu_setting: None,
+            power_devices: vec![],
         }
     }
 

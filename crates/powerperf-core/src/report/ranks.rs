@@ -149,9 +149,11 @@ struct Shard {
     regions: Vec<(String, i128)>,
 }
 
-/// The event of a node-wide energy source: RAPL, or NVML's energy counter.
+/// The event of a node-wide energy source: RAPL, NVML's energy counter, or a sysfs power
+/// device's energy (`<stem>-energy`).
 fn is_node_energy(backend: Backend, name: &str) -> bool {
-    backend == Backend::Rapl || (backend == Backend::Nvml && name.ends_with("-energy"))
+    backend == Backend::Rapl
+        || (matches!(backend, Backend::Nvml | Backend::Sysfs) && name.ends_with("-energy"))
 }
 
 /// Read one shard: its run.toml and, where it has one, its regions.parquet.

@@ -54,6 +54,32 @@ pub(super) fn render(s: &Summary) -> String {
             g.gpu, g.energy_j, g.mean_power_w
         );
     }
+    for d in &s.power_devices {
+        let energy = match d.energy_from.as_str() {
+            "power_integral" => "the integral of sampled power (trapezoid rule), not a counter",
+            _ => "its energy counter",
+        };
+        let power = match d.power_from.as_str() {
+            "energy_rate" => "Δenergy/Δt of the counter",
+            _ => "measured",
+        };
+        match (d.energy_j, d.mean_power_w) {
+            (Some(e), Some(w)) => {
+                let _ = writeln!(
+                    o,
+                    "  {} ({}, {}): {e:.2} J, mean {w:.2} W; energy from {energy}, power {power}; {}",
+                    d.stem, d.origin, d.label, d.source
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    "  {} ({}, {}): no energy ({} failed reads); {}",
+                    d.stem, d.origin, d.label, d.failed_reads, d.source
+                );
+            }
+        }
+    }
     let _ = writeln!(o, "  command {}", ending_line(s));
     // Events that failed for the same reason are listed together, as perf does.
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();

@@ -1,6 +1,7 @@
 //! Phase "finish": how the command ended, the event records and their totals, the timeline
 //! written, the optional outputs ([`super::outputs`]) and the final `run.toml`.
 
+use super::super::devices::DeviceSampler;
 use super::super::energy::Energy;
 use super::super::launcher::{self, Exit};
 use super::super::nvml::GpuSampler;
@@ -63,6 +64,7 @@ impl Session<'_> {
         }
         self.meta.threads = thread_counts(&comms, &sampler.counters);
         self.record_energy(&mut timeline, &sampler.energy, &sampler.gpu);
+        self.record_devices(&mut timeline, &sampler.devices);
         self.write_timeline(timeline, sampler.journal);
         let ctx = FinishCtx {
             out: &self.cfg.out,
@@ -230,6 +232,19 @@ impl Session<'_> {
             meta.notes
                 .push(format!("RAPL read through the {}", energy.backend_name()));
         }
+    }
+
+    /// The sysfs power devices' records (`<stem>-energy`, J) and `[[power_devices]]`; the
+    /// energy column of a device that gave none leaves the timeline.
+    fn record_devices(&mut self, timeline: &mut TimelineWriter, devices: &DeviceSampler) {
+        let duration_ns = self.meta.run.duration_ns;
+        for rec in devices.records(duration_ns) {
+            if rec.column.is_none() {
+                timeline.remove(&rec.name.replace("-energy", "_energy_j"));
+            }
+            self.meta.events.push(rec);
+        }
+        self.meta.power_devices = devices.device_records(duration_ns);
     }
 
     /// `timeline.parquet`, then the journal removed; where the timeline cannot be written

@@ -265,6 +265,7 @@ fn initial_meta(
         pc_sampling: None,
         gpu_attribution: None,
         gpu_setting: None,
+        power_devices: vec![],
     }
 }
 

@@ -1,6 +1,7 @@
 //! The timeline's sampler: every source read into one row, by a thread that wakes every
 //! interval (or, under leader sampling alone, only to drain the kernel's samples).
 
+use super::super::devices::DeviceSampler;
 use super::super::energy::Energy;
 use super::super::leader_sampling::KernelTimeline;
 use super::super::nvml::GpuSampler;
@@ -25,6 +26,8 @@ pub(super) struct Sampler {
     pub(super) papi: Option<super::super::papi::PapiCounters>,
     pub(super) energy: Energy,
     pub(super) gpu: GpuSampler,
+    /// The sysfs power devices (amdgpu, xe, i915, hwmon).
+    pub(super) devices: DeviceSampler,
     /// Rows stream to disk, at most `timeline::WRITE_BUFFER_ROWS` in memory (issue 18).
     pub(super) timeline: TimelineWriter,
     pub(super) journal: Option<Journal>,
@@ -88,6 +91,7 @@ impl Sampler {
         }
         vals.extend(self.energy.sample());
         vals.extend(self.gpu.sample(now - self.last_ns));
+        vals.extend(self.devices.sample(now));
         self.push(now, &vals);
     }
 }

@@ -2,6 +2,7 @@
 //! the sources that measure it: perf_event counters (with leader sampling where it fits),
 //! PAPI, RAPL, NVML, CPU PC sampling, and the timeline with its journal.
 
+use super::super::devices::DeviceSampler;
 use super::super::energy::Energy;
 use super::super::gpm::GpmSampler;
 use super::super::launcher::Paused;
@@ -60,14 +61,17 @@ impl Session<'_> {
             Mode::SystemWide(cpus) => Target::Cpus(cpus.clone()),
         };
         let comms = self.thread_names(&target);
-        let (energy, gpu) = self.open_node_sources();
+        let (energy, gpu, devices) = self.open_node_sources();
         // Leader sampling (the kernel reads the counters in the command's context) where
         // asked for, or by default where counters are the timeline's only sources.
         #[cfg(feature = "papi")]
         let papi_used = cfg.backend == CounterBackend::Papi;
         #[cfg(not(feature = "papi"))]
         let papi_used = false;
-        let thread_sources = !energy.domains.is_empty() || gpu.unavailable.is_none() || papi_used;
+        let thread_sources = !energy.domains.is_empty()
+            || gpu.unavailable.is_none()
+            || devices.count() > 0
+            || papi_used;
         let Counters {
             counters,
             failed,
@@ -84,13 +88,15 @@ impl Session<'_> {
         }
         columns.extend(energy.domains.iter().map(|d| d.column.clone()));
         columns.extend(gpu.columns());
-        let (journal, timeline) = self.open_timeline(&columns, &counters, &energy);
+        columns.extend(devices.columns());
+        let (journal, timeline) = self.open_timeline(&columns, &counters, &energy, &devices);
         let mut sampler = Sampler {
             counters,
             #[cfg(feature = "papi")]
             papi,
             energy,
             gpu,
+            devices,
             timeline,
             journal,
             origin_ns: 0,
@@ -109,11 +115,13 @@ impl Session<'_> {
         sampler.energy.sample();
         sampler.energy.totals_j.iter_mut().for_each(|t| *t = 0.0);
         sampler.gpu.sample(0);
+        sampler.devices.start(powerperf_rt::now_ns());
         tracing::debug!(
             counters = sampler.counters.len(),
             failed = failed.len(),
             rapl_domains = sampler.energy.domains.len(),
             gpus = sampler.gpu.count(),
+            power_devices = sampler.devices.count(),
             columns = columns.len(),
             pc_sampling = pc.is_some(),
             sampler = ?self.meta.run.timeline_sampler,
@@ -144,9 +152,9 @@ impl Session<'_> {
         }
     }
 
-    /// The node-wide sources, RAPL and NVML (the first rank on each node only), with their
-    /// notes.
-    fn open_node_sources(&mut self) -> (Energy, GpuSampler) {
+    /// The node-wide sources, RAPL, NVML and the sysfs power devices (the first rank on
+    /// each node only), with their notes.
+    fn open_node_sources(&mut self) -> (Energy, GpuSampler, DeviceSampler) {
         let cfg = self.cfg;
         let meta = &mut self.meta;
         // run.toml's `local_rank` and `node_sources` say the same (session/mod.rs).
@@ -195,7 +203,14 @@ impl Session<'_> {
         if let (Some(why), NvmlMode::Auto) = (&gpu.unavailable, cfg.nvml) {
             meta.notes.push(format!("no GPU sampling: {why}"));
         }
-        (energy, gpu)
+        let devices = match local {
+            Some(l) if l > 0 => DeviceSampler::none(format!(
+                "node-wide sources (sysfs power devices) are sampled by the first rank on each node (local rank 0, whose shard holds them); this is local rank {l}"
+            )),
+            _ => open_devices(&cfg.sysfs_root),
+        };
+        meta.notes.extend(devices.notes.iter().cloned());
+        (energy, gpu, devices)
     }
 
     /// The perf_event counters, under leader sampling where it is asked for (or, by
@@ -354,6 +369,7 @@ impl Session<'_> {
         columns: &[String],
         counters: &[OpenCounter],
         energy: &Energy,
+        devices: &DeviceSampler,
     ) -> (Option<Journal>, TimelineWriter) {
         let out = &self.cfg.out;
         let journal = match Journal::create(&out.join(JOURNAL), columns) {
@@ -370,6 +386,7 @@ impl Session<'_> {
         // from the journal under the events' own names and units.
         let mut provisional = self.meta.clone();
         provisional.events = provisional_events(counters, energy);
+        provisional.events.extend(devices.provisional_records());
         if let Err(e) = provisional.write(out) {
             tracing::debug!("run.toml with the events: {e:#}");
         }
@@ -413,6 +430,27 @@ fn provisional_events(counters: &[OpenCounter], energy: &Energy) -> Vec<EventRec
             running_ratio: None,
         }))
         .collect()
+}
+
+/// The power devices under `root` ([`powerperf_node::devices::discover`]) but RAPL's and
+/// NVML's, which [`Energy`] and [`GpuSampler`] sample; files found but unreadable become
+/// notes.
+fn open_devices(root: &std::path::Path) -> DeviceSampler {
+    let found = powerperf_node::devices::discover(root);
+    let mut s = DeviceSampler::new(
+        found.devices,
+        &[
+            powerperf_node::devices::Origin::Rapl,
+            powerperf_node::devices::Origin::Nvml,
+        ],
+    );
+    s.notes.extend(
+        found
+            .problems
+            .into_iter()
+            .map(|p| format!("power device not sampled: {p}")),
+    );
+    s
 }
 
 /// `[pc_sampling]` of a CPU PC sampling that could not be started.

@@ -437,6 +437,21 @@ pub fn timeline_plots(dir: &Path, meta: &RunMeta) -> Result<Vec<NamedPlot>> {
             });
         }
     }
+    // The sysfs power devices (amdgpu, xe, i915, hwmon): power and clock as sampled.
+    for d in &meta.power_devices {
+        if let Some(vals) = col(&format!("{}_power_w", d.stem)) {
+            power.push(Line {
+                name: format!("{} ({}) W", d.stem, d.origin),
+                points: raw(&vals),
+            });
+        }
+        if let Some(vals) = col(&format!("{}_clock_mhz", d.stem)) {
+            clocks.push(Line {
+                name: format!("{}_clock_mhz", d.stem),
+                points: raw(&vals),
+            });
+        }
+    }
     if let (Some(cy), Some(tc)) = (
         col("cycles").or_else(|| col("cpu-cycles")),
         col("task-clock"),

@@ -885,6 +885,7 @@ pub fn write_runs(spec: &ImportSpec, imp: &Imported, dir: &Path) -> Result<Vec<P
             pc_sampling: None,
             gpu_attribution: None,
             gpu_setting: None,
+            power_devices: vec![],
         };
         meta.write(&run_dir)?;
         written.push(run_dir);
