@@ -272,6 +272,9 @@ pub struct PowerDeviceRecord {
     /// `energy_j` / the run's duration, W.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_power_w: Option<f64>,
+    /// The mean of the `<stem>_power_w` samples, W (each sample weighs the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_power_w: Option<f64>,
     /// Reads that failed or gave a value that is not finite and non-negative (empty cells).
     #[serde(default)]
     pub failed_reads: u64,

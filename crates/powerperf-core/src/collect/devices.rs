@@ -40,8 +40,18 @@ struct Tracked {
     energy_samples: u64,
     /// Samples with a power value.
     power_samples: u64,
+    /// The sum of the power values, W (for their mean).
+    power_sum_w: f64,
     /// Samples whose read failed or gave an invalid value.
     failed_reads: u64,
+}
+
+impl Tracked {
+    /// Energy was obtained: an integral of sampled power, or a counter that advanced.
+    fn counted(&self) -> bool {
+        self.energy_samples > 0
+            && (self.device.energy_from() == EnergyFrom::PowerIntegral || self.energy_j > 0.0)
+    }
 }
 
 /// A value a device gave that can be used: finite and non-negative.
@@ -101,6 +111,7 @@ impl DeviceSampler {
                 energy_j: 0.0,
                 energy_samples: 0,
                 power_samples: 0,
+                power_sum_w: 0.0,
                 failed_reads: 0,
             });
         }
@@ -137,6 +148,7 @@ impl DeviceSampler {
             t.energy_j = 0.0;
             t.energy_samples = 0;
             t.power_samples = 0;
+            t.power_sum_w = 0.0;
             t.failed_reads = 0;
         }
     }
@@ -188,8 +200,9 @@ impl DeviceSampler {
                 t.energy_j += e;
                 t.energy_samples += 1;
             }
-            if power.is_some() {
+            if let Some(p) = power {
                 t.power_samples += 1;
+                t.power_sum_w += p;
             }
             out.push(power);
             out.push(energy);
@@ -220,23 +233,31 @@ impl DeviceSampler {
     }
 
     /// Event records for run.toml: per device `<stem>-energy`, J, counted with its column
-    /// and total, or not supported with the reason where no sample had an energy value (its
-    /// column is then all empty).
+    /// and total, or not supported with the reason where no sample had an energy value or
+    /// its energy counter never advanced (as RAPL's and NVML's: not a zero energy; its
+    /// column then leaves the timeline).
     pub fn records(&self, duration_ns: u64) -> Vec<EventRecord> {
         let secs = duration_ns as f64 * 1e-9;
         self.devices
             .iter()
             .map(|t| {
                 let stem = t.device.stem();
-                let counted = t.energy_samples > 0;
+                let counted = t.counted();
+                let why = if t.energy_samples == 0 {
+                    format!(
+                        "gave no energy ({} of its reads failed or were invalid; check that it is readable)",
+                        t.failed_reads
+                    )
+                } else {
+                    "its energy counter did not advance".to_string()
+                };
                 EventRecord {
                     name: format!("{stem}-energy"),
                     backend: Backend::Sysfs,
                     status: if counted { EventStatus::Counted } else { EventStatus::NotSupported },
                     reason: (!counted).then(|| format!(
-                        "{stem} ({}) gave no energy over {secs:.3} s ({} of its reads failed or were invalid): reported as not supported, not as zero energy; check that {} is readable",
+                        "{stem} ({}, {}) {why} over {secs:.3} s: reported as not supported, not as zero energy",
                         t.device.label(),
-                        t.failed_reads,
                         t.device.source()
                     )),
                     column: counted.then(|| format!("{stem}_energy_j")),
@@ -257,7 +278,7 @@ impl DeviceSampler {
             .iter()
             .map(|t| {
                 let d = t.device.as_ref();
-                let energy = (t.energy_samples > 0).then_some(t.energy_j);
+                let energy = t.counted().then_some(t.energy_j);
                 PowerDeviceRecord {
                     stem: d.stem().to_string(),
                     origin: d.origin().as_str().to_string(),
@@ -267,6 +288,8 @@ impl DeviceSampler {
                     energy_from: energy_from_name(d.energy_from()).to_string(),
                     energy_j: energy,
                     mean_power_w: energy.filter(|_| secs > 0.0).map(|e| e / secs),
+                    sampled_power_w: (t.power_samples > 0)
+                        .then(|| t.power_sum_w / t.power_samples as f64),
                     failed_reads: t.failed_reads,
                 }
             })

@@ -72,10 +72,13 @@ pub(super) fn render(s: &Summary) -> String {
                 );
             }
             _ => {
+                let sampled = d.sampled_power_w.map_or(String::new(), |w| {
+                    format!(", sampled power {w:.2} W on average")
+                });
                 let _ = writeln!(
                     o,
-                    "  {} ({}, {}): no energy ({} failed reads); {}",
-                    d.stem, d.origin, d.label, d.failed_reads, d.source
+                    "  {} ({}, {}): no energy (see its event){sampled}; {}",
+                    d.stem, d.origin, d.label, d.source
                 );
             }
         }

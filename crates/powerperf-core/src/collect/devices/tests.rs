@@ -244,3 +244,15 @@ fn origins_sampled_elsewhere_and_clashing_stems_are_left_out() {
         .any(|n| n.contains("taken by another device")));
     assert!(s.notes.iter().any(|n| n.contains("not a column name")));
 }
+
+#[test]
+fn a_counter_that_never_advances_is_not_supported_not_zero() {
+    let mut s = DeviceSampler::new(vec![energy_only("card0", vec![energy(7.0); 4])], &[]);
+    s.start(0);
+    let a = s.sample(100 * MS);
+    assert_eq!(a, [Some(0.0), Some(0.0)], "the cells hold what was read");
+    let rec = &s.records(100 * MS)[0];
+    assert_eq!(rec.status, EventStatus::NotSupported);
+    assert!(rec.reason.as_deref().unwrap().contains("did not advance"));
+    assert!(s.device_records(100 * MS)[0].energy_j.is_none());
+}
