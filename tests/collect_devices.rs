@@ -298,3 +298,47 @@ fn a_node_without_devices_has_no_device_columns() {
     assert!(meta.power_devices.is_empty(), "{:?}", meta.power_devices);
     assert!(!meta.events.iter().any(|e| e.backend == Backend::Sysfs));
 }
+
+/// powerperf SIGKILLed mid-run on the Grace fixture: `report` rebuilds the power meters'
+/// energy from the journal and still says where each comes from.
+#[test]
+fn a_killed_collect_keeps_the_devices_energy_in_its_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("powerperf"))
+        .args([
+            "collect",
+            "-q",
+            "--nvml",
+            "off",
+            "--interval",
+            "50ms",
+            "--sysfs-root",
+        ])
+        .arg(fixture("grace-hopper"))
+        .arg("-o")
+        .arg(&run)
+        .args(["--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    // The journal is flushed every 100 ms: wait for some rows.
+    std::thread::sleep(Duration::from_millis(1200));
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; `child` is not yet
+    // reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let v = common::json_stdout(pp().args(["report", "--format", "json"]).arg(&run));
+    assert!(v["notes"].to_string().contains("journal"), "{v}");
+    let devs = v["power_devices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"));
+    let module = devs
+        .iter()
+        .find(|d| d["stem"] == "power_meter0_module")
+        .unwrap();
+    assert_eq!(module["energy_from"], "power_integral");
+    let w = module["mean_power_w"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{module}"));
+    assert!((w - 450.0).abs() <= 0.15 * 450.0, "{module}");
+}

@@ -387,6 +387,7 @@ impl Session<'_> {
         let mut provisional = self.meta.clone();
         provisional.events = provisional_events(counters, energy);
         provisional.events.extend(devices.provisional_records());
+        provisional.power_devices = devices.device_records(0);
         if let Err(e) = provisional.write(out) {
             tracing::debug!("run.toml with the events: {e:#}");
         }
