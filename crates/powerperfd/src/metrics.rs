@@ -55,7 +55,7 @@ pub const MAX_CONNECTIONS_PER_PEER: usize = 4;
 /// Finished jobs whose energy is still served (the oldest finished is dropped first).
 pub const MAX_FINISHED_JOBS: usize = 1000;
 /// Power gauges are averages over at least this long.
-const POWER_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const POWER_WINDOW: Duration = Duration::from_secs(1);
 
 /// One setting a session applied, for `powerperf_session_setting_*`.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,14 +123,16 @@ pub(crate) struct Sources {
     pub rapl: Vec<RaplDomain>,
     pub sysfs_root: PathBuf,
     pub gpu: Option<Box<dyn GpuSource>>,
+    /// The sysfs power devices (amdgpu, xe, i915, hwmon; [`crate::devices`]).
+    pub devices: Vec<Box<dyn powerperf_node::devices::PowerDevice>>,
 }
 
-type Labels = Vec<(String, String)>;
-type F64Counter = Counter<f64, AtomicU64>;
-type F64Gauge = Gauge<f64, AtomicU64>;
+pub(crate) type Labels = Vec<(String, String)>;
+pub(crate) type F64Counter = Counter<f64, AtomicU64>;
+pub(crate) type F64Gauge = Gauge<f64, AtomicU64>;
 
 /// Prometheus labels from `(name, value)` pairs.
-fn labels(pairs: &[(&str, &str)]) -> Labels {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -138,12 +140,12 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 }
 
 /// The unit of the frequency metrics (`_hertz`).
-fn hertz() -> Unit {
+pub(crate) fn hertz() -> Unit {
     Unit::Other("hertz".into())
 }
 
 /// The unit of the power metrics (`_watts`).
-fn watts() -> Unit {
+pub(crate) fn watts() -> Unit {
     Unit::Other("watts".into())
 }
 
@@ -173,6 +175,8 @@ struct State {
     /// The RAPL totals at the start of the current power window.
     power_ref: (Instant, Vec<u64>),
     rapl_power_w: Vec<Option<f64>>,
+    /// The sysfs power devices' energy, power and clock.
+    devices: crate::devices::DeviceMeters,
     /// `(cpu, scaling_cur_freq path)`.
     cpu_freq: Vec<(u32, PathBuf)>,
     /// `(domain, current_freq_khz path)`.
@@ -239,6 +243,7 @@ impl State {
             gpu_power_w: vec![None; g],
             gpu_sm_hz: vec![None; g],
             rapl_power_w: vec![None; n],
+            devices: crate::devices::DeviceMeters::new(src.devices),
             cpu_freq: cpu_freq_files(&src.sysfs_root),
             uncore_freq: uncore_freq_files(&src.sysfs_root),
             sessions: BTreeMap::new(),
@@ -262,6 +267,7 @@ impl State {
             .map(|(a, b)| a.saturating_sub(*b))
             .collect();
         let now = Instant::now();
+        self.devices.sample(now);
         let dt = now.duration_since(self.power_ref.0);
         if dt >= POWER_WINDOW {
             let secs = dt.as_secs_f64();
@@ -455,6 +461,7 @@ impl State {
             hertz(),
             gpu_clock,
         );
+        self.devices.register(reg);
     }
 
     /// Current CPU and uncore frequencies (cpufreq, intel_uncore_frequency).
@@ -856,6 +863,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let d = domain(t.path(), "package-0", 900, 1000);
         let mut st = State::new(Sources {
+            devices: vec![],
             rapl: vec![d.clone()],
             sysfs_root: t.path().into(),
             gpu: None,
@@ -906,6 +914,7 @@ mod tests {
     fn finished_jobs_are_bounded_oldest_first() {
         let t = tempfile::tempdir().unwrap();
         let mut st = State::new(Sources {
+            devices: vec![],
             rapl: vec![domain(t.path(), "package-0", 0, 1000)],
             sysfs_root: t.path().into(),
             gpu: None,
@@ -927,6 +936,7 @@ mod tests {
     fn settings_are_served_in_their_units_until_restored() {
         let t = tempfile::tempdir().unwrap();
         let mut st = State::new(Sources {
+            devices: vec![],
             rapl: vec![],
             sysfs_root: t.path().into(),
             gpu: None,
@@ -960,6 +970,7 @@ mod tests {
     fn job_ids_are_escaped_in_labels() {
         let t = tempfile::tempdir().unwrap();
         let mut st = State::new(Sources {
+            devices: vec![],
             rapl: vec![domain(t.path(), "package-0", 0, 1000)],
             sysfs_root: t.path().into(),
             gpu: None,

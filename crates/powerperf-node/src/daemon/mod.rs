@@ -131,9 +131,11 @@ pub const ORIGIN_NVML: &str = "nvml";
 /// One power or energy reading of `read_power`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerReading {
-    /// `package-0`, `dram-0`, `psys` (perf power PMU) or `gpu-0` (NVML).
+    /// `package-0`, `dram-0`, `psys` (perf power PMU), `gpu-0` (NVML), or a sysfs power
+    /// device's timeline stem (`amdgpu0`, `xe0_card`, `power_meter0_module`).
     pub name: String,
-    /// [`ORIGIN_PERF`] or [`ORIGIN_NVML`].
+    /// [`ORIGIN_PERF`], [`ORIGIN_NVML`], or a sysfs power device's origin (`amdgpu`, `xe`,
+    /// `i915`, `hwmon`: [`crate::devices::Origin::as_str`]).
     #[serde(default)]
     pub origin: String,
     /// Where it comes from: `perf power/energy-pkg/ on CPU 0` (its sysfs `.scale` and

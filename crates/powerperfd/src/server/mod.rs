@@ -102,6 +102,8 @@ struct Inner {
     gpu: Option<Box<dyn GpuControl>>,
     /// NVML power and energy reads (`read_power`).
     nvml: Option<Box<dyn powerperf_node::nvml::GpuSource>>,
+    /// The sysfs power devices under the sysfs root (`read_power`; [`crate::devices`]).
+    devices: Vec<Box<dyn powerperf_node::devices::PowerDevice>>,
     sessions: BTreeMap<u64, Session>,
     conns_total: usize,
     conns_per_uid: HashMap<u32, usize>,
@@ -246,6 +248,11 @@ impl Daemon {
         };
         let power_pmu = powerperf_node::pmu::power_events(&opts.sysfs_root);
         let (nvml, no_nvml) = gpu_readings(opts.fake_gpu.as_deref());
+        let (devices, problems) = crate::devices::open(&opts.sysfs_root);
+        for p in &problems {
+            tracing::warn!(problem = %p, "sysfs power devices");
+        }
+        tracing::info!(devices = devices.len(), "sysfs power devices (read_power)");
         tracing::info!(gpu = %gpu.as_ref().map(|g| g.describe()).unwrap_or_else(|| no_gpu.clone().unwrap_or_default()), power_pmu = ?power_pmu.as_ref().map(|v| v.len()), nvml_reads = %no_nvml.as_deref().unwrap_or("yes"), "signals and controls");
         Ok(Arc::new(Daemon {
             ctl,
@@ -262,6 +269,7 @@ impl Daemon {
                 held_other: BTreeMap::new(),
                 gpu,
                 nvml,
+                devices,
                 sessions: BTreeMap::new(),
                 conns_total: 0,
                 conns_per_uid: HashMap::new(),
@@ -299,6 +307,7 @@ impl Daemon {
                 rapl: self.rapl.clone(),
                 sysfs_root: self.opts.sysfs_root.clone(),
                 gpu,
+                devices: crate::devices::open(&self.opts.sysfs_root).0,
             },
         )?;
         // sessions open before now are not in the metrics (the binary starts the metrics

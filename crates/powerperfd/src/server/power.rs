@@ -433,6 +433,14 @@ impl Daemon {
                 }
             }
         }
+        // The sysfs power devices (amdgpu, xe, i915, hwmon), found at start.
+        if g.devices.is_empty() {
+            notes.push(format!(
+                "sysfs power devices (amdgpu, xe, i915, hwmon power or energy sensors): none under {}",
+                self.opts.sysfs_root.display()
+            ));
+        }
+        readings.extend(crate::devices::readings(&mut g.devices));
         let Some(sess) = g.sessions.get(&id) else {
             return Response::refused("no session");
         };

@@ -433,11 +433,18 @@ fn provisional_events(counters: &[OpenCounter], energy: &Energy) -> Vec<EventRec
         .collect()
 }
 
-/// The power devices under `root` ([`powerperf_node::devices::discover`]) but RAPL's and
-/// NVML's, which [`Energy`] and [`GpuSampler`] sample; files found but unreadable become
-/// notes.
+/// The power devices under `root` ([`powerperf_node::devices::discover_with`]) but RAPL's
+/// and NVML's, which [`Energy`] and [`GpuSampler`] sample (NVML is not opened a second time,
+/// nor powerperfd asked: the listing's access column is not used here); files found but
+/// unreadable become notes.
 fn open_devices(root: &std::path::Path) -> DeviceSampler {
-    let found = powerperf_node::devices::discover(root);
+    let found = powerperf_node::devices::discover_with(
+        root,
+        powerperf_node::devices::DiscoverOptions {
+            nvml: false,
+            probe_daemon: false,
+        },
+    );
     let mut s = DeviceSampler::new(
         found.devices,
         &[

@@ -1,0 +1,238 @@
+//! The sysfs power devices (AMD and Intel GPUs, ACPI power meters, other hwmon sensors;
+//! issue 43) under the daemon's `--sysfs-root`, found once at start by
+//! [`powerperf_node::devices::discover_with`] (NVML and RAPL are read by the daemon's own
+//! readers), for `read_power` ([`readings`]) and the metrics endpoint ([`DeviceMeters`]).
+//!
+//! The readers are the node crate's: every file is read with a size limit
+//! (`powerperf_node::sysfs::read_small`). Every number is checked again here: a value that
+//! is not finite or is negative is no value.
+
+use powerperf_node::daemon::PowerReading;
+use powerperf_node::devices::{DiscoverOptions, EnergyFrom, Origin, PowerDevice, PowerFrom};
+use std::path::Path;
+use std::time::Instant;
+
+/// The devices under `root` but RAPL's and NVML's, and the problems found (files that
+/// exist but cannot be read: path, error and fix).
+pub(crate) fn open(root: &Path) -> (Vec<Box<dyn PowerDevice>>, Vec<String>) {
+    let d = powerperf_node::devices::discover_with(
+        root,
+        DiscoverOptions {
+            nvml: false,
+            probe_daemon: false,
+        },
+    );
+    let devices = d
+        .devices
+        .into_iter()
+        .filter(|x| !matches!(x.origin(), Origin::Rapl | Origin::Nvml))
+        .collect();
+    (devices, d.problems)
+}
+
+/// A value that can be used: finite and non-negative.
+fn valid(x: Option<f64>) -> Option<f64> {
+    x.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// One [`PowerReading`] per device, read now: `origin` `amdgpu`, `xe`, `i915` or `hwmon`,
+/// `name` the device's timeline stem, `source` its files; `power_w` (W) where the device
+/// measures power, `energy_j` (J) its energy counter where it has one (a client takes the
+/// difference of two reads; for an energy-only device power is that difference over the
+/// time between them).
+pub(crate) fn readings(devices: &mut [Box<dyn PowerDevice>]) -> Vec<PowerReading> {
+    devices
+        .iter_mut()
+        .map(|d| {
+            let r = d.read();
+            PowerReading {
+                name: d.stem().to_string(),
+                origin: d.origin().as_str().to_string(),
+                source: format!("{} ({})", d.source(), d.label()),
+                energy_j: match d.energy_from() {
+                    EnergyFrom::Counter => valid(r.energy_j),
+                    EnergyFrom::PowerIntegral => None,
+                },
+                power_w: match d.power_from() {
+                    PowerFrom::Measured => valid(r.power_w),
+                    PowerFrom::EnergyRate => None,
+                },
+            }
+        })
+        .collect()
+}
+
+/// One device of the metrics sampler and what its metrics are computed from.
+struct Meter {
+    device: Box<dyn PowerDevice>,
+    /// The energy counter's last value, J.
+    last_energy: Option<f64>,
+    /// Energy since powerperfd started, J; `None` until there is some.
+    total_j: Option<f64>,
+    /// The last power reading, W, and when (for the integral of power).
+    last_power: Option<(f64, Instant)>,
+    /// The counter at the start of the current power window (energy-only devices).
+    window: Option<(f64, Instant)>,
+    power_w: Option<f64>,
+    clock_hz: Option<f64>,
+}
+
+/// The metrics of the sysfs power devices: `powerperf_device_energy_joules_total` (a
+/// counter: the device's energy counter's advance since powerperfd started, a step back
+/// being a new baseline; or, for a device without a counter, the trapezoid-rule integral of
+/// its power between the sampler's reads, at least every 5 s), `powerperf_device_power_watts`
+/// (the device's power reading; for an energy-only device its counter's rate over the last
+/// window of at least 1 s) and `powerperf_device_clock_hertz` (amdgpu's sclk), labelled by
+/// `origin`, `device` (the stem) and `label`.
+pub(crate) struct DeviceMeters {
+    meters: Vec<Meter>,
+}
+
+impl DeviceMeters {
+    pub(crate) fn new(devices: Vec<Box<dyn PowerDevice>>) -> Self {
+        DeviceMeters {
+            meters: devices
+                .into_iter()
+                .map(|device| Meter {
+                    device,
+                    last_energy: None,
+                    total_j: None,
+                    last_power: None,
+                    window: None,
+                    power_w: None,
+                    clock_hz: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Read every device now.
+    pub(crate) fn sample(&mut self, now: Instant) {
+        for m in &mut self.meters {
+            let r = m.device.read();
+            let energy = valid(r.energy_j);
+            let power = valid(r.power_w);
+            if m.device.energy_from() == EnergyFrom::Counter {
+                if let Some(e) = energy {
+                    let advance = m.last_energy.map(|l| if e >= l { e - l } else { 0.0 });
+                    m.total_j = Some(m.total_j.unwrap_or(0.0) + advance.unwrap_or(0.0));
+                    m.last_energy = Some(e);
+                }
+            } else if let (Some((p0, t0)), Some(p1)) = (m.last_power, power) {
+                let dt = now.duration_since(t0).as_secs_f64();
+                m.total_j = Some(m.total_j.unwrap_or(0.0) + 0.5 * (p0 + p1) * dt);
+            }
+            if let Some(p) = power {
+                m.last_power = Some((p, now));
+            }
+            match m.device.power_from() {
+                PowerFrom::Measured => m.power_w = power,
+                PowerFrom::EnergyRate => match (m.window, energy) {
+                    (None, Some(e)) => m.window = Some((e, now)),
+                    (Some((e0, t0)), Some(e)) => {
+                        let dt = now.duration_since(t0);
+                        if dt >= crate::metrics::POWER_WINDOW {
+                            m.power_w = (e >= e0).then(|| (e - e0) / dt.as_secs_f64());
+                            m.window = Some((e, now));
+                        }
+                    }
+                    (_, None) => m.power_w = None,
+                },
+            }
+            m.clock_hz = valid(r.clock_mhz).map(|mhz| mhz * 1e6);
+        }
+    }
+
+    /// Register the device metrics (none where there are no devices).
+    pub(crate) fn register(&self, reg: &mut prometheus_client::registry::Registry) {
+        use crate::metrics::{hertz, labels, watts, F64Counter, F64Gauge, Labels};
+        use prometheus_client::metrics::family::Family;
+        use prometheus_client::registry::Unit;
+        if self.meters.is_empty() {
+            return;
+        }
+        let energy = Family::<Labels, F64Counter>::default();
+        let power = Family::<Labels, F64Gauge>::default();
+        let clock = Family::<Labels, F64Gauge>::default();
+        for m in &self.meters {
+            let d = m.device.as_ref();
+            let lab = labels(&[
+                ("origin", d.origin().as_str()),
+                ("device", d.stem()),
+                ("label", d.label()),
+            ]);
+            if let Some(j) = m.total_j {
+                energy.get_or_create(&lab).inc_by(j);
+            }
+            if let Some(w) = m.power_w {
+                power.get_or_create(&lab).set(w);
+            }
+            if let Some(h) = m.clock_hz {
+                clock.get_or_create(&lab).set(h);
+            }
+        }
+        reg.register_with_unit(
+            "device_energy",
+            "Energy of each sysfs power device (amdgpu, xe, i915, hwmon) since powerperfd started: its energy counter's advance, or for a device that gives only power (ACPI power meters) the trapezoid-rule integral of its power between the sampler's reads",
+            Unit::Joules,
+            energy,
+        );
+        reg.register_with_unit(
+            "device_power",
+            "Power of each sysfs power device: its reading (power1_average, power1_input), or for an energy-only device (xe, i915) its counter's rate over the last window of at least 1 s",
+            watts(),
+            power,
+        );
+        reg.register_with_unit(
+            "device_clock",
+            "Current clock of each sysfs power device that gives one with its power (amdgpu freq1_input, the sclk)",
+            hertz(),
+            clock,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/sysfs")
+            .join(name)
+    }
+
+    #[test]
+    fn grace_power_meters_read_in_watts_with_their_files() {
+        let (mut devs, problems) = open(&fixture("grace-hopper"));
+        assert!(problems.is_empty(), "{problems:?}");
+        let r = readings(&mut devs);
+        let module = r.iter().find(|x| x.name == "power_meter0_module").unwrap();
+        assert_eq!(module.origin, "hwmon");
+        assert_eq!(module.power_w, Some(450.0));
+        assert_eq!(
+            module.energy_j, None,
+            "no counter: the integral is the client's"
+        );
+        assert!(
+            module.source.contains("device/power1_average"),
+            "{module:?}"
+        );
+    }
+
+    #[test]
+    fn metrics_integrate_power_and_take_the_rate_of_a_counter() {
+        let (devs, _) = open(&fixture("grace-hopper"));
+        let mut m = DeviceMeters::new(devs);
+        let t0 = Instant::now();
+        m.sample(t0);
+        m.sample(t0 + std::time::Duration::from_secs(2));
+        let module = m
+            .meters
+            .iter()
+            .find(|x| x.device.stem() == "power_meter0_module")
+            .unwrap();
+        assert_eq!(module.power_w, Some(450.0));
+        assert!((module.total_j.unwrap() - 900.0).abs() < 1e-6);
+    }
+}
