@@ -342,3 +342,51 @@ fn a_killed_collect_keeps_the_devices_energy_in_its_journal() {
         .unwrap_or_else(|| panic!("{module}"));
     assert!((w - 450.0).abs() <= 0.15 * 450.0, "{module}");
 }
+
+/// `sweep` records its runs through collect: each run of a sweep on a node with power
+/// devices has their columns and records too (issue 43, item 1).
+#[test]
+fn a_sweep_s_runs_have_the_device_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    copy_tree(&fixture("cpufreq-userspace"), &root);
+    copy_tree(&fixture("grace-hopper"), &root);
+    let set = tmp.path().join("set");
+    pp().arg("sweep")
+        .arg("-o")
+        .arg(&set)
+        .arg("--sysfs-root")
+        .arg(&root)
+        .arg("--restore-file")
+        .arg(tmp.path().join("restore.toml"))
+        .arg("--log")
+        .arg(tmp.path().join("switches.log"))
+        .args(["--interval", "100ms", "--freq", "min,max"])
+        .args(["--", "sleep", "0.5"])
+        .assert()
+        .success();
+    let runs: Vec<PathBuf> = std::fs::read_dir(set.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for run in runs {
+        let meta = RunMeta::read(&run).unwrap();
+        assert_eq!(
+            meta.power_devices.len(),
+            4,
+            "{}: {:?}",
+            run.display(),
+            meta.power_devices
+        );
+        let p = column(&run, "power_meter1_grace_power_w");
+        assert!(
+            !p.is_empty() && p.iter().all(|v| *v == Some(120.0)),
+            "{p:?}"
+        );
+        assert!(meta
+            .events
+            .iter()
+            .any(|e| e.name == "power_meter1_grace-energy" && e.status == EventStatus::Counted));
+    }
+}
