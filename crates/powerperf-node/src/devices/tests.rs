@@ -389,3 +389,51 @@ fn no_source_under_an_empty_root() {
     assert!(d.devices.is_empty() && d.listing.is_empty() && d.problems.is_empty());
     assert!(d.notes.iter().any(|n| n.contains("RAPL")), "{:?}", d.notes);
 }
+
+/// On a node with NVIDIA GPUs (the H200): NVML is listed, each GPU a device `gpu<i>` that
+/// reads power and energy, and nothing listed is unreadable.
+#[test]
+fn this_node_lists_nvml_and_nothing_it_cannot_read() {
+    let mut d = discover_with(Path::new("/"), DiscoverOptions::default());
+    if d.notes.iter().any(|n| n.starts_with("NVML not available")) {
+        println!("skipped: no NVML on this machine ({})", d.notes.join("; "));
+        return;
+    }
+    for s in &d.listing {
+        println!(
+            "{} {:?} {:?} {} {:?} {:?}",
+            s.origin.as_str(),
+            s.stem,
+            s.quantity,
+            s.path.display(),
+            s.readable,
+            s.settable
+        );
+    }
+    for n in d.notes.iter().chain(&d.problems) {
+        println!("note/problem: {n}");
+    }
+    let nvml: Vec<&SourceInfo> = d
+        .listing
+        .iter()
+        .filter(|s| s.origin == Origin::Nvml)
+        .collect();
+    assert!(
+        !nvml.is_empty(),
+        "NVML loaded but nothing listed: {:?}",
+        d.notes
+    );
+    assert!(
+        d.listing
+            .iter()
+            .all(|s| !matches!(s.readable, Access::No(_))),
+        "a listed source is unreadable"
+    );
+    let g = find(&mut d, "gpu0");
+    let a = g.read();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let b = g.read();
+    println!("gpu0 {a:?} then {b:?}");
+    assert!(a.power_w.is_some_and(|p| p > 0.0), "{a:?}");
+    assert!(b.energy_j >= a.energy_j, "{a:?} {b:?}");
+}
