@@ -437,3 +437,36 @@ fn this_node_lists_nvml_and_nothing_it_cannot_read() {
     assert!(a.power_w.is_some_and(|p| p > 0.0), "{a:?}");
     assert!(b.energy_j >= a.energy_j, "{a:?} {b:?}");
 }
+
+/// What powerperfd (root) reads under a sysfs root that someone else may have filled: a
+/// FIFO where a value is expected does not hang the read, a link is not followed (to a root
+/// file whose digits would pass as a reading), a huge file is not read into memory.
+#[test]
+fn hostile_files_are_refused_without_hanging_or_following_links() {
+    let (_t, root) = copy("grace-hopper");
+    let dev = |n: u32| root.join(format!("sys/class/hwmon/hwmon{n}/device/power1_average"));
+    std::fs::remove_file(dev(0)).unwrap();
+    let c = std::ffi::CString::new(dev(0).to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let secret = root.join("secret");
+    std::fs::write(&secret, "123456789\n").unwrap();
+    std::fs::remove_file(dev(1)).unwrap();
+    std::os::unix::fs::symlink(&secret, dev(1)).unwrap();
+    let big = std::fs::File::create(dev(2)).unwrap();
+    big.set_len(1 << 30).unwrap();
+    let mut d = discover_with(&root, OPTS);
+    assert_eq!(stems(&d), ["power_meter3_sysio"], "{:?}", d.problems);
+    let has = |what: &str, p: &Path| {
+        d.problems
+            .iter()
+            .any(|e| e.contains(what) && e.contains(&*p.to_string_lossy()))
+    };
+    assert!(has("FIFO", &dev(0)), "{:?}", d.problems);
+    assert!(has("symbolic link", &dev(1)), "{:?}", d.problems);
+    assert!(has("bytes, more than", &dev(2)), "{:?}", d.problems);
+    assert_eq!(
+        find(&mut d, "power_meter3_sysio").read().power_w,
+        Some(15.0)
+    );
+}
