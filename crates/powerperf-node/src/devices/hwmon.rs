@@ -33,14 +33,6 @@ pub struct HwmonDevice {
     pub(crate) counter: EnergyCounter,
 }
 
-impl HwmonDevice {
-    /// How many times the energy counter went backwards since the device was made
-    /// ([`EnergyCounter`]).
-    pub fn counter_resets(&self) -> u64 {
-        self.counter.resets()
-    }
-}
-
 impl PowerDevice for HwmonDevice {
     fn stem(&self) -> &str {
         &self.stem
@@ -109,6 +101,9 @@ impl PowerDevice for HwmonDevice {
             energy_j,
             clock_mhz,
         }
+    }
+    fn counter_resets(&self) -> u64 {
+        self.counter.resets()
     }
 }
 

@@ -184,6 +184,7 @@ fn a_counter_going_backwards_keeps_energy_monotonic() {
     // A driver reload: the counter restarts near zero.
     write(&root, f, "1000000\n");
     assert_eq!(dev.read().energy_j, Some(first));
+    assert_eq!(dev.counter_resets(), 1);
     // Then it advances 2 J from its new value.
     write(&root, f, "3000000\n");
     let e = dev.read().energy_j.unwrap();
@@ -380,6 +381,7 @@ fn nvml_gpus_are_devices_named_gpu_i() {
     );
     assert_eq!(g.read().energy_j, Some(7.5));
     assert_eq!(g.read().energy_j, Some(7.5)); // driver reloaded: no step back
+    assert_eq!(g.counter_resets(), 1);
 }
 
 #[test]
