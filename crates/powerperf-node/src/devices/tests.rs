@@ -96,6 +96,27 @@ fn amdgpu_without_gpu_metrics_integrates_power_and_falls_back_to_power1_input() 
     assert_eq!(s.energy_j, None);
 }
 
+/// A driver that lists `power1_average` but cannot read it (here: not a number) falls back
+/// to `power1_input`, for amdgpu and for any hwmon power channel.
+#[test]
+fn an_average_that_does_not_read_falls_back_to_input() {
+    let (_t, root) = copy("amdgpu-mi250x");
+    let h = root.join("sys/class/hwmon/hwmon3");
+    write(&h, "power1_average", "\n");
+    write(&h, "power1_input", "88000000\n");
+    let mut d = discover_with(&root, OPTS);
+    assert_eq!(find(&mut d, "amdgpu0").read().power_w, Some(88.0));
+    let (_t, root) = copy("hwmon-arm");
+    let h = root.join("sys/class/hwmon/hwmon0");
+    write(&h, "power1_average", "x\n");
+    let mut d = discover_with(&root, OPTS);
+    assert_eq!(
+        find(&mut d, "scmi_sensors0_gpu_power").read().power_w,
+        Some(2.5)
+    );
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+}
+
 #[test]
 fn gpu_metrics_of_another_version_is_refused_with_a_note() {
     let (_t, root) = copy("amdgpu-mi250x");
