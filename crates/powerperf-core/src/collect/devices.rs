@@ -270,6 +270,29 @@ impl DeviceSampler {
             .collect()
     }
 
+    /// Notes at the end of the run: devices whose reads failed (empty cells) and devices whose
+    /// energy counter stepped back ([`PowerDevice::counter_resets`]: a driver reload, a
+    /// reset, a wrap; such an interval adds no energy).
+    pub fn end_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for t in &self.devices {
+            let (stem, source) = (t.device.stem(), t.device.source());
+            if t.failed_reads > 0 {
+                notes.push(format!(
+                    "{stem}: {} reads failed or gave a value that is not finite and non-negative (empty cells, not zeros; the next good reading covers the gap): {source}",
+                    t.failed_reads
+                ));
+            }
+            let resets = t.device.counter_resets();
+            if resets > 0 {
+                notes.push(format!(
+                    "{stem}: its energy counter stepped back {resets} times (a driver reload, a reset or a wrap): each such sample adds no energy, so its energy is a lower bound: {source}"
+                ));
+            }
+        }
+        notes
+    }
+
     /// `[[power_devices]]` of run.toml: each device's origin, label, source and how its
     /// power and energy were obtained, with its energy and mean power over the run.
     pub fn device_records(&self, duration_ns: u64) -> Vec<PowerDeviceRecord> {

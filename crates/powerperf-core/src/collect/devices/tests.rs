@@ -256,3 +256,16 @@ fn a_counter_that_never_advances_is_not_supported_not_zero() {
     assert!(rec.reason.as_deref().unwrap().contains("did not advance"));
     assert!(s.device_records(100 * MS)[0].energy_j.is_none());
 }
+
+#[test]
+fn failed_reads_are_said_at_the_end() {
+    let mut s = DeviceSampler::new(
+        vec![energy_only("card0", vec![energy(0.0), energy(0.0)])],
+        &[],
+    );
+    s.start(0);
+    s.sample(100 * MS);
+    let notes = s.end_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].starts_with("card0: 1 reads failed"), "{notes:?}");
+}

@@ -245,6 +245,7 @@ impl Session<'_> {
             self.meta.events.push(rec);
         }
         self.meta.power_devices = devices.device_records(duration_ns);
+        self.meta.notes.extend(devices.end_notes());
     }
 
     /// `timeline.parquet`, then the journal removed; where the timeline cannot be written
