@@ -190,3 +190,37 @@ fn metrics_export_device_power_energy_and_clock() {
     .unwrap();
     assert!(e >= 450.0 * 1.4, "{e} J: {text}");
 }
+
+/// A sensor file replaced by a FIFO (or a link) after powerperfd started: `read_power`
+/// answers at once, with no value for that device, and the other devices' values.
+#[test]
+fn a_sensor_swapped_for_a_fifo_or_link_gives_no_value_and_no_hang() {
+    let Some(mut w) = World::new("daemon read_power hostile sensor", CONFIG) else {
+        return;
+    };
+    with_devices(&w);
+    w.start();
+    let grace = w.root.join("sys/class/hwmon/hwmon1/device/power1_average");
+    std::fs::remove_file(&grace).unwrap();
+    let c = std::ffi::CString::new(grace.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    let cpu = w.root.join("sys/class/hwmon/hwmon2/device/power1_average");
+    std::fs::remove_file(&cpu).unwrap();
+    std::os::unix::fs::symlink("/proc/self/status", &cpu).unwrap();
+    let t = Instant::now();
+    let o = w.request(NOBODY, &[r#"{"op":"read_power"}"#]);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}");
+    let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let power = v["power"].as_array().unwrap();
+    let get = |name: &str| power.iter().find(|r| r["name"] == name).unwrap().clone();
+    assert!(get("power_meter1_grace")["power_w"].is_null(), "{text}");
+    assert!(get("power_meter2_cpu")["power_w"].is_null(), "{text}");
+    assert_eq!(
+        get("power_meter0_module")["power_w"].as_f64(),
+        Some(450.0),
+        "{text}"
+    );
+}
