@@ -340,18 +340,18 @@ fn energy_from_name(e: EnergyFrom) -> &'static str {
 fn note(d: &dyn PowerDevice) -> String {
     let (stem, origin, label, source) = (d.stem(), d.origin().as_str(), d.label(), d.source());
     let power = match d.power_from() {
-        PowerFrom::Measured => format!("power (W) read from {source}"),
+        PowerFrom::Measured => "power (W) as read".to_string(),
         PowerFrom::EnergyRate => {
-            format!("power (W) is Δenergy/Δt of the energy counter {source} over each sample")
+            "power (W) is Δenergy/Δt of its energy counter over each sample".to_string()
         }
     };
     let energy = match d.energy_from() {
-        EnergyFrom::Counter => format!("energy (J) is the advance of the counter {source}"),
+        EnergyFrom::Counter => "energy (J) is its counter's advance over each sample".to_string(),
         EnergyFrom::PowerIntegral => format!(
-            "energy of {stem} is the integral of sampled power ({source}, trapezoid rule between samples), not a counter"
+            "energy of {stem} is the integral of sampled power (trapezoid rule between samples), not a counter"
         ),
     };
-    format!("{stem} ({origin}, {label}): {power}; {energy}")
+    format!("{stem} ({origin}, {label}): read from {source}; {power}; {energy}")
 }
 
 #[cfg(test)]

@@ -55,19 +55,16 @@ pub(super) fn render(s: &Summary) -> String {
         );
     }
     for d in &s.power_devices {
-        let energy = match d.energy_from.as_str() {
-            "power_integral" => "the integral of sampled power (trapezoid rule), not a counter",
+        let how = match (d.energy_from.as_str(), d.power_from.as_str()) {
+            ("power_integral", _) => "the integral of sampled power, not a counter",
+            (_, "energy_rate") => "its energy counter; power is its rate",
             _ => "its energy counter",
-        };
-        let power = match d.power_from.as_str() {
-            "energy_rate" => "Δenergy/Δt of the counter",
-            _ => "measured",
         };
         match (d.energy_j, d.mean_power_w) {
             (Some(e), Some(w)) => {
                 let _ = writeln!(
                     o,
-                    "  {} ({}, {}): {e:.2} J, mean {w:.2} W; energy from {energy}, power {power}; {}",
+                    "  {} ({}, {}): {e:.2} J, mean {w:.2} W ({how}); {}",
                     d.stem, d.origin, d.label, d.source
                 );
             }
