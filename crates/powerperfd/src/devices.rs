@@ -12,9 +12,9 @@ use powerperf_node::devices::{DiscoverOptions, EnergyFrom, Origin, PowerDevice, 
 use std::path::Path;
 use std::time::Instant;
 
-/// The devices under `root` but RAPL's and NVML's, and the problems found (files that
-/// exist but cannot be read: path, error and fix).
-pub(crate) fn open(root: &Path) -> (Vec<Box<dyn PowerDevice>>, Vec<String>) {
+/// The devices under `root` but RAPL's and NVML's; the problems found (files that exist but
+/// cannot be read: path, error and fix) are logged.
+pub(crate) fn open(root: &Path) -> Vec<Box<dyn PowerDevice>> {
     let d = powerperf_node::devices::discover_with(
         root,
         DiscoverOptions {
@@ -22,12 +22,16 @@ pub(crate) fn open(root: &Path) -> (Vec<Box<dyn PowerDevice>>, Vec<String>) {
             probe_daemon: false,
         },
     );
-    let devices = d
+    for p in &d.problems {
+        tracing::warn!(problem = %p, "sysfs power devices");
+    }
+    let devices: Vec<Box<dyn PowerDevice>> = d
         .devices
         .into_iter()
         .filter(|x| !matches!(x.origin(), Origin::Rapl | Origin::Nvml))
         .collect();
-    (devices, d.problems)
+    tracing::info!(devices = devices.len(), root = %root.display(), "sysfs power devices");
+    devices
 }
 
 /// A value that can be used: finite and non-negative.
@@ -106,9 +110,17 @@ impl DeviceMeters {
         }
     }
 
-    /// Read every device now.
-    pub(crate) fn sample(&mut self, now: Instant) {
+    /// How many devices there are.
+    pub(crate) fn len(&self) -> usize {
+        self.meters.len()
+    }
+
+    /// Read every device now; returns each device's energy since the previous call, J (0
+    /// where there is none), for the jobs' energy.
+    pub(crate) fn sample(&mut self, now: Instant) -> Vec<f64> {
+        let mut delta = Vec::with_capacity(self.meters.len());
         for m in &mut self.meters {
+            let before = m.total_j.unwrap_or(0.0);
             let r = m.device.read();
             let energy = valid(r.energy_j);
             let power = valid(r.power_w);
@@ -140,7 +152,42 @@ impl DeviceMeters {
                 },
             }
             m.clock_hz = valid(r.clock_mhz).map(|mhz| mhz * 1e6);
+            delta.push((m.total_j.unwrap_or(0.0) - before).max(0.0));
         }
+        delta
+    }
+
+    /// `powerperf_job_device_energy_joules_total`: each device's energy while a session
+    /// of the job was open (`jobs`: job name and its energy per device, J).
+    pub(crate) fn register_jobs<'a>(
+        &self,
+        reg: &mut prometheus_client::registry::Registry,
+        jobs: impl Iterator<Item = (&'a String, &'a [f64])>,
+    ) {
+        use crate::metrics::{labels, F64Counter, Labels};
+        use prometheus_client::metrics::family::Family;
+        if self.meters.is_empty() {
+            return;
+        }
+        let family = Family::<Labels, F64Counter>::default();
+        for (job, energy) in jobs {
+            for (m, j) in self.meters.iter().zip(energy) {
+                let d = m.device.as_ref();
+                family
+                    .get_or_create(&labels(&[
+                        ("job", job),
+                        ("origin", d.origin().as_str()),
+                        ("device", d.stem()),
+                    ]))
+                    .inc_by(*j);
+            }
+        }
+        reg.register_with_unit(
+            "job_device_energy",
+            "Energy of each sysfs power device of the node while at least one session of the job was open (as powerperf_device_energy_joules_total)",
+            prometheus_client::registry::Unit::Joules,
+            family,
+        );
     }
 
     /// Register the device metrics (none where there are no devices).
@@ -204,8 +251,7 @@ mod tests {
 
     #[test]
     fn grace_power_meters_read_in_watts_with_their_files() {
-        let (mut devs, problems) = open(&fixture("grace-hopper"));
-        assert!(problems.is_empty(), "{problems:?}");
+        let mut devs = open(&fixture("grace-hopper"));
         let r = readings(&mut devs);
         let module = r.iter().find(|x| x.name == "power_meter0_module").unwrap();
         assert_eq!(module.origin, "hwmon");
@@ -222,7 +268,7 @@ mod tests {
 
     #[test]
     fn metrics_integrate_power_and_take_the_rate_of_a_counter() {
-        let (devs, _) = open(&fixture("grace-hopper"));
+        let devs = open(&fixture("grace-hopper"));
         let mut m = DeviceMeters::new(devs);
         let t0 = Instant::now();
         m.sample(t0);
@@ -234,5 +280,48 @@ mod tests {
             .unwrap();
         assert_eq!(module.power_w, Some(450.0));
         assert!((module.total_j.unwrap() - 900.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_counter_s_advance_goes_to_the_jobs_and_a_step_back_adds_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        let src = fixture("xe");
+        let copy = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(&src)
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(copy.success());
+        let counter = root.join("sys/class/hwmon/hwmon2/energy1_input");
+        let start: u64 = std::fs::read_to_string(&counter)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let mut m = DeviceMeters::new(open(&root));
+        let t0 = Instant::now();
+        m.sample(t0);
+        std::fs::write(&counter, (start + 5_000_000).to_string()).unwrap();
+        let d = m.sample(t0 + std::time::Duration::from_secs(2));
+        assert_eq!(d, [5.0, 0.0], "xe0_card advanced 5 J, xe0_pkg did not");
+        let card = &m.meters[0];
+        assert_eq!(card.power_w, Some(2.5), "5 J over 2 s");
+        // a counter that steps back (a driver reload) adds nothing
+        std::fs::write(&counter, "1000").unwrap();
+        let d = m.sample(t0 + std::time::Duration::from_secs(3));
+        assert_eq!(d, [0.0, 0.0]);
+        let mut reg = prometheus_client::registry::Registry::with_prefix("powerperf");
+        let job = "42".to_string();
+        m.register_jobs(&mut reg, [(&job, &[5.0, 0.0][..])].into_iter());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        assert!(
+            text.contains(
+                "powerperf_job_device_energy_joules_total{job=\"42\",origin=\"xe\",device=\"xe0_card\"} 5.0"
+            ),
+            "{text}"
+        );
     }
 }

@@ -155,6 +155,8 @@ struct Job {
     open: usize,
     rapl_uj: Vec<u64>,
     gpu_mj: Vec<u64>,
+    /// Per sysfs power device, J.
+    device_j: Vec<f64>,
 }
 
 #[derive(Debug)]
@@ -267,7 +269,7 @@ impl State {
             .map(|(a, b)| a.saturating_sub(*b))
             .collect();
         let now = Instant::now();
-        self.devices.sample(now);
+        let d_dev = self.devices.sample(now);
         let dt = now.duration_since(self.power_ref.0);
         if dt >= POWER_WINDOW {
             let secs = dt.as_secs_f64();
@@ -304,6 +306,9 @@ impl State {
             for (t, d) in j.gpu_mj.iter_mut().zip(&d_gpu) {
                 *t = t.saturating_add(*d);
             }
+            for (t, d) in j.device_j.iter_mut().zip(&d_dev) {
+                *t += d;
+            }
         }
     }
 
@@ -313,6 +318,7 @@ impl State {
             open: 0,
             rapl_uj: vec![0; n],
             gpu_mj: vec![0; g],
+            device_j: vec![0.0; self.devices.len()],
         });
         j.open += 1;
         if j.open == 1 {
@@ -604,6 +610,10 @@ impl State {
             "Energy of each GPU of the node while at least one session of the job was open",
             Unit::Joules,
             job_gpu,
+        );
+        self.devices.register_jobs(
+            reg,
+            self.jobs.iter().map(|(n, j)| (n, j.device_j.as_slice())),
         );
         reg.register(
             "job_sessions",

@@ -248,11 +248,7 @@ impl Daemon {
         };
         let power_pmu = powerperf_node::pmu::power_events(&opts.sysfs_root);
         let (nvml, no_nvml) = gpu_readings(opts.fake_gpu.as_deref());
-        let (devices, problems) = crate::devices::open(&opts.sysfs_root);
-        for p in &problems {
-            tracing::warn!(problem = %p, "sysfs power devices");
-        }
-        tracing::info!(devices = devices.len(), "sysfs power devices (read_power)");
+        let devices = crate::devices::open(&opts.sysfs_root);
         tracing::info!(gpu = %gpu.as_ref().map(|g| g.describe()).unwrap_or_else(|| no_gpu.clone().unwrap_or_default()), power_pmu = ?power_pmu.as_ref().map(|v| v.len()), nvml_reads = %no_nvml.as_deref().unwrap_or("yes"), "signals and controls");
         Ok(Arc::new(Daemon {
             ctl,
@@ -307,7 +303,7 @@ impl Daemon {
                 rapl: self.rapl.clone(),
                 sysfs_root: self.opts.sysfs_root.clone(),
                 gpu,
-                devices: crate::devices::open(&self.opts.sysfs_root).0,
+                devices: crate::devices::open(&self.opts.sysfs_root),
             },
         )?;
         // sessions open before now are not in the metrics (the binary starts the metrics
