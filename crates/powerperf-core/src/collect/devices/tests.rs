@@ -269,3 +269,11 @@ fn failed_reads_are_said_at_the_end() {
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].starts_with("card0: 1 reads failed"), "{notes:?}");
 }
+
+#[test]
+fn regions_split_device_energy_but_not_power_or_clock() {
+    use crate::collect::attribution::is_additive;
+    assert!(is_additive("power_meter0_module_energy_j"));
+    assert!(!is_additive("power_meter0_module_power_w"));
+    assert!(!is_additive("amdgpu0_clock_mhz"));
+}
