@@ -169,7 +169,12 @@ pub fn hwmon_dirs(root: &Path) -> Vec<(u32, PathBuf, String)> {
         .flatten()
         .flatten()
         .filter_map(|e| {
-            let n: u32 = e.file_name().to_str()?.strip_prefix("hwmon")?.parse().ok()?;
+            let n: u32 = e
+                .file_name()
+                .to_str()?
+                .strip_prefix("hwmon")?
+                .parse()
+                .ok()?;
             let dir = e.path();
             let name = crate::sysfs::read_small(&dir.join("name")).unwrap_or_default();
             Some((n, dir, name))
