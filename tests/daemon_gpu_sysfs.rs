@@ -308,3 +308,53 @@ fn cases_use_the_fixture_directories() {
         }
     }
 }
+
+/// `powerperf apply --daemon` of a static GPU plan for GPU 1 (the i915 card) as uid 65534:
+/// the daemon locks the gt frequency, the command sees it, the files are put back after.
+#[test]
+fn a_users_apply_of_a_gpu_plan_reaches_an_intel_gpu_through_powerperfd() {
+    let Some(mut w) = World::new("apply of a GPU plan on i915 through powerperfd", GRANT) else {
+        return;
+    };
+    common::copy_tree(&fixture("i915"), &w.root);
+    let before = tree(&w.root);
+    w.start();
+    let plan = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/plans/gpu-static.toml"),
+    )
+    .unwrap()
+    .replace("kind = \"gpu\"\n", "kind = \"gpu\"\nindex = 1\n")
+    .replace(
+        "[region.setting]\ncore_freq_mhz = 1200.0",
+        "[region.setting]\ncore_freq_mhz = 1000.0",
+    );
+    let plan_path = w.dir.path().join("i915-plan.toml");
+    std::fs::write(&plan_path, plan).unwrap();
+    let out_dir = common::dir_owned_by_nobody(w.dir.path(), "out");
+    let seen = out_dir.join("seen");
+    let card = w.root.join("sys/class/hwmon/hwmon1/device/drm/card0");
+    let script = format!(
+        "cat {} {} > {}",
+        card.join("gt_min_freq_mhz").display(),
+        card.join("gt_max_freq_mhz").display(),
+        seen.display()
+    );
+    let o = common::daemon::as_uid(NOBODY, &w.bin)
+        .arg("apply")
+        .arg("--daemon")
+        .arg(&w.socket)
+        .arg("--plan")
+        .arg(&plan_path)
+        .args(["--", "sh", "-c", &script])
+        .env_remove("POWERPERF_RUN_DIR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}\ndaemon log:\n{}", w.log_text());
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "1000\n1000\n",
+        "{err}"
+    );
+    w.wait_for("the i915 clocks put back", || tree(&w.root) == before);
+}
