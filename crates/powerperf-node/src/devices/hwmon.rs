@@ -1,0 +1,287 @@
+//! hwmon power and energy sensors (`Documentation/hwmon/sysfs-interface.rst`): one
+//! [`HwmonDevice`] per channel (`energyN_input` µJ, `powerN_average` or `powerN_input` µW),
+//! or per GPU for amdgpu (power, sclk and the `gpu_metrics` energy accumulator together).
+//! The generic scan here covers ACPI power meters (`power_meter`, whose attributes sit in
+//! `hwmonN/device/`), Intel GPUs' energy channels (xe, i915) and any other hwmon device with
+//! power or energy channels (`scmi_sensors`, …); temperature-only devices are not sources.
+
+use super::amdgpu::GpuMetricsEnergy;
+use super::read::{read_text, read_u64, EnergyCounter};
+use super::{Ctx, EnergyFrom, Origin, PowerDevice, PowerFrom, PowerSample, Quantity};
+use std::path::{Path, PathBuf};
+
+/// Where a device's energy counter is.
+#[derive(Debug, Clone)]
+pub(crate) enum EnergyFile {
+    /// hwmon `energyN_input`, µJ.
+    Microjoules(PathBuf),
+    /// amdgpu `gpu_metrics`' `energy_accumulator`.
+    GpuMetrics(GpuMetricsEnergy),
+}
+
+/// One hwmon power or energy source (a channel, or an amdgpu GPU).
+#[derive(Debug)]
+pub struct HwmonDevice {
+    pub(crate) stem: String,
+    pub(crate) origin: Origin,
+    pub(crate) label: String,
+    /// `powerN_average` / `powerN_input`, µW.
+    pub(crate) power: Option<PathBuf>,
+    pub(crate) energy: Option<EnergyFile>,
+    /// `freqN_input`, Hz (amdgpu's sclk).
+    pub(crate) clock: Option<PathBuf>,
+    pub(crate) counter: EnergyCounter,
+}
+
+impl HwmonDevice {
+    /// How many times the energy counter went backwards since the device was made
+    /// ([`EnergyCounter`]).
+    pub fn counter_resets(&self) -> u64 {
+        self.counter.resets()
+    }
+}
+
+impl PowerDevice for HwmonDevice {
+    fn stem(&self) -> &str {
+        &self.stem
+    }
+    fn origin(&self) -> Origin {
+        self.origin
+    }
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn source(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(p) = &self.power {
+            parts.push(format!("power {} (µW)", p.display()));
+        }
+        match &self.energy {
+            Some(EnergyFile::Microjoules(p)) => parts.push(format!("energy {} (µJ)", p.display())),
+            Some(EnergyFile::GpuMetrics(g)) => parts.push(format!(
+                "energy {} (gpu_metrics v{}.{} energy_accumulator, 15.259 µJ units)",
+                g.path.display(),
+                g.format_revision,
+                g.content_revision
+            )),
+            None => parts.push("energy: the integral of the sampled power".into()),
+        }
+        if let Some(p) = &self.clock {
+            parts.push(format!("clock {} (Hz)", p.display()));
+        }
+        parts.join("; ")
+    }
+    fn power_from(&self) -> PowerFrom {
+        if self.power.is_some() {
+            PowerFrom::Measured
+        } else {
+            PowerFrom::EnergyRate
+        }
+    }
+    fn energy_from(&self) -> EnergyFrom {
+        if self.energy.is_some() {
+            EnergyFrom::Counter
+        } else {
+            EnergyFrom::PowerIntegral
+        }
+    }
+    fn read(&mut self) -> PowerSample {
+        let power_w = self
+            .power
+            .as_deref()
+            .and_then(|p| read_u64(p).ok())
+            .map(|uw| uw as f64 * 1e-6);
+        let raw = match &self.energy {
+            Some(EnergyFile::Microjoules(p)) => read_u64(p).ok().map(|v| (v, 1e-6)),
+            Some(EnergyFile::GpuMetrics(g)) => {
+                g.read().ok().map(|v| (v, super::amdgpu::ENERGY_UNIT_J))
+            }
+            None => None,
+        };
+        let energy_j = raw.map(|(v, unit)| self.counter.update(v, unit));
+        let clock_mhz = self
+            .clock
+            .as_deref()
+            .and_then(|p| read_u64(p).ok())
+            .map(|hz| hz as f64 * 1e-6);
+        PowerSample {
+            power_w,
+            energy_j,
+            clock_mhz,
+        }
+    }
+}
+
+/// `s` as a stem part: lower case, `[a-z0-9_]`, runs of anything else one `_`, at most 24
+/// characters.
+pub(crate) fn stem_part(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+    }
+    let mut out: String = out.trim_end_matches('_').chars().take(24).collect();
+    while out.ends_with('_') {
+        out.pop();
+    }
+    out
+}
+
+/// A power or energy channel of a hwmon directory.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Channel {
+    pub quantity: Quantity,
+    /// `energy1`, `power2`.
+    pub prefix: String,
+    /// The file read: `energy1_input`, `power1_average` (preferred) or `power1_input`.
+    pub file: PathBuf,
+}
+
+/// The power and energy channels in `dir`, in (quantity, N) order: `energyN_input`, and
+/// `powerN_average` else `powerN_input`.
+pub(crate) fn channels(dir: &Path) -> Vec<Channel> {
+    let mut found: Vec<(u8, u32, String, PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((prefix, suffix)) = name.split_once('_') else {
+            continue;
+        };
+        let kind = match (
+            prefix.trim_end_matches(|c: char| c.is_ascii_digit()),
+            suffix,
+        ) {
+            ("energy", "input") => 0u8,
+            ("power", "average" | "input") => 1,
+            _ => continue,
+        };
+        let Ok(n) = prefix
+            .trim_start_matches(|c: char| !c.is_ascii_digit())
+            .parse::<u32>()
+        else {
+            continue;
+        };
+        found.push((kind, n, suffix.to_string(), e.path()));
+    }
+    found.sort_by_key(|a| (a.0, a.1, a.2 != "average"));
+    found.dedup_by(|later, first| later.0 == first.0 && later.1 == first.1);
+    found
+        .into_iter()
+        .map(|(kind, n, _, file)| Channel {
+            quantity: if kind == 0 {
+                Quantity::Energy
+            } else {
+                Quantity::Power
+            },
+            prefix: format!("{}{n}", if kind == 0 { "energy" } else { "power" }),
+            file,
+        })
+        .collect()
+}
+
+/// The `_label` of a channel, where the driver gives one.
+pub(crate) fn channel_label(dir: &Path, prefix: &str) -> Option<String> {
+    read_text(&dir.join(format!("{prefix}_label")))
+        .ok()
+        .filter(|l| !l.is_empty())
+}
+
+/// One device per channel of a hwmon directory: xe, i915, power meters and other hwmon
+/// sensors. `stem_of(channel, label)` names it.
+pub(crate) fn channel_devices(
+    ctx: &mut Ctx,
+    origin: Origin,
+    name: &str,
+    dir: &Path,
+    stem_of: &dyn Fn(&Channel, Option<&str>) -> String,
+    label_of: &dyn Fn(&Channel, Option<&str>) -> String,
+) {
+    for ch in channels(dir) {
+        let label = channel_label(dir, &ch.prefix);
+        let stem = ctx.unique_stem(stem_of(&ch, label.as_deref()));
+        let label = label_of(&ch, label.as_deref());
+        let readable = ctx.check_read(&ch.file, read_u64);
+        let (power, energy) = match ch.quantity {
+            Quantity::Energy => (None, Some(EnergyFile::Microjoules(ch.file.clone()))),
+            _ => (Some(ch.file.clone()), None),
+        };
+        ctx.sensor_row(
+            origin,
+            name,
+            &label,
+            &ch.file,
+            ch.quantity,
+            &stem,
+            &readable,
+        );
+        if readable.is_ok() {
+            ctx.out.devices.push(Box::new(HwmonDevice {
+                stem,
+                origin,
+                label,
+                power,
+                energy,
+                clock: None,
+                counter: EnergyCounter::default(),
+            }));
+        }
+    }
+}
+
+/// An ACPI power meter (`power_meter`, NVIDIA Grace's Module/Grace/CPU/SysIO meters): the
+/// acpi_power_meter driver puts `power1_average` (µW) and `power1_oem_info` in
+/// `hwmonN/device/`; energy is the integral of power. Stem `power_meter<k>_<first word of
+/// power1_oem_info>` (`power_meter0_module`).
+pub(crate) fn power_meter(ctx: &mut Ctx, k: usize, dir: &Path) {
+    let dev = dir.join("device");
+    let file = [dev.join("power1_average"), dir.join("power1_average")]
+        .into_iter()
+        .find(|p| p.symlink_metadata().is_ok());
+    let Some(file) = file else {
+        ctx.out.problems.push(format!(
+            "{}: a power_meter without power1_average (in {} or {}): the ACPI firmware gives no reading; check `dmesg | grep -i power_meter`",
+            dir.display(),
+            dev.display(),
+            dir.display()
+        ));
+        return;
+    };
+    let oem = read_text(&dev.join("power1_oem_info"))
+        .ok()
+        .filter(|s| !s.is_empty());
+    let word = oem
+        .as_deref()
+        .and_then(|s| s.split_whitespace().next())
+        .map(stem_part)
+        .unwrap_or_default();
+    let stem = if word.is_empty() {
+        format!("power_meter{k}")
+    } else {
+        format!("power_meter{k}_{word}")
+    };
+    let stem = ctx.unique_stem(stem);
+    let label = oem.unwrap_or_else(|| format!("power_meter {k} power1_average"));
+    let readable = ctx.check_read(&file, read_u64);
+    ctx.sensor_row(
+        Origin::Hwmon,
+        "power_meter",
+        &label,
+        &file,
+        Quantity::Power,
+        &stem,
+        &readable,
+    );
+    if readable.is_ok() {
+        ctx.out.devices.push(Box::new(HwmonDevice {
+            stem,
+            origin: Origin::Hwmon,
+            label,
+            power: Some(file),
+            energy: None,
+            clock: None,
+            counter: EnergyCounter::default(),
+        }));
+    }
+}

@@ -1,0 +1,437 @@
+//! One interface for the node's power and energy sources (issue 43): RAPL, NVML, AMD GPUs
+//! (amdgpu), Intel GPUs (xe, i915), ACPI power meters (NVIDIA Grace) and other hwmon power
+//! and energy sensors.
+//!
+//! - [`PowerDevice`]: one source that gives power, energy or both. Every device gets a
+//!   timeline column `<stem>_power_w` (W) beside `<stem>_energy_j` (J): where the device
+//!   gives only an energy counter, power is Δenergy/Δt over the interval; where it gives only
+//!   power, energy is the integral of the sampled power, and [`PowerDevice::energy_from`]
+//!   says so, for the run's notes.
+//! - [`SourceInfo`]: one row of `powerperf devices`: a power, energy or control source, its
+//!   origin, hwmon name, label and path, and whether this user can read or set it.
+//! - [`discover`]: every source under a sysfs root (a fixture tree in tests).
+//!
+//! Units: W, J and MHz here; µW, µJ and Hz (hwmon's units, `Documentation/hwmon/
+//! sysfs-interface.rst`) only where a file is read.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+mod amdgpu;
+mod hwmon;
+mod intel;
+mod nvml;
+mod read;
+#[cfg(test)]
+mod tests;
+
+pub use amdgpu::{GpuMetricsEnergy, GpuMetricsRefusal, ENERGY_UNIT_J};
+pub use hwmon::HwmonDevice;
+pub use nvml::{nvml_devices, NvmlDevice};
+pub use read::EnergyCounter;
+
+/// Where a source comes from (`powerperf devices`' `origin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Intel/AMD RAPL: powercap sysfs or the perf `power` PMU.
+    Rapl,
+    /// NVIDIA GPUs through NVML.
+    Nvml,
+    /// AMD GPUs, the amdgpu driver's sysfs and hwmon.
+    Amdgpu,
+    /// Intel GPUs on the xe driver (hwmon and `tileN/gtN/freq0`).
+    Xe,
+    /// Intel GPUs on the i915 driver (hwmon and `gt_*_freq_mhz`).
+    I915,
+    /// Any other hwmon device with power or energy sensors, ACPI power meters included.
+    Hwmon,
+}
+
+impl Origin {
+    /// The name in listings and JSON: `rapl`, `nvml`, `amdgpu`, `xe`, `i915`, `hwmon`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Rapl => "rapl",
+            Origin::Nvml => "nvml",
+            Origin::Amdgpu => "amdgpu",
+            Origin::Xe => "xe",
+            Origin::I915 => "i915",
+            Origin::Hwmon => "hwmon",
+        }
+    }
+}
+
+/// What a listed source gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantity {
+    /// Power, W.
+    Power,
+    /// An energy counter, J.
+    Energy,
+    /// A control: a power limit or a clock range.
+    Control,
+}
+
+/// Whether this user can read (or set) a source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "how", content = "why")]
+pub enum Access {
+    /// Directly, as this user.
+    Yes,
+    /// Through powerperfd (the daemon answers and grants it).
+    Daemon,
+    /// Not at all, with the reason and the fix.
+    No(String),
+}
+
+/// One source of `powerperf devices`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceInfo {
+    pub origin: Origin,
+    /// The hwmon `name` file (`amdgpu`, `xe`, `i915`, `power_meter`, `scmi_sensors`), where
+    /// the source is a hwmon device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What it measures or sets: the hwmon `_label`, `power1_oem_info`, the RAPL domain,
+    /// the GPU's name, or the control (`power1_cap`, `pp_dpm_sclk`).
+    pub label: String,
+    /// The file (or, for NVML, the device: `NVML GPU 0`).
+    pub path: PathBuf,
+    pub quantity: Quantity,
+    /// The timeline column stem for power and energy sources (`amdgpu0`, `gpu0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stem: Option<String>,
+    pub readable: Access,
+    /// For controls; `No` for sensors.
+    pub settable: Access,
+}
+
+/// How [`PowerSample::power_w`] is obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PowerFrom {
+    /// Read from the device (`power1_average`, `power1_input`, NVML).
+    Measured,
+    /// Δenergy/Δt of the device's energy counter over the interval (the sampler computes it;
+    /// the device's `power_w` is `None`).
+    EnergyRate,
+}
+
+/// How [`PowerSample::energy_j`] is obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnergyFrom {
+    /// The device's own counter (`energyN_input`, `gpu_metrics`' energy accumulator, NVML's
+    /// total energy, RAPL).
+    Counter,
+    /// The integral of the sampled power (the sampler computes it; the device's `energy_j`
+    /// is `None`): ACPI power meters, amdgpu without an energy accumulator.
+    PowerIntegral,
+}
+
+/// One reading of one device. `None` where it gives no such value or the read failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PowerSample {
+    /// Power, W.
+    pub power_w: Option<f64>,
+    /// The energy counter, J, monotonic: the device undoes its own counter's wrap.
+    pub energy_j: Option<f64>,
+    /// The device's main clock, MHz, where it gives one with its power (amdgpu `freq1_input`,
+    /// the sclk; NVML's SM clock).
+    pub clock_mhz: Option<f64>,
+}
+
+/// A source of power, energy or both.
+pub trait PowerDevice: Send + std::fmt::Debug {
+    /// The timeline column stem: `<stem>_power_w`, `<stem>_energy_j` (lower case, `[a-z0-9_]`).
+    fn stem(&self) -> &str;
+    /// Where it comes from.
+    fn origin(&self) -> Origin;
+    /// What it measures (the label of its [`SourceInfo`]).
+    fn label(&self) -> &str;
+    /// Where it is read, for the run's notes (a file, or `NVML GPU 0 (…)`).
+    fn source(&self) -> String;
+    /// How power is obtained.
+    fn power_from(&self) -> PowerFrom;
+    /// How energy is obtained.
+    fn energy_from(&self) -> EnergyFrom;
+    /// Read it now.
+    fn read(&mut self) -> PowerSample;
+}
+
+/// What [`discover`] found under a root.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    /// The power and energy sources that can be read, in a stable order.
+    pub devices: Vec<Box<dyn PowerDevice>>,
+    /// Every source found, readable or not, controls included.
+    pub listing: Vec<SourceInfo>,
+    /// Files that exist but could not be read: the path, the error and the fix.
+    pub problems: Vec<String>,
+    /// What the run should say but is no fault: NVML absent (one line, why), no RAPL here,
+    /// a `gpu_metrics` version not parsed (energy is then the integral of power).
+    pub notes: Vec<String>,
+}
+
+/// The hwmon devices under `root`: `(N, root/sys/class/hwmon/hwmonN, name)`, sorted by N,
+/// with the `name` file read and trimmed (an empty name where it cannot be read). On a node
+/// `hwmonN` is a link into its device's directory; fixtures use plain directories.
+pub fn hwmon_dirs(root: &Path) -> Vec<(u32, PathBuf, String)> {
+    let base = root.join("sys/class/hwmon");
+    let mut out: Vec<(u32, PathBuf, String)> = std::fs::read_dir(&base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n: u32 = e
+                .file_name()
+                .to_str()?
+                .strip_prefix("hwmon")?
+                .parse()
+                .ok()?;
+            let dir = e.path();
+            let name = crate::sysfs::read_small(&dir.join("name")).unwrap_or_default();
+            Some((n, dir, name))
+        })
+        .collect();
+    out.sort_by_key(|(n, _, _)| *n);
+    out
+}
+
+/// What [`discover_with`] looks at besides the sysfs root.
+#[derive(Debug, Clone, Copy)]
+pub struct DiscoverOptions {
+    /// Open NVML (the node's NVIDIA driver, whatever the root) and list its GPUs.
+    pub nvml: bool,
+    /// Connect to powerperfd's socket (`$POWERPERF_DAEMON`, else the default socket) to say
+    /// [`Access::Daemon`] where this user cannot read or set a source himself. powerperfd
+    /// itself passes `false`.
+    pub probe_daemon: bool,
+}
+
+impl Default for DiscoverOptions {
+    fn default() -> Self {
+        DiscoverOptions {
+            nvml: true,
+            probe_daemon: true,
+        }
+    }
+}
+
+/// Every power, energy and control source under `root` (`/` on a node, a fixture tree in
+/// tests) that sysfs shows, with NVML's GPUs, and whether powerperfd answers here: RAPL
+/// domains (listed; `collect` reads them itself), NVML GPUs (only what NVML can read:
+/// stem `gpu<i>`), then the hwmon devices in `hwmonN` order: amdgpu (`amdgpu<k>`), xe
+/// (`xe<k>_<label>`), i915 (`i915_<k>`), ACPI power meters (`power_meter<k>_<word>`) and any
+/// other hwmon with `energyN_input`, `powerN_average` or `powerN_input`
+/// (`<name><k>_<label>`). docs/run-format.md gives the stem rule.
+pub fn discover(root: &Path) -> Discovery {
+    discover_with(root, DiscoverOptions::default())
+}
+
+/// [`discover`] with [`DiscoverOptions`].
+pub fn discover_with(root: &Path, opts: DiscoverOptions) -> Discovery {
+    let mut ctx = Ctx {
+        out: Discovery::default(),
+        stems: BTreeSet::new(),
+        daemon: opts.probe_daemon && daemon_answers(),
+    };
+    rapl_rows(&mut ctx, root);
+    if opts.nvml {
+        nvml::rows(&mut ctx);
+    }
+    let mut rank: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, dir, name) in hwmon_dirs(root) {
+        let r = rank.entry(name.clone()).or_default();
+        let k = *r;
+        *r += 1;
+        match name.as_str() {
+            "amdgpu" => amdgpu::discover_one(&mut ctx, k, &dir),
+            "xe" => intel::discover_xe(&mut ctx, k, &dir),
+            "i915" => intel::discover_i915(&mut ctx, k, &dir),
+            "power_meter" => hwmon::power_meter(&mut ctx, k, &dir),
+            "" => ctx.out.problems.push(format!(
+                "{}: cannot read its `name`, so its sensors are not listed; check the file's permissions",
+                dir.join("name").display()
+            )),
+            other => {
+                let base = Some(hwmon::stem_part(other))
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "hwmon".into());
+                hwmon::channel_devices(
+                    &mut ctx,
+                    Origin::Hwmon,
+                    other,
+                    &dir,
+                    &|ch, label| {
+                        let part = label
+                            .map(hwmon::stem_part)
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or_else(|| ch.prefix.clone());
+                        format!("{base}{k}_{part}")
+                    },
+                    &|ch, label| {
+                        label.map(str::to_string).unwrap_or_else(|| {
+                            ch.file
+                                .file_name()
+                                .map(|f| f.to_string_lossy().into_owned())
+                                .unwrap_or_default()
+                        })
+                    },
+                );
+            }
+        }
+    }
+    ctx.out
+}
+
+/// Whether powerperfd answers on its socket (`$POWERPERF_DAEMON`, else the default one).
+fn daemon_answers() -> bool {
+    crate::daemon::client::socket_path(None)
+        .is_some_and(|p| std::os::unix::net::UnixStream::connect(p).is_ok())
+}
+
+/// RAPL's domains as listing rows (no stem: their columns are `energy_<domain>_j`).
+fn rapl_rows(ctx: &mut Ctx, root: &Path) {
+    let r = crate::rapl::discover(root);
+    for d in &r.domains {
+        ctx.out.listing.push(SourceInfo {
+            origin: Origin::Rapl,
+            name: None,
+            label: d.name.clone(),
+            path: d.energy_path.clone(),
+            quantity: Quantity::Energy,
+            stem: None,
+            readable: Access::Yes,
+            settable: Access::No(NOT_A_CONTROL.into()),
+        });
+    }
+    for u in &r.unreadable {
+        ctx.out
+            .problems
+            .push(format!("RAPL {}: {}", u.name, u.reason));
+        let readable = if ctx.daemon {
+            Access::Daemon
+        } else {
+            Access::No(u.reason.clone())
+        };
+        ctx.out.listing.push(SourceInfo {
+            origin: Origin::Rapl,
+            name: None,
+            label: u.name.clone(),
+            path: root.join("sys/class/powercap"),
+            quantity: Quantity::Energy,
+            stem: None,
+            readable,
+            settable: Access::No(NOT_A_CONTROL.into()),
+        });
+    }
+    if let Some(why) = r.absent_reason {
+        ctx.out.notes.push(why);
+    }
+}
+
+/// `settable` of a sensor.
+const NOT_A_CONTROL: &str = "a sensor: nothing to set";
+
+/// What [`discover_with`] builds, and the rules every reader follows.
+pub(crate) struct Ctx {
+    pub out: Discovery,
+    stems: BTreeSet<String>,
+    daemon: bool,
+}
+
+impl Ctx {
+    /// `want`, or `want_2`, `want_3`, … where another device has it.
+    pub fn unique_stem(&mut self, want: String) -> String {
+        let mut stem = want.clone();
+        let mut n = 2;
+        while self.stems.contains(&stem) {
+            stem = format!("{want}_{n}");
+            n += 1;
+        }
+        self.stems.insert(stem.clone());
+        stem
+    }
+
+    /// Read `path` once with `f`; an error goes to `problems` (it names the path and the fix).
+    pub fn check_read<T>(
+        &mut self,
+        path: &Path,
+        f: impl Fn(&Path) -> Result<T, String>,
+    ) -> Result<(), String> {
+        f(path)
+            .map(|_| ())
+            .inspect_err(|e| self.out.problems.push(e.clone()))
+    }
+
+    fn read_access(&self, readable: &Result<(), String>) -> Access {
+        match readable {
+            Ok(()) => Access::Yes,
+            Err(_) if self.daemon => Access::Daemon,
+            Err(e) => Access::No(e.clone()),
+        }
+    }
+
+    /// A power or energy source's row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sensor_row(
+        &mut self,
+        origin: Origin,
+        name: &str,
+        label: &str,
+        path: &Path,
+        quantity: Quantity,
+        stem: &str,
+        readable: &Result<(), String>,
+    ) {
+        let readable = self.read_access(readable);
+        self.out.listing.push(SourceInfo {
+            origin,
+            name: Some(name.to_string()),
+            label: label.to_string(),
+            path: path.to_path_buf(),
+            quantity,
+            stem: Some(stem.to_string()),
+            readable,
+            settable: Access::No(NOT_A_CONTROL.into()),
+        });
+    }
+
+    /// A control's row: readable when its text reads, settable when this user may write it
+    /// (`faccessat(W_OK)`), else through powerperfd when it answers (granted `grant`).
+    pub fn control_row(
+        &mut self,
+        origin: Origin,
+        name: &str,
+        label: &str,
+        path: &Path,
+        grant: &str,
+    ) {
+        let r = self.check_read(path, read::read_text);
+        let readable = self.read_access(&r);
+        let settable = if read::may(path, libc::W_OK) {
+            Access::Yes
+        } else if self.daemon {
+            Access::Daemon
+        } else {
+            Access::No(format!(
+                "{} is writable by root only: run as root, or start powerperfd and have it grant you `{grant}`",
+                path.display()
+            ))
+        };
+        self.out.listing.push(SourceInfo {
+            origin,
+            name: Some(name.to_string()),
+            label: label.to_string(),
+            path: path.to_path_buf(),
+            quantity: Quantity::Control,
+            stem: None,
+            readable,
+            settable,
+        });
+    }
+}
