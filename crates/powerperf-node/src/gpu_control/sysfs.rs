@@ -694,7 +694,10 @@ impl GpuControl for SysfsGpus {
                     .power_limit_range_w(s.gpu)
                     .map_err(|e| bad(e.to_string()))?;
                 let intel_off = c.driver != Driver::Amdgpu && w == 0.0;
-                if intel_off || (w.is_finite() && w >= lo && w <= hi) {
+                // what the driver shows: whole W on amdgpu, whole µW on xe/i915
+                let unit = if c.driver == Driver::Amdgpu { 1.0 } else { 1e6 };
+                let whole = ((w * unit) - (w * unit).round()).abs() < 1e-6;
+                if intel_off || (w.is_finite() && w >= lo && w <= hi && whole) {
                     Ok(())
                 } else {
                     Err(bad(format!(

@@ -224,18 +224,19 @@ impl Daemon {
                 ));
             }
         }
-        // NVML takes whole MHz and whole mW: a value that would be rounded is refused, so
+        // NVML takes whole MHz and whole mW (the sysfs GPUs whole MHz and µW, amdgpu's cap
+        // whole W, checked by the device): a value that would be rounded is refused, so
         // the value written is the value the policy and the device checked (issue 38)
         let whole = match ask {
             GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) => {
                 (a.fract() == 0.0 && b.fract() == 0.0).then_some(()).ok_or_else(|| {
-                    format!("locked clocks [{a}, {b}] MHz: NVML takes whole MHz; ask for whole numbers (one of the GPU's supported graphics clocks)")
+                    format!("locked clocks [{a}, {b}] MHz: GPU clocks are set in whole MHz (NVML's unit, and the drivers' sysfs files'); ask for whole numbers (one of the GPU's supported graphics clocks)")
                 })
             }
             GpuAsk::PowerLimit(w) => {
                 let mw = w * 1e3;
                 ((mw - mw.round()).abs() < 1e-6).then_some(()).ok_or_else(|| {
-                    format!("power limit {w} W: NVML takes whole milliwatts; ask for at most three decimals")
+                    format!("power limit {w} W: GPU power limits are set in whole milliwatts (NVML's unit); ask for at most three decimals")
                 })
             }
         };

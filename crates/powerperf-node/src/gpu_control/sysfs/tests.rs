@@ -179,6 +179,7 @@ fn forged_saves_are_refused_and_nothing_is_written() {
             vec![
                 forged(0, GpuKnob::PowerLimit, Some(1e9), None),
                 forged(0, GpuKnob::PowerLimit, Some(0.0), None),
+                forged(0, GpuKnob::PowerLimit, Some(300.5), None),
                 forged(0, GpuKnob::PowerLimit, None, None),
                 forged(0, GpuKnob::PowerLimit, Some(500.0), amd("auto", 3)),
                 forged(0, GpuKnob::LockedClocks, None, amd("auto; rm -rf /", 3)),
@@ -193,6 +194,7 @@ fn forged_saves_are_refused_and_nothing_is_written() {
             "xe",
             vec![
                 forged(0, GpuKnob::PowerLimit, Some(301.0), None),
+                forged(0, GpuKnob::PowerLimit, Some(200.000_000_4), None),
                 forged(0, GpuKnob::PowerLimit, Some(f64::INFINITY), None),
                 forged(0, GpuKnob::LockedClocks, None, intel(&[[300, 1600]])),
                 forged(
@@ -408,4 +410,20 @@ fn saved_json_old_and_new() {
         r#"{"gpu":1,"knob":"locked_clocks","sysfs":{"path":"/etc/passwd"}}"#
     )
     .is_err());
+}
+
+/// xe/i915: a limit that was off (`power1_max` 0) is put back as 0; a set of 0 is refused.
+#[test]
+fn an_intel_limit_that_was_off_is_put_back_off() {
+    let (_d, root) = fixture("i915");
+    let cap = root.join("sys/class/hwmon/hwmon1/power1_max");
+    std::fs::write(&cap, "0\n").unwrap();
+    let mut g = SysfsGpus::open(&root, 0).unwrap();
+    let s = g.save(0, GpuKnob::PowerLimit).unwrap();
+    assert_eq!(s.power_limit_w, Some(0.0));
+    assert!(g.set_power_limit_w(0, 0.0).is_err());
+    g.set_power_limit_w(0, 100.0).unwrap();
+    assert_eq!(read(&cap), "100000000\n");
+    g.restore(&s).unwrap();
+    assert_eq!(read(&cap), "0\n");
 }
