@@ -138,9 +138,30 @@ pub struct SysfsSaved {
 
 impl std::fmt::Display for GpuSaved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.knob, self.power_limit_w) {
-            (GpuKnob::PowerLimit, Some(w)) => write!(f, "GPU {} power limit {w} W", self.gpu),
-            (k, _) => write!(f, "GPU {} {}", self.gpu, k.words()),
+        match (self.knob, self.power_limit_w, &self.sysfs) {
+            (GpuKnob::PowerLimit, Some(w), _) => {
+                write!(f, "GPU {} power limit {w} W", self.gpu)
+            }
+            (k, _, Some(s)) => {
+                write!(f, "GPU {} {}", self.gpu, k.words())?;
+                if let Some(l) = &s.perf_level {
+                    // at most 40 characters of a value read from a journal
+                    let l: String = l.chars().take(40).collect();
+                    write!(f, " (performance level {l:?}")?;
+                    write!(f, ", {} sclk levels)", s.sclk_levels.unwrap_or(0))?;
+                }
+                if !s.freq_mhz.is_empty() {
+                    let v: Vec<String> = s
+                        .freq_mhz
+                        .iter()
+                        .take(16)
+                        .map(|[a, b]| format!("[{a}, {b}]"))
+                        .collect();
+                    write!(f, " (gt min/max {} MHz)", v.join(" "))?;
+                }
+                Ok(())
+            }
+            (k, _, None) => write!(f, "GPU {} {}", self.gpu, k.words()),
         }
     }
 }

@@ -406,6 +406,14 @@ fn saved_json_old_and_new() {
         r#"{"gpu":1,"knob":"locked_clocks","sysfs":{"freq_mhz":[[300,1600]]}}"#
     );
     assert_eq!(serde_json::from_str::<GpuSaved>(&j).unwrap(), s);
+    assert_eq!(
+        s.to_string(),
+        "GPU 1 locked clocks (gt min/max [300, 1600] MHz)"
+    );
+    assert_eq!(
+        forged(0, GpuKnob::LockedClocks, None, amd("auto", 3)).to_string(),
+        r#"GPU 0 locked clocks (performance level "auto", 3 sclk levels)"#
+    );
     assert!(serde_json::from_str::<GpuSaved>(
         r#"{"gpu":1,"knob":"locked_clocks","sysfs":{"path":"/etc/passwd"}}"#
     )
