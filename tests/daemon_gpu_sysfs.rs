@@ -1,6 +1,6 @@
 //! powerperfd's `gpu.power_limit` and `gpu.locked_clocks` on AMD and Intel GPUs (issue 43,
 //! items 2, 3, 6 and 7), end to end as root: the daemon on a copy of each fixture tree
-//! (`tests/fixtures/sysfs/{amdgpu-mi250x,xe,i915}`) under its `--sysfs-root`, with the fake
+//! (`tests/fixtures/sysfs/{amdgpu-mi250x,amdgpu-mi300x,xe,i915}`) under its `--sysfs-root`, with the fake
 //! GPU of `--fake-gpu` standing for NVML (GPU 0), so the sysfs GPU is GPU 1. Each test: the
 //! grant and the device's own range refuse (nothing written), a session sets the cap and
 //! the clocks and ends (the tree is byte-identical afterwards), and a daemon SIGKILLed
@@ -47,8 +47,9 @@ struct Case {
 const AMD: &str = "sys/class/hwmon/hwmon3";
 const XE: &str = "sys/class/hwmon/hwmon2";
 const I915: &str = "sys/class/hwmon/hwmon1";
+const MI300X: &str = "sys/class/hwmon/hwmon4";
 
-const CASES: [Case; 3] = [
+const CASES: [Case; 4] = [
     Case {
         fixture: "amdgpu-mi250x",
         cap: "sys/class/hwmon/hwmon3/power1_cap",
@@ -125,6 +126,27 @@ const CASES: [Case; 3] = [
             "300..2050 MHz (gt_RPn_freq_mhz and gt_RP0_freq_mhz",
         ),
         re_rendered: None,
+    },
+    Case {
+        fixture: "amdgpu-mi300x",
+        cap: "sys/class/hwmon/hwmon4/power1_cap",
+        set_w: 300,
+        grant_refuses_w: 540,
+        device_refuses_w: (100, "200..750 W, whole watts"),
+        clocks: (600, 1500),
+        clock_files: &[
+            (
+                "sys/class/hwmon/hwmon4/device/power_dpm_force_performance_level",
+                "manual",
+            ),
+            ("sys/class/hwmon/hwmon4/device/pp_od_clk_voltage", "c"),
+        ],
+        grant_refuses_mhz: 1700,
+        device_refuses_mhz: (
+            (400, 1500),
+            "500..2100 MHz (pp_od_clk_voltage OD_RANGE SCLK)",
+        ),
+        re_rendered: Some(("sys/class/hwmon/hwmon4/device/pp_od_clk_voltage", "c")),
     },
 ];
 
@@ -281,6 +303,13 @@ fn amdgpu_power_cap_and_sclk_levels_granted_refused_and_restored() {
     run(&CASES[0]);
 }
 
+/// amdgpu with an overdrive table: the clocks through `pp_od_clk_voltage` (`s 0`, `s 1`,
+/// `c`; a fixture file keeps the last command, `c`).
+#[test]
+fn amdgpu_overdrive_power_cap_and_sclk_range_granted_refused_and_restored() {
+    run(&CASES[3]);
+}
+
 #[test]
 fn xe_power_max_and_gt_frequencies_granted_refused_and_restored() {
     run(&CASES[1]);
@@ -294,7 +323,7 @@ fn i915_power_max_and_gt_frequencies_granted_refused_and_restored() {
 /// The constants name the hwmon directories the cases use.
 #[test]
 fn cases_use_the_fixture_directories() {
-    for (c, d) in CASES.iter().zip([AMD, XE, I915]) {
+    for (c, d) in CASES.iter().zip([AMD, XE, I915, MI300X]) {
         assert!(
             c.cap.starts_with(d) && fixture(c.fixture).join(c.cap).is_file(),
             "{}",

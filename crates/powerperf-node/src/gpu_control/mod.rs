@@ -134,6 +134,10 @@ pub struct SysfsSaved {
     /// `tileT/gtG/freq0` (xe) or the one `gt_{min,max}_freq_mhz` pair (i915).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub freq_mhz: Vec<[u64; 2]>,
+    /// amdgpu with an overdrive table: `pp_od_clk_voltage`'s `OD_SCLK` `[min, max]` MHz
+    /// before ([`sysfs::od`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub od_sclk_mhz: Option<[u64; 2]>,
 }
 
 impl std::fmt::Display for GpuSaved {
@@ -148,7 +152,10 @@ impl std::fmt::Display for GpuSaved {
                     // at most 40 characters of a value read from a journal
                     let l: String = l.chars().take(40).collect();
                     write!(f, " (performance level {l:?}")?;
-                    write!(f, ", {} sclk levels)", s.sclk_levels.unwrap_or(0))?;
+                    match (s.sclk_levels, s.od_sclk_mhz) {
+                        (_, Some([a, b])) => write!(f, ", OD_SCLK [{a}, {b}] MHz)")?,
+                        (n, None) => write!(f, ", {} sclk levels)", n.unwrap_or(0))?,
+                    }
                 }
                 if !s.freq_mhz.is_empty() {
                     let v: Vec<String> = s

@@ -5,7 +5,7 @@
 //! | control | amdgpu | xe | i915 |
 //! |---|---|---|---|
 //! | power limit (µW) | `hwmonN/power1_cap` within `[power1_cap_min, power1_cap_max]`, whole watts | `hwmonN/power1_max` within `(0, power1_rated_max]` | as xe |
-//! | locked clocks (MHz) | `device/power_dpm_force_performance_level` = `manual`, then `device/pp_dpm_sclk` = the level indices in `[min, max]` (both ends listed levels) | `device/tileT/gtG/freq0/{min,max}_freq` of every gt within `[rpn_freq, rp0_freq]` | `device/drm/cardC/gt_{min,max}_freq_mhz` within `[gt_RPn_freq_mhz, gt_RP0_freq_mhz]` |
+//! | locked clocks (MHz) | `device/power_dpm_force_performance_level` = `manual`, then `device/pp_dpm_sclk` = the level indices in `[min, max]` (both ends listed levels), or where `device/pp_od_clk_voltage` has an `OD_SCLK` table, `s 0 MIN`, `s 1 MAX`, `c` to it ([`od`]) | `device/tileT/gtG/freq0/{min,max}_freq` of every gt within `[rpn_freq, rp0_freq]` | `device/drm/cardC/gt_{min,max}_freq_mhz` within `[gt_RPn_freq_mhz, gt_RP0_freq_mhz]` |
 //! | memory clock | refused ([`GpuControlError::NoMemLock`]) | refused | refused |
 //!
 //! Sources: amdgpu `Documentation/gpu/amdgpu/thermal.rst` (`power1_cap`: "the selected
@@ -85,6 +85,9 @@ pub struct Card {
     pub freq_dirs: Vec<PathBuf>,
     /// `hwmonN/device`, resolved.
     pub device: PathBuf,
+    /// amdgpu: `device/pp_od_clk_voltage` had an `OD_SCLK` table at open, so the clocks
+    /// are set through it ([`od`]) rather than `pp_dpm_sclk`'s levels.
+    pub od: bool,
 }
 
 /// The AMD and Intel GPUs under a sysfs root.
@@ -207,11 +210,19 @@ impl SysfsGpus {
                 .map(|d| under(&root_c, d))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(unavailable)?;
+            let od = driver == Driver::Amdgpu
+                && crate::safe_file::read_to_string_bounded(
+                    &device.join("pp_od_clk_voltage"),
+                    MAX_ATTR,
+                    "sysfs attribute",
+                )
+                .is_ok_and(|t| od::parse_od_sclk(&t).is_ok());
             cards.push(Card {
                 driver,
                 hwmon,
                 freq_dirs,
                 device,
+                od,
             });
         }
         if cards.is_empty() {
@@ -471,7 +482,11 @@ impl GpuControl for SysfsGpus {
         min_mhz: f64,
         max_mhz: f64,
     ) -> Result<Vec<String>, GpuControlError> {
-        match self.card(gpu)?.driver {
+        let c = self.card(gpu)?;
+        if c.od {
+            return self.od_check(gpu, min_mhz, max_mhz).map(|_| Vec::new());
+        }
+        match c.driver {
             Driver::Amdgpu => {
                 let l: Vec<u32> = self.sclk_levels(gpu)?.iter().map(|l| l.mhz).collect();
                 check_clock_list(gpu, &l, min_mhz, max_mhz, "pp_dpm_sclk", "locked clocks")
@@ -561,6 +576,16 @@ impl GpuControl for SysfsGpus {
         max_mhz: f64,
     ) -> Result<String, GpuControlError> {
         self.check_locked_clocks(gpu, min_mhz, max_mhz)?;
+        if self.card(gpu)?.od {
+            let (a, b) = self.od_check(gpu, min_mhz, max_mhz)?;
+            let lp = self.perf_level_path(gpu)?;
+            let mut done = Vec::new();
+            if self.read(gpu, &lp, "power_dpm_force_performance_level")? != "manual" {
+                done.push(self.write(gpu, &lp, "manual")?);
+            }
+            done.extend(self.od_write(gpu, a, b)?);
+            return Ok(done.join("; "));
+        }
         match self.card(gpu)?.driver {
             Driver::Amdgpu => {
                 let idx: Vec<String> = self
@@ -591,6 +616,14 @@ impl GpuControl for SysfsGpus {
     /// The driver's own range: amdgpu all sclk levels and `auto`; xe/i915 min and max at
     /// RPn and RP0.
     fn reset_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError> {
+        if self.card(gpu)?.od {
+            // `r`: the table's defaults, committed; then `auto`
+            let p = self.od_path(gpu)?;
+            let mut done = vec![self.write(gpu, &p, "r")?, self.write(gpu, &p, "c")?];
+            let lp = self.perf_level_path(gpu)?;
+            done.push(self.write(gpu, &lp, "auto")?);
+            return Ok(done.join("; "));
+        }
         match self.card(gpu)?.driver {
             Driver::Amdgpu => {
                 let n = self.sclk_levels(gpu)?.len() as u32;
@@ -658,10 +691,22 @@ impl GpuControl for SysfsGpus {
             }
             (GpuKnob::LockedClocks, Driver::Amdgpu) => {
                 let lp = self.perf_level_path(gpu)?;
-                s.sysfs = Some(SysfsSaved {
-                    perf_level: Some(self.read(gpu, &lp, "power_dpm_force_performance_level")?),
-                    sclk_levels: Some(self.sclk_levels(gpu)?.len() as u32),
-                    freq_mhz: Vec::new(),
+                let level = self.read(gpu, &lp, "power_dpm_force_performance_level")?;
+                s.sysfs = Some(if c.od {
+                    let od = self.od_sclk(gpu)?;
+                    SysfsSaved {
+                        perf_level: Some(level),
+                        sclk_levels: None,
+                        freq_mhz: Vec::new(),
+                        od_sclk_mhz: Some([od.min, od.max]),
+                    }
+                } else {
+                    SysfsSaved {
+                        perf_level: Some(level),
+                        sclk_levels: Some(self.sclk_levels(gpu)?.len() as u32),
+                        freq_mhz: Vec::new(),
+                        od_sclk_mhz: None,
+                    }
                 });
             }
             (GpuKnob::LockedClocks, Driver::Xe | Driver::I915) => {
@@ -676,6 +721,7 @@ impl GpuControl for SysfsGpus {
                     perf_level: None,
                     sclk_levels: None,
                     freq_mhz: v,
+                    od_sclk_mhz: None,
                 });
             }
         }
@@ -706,6 +752,10 @@ impl GpuControl for SysfsGpus {
                 }
             }
             (GpuKnob::LockedClocks, None, Some(ss)) => match c.driver {
+                Driver::Amdgpu if ss.od_sclk_mhz.is_some() => self.validate_od(s, ss),
+                Driver::Amdgpu if c.od => Err(bad(
+                    "this GPU's clocks are set through pp_od_clk_voltage; a save of pp_dpm_sclk levels is not one it made".into(),
+                )),
                 Driver::Amdgpu => {
                     let (Some(level), Some(n), true) =
                         (&ss.perf_level, ss.sclk_levels, ss.freq_mhz.is_empty())
@@ -736,7 +786,10 @@ impl GpuControl for SysfsGpus {
                     Ok(())
                 }
                 Driver::Xe | Driver::I915 => {
-                    if ss.perf_level.is_some() || ss.sclk_levels.is_some() {
+                    if ss.perf_level.is_some()
+                        || ss.sclk_levels.is_some()
+                        || ss.od_sclk_mhz.is_some()
+                    {
                         return Err(bad("an Intel GPU save holds gt frequencies only".into()));
                     }
                     let files = self.freq_files(s.gpu).map_err(|e| bad(e.to_string()))?;
@@ -774,6 +827,15 @@ impl GpuControl for SysfsGpus {
                 self.write(s.gpu, &p, &format!("{:.0}", (w * 1e6).round()))
             }
             (GpuKnob::LockedClocks, _, Some(ss)) => match (&ss.perf_level, ss.sclk_levels) {
+                (Some(level), None) if ss.od_sclk_mhz.is_some() => {
+                    let [a, b] = ss.od_sclk_mhz.unwrap_or_default();
+                    let mut done = self.od_write(s.gpu, a, b)?;
+                    let lp = self.perf_level_path(s.gpu)?;
+                    if self.read(s.gpu, &lp, "power_dpm_force_performance_level")? != *level {
+                        done.push(self.write(s.gpu, &lp, level)?);
+                    }
+                    Ok(done.join("; "))
+                }
                 (Some(level), Some(n)) => self.amd_unlock(s.gpu, n, level),
                 _ => {
                     let mut done = Vec::new();
@@ -791,12 +853,61 @@ impl GpuControl for SysfsGpus {
     }
 }
 
+impl SysfsGpus {
+    /// [`GpuControl::validate`] of an overdrive save: a performance level of the driver's
+    /// list, no level count, a pair inside `OD_RANGE` with min ≤ max (where the table reads).
+    fn validate_od(&self, s: &GpuSaved, ss: &SysfsSaved) -> Result<(), GpuControlError> {
+        let bad = |reason: String| GpuControlError::BadSaved {
+            saved: s.to_string(),
+            reason,
+        };
+        let (Some(level), None, true, Some([a, b])) = (
+            &ss.perf_level,
+            ss.sclk_levels,
+            ss.freq_mhz.is_empty(),
+            ss.od_sclk_mhz,
+        ) else {
+            return Err(bad(
+                "an overdrive save holds a performance level and the OD_SCLK pair only".into(),
+            ));
+        };
+        if !AMD_PERF_LEVELS.contains(&level.as_str()) {
+            return Err(bad(format!(
+                "`{level}` is not a power_dpm_force_performance_level value"
+            )));
+        }
+        if a > b || b > 1_000_000 {
+            return Err(bad(format!(
+                "OD_SCLK [{a}, {b}] MHz: min above max, or not a clock"
+            )));
+        }
+        if !self
+            .od_path(s.gpu)
+            .map_err(|e| bad(e.to_string()))?
+            .is_file()
+        {
+            return Err(bad("this GPU has no pp_od_clk_voltage".into()));
+        }
+        if let Ok(od) = self.od_sclk(s.gpu) {
+            if a < od.range.0 || b > od.range.1 {
+                return Err(bad(format!(
+                    "OD_SCLK [{a}, {b}] MHz is outside OD_RANGE {}..{} MHz",
+                    od.range.0, od.range.1
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 fn unreachable_mem(gpu: u32) -> Result<String, GpuControlError> {
     Err(GpuControlError::NoMemLock {
         gpu,
         why: "no memory-clock control through sysfs".into(),
     })
 }
+
+pub mod od;
 
 #[cfg(test)]
 mod tests;

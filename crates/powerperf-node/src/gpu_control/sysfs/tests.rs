@@ -158,6 +158,7 @@ fn amd(level: &str, n: u32) -> Option<SysfsSaved> {
         perf_level: Some(level.into()),
         sclk_levels: Some(n),
         freq_mhz: vec![],
+        od_sclk_mhz: None,
     })
 }
 
@@ -166,6 +167,7 @@ fn intel(v: &[[u64; 2]]) -> Option<SysfsSaved> {
         perf_level: None,
         sclk_levels: None,
         freq_mhz: v.to_vec(),
+        od_sclk_mhz: None,
     })
 }
 
@@ -434,4 +436,70 @@ fn an_intel_limit_that_was_off_is_put_back_off() {
     assert_eq!(read(&cap), "100000000\n");
     g.restore(&s).unwrap();
     assert_eq!(read(&cap), "0\n");
+}
+
+/// amdgpu with an overdrive table (tests/fixtures/sysfs/amdgpu-mi300x): any whole MHz inside
+/// `OD_RANGE` is taken, written as `s 0`, `s 1`, `c` after `manual`, and put back the same
+/// way; a fixture file keeps only the last command (`c`), so the commands are checked in the
+/// answers, and the rest of the tree byte for byte.
+#[test]
+fn amdgpu_overdrive_sclk_range_set_refused_and_restored() {
+    let (_d, root) = fixture("amdgpu-mi300x");
+    let dev = root.join("sys/class/hwmon/hwmon4/device");
+    let before = tree(&root);
+    let mut g = SysfsGpus::open(&root, 0).unwrap();
+    assert!(g.cards()[0].od);
+    let e = g
+        .set_locked_clocks(0, 400.0, 1800.0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("500..2100 MHz (pp_od_clk_voltage OD_RANGE SCLK)"),
+        "{e}"
+    );
+    assert!(g.check_locked_clocks(0, 600.5, 1800.0).is_err());
+    assert_eq!(tree(&root), before);
+    // a forged pair outside OD_RANGE, a level count on an overdrive save
+    let mut f = forged(0, GpuKnob::LockedClocks, None, amd("auto", 3));
+    assert!(g.validate(&f).is_err());
+    f.sysfs = Some(SysfsSaved {
+        perf_level: Some("auto".into()),
+        sclk_levels: None,
+        freq_mhz: vec![],
+        od_sclk_mhz: Some([100, 2100]),
+    });
+    assert!(g
+        .validate(&f)
+        .unwrap_err()
+        .to_string()
+        .contains("outside OD_RANGE"));
+    let s = g.save(0, GpuKnob::LockedClocks).unwrap();
+    assert_eq!(s.sysfs.as_ref().unwrap().od_sclk_mhz, Some([500, 2100]));
+    g.validate(&s).unwrap();
+    let w = g.set_locked_clocks(0, 600.0, 1800.0).unwrap();
+    let at = |k: &str| w.find(k).unwrap_or_else(|| panic!("{k} in {w}"));
+    assert!(
+        at("= manual") < at("= s 0 600") && at("= s 0 600") < at("= s 1 1800"),
+        "{w}"
+    );
+    assert!(
+        w.ends_with("pp_od_clk_voltage = c (reads back `c`)") || w.ends_with("= c"),
+        "{w}"
+    );
+    assert_eq!(
+        read(&dev.join("power_dpm_force_performance_level")),
+        "manual\n"
+    );
+    let r = g.restore(&s).unwrap();
+    assert!(
+        r.contains("= s 0 500") && r.contains("= s 1 2100") && r.contains("= auto"),
+        "{r}"
+    );
+    let mut after = tree(&root);
+    assert_eq!(read(&dev.join("pp_od_clk_voltage")), "c\n");
+    after.insert(
+        dev.join("pp_od_clk_voltage"),
+        before[&dev.join("pp_od_clk_voltage")].clone(),
+    );
+    assert_eq!(after, before);
 }
