@@ -25,6 +25,7 @@ fn every_subcommand_help_has_examples() {
         vec!["sweep"],
         vec!["microbench", "run"],
         vec!["microbench", "kernel"],
+        vec!["devices"],
         vec!["quickstart"],
         vec!["completions"],
         vec!["man"],

@@ -51,6 +51,7 @@ macro_rules! outln {
 pub mod apply;
 pub mod collect;
 pub mod datasets;
+pub mod devices;
 pub mod evaluate;
 pub mod events;
 pub mod export;
@@ -153,6 +154,9 @@ pub enum Command {
     /// Workload kernels for training runs (and machine-constant measurements).
     #[command(subcommand)]
     Microbench(microbench::MicrobenchCommand),
+    /// List this node's power, energy and control sources (RAPL, NVML, AMD and Intel GPUs,
+    /// ACPI power meters, hwmon sensors) and whether this user can read or set each.
+    Devices(devices::DevicesArgs),
     /// Run the whole pipeline on a bundled default input.
     Quickstart(quickstart::QuickstartArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -192,6 +196,7 @@ pub fn run() -> anyhow::Result<i32> {
 
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
+        Command::Devices(a) => devices::run(a),
         Command::Collect(a) => collect::run(a),
         Command::Report(a) => report::run(a),
         Command::Events(a) => events::run(a),

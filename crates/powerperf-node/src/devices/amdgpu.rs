@@ -161,10 +161,12 @@ fn version_of(path: &Path, bytes: &[u8]) -> Result<((u8, u8), usize), String> {
 pub(crate) fn discover_one(ctx: &mut Ctx, k: usize, dir: &Path) {
     let stem = ctx.unique_stem(format!("amdgpu{k}"));
     let dev = dir.join("device");
-    let power = ["power1_average", "power1_input"]
+    let candidates: Vec<PathBuf> = ["power1_average", "power1_input"]
         .iter()
         .map(|f| dir.join(f))
-        .find(|p| p.symlink_metadata().is_ok());
+        .filter(|p| p.symlink_metadata().is_ok())
+        .collect();
+    let power = super::hwmon::first_readable(&candidates);
     let label = super::hwmon::channel_label(dir, "power1")
         .map(|l| format!("AMD GPU {k} ({l})"))
         .unwrap_or_else(|| format!("AMD GPU {k}"));

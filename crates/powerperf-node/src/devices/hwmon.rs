@@ -33,14 +33,6 @@ pub struct HwmonDevice {
     pub(crate) counter: EnergyCounter,
 }
 
-impl HwmonDevice {
-    /// How many times the energy counter went backwards since the device was made
-    /// ([`EnergyCounter`]).
-    pub fn counter_resets(&self) -> u64 {
-        self.counter.resets()
-    }
-}
-
 impl PowerDevice for HwmonDevice {
     fn stem(&self) -> &str {
         &self.stem
@@ -110,6 +102,9 @@ impl PowerDevice for HwmonDevice {
             clock_mhz,
         }
     }
+    fn counter_resets(&self) -> u64 {
+        self.counter.resets()
+    }
 }
 
 /// `s` as a stem part: lower case, `[a-z0-9_]`, runs of anything else one `_`, at most 24
@@ -140,8 +135,19 @@ pub(crate) struct Channel {
     pub file: PathBuf,
 }
 
+/// The first of `candidates` that holds a number, else the first (whose error the caller
+/// reports): a driver may list `power1_average` and fail to read it (`EOPNOTSUPP`) where
+/// `power1_input` works.
+pub(crate) fn first_readable(candidates: &[PathBuf]) -> Option<PathBuf> {
+    candidates
+        .iter()
+        .find(|p| read_u64(p).is_ok())
+        .or(candidates.first())
+        .cloned()
+}
+
 /// The power and energy channels in `dir`, in (quantity, N) order: `energyN_input`, and
-/// `powerN_average` else `powerN_input`.
+/// `powerN_average` else `powerN_input` (the first that reads, [`first_readable`]).
 pub(crate) fn channels(dir: &Path) -> Vec<Channel> {
     let mut found: Vec<(u8, u32, String, PathBuf)> = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -166,10 +172,17 @@ pub(crate) fn channels(dir: &Path) -> Vec<Channel> {
         found.push((kind, n, suffix.to_string(), e.path()));
     }
     found.sort_by_key(|a| (a.0, a.1, a.2 != "average"));
-    found.dedup_by(|later, first| later.0 == first.0 && later.1 == first.1);
-    found
+    let mut groups: Vec<(u8, u32, Vec<PathBuf>)> = Vec::new();
+    for (kind, n, _, file) in found {
+        match groups.last_mut() {
+            Some(g) if g.0 == kind && g.1 == n => g.2.push(file),
+            _ => groups.push((kind, n, vec![file])),
+        }
+    }
+    groups
         .into_iter()
-        .map(|(kind, n, _, file)| Channel {
+        .filter_map(|(kind, n, files)| Some((kind, n, first_readable(&files)?)))
+        .map(|(kind, n, file)| Channel {
             quantity: if kind == 0 {
                 Quantity::Energy
             } else {

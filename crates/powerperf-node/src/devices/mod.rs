@@ -137,7 +137,10 @@ pub enum EnergyFrom {
 pub struct PowerSample {
     /// Power, W.
     pub power_w: Option<f64>,
-    /// The energy counter, J, monotonic: the device undoes its own counter's wrap.
+    /// The energy counter, J, monotonic: the device undoes its own counter's wrap. It starts
+    /// at the counter's own value (J since the driver's origin, not since the run), so only
+    /// differences between samples mean anything ([`EnergyCounter`] says how a step
+    /// backwards is handled).
     pub energy_j: Option<f64>,
     /// The device's main clock, MHz, where it gives one with its power (amdgpu `freq1_input`,
     /// the sclk; NVML's SM clock).
@@ -160,6 +163,12 @@ pub trait PowerDevice: Send + std::fmt::Debug {
     fn energy_from(&self) -> EnergyFrom;
     /// Read it now.
     fn read(&mut self) -> PowerSample;
+    /// How many times its energy counter went backwards since it was made (a driver reload,
+    /// a reset, a wrap; each such interval adds no energy, [`EnergyCounter`]), for the run's
+    /// notes. 0 for a device without a counter.
+    fn counter_resets(&self) -> u64 {
+        0
+    }
 }
 
 /// What [`discover`] found under a root.

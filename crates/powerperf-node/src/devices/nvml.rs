@@ -89,6 +89,9 @@ impl PowerDevice for NvmlDevice {
             clock_mhz: r.sm_clock_mhz,
         }
     }
+    fn counter_resets(&self) -> u64 {
+        self.counter.resets()
+    }
 }
 
 /// NVML's GPUs as rows and devices: only what NVML reads now is listed (a GPU that gives

@@ -96,6 +96,27 @@ fn amdgpu_without_gpu_metrics_integrates_power_and_falls_back_to_power1_input() 
     assert_eq!(s.energy_j, None);
 }
 
+/// A driver that lists `power1_average` but cannot read it (here: not a number) falls back
+/// to `power1_input`, for amdgpu and for any hwmon power channel.
+#[test]
+fn an_average_that_does_not_read_falls_back_to_input() {
+    let (_t, root) = copy("amdgpu-mi250x");
+    let h = root.join("sys/class/hwmon/hwmon3");
+    write(&h, "power1_average", "\n");
+    write(&h, "power1_input", "88000000\n");
+    let mut d = discover_with(&root, OPTS);
+    assert_eq!(find(&mut d, "amdgpu0").read().power_w, Some(88.0));
+    let (_t, root) = copy("hwmon-arm");
+    let h = root.join("sys/class/hwmon/hwmon0");
+    write(&h, "power1_average", "x\n");
+    let mut d = discover_with(&root, OPTS);
+    assert_eq!(
+        find(&mut d, "scmi_sensors0_gpu_power").read().power_w,
+        Some(2.5)
+    );
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+}
+
 #[test]
 fn gpu_metrics_of_another_version_is_refused_with_a_note() {
     let (_t, root) = copy("amdgpu-mi250x");
@@ -184,6 +205,7 @@ fn a_counter_going_backwards_keeps_energy_monotonic() {
     // A driver reload: the counter restarts near zero.
     write(&root, f, "1000000\n");
     assert_eq!(dev.read().energy_j, Some(first));
+    assert_eq!(dev.counter_resets(), 1);
     // Then it advances 2 J from its new value.
     write(&root, f, "3000000\n");
     let e = dev.read().energy_j.unwrap();
@@ -380,6 +402,7 @@ fn nvml_gpus_are_devices_named_gpu_i() {
     );
     assert_eq!(g.read().energy_j, Some(7.5));
     assert_eq!(g.read().energy_j, Some(7.5)); // driver reloaded: no step back
+    assert_eq!(g.counter_resets(), 1);
 }
 
 #[test]
@@ -388,4 +411,85 @@ fn no_source_under_an_empty_root() {
     let d = discover_with(t.path(), OPTS);
     assert!(d.devices.is_empty() && d.listing.is_empty() && d.problems.is_empty());
     assert!(d.notes.iter().any(|n| n.contains("RAPL")), "{:?}", d.notes);
+}
+
+/// On a node with NVIDIA GPUs (the H200): NVML is listed, each GPU a device `gpu<i>` that
+/// reads power and energy, and nothing listed is unreadable.
+#[test]
+fn this_node_lists_nvml_and_nothing_it_cannot_read() {
+    let mut d = discover_with(Path::new("/"), DiscoverOptions::default());
+    if d.notes.iter().any(|n| n.starts_with("NVML not available")) {
+        println!("skipped: no NVML on this machine ({})", d.notes.join("; "));
+        return;
+    }
+    for s in &d.listing {
+        println!(
+            "{} {:?} {:?} {} {:?} {:?}",
+            s.origin.as_str(),
+            s.stem,
+            s.quantity,
+            s.path.display(),
+            s.readable,
+            s.settable
+        );
+    }
+    for n in d.notes.iter().chain(&d.problems) {
+        println!("note/problem: {n}");
+    }
+    let nvml: Vec<&SourceInfo> = d
+        .listing
+        .iter()
+        .filter(|s| s.origin == Origin::Nvml)
+        .collect();
+    assert!(
+        !nvml.is_empty(),
+        "NVML loaded but nothing listed: {:?}",
+        d.notes
+    );
+    assert!(
+        d.listing
+            .iter()
+            .all(|s| !matches!(s.readable, Access::No(_))),
+        "a listed source is unreadable"
+    );
+    let g = find(&mut d, "gpu0");
+    let a = g.read();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let b = g.read();
+    println!("gpu0 {a:?} then {b:?}");
+    assert!(a.power_w.is_some_and(|p| p > 0.0), "{a:?}");
+    assert!(b.energy_j >= a.energy_j, "{a:?} {b:?}");
+}
+
+/// What powerperfd (root) reads under a sysfs root that someone else may have filled: a
+/// FIFO where a value is expected does not hang the read, a link is not followed (to a root
+/// file whose digits would pass as a reading), a huge file is not read into memory.
+#[test]
+fn hostile_files_are_refused_without_hanging_or_following_links() {
+    let (_t, root) = copy("grace-hopper");
+    let dev = |n: u32| root.join(format!("sys/class/hwmon/hwmon{n}/device/power1_average"));
+    std::fs::remove_file(dev(0)).unwrap();
+    let c = std::ffi::CString::new(dev(0).to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let secret = root.join("secret");
+    std::fs::write(&secret, "123456789\n").unwrap();
+    std::fs::remove_file(dev(1)).unwrap();
+    std::os::unix::fs::symlink(&secret, dev(1)).unwrap();
+    let big = std::fs::File::create(dev(2)).unwrap();
+    big.set_len(1 << 30).unwrap();
+    let mut d = discover_with(&root, OPTS);
+    assert_eq!(stems(&d), ["power_meter3_sysio"], "{:?}", d.problems);
+    let has = |what: &str, p: &Path| {
+        d.problems
+            .iter()
+            .any(|e| e.contains(what) && e.contains(&*p.to_string_lossy()))
+    };
+    assert!(has("FIFO", &dev(0)), "{:?}", d.problems);
+    assert!(has("symbolic link", &dev(1)), "{:?}", d.problems);
+    assert!(has("bytes, more than", &dev(2)), "{:?}", d.problems);
+    assert_eq!(
+        find(&mut d, "power_meter3_sysio").read().power_w,
+        Some(15.0)
+    );
 }
