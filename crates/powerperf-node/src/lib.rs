@@ -7,7 +7,8 @@
 //!   socket) and its client;
 //! - [`controller`]: cpufreq and uncore frequency controllers (sysfs, every write saved and
 //!   restored); [`gpu_control`]: GPU clocks and power limit through NVML or the fake GPU
-//!   (tests/fixtures/fake-gpu), with [`nvml_clocks`] (NVML's supported clocks);
+//!   (tests/fixtures/fake-gpu) and, for AMD and Intel GPUs, their drivers' sysfs files
+//!   (`gpu_control::sysfs`; `gpu_control::node` numbers a node's GPUs NVML first), with [`nvml_clocks`] (NVML's supported clocks);
 //! - energy and power readers: [`rapl`] (powercap), [`pmu`] and [`perf_event`] (the perf
 //!   `power` PMU and perf_event_open counters, with [`event_spec`], the event names), [`nvml`]
 //!   (NVML power and energy), [`fake_gpu`] (the fake GPU's readings);

@@ -739,6 +739,7 @@ mod tests {
                     gpu: 0,
                     knob: powerperf_node::gpu_control::GpuKnob::PowerLimit,
                     power_limit_w: Some(10.0),
+                    sysfs: None,
                 }),
                 "power limit range",
             ),

@@ -12,11 +12,17 @@
 //! - [`FakeGpu`]: GPUs described by files in a directory (tests, `powerperfd --fake-gpu DIR`):
 //!   the same checks, and the settings written to those files, so that a test in another
 //!   process sees them and a restarted daemon restores them.
+//! - [`sysfs::SysfsGpus`]: AMD (amdgpu) and Intel (xe, i915) GPUs through their drivers'
+//!   hwmon and frequency files under a sysfs root (issue 43).
+//! - [`node::NodeGpus`]: a node's GPUs as one control, NVML's (or the fake) first, then the
+//!   sysfs GPUs (powerperfd).
 //!
 //! Units: MHz for clocks, W for power limits (NVML's mW only at the NVML boundary).
 
 pub mod fake_build;
+pub mod node;
 pub mod nvml;
+pub mod sysfs;
 
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -105,13 +111,64 @@ pub struct GpuSaved {
     /// The power limit before the change, W (for [`GpuKnob::PowerLimit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_limit_w: Option<f64>,
+    /// What a locked-clock change on an AMD or Intel GPU ([`sysfs::SysfsGpus`]) overwrites;
+    /// absent for NVML and the fake GPU (journals written before issue 43 load unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sysfs: Option<SysfsSaved>,
+}
+
+/// The sysfs values a locked-clock change overwrites ([`sysfs::SysfsGpus`]), put back as
+/// they were read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SysfsSaved {
+    /// amdgpu: `power_dpm_force_performance_level` before (`auto`, `manual`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf_level: Option<String>,
+    /// amdgpu: how many `pp_dpm_sclk` levels there are (the restore enables all of them:
+    /// the mask the driver had cannot be read back, `pp_dpm_sclk` shows only the current
+    /// level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sclk_levels: Option<u32>,
+    /// xe and i915: `[min, max]` MHz of every gt before, in the order of
+    /// `tileT/gtG/freq0` (xe) or the one `gt_{min,max}_freq_mhz` pair (i915).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub freq_mhz: Vec<[u64; 2]>,
+    /// amdgpu with an overdrive table: `pp_od_clk_voltage`'s `OD_SCLK` `[min, max]` MHz
+    /// before ([`sysfs::od`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub od_sclk_mhz: Option<[u64; 2]>,
 }
 
 impl std::fmt::Display for GpuSaved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.knob, self.power_limit_w) {
-            (GpuKnob::PowerLimit, Some(w)) => write!(f, "GPU {} power limit {w} W", self.gpu),
-            (k, _) => write!(f, "GPU {} {}", self.gpu, k.words()),
+        match (self.knob, self.power_limit_w, &self.sysfs) {
+            (GpuKnob::PowerLimit, Some(w), _) => {
+                write!(f, "GPU {} power limit {w} W", self.gpu)
+            }
+            (k, _, Some(s)) => {
+                write!(f, "GPU {} {}", self.gpu, k.words())?;
+                if let Some(l) = &s.perf_level {
+                    // at most 40 characters of a value read from a journal
+                    let l: String = l.chars().take(40).collect();
+                    write!(f, " (performance level {l:?}")?;
+                    match (s.sclk_levels, s.od_sclk_mhz) {
+                        (_, Some([a, b])) => write!(f, ", OD_SCLK [{a}, {b}] MHz)")?,
+                        (n, None) => write!(f, ", {} sclk levels)", n.unwrap_or(0))?,
+                    }
+                }
+                if !s.freq_mhz.is_empty() {
+                    let v: Vec<String> = s
+                        .freq_mhz
+                        .iter()
+                        .take(16)
+                        .map(|[a, b]| format!("[{a}, {b}]"))
+                        .collect();
+                    write!(f, " (gt min/max {} MHz)", v.join(" "))?;
+                }
+                Ok(())
+            }
+            (k, _, None) => write!(f, "GPU {} {}", self.gpu, k.words()),
         }
     }
 }
@@ -230,6 +287,7 @@ pub trait GpuControl: Send + std::fmt::Debug {
                 GpuKnob::PowerLimit => Some(self.power_limit_w(gpu)?),
                 GpuKnob::LockedClocks | GpuKnob::MemLockedClocks => None,
             },
+            sysfs: None,
         })
     }
 
@@ -245,6 +303,11 @@ pub trait GpuControl: Send + std::fmt::Debug {
         };
         if s.gpu >= self.count() {
             return Err(bad(format!("this node has {} GPU(s)", self.count())));
+        }
+        if s.sysfs.is_some() {
+            return Err(bad(
+                "it holds sysfs values (an AMD or Intel GPU's), and this GPU is not one".into(),
+            ));
         }
         match (s.knob, s.power_limit_w) {
             (GpuKnob::LockedClocks | GpuKnob::MemLockedClocks, None) => Ok(()),
@@ -799,16 +862,19 @@ mod tests {
                 gpu: 7,
                 knob: GpuKnob::LockedClocks,
                 power_limit_w: None,
+                sysfs: None,
             },
             GpuSaved {
                 gpu: 0,
                 knob: GpuKnob::PowerLimit,
                 power_limit_w: Some(1e9),
+                sysfs: None,
             },
             GpuSaved {
                 gpu: 0,
                 knob: GpuKnob::PowerLimit,
                 power_limit_w: None,
+                sysfs: None,
             },
         ] {
             assert!(g.validate(&bad).is_err(), "{bad}");

@@ -220,7 +220,7 @@ impl Daemon {
                 (None, Some(e.to_string()))
             }
         };
-        let (mut gpu, no_gpu) = power::open_gpu(opts.fake_gpu.as_deref());
+        let (mut gpu, no_gpu) = power::open_gpu(opts.fake_gpu.as_deref(), &opts.sysfs_root);
         let rec = journal::recover(&state_dir, ctl.as_ref(), gpu.as_deref_mut())?;
         if let Some(n) = &rec.note {
             tracing::info!(note = %n, "journal");

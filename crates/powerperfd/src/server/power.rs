@@ -1,7 +1,8 @@
 //! GPU controls (`set_gpu_locked_clocks`, `set_gpu_mem_locked_clocks`,
 //! `set_gpu_power_limit`: write controls `gpu.locked_clocks`, `gpu.mem_locked_clocks`,
 //! `gpu.power_limit`) through `powerperf_node::gpu_control` (NVML, its setters
-//! reached only through a grant of those controls, or the fake GPUs of `--fake-gpu DIR`), and `read_power` (read signal `power`): the perf
+//! reached only through a grant of those controls, or the fake GPUs of `--fake-gpu DIR`,
+//! then the AMD and Intel GPUs of `--sysfs-root`), and `read_power` (read signal `power`): the perf
 //! `power` PMU's RAPL events, opened per session through `powerperf_node::perf_event` (the code
 //! `powerperf collect` opens them with), and NVML's power and total energy through
 //! `collect::nvml`.
@@ -9,23 +10,40 @@
 use super::{Daemon, Hold, Inner, Saved};
 use powerperf_node::daemon::{PowerReading, Response};
 use powerperf_node::event_spec::{EventKind, EventSpec};
+use powerperf_node::gpu_control::node::NodeGpus;
+use powerperf_node::gpu_control::sysfs::SysfsGpus;
 use powerperf_node::gpu_control::{FakeGpu, GpuControl, GpuKnob};
 use powerperf_node::perf_event::{self, OpenCounter, Opened, Target};
 use powerperf_node::pmu::PowerEvent;
 use std::path::Path;
 
 /// The GPU controls: the fake GPUs of `fake` when given, else NVML, writable (the policy
-/// is the gate: by default nobody may write). `None`
-/// with the reason when there are none.
-pub(super) fn open_gpu(fake: Option<&Path>) -> (Option<Box<dyn GpuControl>>, Option<String>) {
-    let r: Result<Box<dyn GpuControl>, _> = match fake {
+/// is the gate: by default nobody may write); then the AMD and Intel GPUs of the sysfs tree
+/// `root` (amdgpu, xe, i915: `powerperf_node::gpu_control::sysfs`), numbered after them
+/// (`powerperf_node::gpu_control::node::NodeGpus`). Without sysfs GPUs the first alone, as
+/// before. `None` with the reasons when there are none.
+pub(super) fn open_gpu(
+    fake: Option<&Path>,
+    root: &Path,
+) -> (Option<Box<dyn GpuControl>>, Option<String>) {
+    let first: Result<Box<dyn GpuControl>, _> = match fake {
         Some(d) => FakeGpu::open(d).map(|g| Box::new(g) as Box<dyn GpuControl>),
         None => powerperf_node::gpu_control::nvml::NvmlGpu::open_writable()
             .map(|g| Box::new(g) as Box<dyn GpuControl>),
     };
-    match r {
-        Ok(g) => (Some(g), None),
-        Err(e) => (None, Some(e.to_string())),
+    let n = first.as_ref().map_or(0, |g| g.count());
+    match (first, SysfsGpus::open(root, n)) {
+        (first, Ok(sys)) => {
+            if let Err(e) = &first {
+                tracing::info!(reason = %e, "no NVML GPU control; the sysfs GPUs are GPU 0 on");
+            }
+            match NodeGpus::new(first.ok(), Some(sys)) {
+                Ok(g) => (Some(Box::new(g) as Box<dyn GpuControl>), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        }
+        (Ok(g), Err(_)) => (Some(g), None),
+        (Err(e), Err(s)) => (None, Some(format!("{e}; {s}"))),
     }
 }
 
@@ -206,18 +224,19 @@ impl Daemon {
                 ));
             }
         }
-        // NVML takes whole MHz and whole mW: a value that would be rounded is refused, so
+        // NVML takes whole MHz and whole mW (the sysfs GPUs whole MHz and µW, amdgpu's cap
+        // whole W, checked by the device): a value that would be rounded is refused, so
         // the value written is the value the policy and the device checked (issue 38)
         let whole = match ask {
             GpuAsk::LockedClocks(a, b) | GpuAsk::MemLockedClocks(a, b) => {
                 (a.fract() == 0.0 && b.fract() == 0.0).then_some(()).ok_or_else(|| {
-                    format!("locked clocks [{a}, {b}] MHz: NVML takes whole MHz; ask for whole numbers (one of the GPU's supported graphics clocks)")
+                    format!("locked clocks [{a}, {b}] MHz: GPU clocks are set in whole MHz (NVML's unit, and the drivers' sysfs files'); ask for whole numbers (one of the GPU's supported graphics clocks)")
                 })
             }
             GpuAsk::PowerLimit(w) => {
                 let mw = w * 1e3;
                 ((mw - mw.round()).abs() < 1e-6).then_some(()).ok_or_else(|| {
-                    format!("power limit {w} W: NVML takes whole milliwatts; ask for at most three decimals")
+                    format!("power limit {w} W: GPU power limits are set in whole milliwatts (NVML's unit); ask for at most three decimals")
                 })
             }
         };

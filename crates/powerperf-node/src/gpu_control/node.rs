@@ -1,0 +1,155 @@
+//! The GPUs of a node as one [`GpuControl`]: NVML's GPUs (or the fake GPUs standing for
+//! them) first, GPUs `0..n`, then the AMD and Intel GPUs of the sysfs tree
+//! ([`SysfsGpus`], GPUs `n..`). powerperfd's `gpu.power_limit` and `gpu.locked_clocks` go
+//! through it, so a node with both kinds controls each with its own driver, and an NVIDIA
+//! node keeps its NVML numbering unchanged.
+
+use super::sysfs::SysfsGpus;
+use super::{GpuControl, GpuControlError, GpuKnob, GpuSaved};
+
+/// NVML's (or the fake) GPUs, then the sysfs GPUs.
+#[derive(Debug)]
+pub struct NodeGpus {
+    nvml: Option<Box<dyn GpuControl>>,
+    sysfs: Option<SysfsGpus>,
+}
+
+impl NodeGpus {
+    /// `sysfs` must have been opened with `first` = the count of `nvml` (0 without it).
+    ///
+    /// # Errors
+    /// [`GpuControlError::Unavailable`] when neither is given, or the numbering does not
+    /// follow.
+    pub fn new(
+        nvml: Option<Box<dyn GpuControl>>,
+        sysfs: Option<SysfsGpus>,
+    ) -> Result<Self, GpuControlError> {
+        let n = nvml.as_ref().map_or(0, |g| g.count());
+        match (&nvml, &sysfs) {
+            (None, None) => Err(GpuControlError::Unavailable(
+                "neither NVML nor an amdgpu, xe or i915 GPU in sysfs".into(),
+            )),
+            (_, Some(s)) if s.first() != n => Err(GpuControlError::Unavailable(format!(
+                "the sysfs GPUs start at {} but NVML has {n}",
+                s.first()
+            ))),
+            _ => Ok(NodeGpus { nvml, sysfs }),
+        }
+    }
+
+    fn nvml_count(&self) -> u32 {
+        self.nvml.as_ref().map_or(0, |g| g.count())
+    }
+
+    fn part(&self, gpu: u32) -> Result<&dyn GpuControl, GpuControlError> {
+        match (&self.nvml, &self.sysfs) {
+            (Some(g), _) if gpu < g.count() => Ok(g.as_ref()),
+            (_, Some(s)) if gpu >= self.nvml_count() && gpu < s.count() => Ok(s),
+            _ => Err(GpuControlError::NoDevice {
+                gpu,
+                count: self.count(),
+            }),
+        }
+    }
+
+    fn part_mut(&mut self, gpu: u32) -> Result<&mut dyn GpuControl, GpuControlError> {
+        let n = self.nvml_count();
+        let count = self.count();
+        match (&mut self.nvml, &mut self.sysfs) {
+            (Some(g), _) if gpu < n => Ok(g.as_mut()),
+            (_, Some(s)) if gpu >= n && gpu < count => Ok(s),
+            _ => Err(GpuControlError::NoDevice { gpu, count }),
+        }
+    }
+}
+
+impl GpuControl for NodeGpus {
+    fn describe(&self) -> String {
+        let v: Vec<String> = self
+            .nvml
+            .iter()
+            .map(|g| g.describe())
+            .chain(self.sysfs.iter().map(GpuControl::describe))
+            .collect();
+        v.join("; ")
+    }
+    fn count(&self) -> u32 {
+        match &self.sysfs {
+            Some(s) => s.count(),
+            None => self.nvml_count(),
+        }
+    }
+    /// True only when every part describes only (the sysfs GPUs always write).
+    fn describe_only(&self) -> bool {
+        self.sysfs.is_none() && self.nvml.as_ref().is_some_and(|g| g.describe_only())
+    }
+    fn check_gpu(&self, gpu: u32) -> Result<(), GpuControlError> {
+        self.part(gpu).map(|_| ())
+    }
+    fn check_locked_clocks(
+        &self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Vec<String>, GpuControlError> {
+        self.part(gpu)?.check_locked_clocks(gpu, min_mhz, max_mhz)
+    }
+    fn power_limit_w(&self, gpu: u32) -> Result<f64, GpuControlError> {
+        self.part(gpu)?.power_limit_w(gpu)
+    }
+    fn power_limit_range_w(&self, gpu: u32) -> Result<(f64, f64), GpuControlError> {
+        self.part(gpu)?.power_limit_range_w(gpu)
+    }
+    fn check_power_limit(&self, gpu: u32, watts: f64) -> Result<(), GpuControlError> {
+        self.part(gpu)?.check_power_limit(gpu, watts)
+    }
+    fn set_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<String, GpuControlError> {
+        self.part_mut(gpu)?.set_locked_clocks(gpu, min_mhz, max_mhz)
+    }
+    fn reset_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError> {
+        self.part_mut(gpu)?.reset_locked_clocks(gpu)
+    }
+    fn set_power_limit_w(&mut self, gpu: u32, watts: f64) -> Result<String, GpuControlError> {
+        self.part_mut(gpu)?.set_power_limit_w(gpu, watts)
+    }
+    fn check_mem_locked_clocks(
+        &self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<Vec<String>, GpuControlError> {
+        self.part(gpu)?
+            .check_mem_locked_clocks(gpu, min_mhz, max_mhz)
+    }
+    fn set_mem_locked_clocks(
+        &mut self,
+        gpu: u32,
+        min_mhz: f64,
+        max_mhz: f64,
+    ) -> Result<String, GpuControlError> {
+        self.part_mut(gpu)?
+            .set_mem_locked_clocks(gpu, min_mhz, max_mhz)
+    }
+    fn reset_mem_locked_clocks(&mut self, gpu: u32) -> Result<String, GpuControlError> {
+        self.part_mut(gpu)?.reset_mem_locked_clocks(gpu)
+    }
+    fn save(&self, gpu: u32, knob: GpuKnob) -> Result<GpuSaved, GpuControlError> {
+        self.part(gpu)?.save(gpu, knob)
+    }
+    fn validate(&self, s: &GpuSaved) -> Result<(), GpuControlError> {
+        self.part(s.gpu)
+            .map_err(|e| GpuControlError::BadSaved {
+                saved: s.to_string(),
+                reason: e.to_string(),
+            })?
+            .validate(s)
+    }
+    fn restore(&mut self, s: &GpuSaved) -> Result<String, GpuControlError> {
+        self.part_mut(s.gpu)?.restore(s)
+    }
+}
