@@ -390,3 +390,21 @@ fn a_sweep_s_runs_have_the_device_columns() {
             .any(|e| e.name == "power_meter1_grace-energy" && e.status == EventStatus::Counted));
     }
 }
+
+/// An amdgpu card without `gpu_metrics` (the MI300X-like fixture): 550 W, and its energy is
+/// the integral of that power, said as such.
+#[test]
+fn amdgpu_without_an_energy_accumulator_integrates_its_550_w() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let meta = collect(&fixture("amdgpu-mi300x"), &run);
+    assert_constant_power(&run, &meta, "amdgpu0", 550.0);
+    assert_eq!(device(&meta, "amdgpu0").energy_from, "power_integral");
+    assert!(
+        meta.notes
+            .iter()
+            .any(|n| n.contains("energy of amdgpu0 is the integral of sampled power")),
+        "{:?}",
+        meta.notes
+    );
+}
