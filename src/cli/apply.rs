@@ -431,13 +431,14 @@ fn begin_gpu(
     sum: &mut Summary,
 ) -> Result<powerperf_core::dvfs::gpu_session::GpuSession> {
     use powerperf_core::dvfs::gpu_session::{self as gsess, GpuSession};
-    let ctl = gsess::open_control(args.fake_gpu.as_deref()).map_err(|e| {
+    let ctl = gsess::open_control(args.fake_gpu.as_deref(), &args.sysfs_root).map_err(|e| {
         if args.fake_gpu.is_some() {
             return e.context("nothing was changed and the command did not run");
         }
         anyhow::anyhow!(
-            "the plan sets {} on `gpu{idx}` (a GPU, through NVML), and NVML has no such GPU here: {e:#}; nothing was changed and the command did not run (fix: apply the plan on the node with that GPU, add --dry-run to print the NVML calls it would make, or use --fake-gpu DIR)",
-            gs.describe()
+            "the plan sets {} on `gpu{idx}` (a GPU, through NVML or an amdgpu, xe or i915 GPU under --sysfs-root {}), and NVML has no such GPU here: {e:#}; nothing was changed and the command did not run (fix: apply the plan on the node with that GPU, add --dry-run to print the NVML calls it would make, or use --fake-gpu DIR)",
+            gs.describe(),
+            args.sysfs_root.display()
         )
     })?;
     gsess::check_setting(ctl.as_ref(), idx, gs).with_context(|| {
@@ -457,6 +458,7 @@ fn begin_gpu(
         &gsess::gpu_record_path(&restore),
         Some(&log),
         args.fake_gpu.as_deref(),
+        &args.sysfs_root,
         &args.command,
     )?;
     let calls = g.set(gs)?;
@@ -819,7 +821,7 @@ fn run_gpu_regions(
             sum,
         );
     }
-    let ctl = gsess::open_control(args.fake_gpu.as_deref())
+    let ctl = gsess::open_control(args.fake_gpu.as_deref(), &args.sysfs_root)
         .context("nothing was changed and the command did not run")?;
     for (name, mhz) in std::iter::once(("(default)".to_string(), default_mhz)).chain(list.clone()) {
         let s = GpuSetting {
@@ -859,6 +861,7 @@ fn run_gpu_regions(
         &gsess::gpu_record_path(&req.restore_file),
         Some(&req.log_file),
         args.fake_gpu.as_deref(),
+        &args.sysfs_root,
         &req.command,
     )?;
     g.set(&GpuSetting {

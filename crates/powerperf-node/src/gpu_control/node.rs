@@ -4,8 +4,55 @@
 //! through it, so a node with both kinds controls each with its own driver, and an NVIDIA
 //! node keeps its NVML numbering unchanged.
 
+use super::nvml::NvmlGpu;
 use super::sysfs::SysfsGpus;
-use super::{GpuControl, GpuControlError, GpuKnob, GpuSaved};
+use super::{FakeGpu, GpuControl, GpuControlError, GpuKnob, GpuSaved};
+use std::path::Path;
+
+/// Open the GPUs of a node as one [`GpuControl`]: the fake GPUs of `fake` when given, else
+/// NVML (opened writable when `writable`, else read-only: [`NvmlGpu::open_writable`],
+/// [`NvmlGpu::open`]), GPUs `0..n`; then the AMD and Intel GPUs of the sysfs tree `root`
+/// ([`SysfsGpus`]), numbered `n..` ([`NodeGpus`]). Without sysfs GPUs the first alone,
+/// unchanged (an NVIDIA node keeps NVML's numbering). The one place powerperfd (its GPU
+/// controls) and `powerperf sweep`/`apply` as root open the GPUs. The sysfs GPUs are
+/// always written directly (their files are the control; `writable` does not apply).
+///
+/// Returns the controls and notes (why a part is absent while the other is there).
+///
+/// # Errors
+/// [`GpuControlError::Unavailable`]: `fake` given and no fake GPU there (named); neither
+/// part opens (both reasons).
+pub fn open_node_gpus(
+    fake: Option<&Path>,
+    root: &Path,
+    writable: bool,
+) -> Result<(Box<dyn GpuControl>, Vec<String>), GpuControlError> {
+    let first: Result<Box<dyn GpuControl>, GpuControlError> = match fake {
+        // A fake GPU directory asked for and not there is an error, not a fallback.
+        Some(d) => Ok(FakeGpu::open(d)
+            .map(|g| Box::new(g) as Box<dyn GpuControl>)
+            .map_err(|e| {
+                GpuControlError::Unavailable(format!("--fake-gpu {}: {e}", d.display()))
+            })?),
+        None if writable => NvmlGpu::open_writable().map(|g| Box::new(g) as Box<dyn GpuControl>),
+        None => NvmlGpu::open().map(|g| Box::new(g) as Box<dyn GpuControl>),
+    };
+    let n = first.as_ref().map_or(0, |g| g.count());
+    match (first, SysfsGpus::open(root, n)) {
+        (first, Ok(sys)) => {
+            let mut notes = Vec::new();
+            if let Err(e) = &first {
+                notes.push(format!(
+                    "no NVML GPU control ({e}); the sysfs GPUs are GPU 0 on"
+                ));
+            }
+            let g = NodeGpus::new(first.ok(), Some(sys))?;
+            Ok((Box::new(g), notes))
+        }
+        (Ok(g), Err(_)) => Ok((g, Vec::new())),
+        (Err(e), Err(s)) => Err(GpuControlError::Unavailable(format!("{e}; {s}"))),
+    }
+}
 
 /// NVML's (or the fake) GPUs, then the sysfs GPUs.
 #[derive(Debug)]
