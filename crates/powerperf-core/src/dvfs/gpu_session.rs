@@ -426,3 +426,30 @@ pub fn replay_gpu_restore(path: &Path) -> Result<Option<Vec<String>>> {
     std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
     Ok(Some(done))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record written before `sysfs_root` was kept loads (the restore then opens `/`);
+    /// a new one keeps the root through a write and a read.
+    #[test]
+    fn records_with_and_without_sysfs_root_load() {
+        let old = "pid = 4242\ncommand = [\"sleep\", \"1\"]\nsaved = []\n";
+        let rec: GpuRestoreRecord = toml::from_str(old).unwrap();
+        assert_eq!(rec.sysfs_root, None);
+        assert_eq!(rec.fake_gpu, None);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("powerperf-gpu-restore.toml");
+        let new = GpuRestoreRecord {
+            sysfs_root: Some(PathBuf::from("/srv/fixture")),
+            ..rec
+        };
+        new.write(&path).unwrap();
+        let back = GpuRestoreRecord::read(&path).unwrap();
+        assert_eq!(back, new);
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("sysfs_root = \"/srv/fixture\""));
+    }
+}

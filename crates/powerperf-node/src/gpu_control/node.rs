@@ -200,3 +200,65 @@ impl GpuControl for NodeGpus {
         self.part_mut(s.gpu)?.restore(s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+    }
+
+    /// The fake GPU (standing for NVML) is GPU 0, the i915 card of the sysfs tree GPU 1;
+    /// nothing is written by opening (the fixture is read in place).
+    #[test]
+    fn fake_then_sysfs_numbered_after_it() {
+        let (g, notes) = open_node_gpus(
+            Some(&fixtures().join("fake-gpu")),
+            &fixtures().join("sysfs/i915"),
+            true,
+        )
+        .unwrap();
+        assert_eq!(g.count(), 2);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(g.describe().contains("i915"), "{}", g.describe());
+        // GPU 1 is the i915 card: its range is RPn..RP0 (300..2050 MHz)
+        g.check_locked_clocks(1, 500.0, 500.0).unwrap();
+        assert!(g.check_locked_clocks(1, 2500.0, 2500.0).is_err());
+        assert!(g.check_gpu(2).is_err());
+    }
+
+    /// A fake GPU directory asked for and not there is an error naming it, not a fallback
+    /// to the sysfs GPUs.
+    #[test]
+    fn a_missing_fake_gpu_is_named() {
+        let missing = fixtures().join("no-such-fake-gpu");
+        let e = open_node_gpus(Some(&missing), &fixtures().join("sysfs/i915"), true)
+            .err()
+            .expect("opened a missing fake GPU");
+        assert!(e.to_string().contains("--fake-gpu"), "{e}");
+        assert!(e.to_string().contains("no-such-fake-gpu"), "{e}");
+    }
+
+    /// Without NVML (this VM, CI) the sysfs GPUs are GPU 0 on, with a note saying why; with
+    /// neither, both reasons.
+    #[test]
+    fn without_nvml_the_sysfs_gpus_come_first() {
+        if NvmlGpu::open().is_ok() {
+            println!("skipped: NVML has a GPU here, so the sysfs GPUs do not come first");
+            return;
+        }
+        let (g, notes) = open_node_gpus(None, &fixtures().join("sysfs/xe"), false).unwrap();
+        assert_eq!(g.count(), 1);
+        assert!(g.describe().contains("xe"), "{}", g.describe());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("GPU 0"), "{notes:?}");
+        let empty = tempfile::tempdir().unwrap();
+        let e = open_node_gpus(None, empty.path(), false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(';'), "one reason only: {e}");
+    }
+}
