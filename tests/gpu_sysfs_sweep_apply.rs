@@ -281,3 +281,67 @@ fn after_sigkill_apply_restore_reopens_the_recorded_sysfs_root() {
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }
+
+/// amdgpu (MI250X-like, no overdrive table): a plan's clock must be one of `pp_dpm_sclk`'s
+/// levels; apply sets `manual` and the level's index, then puts back `auto` and the full
+/// level mask. A fixture file keeps what was written last where the driver would list the
+/// levels again, so `pp_dpm_sclk` holds the mask `0 1 2` afterwards; every other file is
+/// byte-identical. (For the same reason a sweep over several amdgpu points can be run on
+/// real sysfs only: the fixture's level list is gone after the first write.)
+#[test]
+fn apply_sets_an_amdgpu_level_and_restores() {
+    let Some(t) = tree("apply_sets_an_amdgpu_level_and_restores", "amdgpu-mi250x") else {
+        return;
+    };
+    const DEV: &str = "sys/class/hwmon/hwmon3/device";
+    let plan = t.p("plan.toml");
+    std::fs::write(
+        &plan,
+        static_gpu_plan(
+            "\"core_freq_mhz\", \"power_limit_w\"",
+            "core_freq_mhz = 1700.0, power_limit_w = 500.0",
+            "core_freq_mhz = 800.0, power_limit_w = 300.0",
+        ),
+    )
+    .unwrap();
+    let child = t.cat(&[
+        &format!("{DEV}/power_dpm_force_performance_level"),
+        &format!("{DEV}/pp_dpm_sclk"),
+        "sys/class/hwmon/hwmon3/power1_cap",
+    ]);
+    pp().args(["apply", "--plan"])
+        .arg(&plan)
+        .args(t.args())
+        .args(["--", "sh", "-c", &child])
+        .assert()
+        .success();
+    assert_eq!(t.seen(), ["manual", "1", "300000000"]);
+    let mut after = files(&t.root);
+    let mut want = files(&t.fixture);
+    let sclk = PathBuf::from(format!("{DEV}/pp_dpm_sclk"));
+    assert_eq!(after.remove(&sclk).unwrap(), b"0 1 2\n");
+    want.remove(&sclk);
+    assert_eq!(after, want, "the tree is not restored");
+    // a clock that is not a level is refused before anything changes (the level list put
+    // back as the driver would show it)
+    std::fs::copy(t.fixture.join(&sclk), t.root.join(&sclk)).unwrap();
+    std::fs::write(
+        &plan,
+        static_gpu_plan(
+            "\"core_freq_mhz\"",
+            "core_freq_mhz = 1700.0",
+            "core_freq_mhz = 1000.0",
+        ),
+    )
+    .unwrap();
+    let before = files(&t.root);
+    pp().args(["apply", "--plan"])
+        .arg(&plan)
+        .args(t.args())
+        .args(["--", "sh", "-c", &child])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("800 MHz or 1700 MHz"));
+    assert_eq!(files(&t.root), before);
+    assert_eq!(t.seen().len(), 3, "the command ran");
+}
