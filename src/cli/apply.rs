@@ -23,7 +23,8 @@ pub struct ApplyArgs {
     /// Print what would be written, change nothing, and run the command unchanged.
     #[arg(long)]
     pub dry_run: bool,
-    /// Root of the sysfs tree (a fixture directory in tests).
+    /// Root of the sysfs tree (a fixture directory in tests): cpufreq, and as root the AMD
+    /// and Intel GPUs (amdgpu, xe, i915) a GPU plan is set on, numbered after NVML's.
     #[arg(long, default_value = "/", value_name = "DIR")]
     pub sysfs_root: PathBuf,
     /// The plan region or workload whose setting to apply (needed when the plan has
