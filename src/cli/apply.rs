@@ -458,8 +458,10 @@ fn begin_gpu(
         &gs.knobs(),
         &gsess::gpu_record_path(&restore),
         Some(&log),
-        args.fake_gpu.as_deref(),
-        &args.sysfs_root,
+        gsess::GpuOrigin {
+            fake_gpu: args.fake_gpu.as_deref(),
+            sysfs_root: &args.sysfs_root,
+        },
         &args.command,
     )?;
     let calls = g.set(gs)?;
@@ -861,8 +863,10 @@ fn run_gpu_regions(
         &[GpuKnob::LockedClocks],
         &gsess::gpu_record_path(&req.restore_file),
         Some(&req.log_file),
-        args.fake_gpu.as_deref(),
-        &args.sysfs_root,
+        gsess::GpuOrigin {
+            fake_gpu: args.fake_gpu.as_deref(),
+            sysfs_root: &args.sysfs_root,
+        },
         &req.command,
     )?;
     g.set(&GpuSetting {

@@ -177,6 +177,16 @@ pub fn gpu_record_path(cpu_record: &Path) -> PathBuf {
     cpu_record.with_file_name(gpu)
 }
 
+/// Where a session's GPUs were opened from ([`open_control`]'s arguments), kept in the GPU
+/// restore record so that a replay reopens the same GPUs.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuOrigin<'a> {
+    /// `--fake-gpu DIR`.
+    pub fake_gpu: Option<&'a Path>,
+    /// `--sysfs-root DIR` (the AMD and Intel GPUs).
+    pub sysfs_root: &'a Path,
+}
+
 /// A GPU session on one GPU.
 pub struct GpuSession {
     ctl: Box<dyn GpuControl>,
@@ -202,10 +212,13 @@ impl GpuSession {
         knobs: &[GpuKnob],
         record: &Path,
         log: Option<&Path>,
-        fake_gpu: Option<&Path>,
-        sysfs_root: &Path,
+        origin: GpuOrigin<'_>,
         command: &[String],
     ) -> Result<Self> {
+        let GpuOrigin {
+            fake_gpu,
+            sysfs_root,
+        } = origin;
         if std::fs::symlink_metadata(record).is_ok() {
             anyhow::bail!(
                 "a GPU restore record is still at {}: its settings may not have been put back. Run `powerperf apply --restore --restore-file {}` first, or give another --restore-file",

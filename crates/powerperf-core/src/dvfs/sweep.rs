@@ -581,8 +581,10 @@ fn begin_gpu_session(
         &knobs,
         &gpu_session::gpu_record_path(&cfg.restore_file),
         Some(&cfg.log_file),
-        cfg.fake_gpu.as_deref(),
-        &cfg.sysfs_root,
+        gpu_session::GpuOrigin {
+            fake_gpu: cfg.fake_gpu.as_deref(),
+            sysfs_root: &cfg.sysfs_root,
+        },
         &cfg.command,
     )
 }

@@ -235,8 +235,7 @@ mod tests {
     fn a_missing_fake_gpu_is_named() {
         let missing = fixtures().join("no-such-fake-gpu");
         let e = open_node_gpus(Some(&missing), &fixtures().join("sysfs/i915"), true)
-            .err()
-            .expect("opened a missing fake GPU");
+            .expect_err("opened a missing fake GPU");
         assert!(e.to_string().contains("--fake-gpu"), "{e}");
         assert!(e.to_string().contains("no-such-fake-gpu"), "{e}");
     }
