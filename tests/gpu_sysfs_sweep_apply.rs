@@ -34,6 +34,11 @@ fn tree(test: &str, name: &str) -> Option<Tree> {
         println!("skipped: {test}: needs root (sweep and apply write GPU controls only as root)");
         return None;
     }
+    tree_any_user(test, name)
+}
+
+/// As [`tree`], for any user (a dry run writes nothing).
+fn tree_any_user(test: &str, name: &str) -> Option<Tree> {
     if powerperf_node::gpu_control::nvml::NvmlGpu::open().is_ok() {
         println!("skipped: {test}: NVML has a GPU here, so the sysfs GPU is not GPU 0 (and no real GPU is touched by this test)");
         return None;
@@ -344,4 +349,43 @@ fn apply_sets_an_amdgpu_level_and_restores() {
         .stderr(predicate::str::contains("800 MHz or 1700 MHz"));
     assert_eq!(files(&t.root), before);
     assert_eq!(t.seen().len(), 3, "the command ran");
+}
+
+/// `sweep --dry-run` checks each point against the sysfs GPU (the range RPn..RP0) and names
+/// the files it would write, not NVML calls; nothing is written, by any user.
+#[test]
+fn dry_run_checks_points_on_the_sysfs_gpu_and_names_it() {
+    let Some(t) = tree_any_user(
+        "dry_run_checks_points_on_the_sysfs_gpu_and_names_it",
+        "i915",
+    ) else {
+        return;
+    };
+    let child = t.cat(&[&format!("{I915_FREQ}/gt_min_freq_mhz")]);
+    pp().arg("sweep")
+        .arg("-o")
+        .arg(t.p("set"))
+        .args(["--dry-run", "--sysfs-root"])
+        .arg(&t.root)
+        .args(["--gpu-clock", "500,1000", "--gpu-power-limit", "120"])
+        .args(["--", "sh", "-c", &child])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("would write the sysfs files of i915")
+                .and(predicate::str::contains("checked against"))
+                .and(predicate::str::contains("nvmlDeviceSetGpuLockedClocks").not()),
+        );
+    pp().arg("sweep")
+        .arg("-o")
+        .arg(t.p("set2"))
+        .args(["--dry-run", "--sysfs-root"])
+        .arg(&t.root)
+        .args(["--gpu-clock", "2500"])
+        .args(["--", "sh", "-c", &child])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("300..2050 MHz"));
+    assert!(t.seen().is_empty(), "a dry run ran the command");
+    t.assert_restored();
 }
