@@ -389,3 +389,45 @@ fn dry_run_checks_points_on_the_sysfs_gpu_and_names_it() {
     assert!(t.seen().is_empty(), "a dry run ran the command");
     t.assert_restored();
 }
+
+/// `apply --dry-run` of a GPU plan where GPU 0 is an xe GPU under `--sysfs-root`: the clock
+/// is checked against every gt's RPn..RP0 (1600 MHz is RP0 here), the GPU is named, nothing
+/// is written; a clock above RP0 is refused before the command runs.
+#[test]
+fn apply_dry_run_checks_the_plan_on_the_sysfs_gpu() {
+    let Some(t) = tree_any_user("apply_dry_run_checks_the_plan_on_the_sysfs_gpu", "xe") else {
+        return;
+    };
+    let child = t.cat(&[&format!("{XE_GT0}/max_freq")]);
+    for (mhz, ok) in [("900.0", true), ("2000.0", false)] {
+        let plan = t.p("plan.toml");
+        std::fs::write(
+            &plan,
+            static_gpu_plan(
+                "\"core_freq_mhz\"",
+                "core_freq_mhz = 1600.0",
+                &format!("core_freq_mhz = {mhz}"),
+            ),
+        )
+        .unwrap();
+        let a = pp()
+            .args(["apply", "--dry-run", "--plan"])
+            .arg(&plan)
+            .arg("--sysfs-root")
+            .arg(&t.root)
+            .args(["--", "sh", "-c", &child])
+            .assert();
+        if ok {
+            a.success().stderr(
+                predicate::str::contains("GPU 0 is xe")
+                    .and(predicate::str::contains("checked against it")),
+            );
+        } else {
+            a.failure()
+                .stderr(predicate::str::contains("300..1600 MHz"));
+        }
+    }
+    // the dry run ran the command once (900 MHz), at the files' own values
+    assert_eq!(t.seen(), ["1600"]);
+    t.assert_restored();
+}

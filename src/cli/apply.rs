@@ -246,6 +246,9 @@ fn gpu_reads_and_calls(
             format!("NVML reads on GPU {index}"),
         ),
     };
+    if probe.is_err() && sysfs_gpu_check(args, index, gpu, sum)? {
+        return Ok(());
+    }
     match probe {
         Ok(p) => {
             plan.check_device(knob, &format!("gpu{}", p.device), "NVML")
@@ -299,6 +302,46 @@ fn gpu_reads_and_calls(
         }
     }
     Ok(())
+}
+
+/// Where NVML has no GPU `index`: when it is an AMD or Intel GPU under `--sysfs-root`
+/// (`powerperf_node::gpu_control::node::open_node_gpus`, read only), check the plan's clocks
+/// against it (before the command runs) and say what a privileged run would write. `false`
+/// when it is no such GPU.
+///
+/// # Errors
+/// A clock the GPU refuses (its levels or range, named).
+fn sysfs_gpu_check(
+    args: &ApplyArgs,
+    index: u32,
+    gpu: (Option<f64>, Option<f64>),
+    sum: &mut Summary,
+) -> Result<bool> {
+    use powerperf_node::gpu_control::node;
+    let Ok((ctl, _)) = node::open_node_gpus(None, &args.sysfs_root, false) else {
+        return Ok(false);
+    };
+    let Some(card) = node::sysfs_card(ctl.as_ref(), &args.sysfs_root, index) else {
+        return Ok(false);
+    };
+    let gs = powerperf_node::gpu_control::GpuSetting {
+        sm_clock_mhz: gpu.0,
+        mem_clock_mhz: gpu.1,
+        ..Default::default()
+    };
+    powerperf_core::dvfs::gpu_session::check_setting(ctl.as_ref(), index, &gs)
+        .context("the plan's GPU setting was refused before the command ran")?;
+    eprintln!(
+        "powerperf: GPU {index} is {card}: {} checked against it; not set {}; a privileged run would write its sysfs files (docs/cluster.md, \"AMD and Intel GPUs\")",
+        gs.describe(),
+        if args.dry_run {
+            "in a dry run"
+        } else {
+            "by a powerperf that is not root (run it as root, or through powerperfd)"
+        }
+    );
+    sum.gpu_calls = vec![format!("{}: {} (sysfs)", card, gs.describe())];
+    Ok(true)
 }
 
 fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {

@@ -343,7 +343,9 @@ fn print_dry_run(
         } else {
             "unchecked: no GPU control here"
         };
-        if let Some(card) = gpu_ctl.and_then(|c| sysfs_card(c, &cfg.sysfs_root, g)) {
+        if let Some(card) = gpu_ctl
+            .and_then(|c| powerperf_node::gpu_control::node::sysfs_card(c, &cfg.sysfs_root, g))
+        {
             for s in gpus {
                 eprintln!(
                     "  at {} on GPU {g} ({checked}), would write the sysfs files of {card}",
@@ -371,21 +373,6 @@ fn print_dry_run(
         eprintln!("  at the end: the original GPU settings put back (nvmlDeviceResetGpuLockedClocks, nvmlDeviceResetMemoryLockedClocks, the saved power limit)");
     }
     Ok(())
-}
-
-/// The driver and hwmon directory of GPU `g` of `ctl` where it is an AMD or Intel GPU of
-/// the sysfs tree `root` (they are numbered last: `ctl.count() - their count` on); `None`
-/// for an NVML or fake GPU.
-fn sysfs_card(
-    ctl: &dyn powerperf_node::gpu_control::GpuControl,
-    root: &Path,
-    g: u32,
-) -> Option<String> {
-    use powerperf_node::gpu_control::GpuControl as _;
-    let s = powerperf_node::gpu_control::sysfs::SysfsGpus::open(root, 0).ok()?;
-    let first = ctl.count().checked_sub(s.count())?;
-    let c = s.cards().get(g.checked_sub(first)? as usize)?;
-    Some(format!("{} ({})", c.driver.name(), c.hwmon.display()))
 }
 
 /// Create `OUT/runs` and write `OUT/sweep.toml`, refusing a record of another command.

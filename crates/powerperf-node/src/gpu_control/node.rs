@@ -54,6 +54,17 @@ pub fn open_node_gpus(
     }
 }
 
+/// The driver and hwmon directory (`i915 (/sys/class/hwmon/hwmon1)`) of GPU `g` of `ctl`
+/// (opened by [`open_node_gpus`] with the sysfs root `root`) where it is an AMD or Intel
+/// GPU of that tree (numbered last: from `ctl.count()` minus their count); `None` for an
+/// NVML or fake GPU, or no such GPU. For messages that name what would be written.
+pub fn sysfs_card(ctl: &dyn GpuControl, root: &Path, g: u32) -> Option<String> {
+    let s = SysfsGpus::open(root, 0).ok()?;
+    let first = ctl.count().checked_sub(s.count())?;
+    let c = s.cards().get(g.checked_sub(first)? as usize)?;
+    Some(format!("{} ({})", c.driver.name(), c.hwmon.display()))
+}
+
 /// NVML's (or the fake) GPUs, then the sysfs GPUs.
 #[derive(Debug)]
 pub struct NodeGpus {
