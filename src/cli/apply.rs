@@ -23,7 +23,8 @@ pub struct ApplyArgs {
     /// Print what would be written, change nothing, and run the command unchanged.
     #[arg(long)]
     pub dry_run: bool,
-    /// Root of the sysfs tree (a fixture directory in tests).
+    /// Root of the sysfs tree (a fixture directory in tests): cpufreq, and as root the AMD
+    /// and Intel GPUs (amdgpu, xe, i915) a GPU plan is set on, numbered after NVML's.
     #[arg(long, default_value = "/", value_name = "DIR")]
     pub sysfs_root: PathBuf,
     /// The plan region or workload whose setting to apply (needed when the plan has
@@ -245,6 +246,9 @@ fn gpu_reads_and_calls(
             format!("NVML reads on GPU {index}"),
         ),
     };
+    if probe.is_err() && sysfs_gpu_check(args, index, gpu, sum)? {
+        return Ok(());
+    }
     match probe {
         Ok(p) => {
             plan.check_device(knob, &format!("gpu{}", p.device), "NVML")
@@ -298,6 +302,46 @@ fn gpu_reads_and_calls(
         }
     }
     Ok(())
+}
+
+/// Where NVML has no GPU `index`: when it is an AMD or Intel GPU under `--sysfs-root`
+/// (`powerperf_node::gpu_control::node::open_node_gpus`, read only), check the plan's clocks
+/// against it (before the command runs) and say what a privileged run would write. `false`
+/// when it is no such GPU.
+///
+/// # Errors
+/// A clock the GPU refuses (its levels or range, named).
+fn sysfs_gpu_check(
+    args: &ApplyArgs,
+    index: u32,
+    gpu: (Option<f64>, Option<f64>),
+    sum: &mut Summary,
+) -> Result<bool> {
+    use powerperf_node::gpu_control::node;
+    let Ok((ctl, _)) = node::open_node_gpus(None, &args.sysfs_root, false) else {
+        return Ok(false);
+    };
+    let Some(card) = node::sysfs_card(ctl.as_ref(), &args.sysfs_root, index) else {
+        return Ok(false);
+    };
+    let gs = powerperf_node::gpu_control::GpuSetting {
+        sm_clock_mhz: gpu.0,
+        mem_clock_mhz: gpu.1,
+        ..Default::default()
+    };
+    powerperf_core::dvfs::gpu_session::check_setting(ctl.as_ref(), index, &gs)
+        .context("the plan's GPU setting was refused before the command ran")?;
+    eprintln!(
+        "powerperf: GPU {index} is {card}: {} checked against it; not set {}; a privileged run would write its sysfs files (docs/cluster.md, \"AMD and Intel GPUs\")",
+        gs.describe(),
+        if args.dry_run {
+            "in a dry run"
+        } else {
+            "by a powerperf that is not root (run it as root, or through powerperfd)"
+        }
+    );
+    sum.gpu_calls = vec![format!("{}: {} (sysfs)", card, gs.describe())];
+    Ok(true)
 }
 
 fn run_inner(args: &ApplyArgs, sum: &mut Summary) -> Result<i32> {
@@ -431,13 +475,14 @@ fn begin_gpu(
     sum: &mut Summary,
 ) -> Result<powerperf_core::dvfs::gpu_session::GpuSession> {
     use powerperf_core::dvfs::gpu_session::{self as gsess, GpuSession};
-    let ctl = gsess::open_control(args.fake_gpu.as_deref()).map_err(|e| {
+    let ctl = gsess::open_control(args.fake_gpu.as_deref(), &args.sysfs_root).map_err(|e| {
         if args.fake_gpu.is_some() {
             return e.context("nothing was changed and the command did not run");
         }
         anyhow::anyhow!(
-            "the plan sets {} on `gpu{idx}` (a GPU, through NVML), and NVML has no such GPU here: {e:#}; nothing was changed and the command did not run (fix: apply the plan on the node with that GPU, add --dry-run to print the NVML calls it would make, or use --fake-gpu DIR)",
-            gs.describe()
+            "the plan sets {} on `gpu{idx}` (a GPU, through NVML or an amdgpu, xe or i915 GPU under --sysfs-root {}), and NVML has no such GPU here: {e:#}; nothing was changed and the command did not run (fix: apply the plan on the node with that GPU, add --dry-run to print the NVML calls it would make, or use --fake-gpu DIR)",
+            gs.describe(),
+            args.sysfs_root.display()
         )
     })?;
     gsess::check_setting(ctl.as_ref(), idx, gs).with_context(|| {
@@ -456,7 +501,10 @@ fn begin_gpu(
         &gs.knobs(),
         &gsess::gpu_record_path(&restore),
         Some(&log),
-        args.fake_gpu.as_deref(),
+        gsess::GpuOrigin {
+            fake_gpu: args.fake_gpu.as_deref(),
+            sysfs_root: &args.sysfs_root,
+        },
         &args.command,
     )?;
     let calls = g.set(gs)?;
@@ -819,7 +867,7 @@ fn run_gpu_regions(
             sum,
         );
     }
-    let ctl = gsess::open_control(args.fake_gpu.as_deref())
+    let ctl = gsess::open_control(args.fake_gpu.as_deref(), &args.sysfs_root)
         .context("nothing was changed and the command did not run")?;
     for (name, mhz) in std::iter::once(("(default)".to_string(), default_mhz)).chain(list.clone()) {
         let s = GpuSetting {
@@ -858,7 +906,10 @@ fn run_gpu_regions(
         &[GpuKnob::LockedClocks],
         &gsess::gpu_record_path(&req.restore_file),
         Some(&req.log_file),
-        args.fake_gpu.as_deref(),
+        gsess::GpuOrigin {
+            fake_gpu: args.fake_gpu.as_deref(),
+            sysfs_root: &args.sysfs_root,
+        },
         &req.command,
     )?;
     g.set(&GpuSetting {

@@ -24,7 +24,9 @@ pub struct SweepArgs {
     /// Runs per grid point.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    /// Root of the sysfs tree (a fixture directory in tests).
+    /// Root of the sysfs tree (a fixture directory in tests): cpufreq, and as root the AMD
+    /// and Intel GPUs (amdgpu, xe, i915 hwmon directories) whose clocks and power limit
+    /// `--gpu-clock`/`--gpu-power-limit` set, numbered after NVML's.
     #[arg(long, default_value = "/", value_name = "DIR")]
     pub sysfs_root: PathBuf,
     /// Print the grid and the writes, run nothing.
@@ -69,7 +71,8 @@ pub struct SweepArgs {
     /// (nvmlDeviceGetPowerManagementLimitConstraints).
     #[arg(long, value_delimiter = ',', value_name = "W,...")]
     pub gpu_power_limit: Vec<f64>,
-    /// The GPU the GPU settings go to (NVML's index).
+    /// The GPU the GPU settings go to (NVML's index; AMD and Intel GPUs under --sysfs-root
+    /// follow NVML's, from 0 where there is no NVML).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub gpu: u32,
     /// Use the fake GPUs under DIR (the files of `powerperfd --fake-gpu`,

@@ -5,14 +5,17 @@
 //! returns, errors, panics). After a SIGKILL, `powerperf apply --restore` replays the
 //! record ([`replay_gpu_restore`]).
 //!
-//! The controls: [`FakeGpu`] for `--fake-gpu DIR` (no root, no GPU), or NVML opened
-//! writable ([`NvmlGpu::open_writable`]) as root: every write goes through
-//! `NvmlGpu::nvml_set`, the one function that calls NVML's setters.
+//! The controls: the fake GPUs for `--fake-gpu DIR` (no root, no GPU), or NVML opened
+//! writable (`NvmlGpu::open_writable`) as root: every write goes through
+//! `NvmlGpu::nvml_set`, the one function that calls NVML's setters; then, as root, the AMD
+//! and Intel GPUs of `--sysfs-root` (`powerperf_node::gpu_control::sysfs::SysfsGpus`:
+//! amdgpu `pp_dpm_sclk`/`pp_od_clk_voltage` and `power1_cap`, xe/i915 min/max frequency
+//! and `power1_max`), numbered after NVML's ([`open_control`]).
 
 use crate::dvfs::apply::SwitchLog;
 use anyhow::{Context, Result};
-use powerperf_node::gpu_control::nvml::NvmlGpu;
-use powerperf_node::gpu_control::{FakeGpu, GpuControl, GpuKnob, GpuSaved, GpuSetting};
+use powerperf_node::gpu_control::node::open_node_gpus;
+use powerperf_node::gpu_control::{GpuControl, GpuKnob, GpuSaved, GpuSetting};
 use powerperf_node::state;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -40,30 +43,36 @@ pub fn check_setting(ctl: &dyn GpuControl, gpu: u32, s: &GpuSetting) -> Result<(
     Ok(())
 }
 
-/// Open the GPU controls that write: the fake GPUs under `fake` when given, else NVML,
-/// writable, for root only.
+/// Open the GPU controls that write, for root only: the fake GPUs under `fake` when given,
+/// else NVML, writable; then the AMD and Intel GPUs (amdgpu, xe, i915) of the sysfs tree
+/// `root`, numbered after them. The same opening as powerperfd's
+/// ([`powerperf_node::gpu_control::node::open_node_gpus`]).
 ///
 /// # Errors
-/// No fake GPU there; not root (the message names `--fake-gpu` and powerperfd); no NVML.
-pub fn open_control(fake: Option<&Path>) -> Result<Box<dyn GpuControl>> {
-    if let Some(d) = fake {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            check_fake_dir_for_root(d)?;
-        }
-        return FakeGpu::open(d)
-            .map(|g| Box::new(g) as Box<dyn GpuControl>)
-            .map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()));
-    }
+/// No fake GPU there; not root (the message names `--fake-gpu` and powerperfd); neither
+/// NVML nor a sysfs GPU (both reasons).
+pub fn open_control(fake: Option<&Path>, root: &Path) -> Result<Box<dyn GpuControl>> {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        anyhow::bail!(
-            "setting GPU clocks or power limits needs root (NVML's setters do); run powerperf as root, go through powerperfd (a grant of gpu.locked_clocks, gpu.mem_locked_clocks or gpu.power_limit, docs/cluster.md), or use --fake-gpu DIR to try it on a fake GPU"
-        );
+    let is_root = unsafe { libc::geteuid() } == 0;
+    match fake {
+        Some(d) if is_root => check_fake_dir_for_root(d)?,
+        Some(_) => {}
+        None if !is_root => anyhow::bail!(
+            "setting GPU clocks or power limits needs root (NVML's setters and the amdgpu, xe and i915 sysfs files do); run powerperf as root, go through powerperfd (a grant of gpu.locked_clocks, gpu.mem_locked_clocks or gpu.power_limit, docs/cluster.md), or use --fake-gpu DIR to try it on a fake GPU"
+        ),
+        None => {}
     }
-    NvmlGpu::open_writable()
-        .map(|g| Box::new(g) as Box<dyn GpuControl>)
-        .map_err(anyhow::Error::new)
+    let (g, notes) = open_node_gpus(fake, root, true).map_err(|e| match fake {
+        Some(_) => anyhow::Error::new(e),
+        None => anyhow::anyhow!(
+            "{e} (GPU controls looked for: NVML, and amdgpu, xe and i915 hwmon directories under --sysfs-root {})",
+            root.display()
+        ),
+    })?;
+    for n in notes {
+        tracing::debug!("{n}");
+    }
+    Ok(g)
 }
 
 /// As root, the fake GPU directory and its `gpuN` directories must be real directories
@@ -112,6 +121,10 @@ pub struct GpuRestoreRecord {
     /// The fake GPU directory (absolute) when the session wrote fake GPUs; absent: NVML.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fake_gpu: Option<PathBuf>,
+    /// The sysfs root (absolute) the session's AMD and Intel GPUs were found under
+    /// (`--sysfs-root`); absent in records written before it was kept: `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sysfs_root: Option<PathBuf>,
     pub command: Vec<String>,
     /// The settings to put back, in order.
     pub saved: Vec<GpuSaved>,
@@ -164,6 +177,16 @@ pub fn gpu_record_path(cpu_record: &Path) -> PathBuf {
     cpu_record.with_file_name(gpu)
 }
 
+/// Where a session's GPUs were opened from ([`open_control`]'s arguments), kept in the GPU
+/// restore record so that a replay reopens the same GPUs.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuOrigin<'a> {
+    /// `--fake-gpu DIR`.
+    pub fake_gpu: Option<&'a Path>,
+    /// `--sysfs-root DIR` (the AMD and Intel GPUs).
+    pub sysfs_root: &'a Path,
+}
+
 /// A GPU session on one GPU.
 pub struct GpuSession {
     ctl: Box<dyn GpuControl>,
@@ -189,9 +212,13 @@ impl GpuSession {
         knobs: &[GpuKnob],
         record: &Path,
         log: Option<&Path>,
-        fake_gpu: Option<&Path>,
+        origin: GpuOrigin<'_>,
         command: &[String],
     ) -> Result<Self> {
+        let GpuOrigin {
+            fake_gpu,
+            sysfs_root,
+        } = origin;
         if std::fs::symlink_metadata(record).is_ok() {
             anyhow::bail!(
                 "a GPU restore record is still at {}: its settings may not have been put back. Run `powerperf apply --restore --restore-file {}` first, or give another --restore-file",
@@ -209,6 +236,11 @@ impl GpuSession {
             pid_start_ticks: me.start_ticks,
             boot_id: me.boot_id,
             fake_gpu: fake_gpu.map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf())),
+            sysfs_root: Some(
+                sysfs_root
+                    .canonicalize()
+                    .unwrap_or_else(|_| sysfs_root.to_path_buf()),
+            ),
             command: command.to_vec(),
             saved: saved.clone(),
         };
@@ -385,7 +417,8 @@ pub fn replay_gpu_restore(path: &Path) -> Result<Option<Vec<String>>> {
             owner.pid
         );
     }
-    let mut ctl = open_control(rec.fake_gpu.as_deref())?;
+    let root = rec.sysfs_root.as_deref().unwrap_or(Path::new("/"));
+    let mut ctl = open_control(rec.fake_gpu.as_deref(), root)?;
     for s in &rec.saved {
         ctl.validate(s).with_context(|| {
             format!(
@@ -405,4 +438,31 @@ pub fn replay_gpu_restore(path: &Path) -> Result<Option<Vec<String>>> {
     }
     std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
     Ok(Some(done))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record written before `sysfs_root` was kept loads (the restore then opens `/`);
+    /// a new one keeps the root through a write and a read.
+    #[test]
+    fn records_with_and_without_sysfs_root_load() {
+        let old = "pid = 4242\ncommand = [\"sleep\", \"1\"]\nsaved = []\n";
+        let rec: GpuRestoreRecord = toml::from_str(old).unwrap();
+        assert_eq!(rec.sysfs_root, None);
+        assert_eq!(rec.fake_gpu, None);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("powerperf-gpu-restore.toml");
+        let new = GpuRestoreRecord {
+            sysfs_root: Some(PathBuf::from("/srv/fixture")),
+            ..rec
+        };
+        new.write(&path).unwrap();
+        let back = GpuRestoreRecord::read(&path).unwrap();
+        assert_eq!(back, new);
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("sysfs_root = \"/srv/fixture\""));
+    }
 }

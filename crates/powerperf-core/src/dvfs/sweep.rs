@@ -343,6 +343,18 @@ fn print_dry_run(
         } else {
             "unchecked: no GPU control here"
         };
+        if let Some(card) = gpu_ctl
+            .and_then(|c| powerperf_node::gpu_control::node::sysfs_card(c, &cfg.sysfs_root, g))
+        {
+            for s in gpus {
+                eprintln!(
+                    "  at {} on GPU {g} ({checked}), would write the sysfs files of {card}",
+                    s.describe()
+                );
+            }
+            eprintln!("  at the end: the files read before put back (docs/cluster.md, \"AMD and Intel GPUs\")");
+            return Ok(());
+        }
         for s in gpus {
             eprintln!("  at {} on GPU {g} ({checked}), would call:", s.describe());
             if let Some(f) = s.sm_clock_mhz {
@@ -485,32 +497,33 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
     Ok(outcome.shell_status)
 }
 
-/// The GPU controls of a sweep: for a dry run, the fake GPUs or NVML read-only (`None`
-/// when there is none: the calls are printed unchecked); else the fake GPUs, or NVML
-/// writable as root.
+/// The GPU controls of a sweep: for a dry run, the fake GPUs or NVML read-only, then the
+/// sysfs GPUs of `--sysfs-root` (`None` when there is none: the calls are printed
+/// unchecked); else the fake GPUs, or NVML writable, then the sysfs GPUs, as root
+/// ([`gpu_session::open_control`]).
 ///
 /// # Errors
 /// No fake GPU there; not root and no fake GPU.
 fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn powerperf_node::gpu_control::GpuControl>>> {
-    use powerperf_node::gpu_control::{nvml::NvmlGpu, FakeGpu, GpuControl};
     if !cfg.sets_gpu() {
         return Ok(None);
     }
     if cfg.dry_run {
-        return Ok(match &cfg.fake_gpu {
-            Some(d) => Some(Box::new(
-                FakeGpu::open(d).map_err(|e| anyhow::anyhow!("--fake-gpu {}: {e}", d.display()))?,
-            ) as Box<dyn GpuControl>),
-            None => match NvmlGpu::open() {
-                Ok(g) => Some(Box::new(g) as Box<dyn GpuControl>),
-                Err(e) => {
-                    eprintln!("powerperf sweep: dry-run: {e}");
-                    None
-                }
-            },
-        });
+        let opened = powerperf_node::gpu_control::node::open_node_gpus(
+            cfg.fake_gpu.as_deref(),
+            &cfg.sysfs_root,
+            false,
+        );
+        return match opened {
+            Ok((g, _)) => Ok(Some(g)),
+            Err(e) if cfg.fake_gpu.is_some() => Err(e.into()),
+            Err(e) => {
+                eprintln!("powerperf sweep: dry-run: {e}");
+                Ok(None)
+            }
+        };
     }
-    gpu_session::open_control(cfg.fake_gpu.as_deref())
+    gpu_session::open_control(cfg.fake_gpu.as_deref(), &cfg.sysfs_root)
         .map(Some)
         .with_context(|| format!("cannot sweep GPU settings: no powerperfd to go through either (none at {}; name one with --daemon PATH or ${}); --dry-run shows the calls", powerperf_node::daemon::DEFAULT_SOCKET, powerperf_node::daemon::ENV_DAEMON))
 }
@@ -580,7 +593,10 @@ fn begin_gpu_session(
         &knobs,
         &gpu_session::gpu_record_path(&cfg.restore_file),
         Some(&cfg.log_file),
-        cfg.fake_gpu.as_deref(),
+        gpu_session::GpuOrigin {
+            fake_gpu: cfg.fake_gpu.as_deref(),
+            sysfs_root: &cfg.sysfs_root,
+        },
         &cfg.command,
     )
 }

@@ -4,8 +4,66 @@
 //! through it, so a node with both kinds controls each with its own driver, and an NVIDIA
 //! node keeps its NVML numbering unchanged.
 
+use super::nvml::NvmlGpu;
 use super::sysfs::SysfsGpus;
-use super::{GpuControl, GpuControlError, GpuKnob, GpuSaved};
+use super::{FakeGpu, GpuControl, GpuControlError, GpuKnob, GpuSaved};
+use std::path::Path;
+
+/// Open the GPUs of a node as one [`GpuControl`]: the fake GPUs of `fake` when given, else
+/// NVML (opened writable when `writable`, else read-only: [`NvmlGpu::open_writable`],
+/// [`NvmlGpu::open`]), GPUs `0..n`; then the AMD and Intel GPUs of the sysfs tree `root`
+/// ([`SysfsGpus`]), numbered `n..` ([`NodeGpus`]). Without sysfs GPUs the first alone,
+/// unchanged (an NVIDIA node keeps NVML's numbering). The one place powerperfd (its GPU
+/// controls) and `powerperf sweep`/`apply` as root open the GPUs. The sysfs GPUs are
+/// always written directly (their files are the control; `writable` does not apply).
+///
+/// Returns the controls and notes (why a part is absent while the other is there).
+///
+/// # Errors
+/// [`GpuControlError::Unavailable`]: `fake` given and no fake GPU there (named); neither
+/// part opens (both reasons).
+pub fn open_node_gpus(
+    fake: Option<&Path>,
+    root: &Path,
+    writable: bool,
+) -> Result<(Box<dyn GpuControl>, Vec<String>), GpuControlError> {
+    let first: Result<Box<dyn GpuControl>, GpuControlError> = match fake {
+        // A fake GPU directory asked for and not there is an error, not a fallback.
+        Some(d) => Ok(FakeGpu::open(d)
+            .map(|g| Box::new(g) as Box<dyn GpuControl>)
+            .map_err(|e| {
+                GpuControlError::Unavailable(format!("--fake-gpu {}: {e}", d.display()))
+            })?),
+        None if writable => NvmlGpu::open_writable().map(|g| Box::new(g) as Box<dyn GpuControl>),
+        None => NvmlGpu::open().map(|g| Box::new(g) as Box<dyn GpuControl>),
+    };
+    let n = first.as_ref().map_or(0, |g| g.count());
+    match (first, SysfsGpus::open(root, n)) {
+        (first, Ok(sys)) => {
+            let mut notes = Vec::new();
+            if let Err(e) = &first {
+                notes.push(format!(
+                    "no NVML GPU control ({e}); the sysfs GPUs are GPU 0 on"
+                ));
+            }
+            let g = NodeGpus::new(first.ok(), Some(sys))?;
+            Ok((Box::new(g), notes))
+        }
+        (Ok(g), Err(_)) => Ok((g, Vec::new())),
+        (Err(e), Err(s)) => Err(GpuControlError::Unavailable(format!("{e}; {s}"))),
+    }
+}
+
+/// The driver and hwmon directory (`i915 (/sys/class/hwmon/hwmon1)`) of GPU `g` of `ctl`
+/// (opened by [`open_node_gpus`] with the sysfs root `root`) where it is an AMD or Intel
+/// GPU of that tree (numbered last: from `ctl.count()` minus their count); `None` for an
+/// NVML or fake GPU, or no such GPU. For messages that name what would be written.
+pub fn sysfs_card(ctl: &dyn GpuControl, root: &Path, g: u32) -> Option<String> {
+    let s = SysfsGpus::open(root, 0).ok()?;
+    let first = ctl.count().checked_sub(s.count())?;
+    let c = s.cards().get(g.checked_sub(first)? as usize)?;
+    Some(format!("{} ({})", c.driver.name(), c.hwmon.display()))
+}
 
 /// NVML's (or the fake) GPUs, then the sysfs GPUs.
 #[derive(Debug)]
@@ -151,5 +209,66 @@ impl GpuControl for NodeGpus {
     }
     fn restore(&mut self, s: &GpuSaved) -> Result<String, GpuControlError> {
         self.part_mut(s.gpu)?.restore(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+    }
+
+    /// The fake GPU (standing for NVML) is GPU 0, the i915 card of the sysfs tree GPU 1;
+    /// nothing is written by opening (the fixture is read in place).
+    #[test]
+    fn fake_then_sysfs_numbered_after_it() {
+        let (g, notes) = open_node_gpus(
+            Some(&fixtures().join("fake-gpu")),
+            &fixtures().join("sysfs/i915"),
+            true,
+        )
+        .unwrap();
+        assert_eq!(g.count(), 2);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(g.describe().contains("i915"), "{}", g.describe());
+        // GPU 1 is the i915 card: its range is RPn..RP0 (300..2050 MHz)
+        g.check_locked_clocks(1, 500.0, 500.0).unwrap();
+        assert!(g.check_locked_clocks(1, 2500.0, 2500.0).is_err());
+        assert!(g.check_gpu(2).is_err());
+    }
+
+    /// A fake GPU directory asked for and not there is an error naming it, not a fallback
+    /// to the sysfs GPUs.
+    #[test]
+    fn a_missing_fake_gpu_is_named() {
+        let missing = fixtures().join("no-such-fake-gpu");
+        let e = open_node_gpus(Some(&missing), &fixtures().join("sysfs/i915"), true)
+            .expect_err("opened a missing fake GPU");
+        assert!(e.to_string().contains("--fake-gpu"), "{e}");
+        assert!(e.to_string().contains("no-such-fake-gpu"), "{e}");
+    }
+
+    /// Without NVML (this VM, CI) the sysfs GPUs are GPU 0 on, with a note saying why; with
+    /// neither, both reasons.
+    #[test]
+    fn without_nvml_the_sysfs_gpus_come_first() {
+        if NvmlGpu::open().is_ok() {
+            println!("skipped: NVML has a GPU here, so the sysfs GPUs do not come first");
+            return;
+        }
+        let (g, notes) = open_node_gpus(None, &fixtures().join("sysfs/xe"), false).unwrap();
+        assert_eq!(g.count(), 1);
+        assert!(g.describe().contains("xe"), "{}", g.describe());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("GPU 0"), "{notes:?}");
+        let empty = tempfile::tempdir().unwrap();
+        let e = open_node_gpus(None, empty.path(), false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(';'), "one reason only: {e}");
     }
 }

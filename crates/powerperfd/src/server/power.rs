@@ -10,9 +10,7 @@
 use super::{Daemon, Hold, Inner, Saved};
 use powerperf_node::daemon::{PowerReading, Response};
 use powerperf_node::event_spec::{EventKind, EventSpec};
-use powerperf_node::gpu_control::node::NodeGpus;
-use powerperf_node::gpu_control::sysfs::SysfsGpus;
-use powerperf_node::gpu_control::{FakeGpu, GpuControl, GpuKnob};
+use powerperf_node::gpu_control::{GpuControl, GpuKnob};
 use powerperf_node::perf_event::{self, OpenCounter, Opened, Target};
 use powerperf_node::pmu::PowerEvent;
 use std::path::Path;
@@ -26,24 +24,14 @@ pub(super) fn open_gpu(
     fake: Option<&Path>,
     root: &Path,
 ) -> (Option<Box<dyn GpuControl>>, Option<String>) {
-    let first: Result<Box<dyn GpuControl>, _> = match fake {
-        Some(d) => FakeGpu::open(d).map(|g| Box::new(g) as Box<dyn GpuControl>),
-        None => powerperf_node::gpu_control::nvml::NvmlGpu::open_writable()
-            .map(|g| Box::new(g) as Box<dyn GpuControl>),
-    };
-    let n = first.as_ref().map_or(0, |g| g.count());
-    match (first, SysfsGpus::open(root, n)) {
-        (first, Ok(sys)) => {
-            if let Err(e) = &first {
-                tracing::info!(reason = %e, "no NVML GPU control; the sysfs GPUs are GPU 0 on");
+    match powerperf_node::gpu_control::node::open_node_gpus(fake, root, true) {
+        Ok((g, notes)) => {
+            for n in notes {
+                tracing::info!(reason = %n, "GPU control");
             }
-            match NodeGpus::new(first.ok(), Some(sys)) {
-                Ok(g) => (Some(Box::new(g) as Box<dyn GpuControl>), None),
-                Err(e) => (None, Some(e.to_string())),
-            }
+            (Some(g), None)
         }
-        (Ok(g), Err(_)) => (Some(g), None),
-        (Err(e), Err(s)) => (None, Some(format!("{e}; {s}"))),
+        Err(e) => (None, Some(e.to_string())),
     }
 }
 
