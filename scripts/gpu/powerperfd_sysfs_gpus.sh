@@ -8,9 +8,10 @@
 # fixture from its journal, with NVML open.
 # Usage: bash scripts/gpu/powerperfd_sysfs_gpus.sh [powerperfd.xz], as root on the GPU machine,
 # from the repository root ($OUT receives the daemon log). The binary: strip and xz
-# target/debug/powerperfd into carry/d43c/ (ignored). Run so far only on a machine without
-# NVML (there the xe fixture is GPU 0 and the GPU 1 requests are refused as "does not exist");
-# not yet on the H200 (the device machine copies the main checkout, which lacks this script).
+# target/debug/powerperfd into carry/d43c/ (ignored). Run on a machine without NVML (there the
+# xe fixture is GPU 0 and the GPU 1 requests are refused as "does not exist") and on an H200
+# (2026-11-29): NVML GPU 0 checked only, its power limit and clocks the same before and after;
+# GPU 1 set, then byte-identical after the session and after the SIGKILL and restart.
 set -u
 OUT=${OUT:-/tmp}
 D=/tmp/pd43; rm -rf $D; mkdir -p $D/state $D/root; chmod 700 $D/state; chmod 755 $D
@@ -28,6 +29,9 @@ T
 Q="nvidia-smi --query-gpu=name,power.limit,power.min_limit,power.max_limit,clocks.sm,clocks.max.sm --format=csv"
 echo "== before"; $Q
 start() {
+  # A SIGKILLed daemon leaves its socket behind: remove it, so that the wait below is for
+  # the new daemon's socket (bound after its journal restore), not the old file.
+  rm -f $D/run/s.sock
   RUST_LOG=powerperfd=debug $D/powerperfd --config $D/cfg.toml --socket $D/run/s.sock --state-dir $D/state --sysfs-root $D/root >> $OUT/daemon.log 2>&1 &
   DP=$!
   for i in $(seq 100); do [ -S $D/run/s.sock ] && break; sleep 0.1; done
