@@ -10,27 +10,13 @@
 
 use super::hwmon::{channel_devices, stem_part, Channel};
 use super::{Ctx, Origin};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn channel_part(ch: &Channel, label: Option<&str>) -> String {
     label
         .map(stem_part)
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| ch.prefix.clone())
-}
-
-fn sorted_dirs(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()?;
-            Some((n, e.path()))
-        })
-        .collect();
-    v.sort();
-    v.into_iter().map(|(_, p)| p).collect()
 }
 
 fn power_max_controls(ctx: &mut Ctx, origin: Origin, name: &str, dir: &Path) {
@@ -57,8 +43,8 @@ pub(crate) fn discover_xe(ctx: &mut Ctx, k: usize, dir: &Path) {
         &|ch, label| format!("Intel GPU {k} {}", label.unwrap_or(&ch.prefix)),
     );
     power_max_controls(ctx, Origin::Xe, "xe", dir);
-    for tile in sorted_dirs(&dir.join("device"), "tile") {
-        for gt in sorted_dirs(&tile, "gt") {
+    for tile in crate::sysfs::numbered_dirs(&dir.join("device"), "tile") {
+        for gt in crate::sysfs::numbered_dirs(&tile, "gt") {
             let freq = gt.join("freq0");
             let t = tile
                 .file_name()
@@ -98,7 +84,7 @@ pub(crate) fn discover_i915(ctx: &mut Ctx, k: usize, dir: &Path) {
         &|ch, label| format!("Intel GPU {k} {}", label.unwrap_or(&ch.prefix)),
     );
     power_max_controls(ctx, Origin::I915, "i915", dir);
-    for card in sorted_dirs(&dir.join("device/drm"), "card") {
+    for card in crate::sysfs::numbered_dirs(&dir.join("device/drm"), "card") {
         for f in ["gt_min_freq_mhz", "gt_max_freq_mhz"] {
             let p = card.join(f);
             if p.symlink_metadata().is_ok() {

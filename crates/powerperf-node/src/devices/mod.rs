@@ -189,25 +189,13 @@ pub struct Discovery {
 /// with the `name` file read and trimmed (an empty name where it cannot be read). On a node
 /// `hwmonN` is a link into its device's directory; fixtures use plain directories.
 pub fn hwmon_dirs(root: &Path) -> Vec<(u32, PathBuf, String)> {
-    let base = root.join("sys/class/hwmon");
-    let mut out: Vec<(u32, PathBuf, String)> = std::fs::read_dir(&base)
+    crate::sysfs::numbered_entries(&root.join("sys/class/hwmon"), "hwmon")
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let n: u32 = e
-                .file_name()
-                .to_str()?
-                .strip_prefix("hwmon")?
-                .parse()
-                .ok()?;
-            let dir = e.path();
+        .map(|(n, dir)| {
             let name = crate::sysfs::read_small(&dir.join("name")).unwrap_or_default();
-            Some((n, dir, name))
+            (n, dir, name)
         })
-        .collect();
-    out.sort_by_key(|(n, _, _)| *n);
-    out
+        .collect()
 }
 
 /// What [`discover_with`] looks at besides the sysfs root.

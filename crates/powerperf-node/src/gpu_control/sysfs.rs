@@ -155,20 +155,6 @@ fn under(root: &Path, p: &Path) -> Result<PathBuf, String> {
     }
 }
 
-fn numbered_dirs(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()?;
-            Some((n, e.path()))
-        })
-        .collect();
-    v.sort();
-    v.into_iter().map(|(_, p)| p).collect()
-}
-
 impl SysfsGpus {
     /// Find the amdgpu, xe and i915 hwmon directories under `root`; the first is GPU
     /// `first` (after NVML's GPUs in powerperfd).
@@ -193,13 +179,13 @@ impl SysfsGpus {
             let device = under(&root_c, &hwmon.join("device")).map_err(unavailable)?;
             let freq_dirs = match driver {
                 Driver::Amdgpu => Vec::new(),
-                Driver::Xe => numbered_dirs(&device, "tile")
+                Driver::Xe => crate::sysfs::numbered_dirs(&device, "tile")
                     .iter()
-                    .flat_map(|t| numbered_dirs(t, "gt"))
+                    .flat_map(|t| crate::sysfs::numbered_dirs(t, "gt"))
                     .map(|g| g.join("freq0"))
                     .filter(|f| f.join("min_freq").is_file())
                     .collect(),
-                Driver::I915 => numbered_dirs(&device.join("drm"), "card")
+                Driver::I915 => crate::sysfs::numbered_dirs(&device.join("drm"), "card")
                     .into_iter()
                     .filter(|c| c.join("gt_min_freq_mhz").is_file())
                     .take(1)
