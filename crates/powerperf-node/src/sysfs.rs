@@ -13,6 +13,11 @@ pub fn read_trim(path: &Path) -> std::io::Result<String> {
     std::fs::read_to_string(path).map(|s| s.trim().to_string())
 }
 
+/// The most bytes read from one sysfs attribute (the power and energy readers, the sysfs GPU
+/// controls). sysfs reports every attribute as 4096 bytes long (a page), and a value is a
+/// few digits or a short table.
+pub const MAX_ATTR: u64 = 4096;
+
 /// The first 64 bytes of a small sysfs-style file (a counter, a kHz value), trimmed; `None`
 /// where it is unreadable or not UTF-8. powerperfd's server and metrics sampler read
 /// `energy_uj` and `current_freq_khz` with it.

@@ -8,7 +8,9 @@
 //! is not finite or is negative is no value.
 
 use powerperf_node::daemon::PowerReading;
-use powerperf_node::devices::{DiscoverOptions, EnergyFrom, Origin, PowerDevice, PowerFrom};
+use powerperf_node::devices::{
+    usable, DiscoverOptions, EnergyFrom, Origin, PowerDevice, PowerFrom,
+};
 use std::path::Path;
 use std::time::Instant;
 
@@ -34,11 +36,6 @@ pub(crate) fn open(root: &Path) -> Vec<Box<dyn PowerDevice>> {
     devices
 }
 
-/// A value that can be used: finite and non-negative.
-fn valid(x: Option<f64>) -> Option<f64> {
-    x.filter(|v| v.is_finite() && *v >= 0.0)
-}
-
 /// One [`PowerReading`] per device, read now: `origin` `amdgpu`, `xe`, `i915` or `hwmon`,
 /// `name` the device's timeline stem, `source` its files; `power_w` (W) where the device
 /// measures power, `energy_j` (J) its energy counter where it has one (a client takes the
@@ -54,11 +51,11 @@ pub(crate) fn readings(devices: &mut [Box<dyn PowerDevice>]) -> Vec<PowerReading
                 origin: d.origin().as_str().to_string(),
                 source: format!("{} ({})", d.source(), d.label()),
                 energy_j: match d.energy_from() {
-                    EnergyFrom::Counter => valid(r.energy_j),
+                    EnergyFrom::Counter => usable(r.energy_j),
                     EnergyFrom::PowerIntegral => None,
                 },
                 power_w: match d.power_from() {
-                    PowerFrom::Measured => valid(r.power_w),
+                    PowerFrom::Measured => usable(r.power_w),
                     PowerFrom::EnergyRate => None,
                 },
             }
@@ -122,8 +119,8 @@ impl DeviceMeters {
         for m in &mut self.meters {
             let before = m.total_j.unwrap_or(0.0);
             let r = m.device.read();
-            let energy = valid(r.energy_j);
-            let power = valid(r.power_w);
+            let energy = usable(r.energy_j);
+            let power = usable(r.power_w);
             if m.device.energy_from() == EnergyFrom::Counter {
                 if let Some(e) = energy {
                     let advance = m.last_energy.map(|l| if e >= l { e - l } else { 0.0 });
@@ -151,7 +148,7 @@ impl DeviceMeters {
                     (_, None) => m.power_w = None,
                 },
             }
-            m.clock_hz = valid(r.clock_mhz).map(|mhz| mhz * 1e6);
+            m.clock_hz = usable(r.clock_mhz).map(|mhz| mhz * 1e6);
             delta.push((m.total_j.unwrap_or(0.0) - before).max(0.0));
         }
         delta

@@ -21,7 +21,7 @@
 //! (a driver reload) restarts its origin: that sample's energy and power are empty.
 
 use powerperf_format::run::{Backend, EventRecord, PowerDeviceRecord};
-use powerperf_node::devices::{EnergyFrom, Origin, PowerDevice, PowerFrom};
+use powerperf_node::devices::{usable, EnergyFrom, Origin, PowerDevice, PowerFrom};
 use powerperf_node::event_spec::EventStatus;
 
 /// One device with the state its columns are computed from.
@@ -52,11 +52,6 @@ impl Tracked {
         self.energy_samples > 0
             && (self.device.energy_from() == EnergyFrom::PowerIntegral || self.energy_j > 0.0)
     }
-}
-
-/// A value a device gave that can be used: finite and non-negative.
-fn valid(x: Option<f64>) -> Option<f64> {
-    x.filter(|v| v.is_finite() && *v >= 0.0)
 }
 
 /// Samples every [`PowerDevice`] into timeline columns.
@@ -101,7 +96,7 @@ impl DeviceSampler {
                 ));
                 continue;
             }
-            let clock = valid(device.read().clock_mhz).is_some();
+            let clock = usable(device.read().clock_mhz).is_some();
             notes.push(note(device.as_ref()));
             tracked.push(Tracked {
                 device,
@@ -160,8 +155,8 @@ impl DeviceSampler {
         let mut out = Vec::with_capacity(self.devices.len() * 3);
         for t in &mut self.devices {
             let r = t.device.read();
-            let energy_now = valid(r.energy_j);
-            let power_now = valid(r.power_w);
+            let energy_now = usable(r.energy_j);
+            let power_now = usable(r.power_w);
             // The counter's advance since its last good reading, and over how long.
             let advance = match (t.last_energy, energy_now) {
                 (Some((e0, t0)), Some(e1)) if e1 >= e0 && now_ns > t0 => {
@@ -207,7 +202,7 @@ impl DeviceSampler {
             out.push(power);
             out.push(energy);
             if t.clock {
-                out.push(valid(r.clock_mhz));
+                out.push(usable(r.clock_mhz));
             }
         }
         out

@@ -147,6 +147,13 @@ pub struct PowerSample {
     pub clock_mhz: Option<f64>,
 }
 
+/// A value of a [`PowerSample`] that can be used: finite and non-negative (NaN, an infinity
+/// or a negative power or energy is no value). The timeline, powerperfd's `read_power` and
+/// its metrics all apply it.
+pub fn usable(x: Option<f64>) -> Option<f64> {
+    x.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
 /// A source of power, energy or both.
 pub trait PowerDevice: Send + std::fmt::Debug {
     /// The timeline column stem: `<stem>_power_w`, `<stem>_energy_j` (lower case, `[a-z0-9_]`).

@@ -6,13 +6,9 @@
 
 use std::path::Path;
 
-/// The most bytes read from one text attribute. sysfs reports every attribute as 4096 bytes
-/// long (a page), and a value is a few digits.
-pub const MAX_ATTR: u64 = 4096;
-
 /// A text attribute, trimmed: `Err` names the path, the error and the fix.
 pub(crate) fn read_text(path: &Path) -> Result<String, String> {
-    let bytes = crate::safe_file::read_bounded(path, MAX_ATTR, "sysfs attribute")
+    let bytes = crate::safe_file::read_bounded(path, crate::sysfs::MAX_ATTR, "sysfs attribute")
         .map_err(|e| with_fix(path, &format!("{e:#}")))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| with_fix(path, &format!("{} is not text", path.display())))?;

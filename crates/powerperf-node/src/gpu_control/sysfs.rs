@@ -29,11 +29,10 @@
 //! value.
 
 use super::{check_clock_list, GpuControl, GpuControlError, GpuKnob, GpuSaved, SysfsSaved};
+use crate::sysfs::MAX_ATTR;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The most bytes read from one attribute (sysfs shows at most a page).
-const MAX_ATTR: u64 = 4096;
 /// amdgpu's `power_dpm_force_performance_level` values (thermal.rst).
 pub const AMD_PERF_LEVELS: [&str; 9] = [
     "auto",
