@@ -431,3 +431,275 @@ fn apply_dry_run_checks_the_plan_on_the_sysfs_gpu() {
     assert_eq!(t.seen(), ["1600"]);
     t.assert_restored();
 }
+
+/// The GPU's hardware, played by a thread while a sweep runs: each gt whose `min` and `max`
+/// frequency files hold one clock (locked) runs at `min × factor` (its `act` file), an
+/// unlocked one at its own clock (the fixture's `act` bytes); the card's energy counter
+/// (µJ) advances at [`W_PER_MHZ`] × the first gt's actual clock. Every 2 ms, until dropped,
+/// which puts the counter's own bytes back (so the restored tree is the fixture again).
+struct Hardware {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    energy: (PathBuf, Vec<u8>),
+}
+
+/// The power of the played GPU per MHz of its clock, W.
+const W_PER_MHZ: f64 = 0.1;
+
+impl Hardware {
+    /// `gts`: `(min, max, act)` paths under `root`; `energy`: the card's `energyN_input`.
+    fn start(root: &Path, gts: &[(&str, &str, &str)], energy: &str, factor: f64) -> Hardware {
+        let read =
+            |p: &Path| -> Option<f64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+        let gts: Vec<(PathBuf, PathBuf, PathBuf, Vec<u8>)> = gts
+            .iter()
+            .map(|(min, max, act)| {
+                let act = root.join(act);
+                let own = std::fs::read(&act).unwrap();
+                (root.join(min), root.join(max), act, own)
+            })
+            .collect();
+        let energy = root.join(energy);
+        let own_energy = std::fs::read(&energy).unwrap();
+        let mut uj = read(&energy).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let counter = energy.clone();
+        // a file is replaced whole (written beside the tree, then renamed), as sysfs shows a
+        // value whole: a reader never sees it empty
+        let tmp = root.parent().unwrap().join("hardware.tmp");
+        let put = move |p: &Path, b: &[u8]| {
+            std::fs::write(&tmp, b).and_then(|()| std::fs::rename(&tmp, p))
+        };
+        let thread = std::thread::spawn(move || {
+            let mut last = std::time::Instant::now();
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                for (min, max, act, own) in &gts {
+                    let want = match (read(min), read(max)) {
+                        (Some(a), Some(b)) if a == b => {
+                            format!("{}\n", (a * factor).round()).into_bytes()
+                        }
+                        _ => own.clone(),
+                    };
+                    if std::fs::read(act).ok().as_ref() != Some(&want) {
+                        put(act, &want).unwrap();
+                    }
+                }
+                let mhz = read(&gts[0].2).unwrap_or(0.0);
+                let now = std::time::Instant::now();
+                uj += W_PER_MHZ * mhz * 1e6 * (now - last).as_secs_f64();
+                last = now;
+                put(&counter, format!("{}\n", uj.round()).as_bytes()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        });
+        Hardware {
+            stop,
+            thread: Some(thread),
+            energy: (energy, own_energy),
+        }
+    }
+}
+
+impl Drop for Hardware {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::write(&self.energy.0, &self.energy.1);
+    }
+}
+
+/// The i915 card's frequency files: `gt_{min,max,act}_freq_mhz`.
+fn i915_gts() -> Vec<(String, String, String)> {
+    let f = |n: &str| format!("{I915_FREQ}/gt_{n}_freq_mhz");
+    vec![(f("min"), f("max"), f("act"))]
+}
+
+/// The xe card's two gts: `freq0/{min,max,act}_freq`.
+fn xe_gts() -> Vec<(String, String, String)> {
+    [XE_GT0, XE_GT1]
+        .iter()
+        .map(|g| {
+            (
+                format!("{g}/min_freq"),
+                format!("{g}/max_freq"),
+                format!("{g}/act_freq"),
+            )
+        })
+        .collect()
+}
+
+/// Sweep `clocks` on the sysfs GPU of `t` while [`Hardware`] runs the locked gts at
+/// `factor` × the lock (its energy counter `energy`); the command sleeps 1 s, sampled every
+/// 20 ms (about 50 samples: one sample taken before the played hardware caught up, on a
+/// loaded machine, moves the mean less than 2 %).
+fn sweep_observed(
+    t: &Tree,
+    gts: &[(String, String, String)],
+    energy: &str,
+    clocks: &str,
+    factor: f64,
+) {
+    let gts: Vec<(&str, &str, &str)> = gts
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+        .collect();
+    let hw = Hardware::start(&t.root, &gts, energy, factor);
+    pp().arg("sweep")
+        .arg("-o")
+        .arg(t.p("set"))
+        .args(t.args())
+        .args(["--gpu-clock", clocks, "--interval", "20ms"])
+        .args(["--", "sh", "-c", "sleep 1"])
+        .assert()
+        .success();
+    drop(hw);
+}
+
+/// The `[gpu_setting]` of run `f-_t-_r0_g<mhz>` of the set.
+fn gpu_setting(t: &Tree, mhz: u32) -> powerperf_format::run::GpuRunSetting {
+    let dir = t.p("set").join(format!("runs/f-_t-_r0_g{mhz}"));
+    powerperf_format::run::RunMeta::read(&dir)
+        .unwrap()
+        .gpu_setting
+        .unwrap_or_else(|| panic!("no [gpu_setting] in {}", dir.display()))
+}
+
+/// The observed power is the mean of the card's Δenergy/Δt, which [`Hardware`] advances at
+/// [`W_PER_MHZ`] × the clock: within 40 % (the counter is written every 2 ms and sampled
+/// every 20 ms by two processes on a shared machine: each sample's Δt and Δenergy jitter).
+fn assert_power(g: &powerperf_format::run::GpuRunSetting, mhz: u32) {
+    let want = W_PER_MHZ * f64::from(mhz);
+    let p = g
+        .observed_power_w
+        .unwrap_or_else(|| panic!("no observed power: {g:?}"));
+    println!(
+        "{mhz} MHz requested: observed {:?} MHz and {p:.2} W (played {want} W) over {} samples of {:?}",
+        g.observed_sm_clock_mhz, g.samples, g.observed_from
+    );
+    assert!(
+        (p - want).abs() < 0.4 * want,
+        "observed {p} W, played {want} W: {g:?}"
+    );
+}
+
+/// `powerperf fit SET --no-loo -o MODEL`: whether it succeeded, and its stderr.
+fn fit_stderr(t: &Tree) -> (bool, String) {
+    let o = pp()
+        .arg("fit")
+        .arg(t.p("set"))
+        .arg("--no-loo")
+        .arg("-o")
+        .arg(t.p("model.json"))
+        .output()
+        .unwrap();
+    println!(
+        "fit: {}\n{}{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Issue 44o: a sweep over an i915 GPU reads the observed clock from its power device's
+/// `i915_0_clock_mhz` (`gt_act_freq_mhz`): each point's observed SM clock is the clock the
+/// GPU ran at, no point is flagged, fit warns of none, and the tree is the fixture again.
+#[test]
+fn i915_sweep_records_the_observed_clock_and_flags_nothing() {
+    let Some(t) = tree(
+        "i915_sweep_records_the_observed_clock_and_flags_nothing",
+        "i915",
+    ) else {
+        return;
+    };
+    sweep_observed(
+        &t,
+        &i915_gts(),
+        &format!("{I915}/energy1_input"),
+        "500,1000",
+        1.0,
+    );
+    for mhz in [500, 1000] {
+        let g = gpu_setting(&t, mhz);
+        assert_eq!(g.observed_sm_clock_mhz, Some(f64::from(mhz)), "{g:?}");
+        assert_eq!(g.observed_from.as_deref(), Some("i915_0"), "{g:?}");
+        assert!(g.samples > 0, "{g:?}");
+        assert_power(&g, mhz);
+        assert_eq!(g.flag, None, "{g:?}");
+    }
+    let rec = std::fs::read_to_string(t.p("set/sweep.toml")).unwrap();
+    assert!(!rec.contains("off_setting"), "{rec}");
+    let (ok, err) = fit_stderr(&t);
+    assert!(ok, "{err}");
+    assert!(!err.contains("not at their requested GPU setting"), "{err}");
+    t.assert_restored();
+}
+
+/// As for i915, on the xe card (two tiles): the clock is gt0's `act_freq`, the device
+/// `xe0_card`.
+#[test]
+fn xe_sweep_records_the_observed_clock_and_flags_nothing() {
+    let Some(t) = tree(
+        "xe_sweep_records_the_observed_clock_and_flags_nothing",
+        "xe",
+    ) else {
+        return;
+    };
+    sweep_observed(
+        &t,
+        &xe_gts(),
+        &format!("{XE}/energy1_input"),
+        "900,1200",
+        1.0,
+    );
+    for mhz in [900, 1200] {
+        let g = gpu_setting(&t, mhz);
+        assert_eq!(g.observed_sm_clock_mhz, Some(f64::from(mhz)), "{g:?}");
+        assert_eq!(g.observed_from.as_deref(), Some("xe0_card"), "{g:?}");
+        assert_eq!(g.flag, None, "{g:?}");
+        assert_power(&g, mhz);
+    }
+    let rec = std::fs::read_to_string(t.p("set/sweep.toml")).unwrap();
+    assert!(!rec.contains("off_setting"), "{rec}");
+    let (ok, err) = fit_stderr(&t);
+    assert!(ok, "{err}");
+    assert!(!err.contains("not at their requested GPU setting"), "{err}");
+    t.assert_restored();
+}
+
+/// A GPU that runs 5 % below its lock (`act_freq` = 0.95 × the lock: PCODE's decision,
+/// throttling) is flagged by the 2 % rule: in run.toml, in sweep.toml and by fit, with the
+/// column it was read from.
+#[test]
+fn an_xe_gpu_off_its_locked_clock_is_flagged() {
+    let Some(t) = tree("an_xe_gpu_off_its_locked_clock_is_flagged", "xe") else {
+        return;
+    };
+    sweep_observed(&t, &xe_gts(), &format!("{XE}/energy1_input"), "1000", 0.95);
+    let g = gpu_setting(&t, 1000);
+    assert_eq!(g.observed_sm_clock_mhz, Some(950.0), "{g:?}");
+    let flag = g.flag.unwrap();
+    assert!(
+        flag.contains("observed mean SM clock 950.0 MHz is 5.0 % off the requested 1000 MHz"),
+        "{flag}"
+    );
+    assert!(
+        flag.contains("collect records none for an AMD or Intel GPU"),
+        "{flag}"
+    );
+    let rec: powerperf_core::dvfs::sweep::SweepRecord =
+        toml::from_str(&std::fs::read_to_string(t.p("set/sweep.toml")).unwrap()).unwrap();
+    assert_eq!(rec.off_setting.len(), 1, "{rec:?}");
+    let (_, err) = fit_stderr(&t);
+    assert!(
+        err.contains("1 point(s)") && err.contains("not at their requested GPU setting"),
+        "{err}"
+    );
+    t.assert_restored();
+}

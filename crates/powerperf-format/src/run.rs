@@ -149,10 +149,11 @@ pub struct Knobs {
 
 /// `[gpu_setting]`: the GPU setting a run of `powerperf sweep --gpu-clock/--gpu-mem-clock/
 /// --gpu-power-limit` was made under: what was requested, and what the GPU's samples
-/// (`gpu<N>_*` timeline columns) show over the run.
+/// (`gpu<N>_*` timeline columns, or an AMD or Intel GPU's `<stem>_*`: `observed_from`) show
+/// over the run.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct GpuRunSetting {
-    /// The GPU index (NVML's).
+    /// The GPU index (the node's: NVML's GPUs, then the AMD and Intel GPUs of sysfs).
     pub gpu: u32,
     /// The locked SM clock requested, MHz.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,6 +179,13 @@ pub struct GpuRunSetting {
     pub throttle_reasons: Option<u64>,
     /// The number of samples the means are over.
     pub samples: u64,
+    /// The timeline column stem the observed values are the means of: `gpu<N>` for an
+    /// NVML (or fake) GPU (`gpu<N>_sm_clock_mhz`, …), the power device's stem for an AMD or
+    /// Intel GPU of the sysfs tree (`amdgpu0`, `xe0_card`, `i915_0`: `<stem>_clock_mhz`,
+    /// `<stem>_power_w`). Absent in runs made before it was recorded, and where the GPU has
+    /// no device collect records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_from: Option<String>,
     /// Why the point is not at the setting requested (an observed clock more than 2 % off
     /// the requested one, or no observed clock at all); absent when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,7 +13,9 @@
 //!   between the last good power reading (p₀ at t₀) and this one (p₁ at t₁):
 //!   ½·(p₀ + p₁)·(t₁ − t₀) (the rule `gpu<i>-power-integral` uses; e.g. Press et al.,
 //!   *Numerical Recipes*, 3rd ed., §4.1, "classical formulas for equally spaced abscissas").
-//! - `<stem>_clock_mhz`, MHz, where the device's first reading gives a clock.
+//! - `<stem>_clock_mhz`, MHz, where the device reads a clock ([`PowerDevice::has_clock`]:
+//!   amdgpu's sclk, xe's and i915's actual GT frequency) or its first reading gives one; a
+//!   reading without a clock (an Intel GT asleep in RC6 reads 0 MHz) is an empty cell.
 //!
 //! A read that fails (or gives a value that is not finite or is negative) leaves an empty
 //! cell, never a zero; the next good reading covers the time since the last good one, so
@@ -28,7 +30,7 @@ use powerperf_node::event_spec::EventStatus;
 #[derive(Debug)]
 struct Tracked {
     device: Box<dyn PowerDevice>,
-    /// `<stem>_clock_mhz` is a column (the first reading gave a clock).
+    /// `<stem>_clock_mhz` is a column (the device has a clock, or its first reading gave one).
     clock: bool,
     /// The last good energy reading: (J, ns).
     last_energy: Option<(f64, u64)>,
@@ -75,7 +77,7 @@ impl DeviceSampler {
     /// A sampler over `devices`, leaving out those of an origin in `skip` (RAPL and NVML,
     /// which [`super::energy::Energy`] and [`super::nvml::GpuSampler`] sample) and a second
     /// device with a stem already taken (said in a note). Each device is read once here:
-    /// its clock column exists where this reading gives a clock.
+    /// its clock column exists where it has a clock or this reading gives one.
     pub fn new(devices: Vec<Box<dyn PowerDevice>>, skip: &[Origin]) -> Self {
         let mut notes = Vec::new();
         let mut tracked: Vec<Tracked> = Vec::new();
@@ -96,7 +98,9 @@ impl DeviceSampler {
                 ));
                 continue;
             }
-            let clock = usable(device.read().clock_mhz).is_some();
+            // a clock column where the device reads a clock, even if this first reading
+            // gives none (an xe or i915 GT asleep reads 0 MHz: an empty cell)
+            let clock = usable(device.read().clock_mhz).is_some() || device.has_clock();
             notes.push(note(device.as_ref()));
             tracked.push(Tracked {
                 device,

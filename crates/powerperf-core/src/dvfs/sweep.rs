@@ -30,6 +30,7 @@
 
 use super::apply::{Session, SignalForwarder};
 use crate::dvfs::gpu_session::{self, GpuSession};
+use crate::dvfs::sweep_gpu::GpuColumns;
 use anyhow::{Context, Result};
 use powerperf_format::run::RunMeta;
 use powerperf_node::controller::{ControllerError, CpufreqController, FrequencyController};
@@ -421,7 +422,11 @@ pub const MAX_SWEEP_RECORD_BYTES: u64 = 16 << 20;
 ///
 /// # Errors
 /// Collection errors, or a run directory whose metadata cannot be read back or written.
-fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
+fn collect_one(
+    cfg: &SweepConfig,
+    r: &PlannedRun,
+    cols: &super::sweep_gpu::GpuColumns,
+) -> Result<i32> {
     let mut env = Vec::new();
     if let Some(t) = r.threads {
         env.push(("OMP_NUM_THREADS".to_string(), t.to_string()));
@@ -471,7 +476,7 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
     }
     if !r.gpu.is_empty() {
         let g = cfg.gpu;
-        let obs = super::sweep_gpu::observe(&r.dir, g, &r.gpu)?;
+        let obs = super::sweep_gpu::observe(&r.dir, g, cols, &r.gpu)?;
         if let Some(f) = r.gpu.sm_clock_mhz {
             meta.knobs.core_freq_mhz = Some(f);
             meta.knobs.gpu_sm_clock_mhz = obs.observed_sm_clock_mhz;
@@ -482,10 +487,16 @@ fn collect_one(cfg: &SweepConfig, r: &PlannedRun) -> Result<i32> {
         if let Some(w) = r.gpu.power_limit_w {
             meta.knobs.power_limit_w = Some(w);
         }
+        let via = match cols {
+            GpuColumns::Sysfs { driver, .. } => {
+                format!(" through the {driver} driver's sysfs files")
+            }
+            GpuColumns::Nvml(_) if cfg.fake_gpu.is_some() => " on a fake GPU (--fake-gpu)".into(),
+            GpuColumns::Nvml(_) => " through NVML".into(),
+        };
         meta.notes.push(format!(
-            "{} set on GPU {g} by powerperf sweep{} ([gpu_setting]: requested and observed); knobs core_freq_mhz/mem_freq_mhz/power_limit_w of this run are the GPU's",
+            "{} set on GPU {g} by powerperf sweep{via} ([gpu_setting]: requested and observed); knobs core_freq_mhz/mem_freq_mhz/power_limit_w of this run are the GPU's",
             r.gpu.describe(),
-            if cfg.fake_gpu.is_some() { " on a fake GPU (--fake-gpu)" } else { " through NVML" }
         ));
         if let Some(f) = &obs.flag {
             meta.notes
@@ -526,6 +537,28 @@ fn open_gpu(cfg: &SweepConfig) -> Result<Option<Box<dyn powerperf_node::gpu_cont
     gpu_session::open_control(cfg.fake_gpu.as_deref(), &cfg.sysfs_root)
         .map(Some)
         .with_context(|| format!("cannot sweep GPU settings: no powerperfd to go through either (none at {}; name one with --daemon PATH or ${}); --dry-run shows the calls", powerperf_node::daemon::DEFAULT_SOCKET, powerperf_node::daemon::ENV_DAEMON))
+}
+
+/// The timeline columns the runs' observed GPU clock and power are read from
+/// ([`powerperf_node::gpu_control::node::gpu_columns`]): GPU `--gpu` numbered through the
+/// controls this process opened (`ctl`), or, where powerperfd sets the GPU, through the
+/// node's GPUs opened here read-only ([`powerperf_node::gpu_control::node::open_node_gpus`],
+/// the daemon's numbering: NVML's GPUs, then the sysfs GPUs); `gpu<N>_*` where neither opens.
+fn observed_columns(
+    cfg: &SweepConfig,
+    ctl: Option<&dyn powerperf_node::gpu_control::GpuControl>,
+) -> GpuColumns {
+    use powerperf_node::gpu_control::node;
+    if !cfg.sets_gpu() {
+        return GpuColumns::Nvml(cfg.gpu);
+    }
+    match ctl {
+        Some(c) => node::gpu_columns(c, &cfg.sysfs_root, cfg.gpu),
+        None => match node::open_node_gpus(cfg.fake_gpu.as_deref(), &cfg.sysfs_root, false) {
+            Ok((c, _)) => node::gpu_columns(c.as_ref(), &cfg.sysfs_root, cfg.gpu),
+            Err(_) => GpuColumns::Nvml(cfg.gpu),
+        },
+    }
 }
 
 /// The daemon the GPU settings go through (see [`SweepConfig::daemon`]); `None` for a dry
@@ -720,6 +753,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
         });
     }
     write_record(cfg, &record)?;
+    let gpu_cols = observed_columns(cfg, gpu_ctl.as_deref());
 
     let mut session = match ctl.as_mut() {
         Some(c) => {
@@ -802,7 +836,7 @@ pub fn sweep(cfg: &SweepConfig, sig: &SignalForwarder) -> Result<SweepOutcome> {
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
         pb.set_message(label.clone());
-        let shell_status = collect_one(cfg, r)?;
+        let shell_status = collect_one(cfg, r, &gpu_cols)?;
         if shell_status != 0 && !r.warmup {
             failed.push((r.dir.clone(), shell_status));
         }

@@ -1,13 +1,15 @@
 //! The GPU side of `powerperf sweep` (issue 39, item 4): the grid of GPU settings
 //! (`--gpu-clock`, `--gpu-mem-clock`, `--gpu-power-limit`), and what each run observed
 //! (mean SM and memory clocks, mean power and the throttle reasons over the run's
-//! `gpu<N>_*` timeline samples), with the 2 % rule: a run whose observed clock is more
-//! than [`MAX_CLOCK_OFF`] away from the requested one, or that has no observed clock, is
-//! flagged, the flag naming the throttle reasons NVML reported over the run
-//! ([`throttle_reason_names`]), in its `run.toml` (`[gpu_setting] flag`), in `SET/sweep.toml`
-//! (`[[off_setting]]`) and by `powerperf fit`.
+//! timeline samples of that GPU: `gpu<N>_*` for an NVML GPU, `<stem>_clock_mhz` and
+//! `<stem>_power_w` of an AMD or Intel GPU's power device, [`GpuColumns`]), with the 2 %
+//! rule: a run whose observed clock is more than [`MAX_CLOCK_OFF`] away from the requested
+//! one, or that has no observed clock, is flagged, the flag naming the throttle reasons
+//! NVML reported over the run ([`throttle_reason_names`]), in its `run.toml`
+//! (`[gpu_setting] flag`), in `SET/sweep.toml` (`[[off_setting]]`) and by `powerperf fit`.
 
 use powerperf_format::run::GpuRunSetting;
+pub use powerperf_node::gpu_control::node::GpuColumns;
 use powerperf_node::gpu_control::GpuSetting;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -102,12 +104,14 @@ pub fn throttle_reason_names(mask: u64) -> Vec<String> {
 }
 
 /// What the flag of an off-setting point says about throttling: the reasons NVML reported
-/// over the run (the OR of the samples' masks).
-fn throttle_words(mask: Option<u64>) -> String {
-    match mask {
-        None => "throttle reasons not read (no gpu<N>_throttle_reasons samples)".into(),
-        Some(0) => "NVML reported no throttle reason over the run".into(),
-        Some(m) => format!(
+/// over the run (the OR of the samples' masks); `column` `None`: the GPU's driver gives none
+/// that collect records (an AMD or Intel GPU of sysfs).
+fn throttle_words(column: Option<&str>, mask: Option<u64>) -> String {
+    match (column, mask) {
+        (None, _) => "no throttle reasons: collect records none for an AMD or Intel GPU".into(),
+        (Some(c), None) => format!("throttle reasons not read (no {c} samples)"),
+        (Some(_), Some(0)) => "NVML reported no throttle reason over the run".into(),
+        (Some(_), Some(m)) => format!(
             "throttle reasons over the run (NVML): {}",
             throttle_reason_names(m).join(", ")
         ),
@@ -128,54 +132,74 @@ fn mean(v: &[Option<f64>]) -> (Option<f64>, u64) {
     }
 }
 
-/// The flag of a clock: requested vs observed (`what`: `SM clock`, `memory clock`).
-fn clock_flag(what: &str, requested: Option<f64>, observed: Option<f64>) -> Option<String> {
+/// The flag of a clock: requested vs observed (`what`: `SM clock`, `memory clock`), the
+/// observed one being the mean of the timeline column `column` (`None`: the GPU has no such
+/// column).
+fn clock_flag(
+    what: &str,
+    column: Option<&str>,
+    requested: Option<f64>,
+    observed: Option<f64>,
+) -> Option<String> {
     let r = requested?;
-    match observed {
-        None => Some(format!(
-            "no observed {what}: the run has no GPU samples of it (a run shorter than --interval, or no GPU readings); the requested {r} MHz is not confirmed"
+    match (observed, column) {
+        (None, Some(c)) => Some(format!(
+            "no observed {what}: the run has no samples of {c} (a run shorter than --interval, or no GPU readings); the requested {r} MHz is not confirmed"
         )),
-        Some(o) if (o - r).abs() > MAX_CLOCK_OFF * r => Some(format!(
+        (None, None) => Some(format!(
+            "no observed {what}: collect records no {what} of this GPU (an AMD or Intel GPU without a power device, or a memory clock, which only NVML gives); the requested {r} MHz is not confirmed"
+        )),
+        (Some(o), _) if (o - r).abs() > MAX_CLOCK_OFF * r => Some(format!(
             "observed mean {what} {o:.1} MHz is {:.1} % off the requested {r} MHz (more than {} %)",
             100.0 * (o - r).abs() / r,
             MAX_CLOCK_OFF * 100.0
         )),
-        Some(_) => None,
+        (Some(_), _) => None,
     }
 }
 
-/// What the run in `dir` observed on GPU `gpu` under the requested setting `g`: means of
-/// the timeline's `gpu<N>_sm_clock_mhz`, `gpu<N>_mem_clock_mhz`, `gpu<N>_power_w`, the OR
-/// of `gpu<N>_throttle_reasons`, and the flag of the 2 % rule.
+/// What the run in `dir` observed on GPU `gpu` under the requested setting `g`, from the
+/// timeline columns `cols` collect recorded for that GPU: the means of its SM clock,
+/// memory clock and power columns (NVML's `gpu<N>_sm_clock_mhz`, `gpu<N>_mem_clock_mhz`,
+/// `gpu<N>_power_w`; an AMD or Intel GPU's `<stem>_clock_mhz` and `<stem>_power_w`), the
+/// OR of `gpu<N>_throttle_reasons`, and the flag of the 2 % rule.
 ///
 /// # Errors
 /// An unreadable timeline.
-pub fn observe(dir: &Path, gpu: u32, g: &GpuSetting) -> anyhow::Result<GpuRunSetting> {
+pub fn observe(
+    dir: &Path,
+    gpu: u32,
+    cols: &GpuColumns,
+    g: &GpuSetting,
+) -> anyhow::Result<GpuRunSetting> {
     use powerperf_format::timeline;
     let df = timeline::read_run(dir)?;
-    let col = |name: &str| -> Vec<Option<f64>> {
+    let col = |name: Option<&str>| -> Vec<Option<f64>> {
         df.as_ref()
-            .and_then(|d| timeline::column_f64(d, &format!("gpu{gpu}_{name}")).ok())
+            .zip(name)
+            .and_then(|(d, n)| timeline::column_f64(d, n).ok())
             .unwrap_or_default()
     };
-    let (sm, n) = mean(&col("sm_clock_mhz"));
-    let (mem, _) = mean(&col("mem_clock_mhz"));
-    let (power, _) = mean(&col("power_w"));
-    let throttle = col("throttle_reasons")
+    let (sm_col, mem_col, throttle_col) =
+        (cols.sm_clock(), cols.mem_clock(), cols.throttle_reasons());
+    let (sm, n) = mean(&col(sm_col.as_deref()));
+    let (mem, _) = mean(&col(mem_col.as_deref()));
+    let (power, _) = mean(&col(cols.power().as_deref()));
+    let throttle = col(throttle_col.as_deref())
         .into_iter()
         .flatten()
         .filter(|m| m.is_finite() && *m >= 0.0)
         .map(|m| m as u64)
         .reduce(|a, b| a | b);
     let mut flags: Vec<String> = [
-        clock_flag("SM clock", g.sm_clock_mhz, sm),
-        clock_flag("memory clock", g.mem_clock_mhz, mem),
+        clock_flag("SM clock", sm_col.as_deref(), g.sm_clock_mhz, sm),
+        clock_flag("memory clock", mem_col.as_deref(), g.mem_clock_mhz, mem),
     ]
     .into_iter()
     .flatten()
     .collect();
     if !flags.is_empty() {
-        flags.push(throttle_words(throttle));
+        flags.push(throttle_words(throttle_col.as_deref(), throttle));
     }
     Ok(GpuRunSetting {
         gpu,
@@ -188,6 +212,7 @@ pub fn observe(dir: &Path, gpu: u32, g: &GpuSetting) -> anyhow::Result<GpuRunSet
         throttle_reasons: throttle,
         samples: n,
         flag: (!flags.is_empty()).then(|| flags.join("; ")),
+        observed_from: cols.stem(),
     })
 }
 
@@ -206,13 +231,22 @@ mod tests {
 
     #[test]
     fn two_percent_rule() {
-        assert_eq!(clock_flag("SM clock", Some(1200.0), Some(1223.0)), None);
-        let f = clock_flag("SM clock", Some(1200.0), Some(1230.0)).unwrap();
+        let c = Some("gpu0_sm_clock_mhz");
+        assert_eq!(clock_flag("SM clock", c, Some(1200.0), Some(1223.0)), None);
+        let f = clock_flag("SM clock", c, Some(1200.0), Some(1230.0)).unwrap();
         assert!(f.contains("2.5 % off the requested 1200 MHz"), "{f}");
-        assert!(clock_flag("SM clock", Some(1200.0), None)
-            .unwrap()
-            .contains("no observed SM clock"));
-        assert_eq!(clock_flag("SM clock", None, Some(1.0)), None);
+        let f = clock_flag("SM clock", c, Some(1200.0), None).unwrap();
+        assert!(f.contains("no observed SM clock"), "{f}");
+        assert!(f.contains("no samples of gpu0_sm_clock_mhz"), "{f}");
+        assert_eq!(clock_flag("SM clock", c, None, Some(1.0)), None);
+        // a sysfs GPU's clock is checked alike; a memory clock it has no column for is named
+        let x = Some("xe0_card_clock_mhz");
+        assert_eq!(clock_flag("SM clock", x, Some(900.0), Some(900.0)), None);
+        let f = clock_flag("memory clock", None, Some(1593.0), None).unwrap();
+        assert!(
+            f.contains("collect records no memory clock of this GPU"),
+            "{f}"
+        );
     }
 
     #[test]
@@ -232,10 +266,12 @@ mod tests {
             ]
         );
         assert!(throttle_reason_names(0).is_empty());
-        assert!(throttle_words(Some(0)).contains("no throttle reason"));
-        assert!(throttle_words(None).contains("not read"));
+        let c = Some("gpu0_throttle_reasons");
+        assert!(throttle_words(c, Some(0)).contains("no throttle reason"));
+        assert!(throttle_words(c, None).contains("not read"));
+        assert!(throttle_words(None, None).contains("AMD or Intel"));
         assert_eq!(
-            throttle_words(Some(4)),
+            throttle_words(c, Some(4)),
             "throttle reasons over the run (NVML): SwPowerCap (power cap)"
         );
     }

@@ -21,7 +21,7 @@
 //! opened with libdrm (`LibDrmAmdgpu::new`, a `/dev/dri` render node), so it is not used:
 //! these few bytes at fixed offsets need neither.
 
-use super::hwmon::{EnergyFile, HwmonDevice};
+use super::hwmon::{Clock, EnergyFile, HwmonDevice};
 use super::read::{read_u64, EnergyCounter};
 use super::{Ctx, Origin, Quantity};
 use std::path::{Path, PathBuf};
@@ -158,7 +158,8 @@ fn version_of(path: &Path, bytes: &[u8]) -> Result<((u8, u8), usize), String> {
 }
 
 /// The amdgpu device of hwmon directory `dir` (the k-th amdgpu), and its control rows.
-pub(crate) fn discover_one(ctx: &mut Ctx, k: usize, dir: &Path) {
+pub(crate) fn discover_one(ctx: &mut Ctx, index: usize, g: &super::GpuHwmon) {
+    let (k, dir) = (g.rank, g.dir.as_path());
     let stem = ctx.unique_stem(format!("amdgpu{k}"));
     let dev = dir.join("device");
     let candidates: Vec<PathBuf> = ["power1_average", "power1_input"]
@@ -170,7 +171,9 @@ pub(crate) fn discover_one(ctx: &mut Ctx, k: usize, dir: &Path) {
     let label = super::hwmon::channel_label(dir, "power1")
         .map(|l| format!("AMD GPU {k} ({l})"))
         .unwrap_or_else(|| format!("AMD GPU {k}"));
-    let clock = Some(dir.join("freq1_input")).filter(|p| read_u64(p).is_ok());
+    let clock = Some(dir.join("freq1_input"))
+        .filter(|p| read_u64(p).is_ok())
+        .map(Clock::Hz);
     let energy = energy_of(ctx, &stem, &dev.join("gpu_metrics"));
     let power_ok = match &power {
         Some(p) => {
@@ -214,6 +217,7 @@ pub(crate) fn discover_one(ctx: &mut Ctx, k: usize, dir: &Path) {
             energy,
             clock,
             counter: EnergyCounter::default(),
+            gpu: Some(index),
         }));
     }
     controls(ctx, dir, &dev);

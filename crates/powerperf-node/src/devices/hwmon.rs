@@ -19,6 +19,48 @@ pub(crate) enum EnergyFile {
     GpuMetrics(GpuMetricsEnergy),
 }
 
+/// Where a GPU device's clock is read.
+#[derive(Debug, Clone)]
+pub(crate) enum Clock {
+    /// hwmon `freqN_input`, Hz (amdgpu's sclk).
+    Hz(PathBuf),
+    /// The actual GT frequency, MHz (xe `freq0/act_freq`, i915 `gt_act_freq_mhz`); 0 means
+    /// the GT is asleep (RC6) and gives no value.
+    ActualMhz(PathBuf),
+}
+
+impl Clock {
+    /// The clock now, MHz; `None` where the read fails or an actual frequency is 0.
+    fn read_mhz(&self) -> Option<f64> {
+        match self {
+            Clock::Hz(p) => read_u64(p).ok().map(|hz| hz as f64 * 1e-6),
+            Clock::ActualMhz(p) => read_u64(p)
+                .ok()
+                .filter(|mhz| *mhz > 0)
+                .map(|mhz| mhz as f64),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Clock::Hz(p) => format!("clock {} (Hz)", p.display()),
+            Clock::ActualMhz(p) => format!(
+                "clock {} (MHz, the actual GT frequency; 0, a GT asleep in RC6, is no value)",
+                p.display()
+            ),
+        }
+    }
+}
+
+/// What a GPU's devices carry besides power and energy ([`channel_devices`]).
+#[derive(Debug, Clone)]
+pub(crate) struct GpuOf {
+    /// The GPU's index among the sysfs GPUs ([`super::gpu_hwmons`]).
+    pub index: usize,
+    /// Its clock, read by its first device.
+    pub clock: Option<Clock>,
+}
+
 /// One hwmon power or energy source (a channel, or an amdgpu GPU).
 #[derive(Debug)]
 pub struct HwmonDevice {
@@ -28,9 +70,11 @@ pub struct HwmonDevice {
     /// `powerN_average` / `powerN_input`, µW.
     pub(crate) power: Option<PathBuf>,
     pub(crate) energy: Option<EnergyFile>,
-    /// `freqN_input`, Hz (amdgpu's sclk).
-    pub(crate) clock: Option<PathBuf>,
+    /// The GPU's clock: amdgpu's sclk, xe's and i915's actual GT frequency.
+    pub(crate) clock: Option<Clock>,
     pub(crate) counter: EnergyCounter,
+    /// The AMD or Intel GPU it measures ([`PowerDevice::sysfs_gpu`]).
+    pub(crate) gpu: Option<usize>,
 }
 
 impl PowerDevice for HwmonDevice {
@@ -58,8 +102,8 @@ impl PowerDevice for HwmonDevice {
             )),
             None => parts.push("energy: the integral of the sampled power".into()),
         }
-        if let Some(p) = &self.clock {
-            parts.push(format!("clock {} (Hz)", p.display()));
+        if let Some(c) = &self.clock {
+            parts.push(c.describe());
         }
         parts.join("; ")
     }
@@ -91,11 +135,7 @@ impl PowerDevice for HwmonDevice {
             None => None,
         };
         let energy_j = raw.map(|(v, unit)| self.counter.update(v, unit));
-        let clock_mhz = self
-            .clock
-            .as_deref()
-            .and_then(|p| read_u64(p).ok())
-            .map(|hz| hz as f64 * 1e-6);
+        let clock_mhz = self.clock.as_ref().and_then(Clock::read_mhz);
         PowerSample {
             power_w,
             energy_j,
@@ -104,6 +144,12 @@ impl PowerDevice for HwmonDevice {
     }
     fn counter_resets(&self) -> u64 {
         self.counter.resets()
+    }
+    fn sysfs_gpu(&self) -> Option<usize> {
+        self.gpu
+    }
+    fn has_clock(&self) -> bool {
+        self.clock.is_some()
     }
 }
 
@@ -202,7 +248,8 @@ pub(crate) fn channel_label(dir: &Path, prefix: &str) -> Option<String> {
 }
 
 /// One device per channel of a hwmon directory: xe, i915, power meters and other hwmon
-/// sensors. `stem_of(channel, label)` names it.
+/// sensors. `stem_of(channel, label)` names it. For a GPU (`gpu`), every device says which
+/// GPU it measures and the first one reads its clock.
 pub(crate) fn channel_devices(
     ctx: &mut Ctx,
     origin: Origin,
@@ -210,7 +257,10 @@ pub(crate) fn channel_devices(
     dir: &Path,
     stem_of: &dyn Fn(&Channel, Option<&str>) -> String,
     label_of: &dyn Fn(&Channel, Option<&str>) -> String,
+    gpu: Option<GpuOf>,
 ) {
+    let index = gpu.as_ref().map(|g| g.index);
+    let mut clock = gpu.and_then(|g| g.clock);
     for ch in channels(dir) {
         let label = channel_label(dir, &ch.prefix);
         let stem = ctx.unique_stem(stem_of(&ch, label.as_deref()));
@@ -236,8 +286,9 @@ pub(crate) fn channel_devices(
                 label,
                 power,
                 energy,
-                clock: None,
+                clock: clock.take(),
                 counter: EnergyCounter::default(),
+                gpu: index,
             }));
         }
     }
@@ -295,6 +346,7 @@ pub(crate) fn power_meter(ctx: &mut Ctx, k: usize, dir: &Path) {
             energy: None,
             clock: None,
             counter: EnergyCounter::default(),
+            gpu: None,
         }));
     }
 }

@@ -7,10 +7,50 @@
 //!
 //! Controls: `powerN_max` (µW) on both; clocks through `device/tileT/gtG/freq0/{min,max}_freq`
 //! (xe, MHz) or `device/drm/cardN/gt_{min,max}_freq_mhz` (i915).
+//!
+//! The GPU's clock (`<stem>_clock_mhz` of its first device, `xe<k>_card` and `i915_<k>`) is
+//! the actual GT frequency, MHz, as PCODE resolved it:
+//! - xe: `device/tile0/gt0/freq0/act_freq` (`xe_gt_freq.c`: "act_freq: The actual resolved
+//!   frequency decided by PCODE"). gt0 only, not the mean over gts: gt0 is the root tile's
+//!   primary GT, which runs render and compute; on Meteor Lake, Lunar Lake and Battlemage the
+//!   other gt of tile 0 is the media GT, whose clock is not the compute clock and which reads
+//!   0 while it sleeps, so a mean would mix both; a second tile's gt (Ponte Vecchio) is
+//!   locked to the same clock as gt0 by `gpu.locked_clocks` (every gt is written).
+//! - i915: `device/drm/cardN/gt_act_freq_mhz` of the card the controls use ([`i915_freq_dir`];
+//!   `intel_gt_sysfs_pm.c`, `act_freq_mhz_show`: `intel_rps_read_actual_frequency`, CAGF).
+//!
+//! Both read 0 while the GT is in RC6 (`xe_guc_pc_get_act_freq`: "When in RC6, actual
+//! frequency reported will be 0"); 0 is therefore no value (an empty cell), not a clock.
 
-use super::hwmon::{channel_devices, stem_part, Channel};
-use super::{Ctx, Origin};
-use std::path::Path;
+use super::hwmon::{channel_devices, stem_part, Channel, Clock, GpuOf};
+use super::read::read_u64;
+use super::{Ctx, GpuHwmon, Origin};
+use std::path::{Path, PathBuf};
+
+/// The `freq0` directories of an xe card's gts (`device/tileT/gtG/freq0` that have
+/// `min_freq`), tiles and gts in number order: those the controls write, the first one's
+/// `act_freq` the clock read.
+pub(crate) fn xe_freq_dirs(device: &Path) -> Vec<PathBuf> {
+    crate::sysfs::numbered_dirs(device, "tile")
+        .iter()
+        .flat_map(|t| crate::sysfs::numbered_dirs(t, "gt"))
+        .map(|g| g.join("freq0"))
+        .filter(|f| f.join("min_freq").is_file())
+        .collect()
+}
+
+/// The `drm/cardN` directory of an i915 card that has `gt_min_freq_mhz` (the first, in N
+/// order): the controls' and the clock's.
+pub(crate) fn i915_freq_dir(device: &Path) -> Option<PathBuf> {
+    crate::sysfs::numbered_dirs(&device.join("drm"), "card")
+        .into_iter()
+        .find(|c| c.join("gt_min_freq_mhz").is_file())
+}
+
+/// The actual-frequency file `file` as a clock where it reads.
+fn actual_clock(file: PathBuf) -> Option<Clock> {
+    read_u64(&file).is_ok().then_some(Clock::ActualMhz(file))
+}
 
 fn channel_part(ch: &Channel, label: Option<&str>) -> String {
     label
@@ -32,8 +72,13 @@ fn power_max_controls(ctx: &mut Ctx, origin: Origin, name: &str, dir: &Path) {
     }
 }
 
-/// The k-th xe card's hwmon directory `dir`.
-pub(crate) fn discover_xe(ctx: &mut Ctx, k: usize, dir: &Path) {
+/// An xe card: GPU `index` of the sysfs GPUs, the `g.rank`-th xe card.
+pub(crate) fn discover_xe(ctx: &mut Ctx, index: usize, g: &GpuHwmon) {
+    let (k, dir) = (g.rank, g.dir.as_path());
+    let clock = xe_freq_dirs(&dir.join("device"))
+        .into_iter()
+        .next()
+        .and_then(|f| actual_clock(f.join("act_freq")));
     channel_devices(
         ctx,
         Origin::Xe,
@@ -41,6 +86,7 @@ pub(crate) fn discover_xe(ctx: &mut Ctx, k: usize, dir: &Path) {
         dir,
         &|ch, label| format!("xe{k}_{}", channel_part(ch, label)),
         &|ch, label| format!("Intel GPU {k} {}", label.unwrap_or(&ch.prefix)),
+        Some(GpuOf { index, clock }),
     );
     power_max_controls(ctx, Origin::Xe, "xe", dir);
     for tile in crate::sysfs::numbered_dirs(&dir.join("device"), "tile") {
@@ -67,8 +113,11 @@ pub(crate) fn discover_xe(ctx: &mut Ctx, k: usize, dir: &Path) {
     }
 }
 
-/// The k-th i915 card's hwmon directory `dir`.
-pub(crate) fn discover_i915(ctx: &mut Ctx, k: usize, dir: &Path) {
+/// An i915 card: GPU `index` of the sysfs GPUs, the `g.rank`-th i915 card.
+pub(crate) fn discover_i915(ctx: &mut Ctx, index: usize, g: &GpuHwmon) {
+    let (k, dir) = (g.rank, g.dir.as_path());
+    let clock =
+        i915_freq_dir(&dir.join("device")).and_then(|c| actual_clock(c.join("gt_act_freq_mhz")));
     channel_devices(
         ctx,
         Origin::I915,
@@ -82,6 +131,7 @@ pub(crate) fn discover_i915(ctx: &mut Ctx, k: usize, dir: &Path) {
             }
         },
         &|ch, label| format!("Intel GPU {k} {}", label.unwrap_or(&ch.prefix)),
+        Some(GpuOf { index, clock }),
     );
     power_max_controls(ctx, Origin::I915, "i915", dir);
     for card in crate::sysfs::numbered_dirs(&dir.join("device/drm"), "card") {

@@ -28,6 +28,7 @@ mod tests;
 
 pub use amdgpu::{GpuMetricsEnergy, GpuMetricsRefusal, ENERGY_UNIT_J};
 pub use hwmon::HwmonDevice;
+pub(crate) use intel::{i915_freq_dir, xe_freq_dirs};
 pub use nvml::{nvml_devices, NvmlDevice};
 pub use read::EnergyCounter;
 
@@ -59,6 +60,17 @@ impl Origin {
             Origin::Xe => "xe",
             Origin::I915 => "i915",
             Origin::Hwmon => "hwmon",
+        }
+    }
+
+    /// The origin of a GPU driver's hwmon `name`: `amdgpu`, `xe`, `i915`; `None` for any
+    /// other name.
+    pub fn of_gpu_driver(name: &str) -> Option<Origin> {
+        match name {
+            "amdgpu" => Some(Origin::Amdgpu),
+            "xe" => Some(Origin::Xe),
+            "i915" => Some(Origin::I915),
+            _ => None,
         }
     }
 }
@@ -143,7 +155,8 @@ pub struct PowerSample {
     /// backwards is handled).
     pub energy_j: Option<f64>,
     /// The device's main clock, MHz, where it gives one with its power (amdgpu `freq1_input`,
-    /// the sclk; NVML's SM clock).
+    /// the sclk; xe `tile0/gt0/freq0/act_freq`; i915 `gt_act_freq_mhz`; NVML's SM clock).
+    /// `None` also where the GPU reports 0 MHz for a GT asleep in RC6 (xe, i915).
     pub clock_mhz: Option<f64>,
 }
 
@@ -176,6 +189,17 @@ pub trait PowerDevice: Send + std::fmt::Debug {
     fn counter_resets(&self) -> u64 {
         0
     }
+    /// The AMD or Intel GPU this device measures: its index among the sysfs GPUs of the
+    /// root ([`gpu_hwmons`]' order, the order `gpu_control::sysfs::SysfsGpus` numbers them
+    /// in, after NVML's GPUs); `None` for any other device.
+    fn sysfs_gpu(&self) -> Option<usize> {
+        None
+    }
+    /// Whether it has a clock to read ([`PowerSample::clock_mhz`]), even where one reading
+    /// gives none (an xe or i915 GT asleep at that moment reads 0 MHz: no value).
+    fn has_clock(&self) -> bool {
+        false
+    }
 }
 
 /// What [`discover`] found under a root.
@@ -201,6 +225,75 @@ pub fn hwmon_dirs(root: &Path) -> Vec<(u32, PathBuf, String)> {
         .map(|(n, dir)| {
             let name = crate::sysfs::read_small(&dir.join("name")).unwrap_or_default();
             (n, dir, name)
+        })
+        .collect()
+}
+
+/// The hwmon directory of an AMD or Intel GPU (one that `gpu_control::sysfs::SysfsGpus`
+/// controls and [`discover`] reads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuHwmon {
+    /// [`Origin::Amdgpu`], [`Origin::Xe`] or [`Origin::I915`].
+    pub origin: Origin,
+    /// Its rank among the hwmon directories of the same driver, in hwmonN order: the `k`
+    /// of its stems (`amdgpu<k>`, `xe<k>_card`, `i915_<k>`).
+    pub rank: usize,
+    /// `root/sys/class/hwmon/hwmonN`.
+    pub dir: PathBuf,
+}
+
+/// The AMD and Intel GPUs under `root`: the hwmon directories named `amdgpu`, `xe` or
+/// `i915`, in hwmonN order. The one order both the GPU controls (GPU `n + i` for the i-th,
+/// `n` being NVML's count) and the power devices ([`PowerDevice::sysfs_gpu`]) use, so a
+/// node GPU index maps to the timeline columns of its device ([`gpu_stems`]).
+pub fn gpu_hwmons(root: &Path) -> Vec<GpuHwmon> {
+    gpu_hwmons_in(&hwmon_dirs(root))
+}
+
+/// [`gpu_hwmons`] of a listing of [`hwmon_dirs`].
+fn gpu_hwmons_in(dirs: &[(u32, PathBuf, String)]) -> Vec<GpuHwmon> {
+    let mut rank: BTreeMap<Origin, usize> = BTreeMap::new();
+    dirs.iter()
+        .filter_map(|(_, dir, name)| {
+            let origin = Origin::of_gpu_driver(name)?;
+            let r = rank.entry(origin).or_default();
+            let g = GpuHwmon {
+                origin,
+                rank: *r,
+                dir: dir.clone(),
+            };
+            *r += 1;
+            Some(g)
+        })
+        .collect()
+}
+
+/// For each GPU of [`gpu_hwmons`] (the same index), the stem of its power device whose
+/// columns collect records (`<stem>_power_w`, `<stem>_clock_mhz`): the device that reads
+/// its clock, else its first device; `None` where it has no readable device. Found by the
+/// same discovery collect makes ([`discover_with`] without NVML and without asking
+/// powerperfd), so the stems are the timeline's.
+pub fn gpu_stems(root: &Path) -> Vec<Option<String>> {
+    let n = gpu_hwmons(root).len();
+    let d = discover_with(
+        root,
+        DiscoverOptions {
+            nvml: false,
+            probe_daemon: false,
+        },
+    );
+    (0..n)
+        .map(|i| {
+            let of: Vec<&dyn PowerDevice> = d
+                .devices
+                .iter()
+                .map(|x| x.as_ref())
+                .filter(|x| x.sysfs_gpu() == Some(i))
+                .collect();
+            of.iter()
+                .find(|x| x.has_clock())
+                .or(of.first())
+                .map(|x| x.stem().to_string())
         })
         .collect()
 }
@@ -247,15 +340,22 @@ pub fn discover_with(root: &Path, opts: DiscoverOptions) -> Discovery {
     if opts.nvml {
         nvml::rows(&mut ctx);
     }
+    let dirs = hwmon_dirs(root);
+    let gpus = gpu_hwmons_in(&dirs);
     let mut rank: BTreeMap<String, usize> = BTreeMap::new();
-    for (_, dir, name) in hwmon_dirs(root) {
+    for (_, dir, name) in dirs {
+        if let Some((i, g)) = gpus.iter().enumerate().find(|(_, g)| g.dir == dir) {
+            match g.origin {
+                Origin::Amdgpu => amdgpu::discover_one(&mut ctx, i, g),
+                Origin::Xe => intel::discover_xe(&mut ctx, i, g),
+                _ => intel::discover_i915(&mut ctx, i, g),
+            }
+            continue;
+        }
         let r = rank.entry(name.clone()).or_default();
         let k = *r;
         *r += 1;
         match name.as_str() {
-            "amdgpu" => amdgpu::discover_one(&mut ctx, k, &dir),
-            "xe" => intel::discover_xe(&mut ctx, k, &dir),
-            "i915" => intel::discover_i915(&mut ctx, k, &dir),
             "power_meter" => hwmon::power_meter(&mut ctx, k, &dir),
             "" => ctx.out.problems.push(format!(
                 "{}: cannot read its `name`, so its sensors are not listed; check the file's permissions",
@@ -285,6 +385,7 @@ pub fn discover_with(root: &Path, opts: DiscoverOptions) -> Discovery {
                                 .unwrap_or_default()
                         })
                     },
+                    None,
                 );
             }
         }

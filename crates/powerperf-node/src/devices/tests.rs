@@ -217,6 +217,90 @@ fn a_counter_going_backwards_keeps_energy_monotonic() {
     assert_eq!(c.update(6, 1.0), 12.0);
 }
 
+/// xe's clock is gt0's `act_freq` (MHz), on its first device (`xe0_card`): not the other
+/// tile's gt, and not the pkg channel; a GT asleep (0 MHz) is no value, and the clock stays
+/// a column of the device.
+#[test]
+fn xe_clock_is_gt0_act_freq_and_zero_is_no_value() {
+    let (_t, root) = copy("xe");
+    let dev = "sys/class/hwmon/hwmon2/device";
+    write(&root, &format!("{dev}/tile1/gt1/freq0/act_freq"), "900\n");
+    let mut d = discover_with(&root, OPTS);
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    let card = find(&mut d, "xe0_card");
+    assert!(card.has_clock());
+    assert_eq!(card.sysfs_gpu(), Some(0));
+    assert_eq!(card.read().clock_mhz, Some(1550.0));
+    assert!(
+        card.source().contains("tile0/gt0/freq0/act_freq (MHz"),
+        "{}",
+        card.source()
+    );
+    write(&root, &format!("{dev}/tile0/gt0/freq0/act_freq"), "0\n");
+    assert_eq!(card.read().clock_mhz, None);
+    write(&root, &format!("{dev}/tile0/gt0/freq0/act_freq"), "1200\n");
+    assert_eq!(card.read().clock_mhz, Some(1200.0));
+    let pkg = find(&mut d, "xe0_pkg");
+    assert!(!pkg.has_clock());
+    assert_eq!(pkg.sysfs_gpu(), Some(0));
+    assert_eq!(pkg.read().clock_mhz, None);
+}
+
+/// i915's clock is `gt_act_freq_mhz` of the card the controls use (MHz); garbage there is
+/// no clock (the file is read like every other: bounded, no link followed).
+#[test]
+fn i915_clock_is_gt_act_freq_mhz() {
+    let (_t, root) = copy("i915");
+    let card = "sys/class/hwmon/hwmon1/device/drm/card0";
+    let mut d = discover_with(&root, OPTS);
+    let dev = find(&mut d, "i915_0");
+    assert!(dev.has_clock());
+    assert_eq!(dev.read().clock_mhz, Some(2000.0));
+    write(&root, &format!("{card}/gt_act_freq_mhz"), "650\n");
+    assert_eq!(dev.read().clock_mhz, Some(650.0));
+    write(&root, &format!("{card}/gt_act_freq_mhz"), "fast\n");
+    assert_eq!(dev.read().clock_mhz, None);
+    // without the file, no clock at all
+    std::fs::remove_file(root.join(card).join("gt_act_freq_mhz")).unwrap();
+    let mut d = discover_with(&root, OPTS);
+    assert!(!find(&mut d, "i915_0").has_clock());
+}
+
+/// The sysfs GPUs of a tree with all four drivers' cards (the i915, xe and two amdgpu
+/// fixtures, hwmon1..hwmon4): [`gpu_hwmons`] orders them as `SysfsGpus` numbers them, and
+/// [`gpu_stems`] gives each one's column stem, as collect names it.
+#[test]
+fn gpu_stems_follow_the_order_of_the_gpu_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["i915", "xe", "amdgpu-mi250x", "amdgpu-mi300x"] {
+        copy_tree(&src(f), dir.path());
+    }
+    let g = gpu_hwmons(dir.path());
+    let o: Vec<(Origin, usize)> = g.iter().map(|g| (g.origin, g.rank)).collect();
+    assert_eq!(
+        o,
+        [
+            (Origin::I915, 0),
+            (Origin::Xe, 0),
+            (Origin::Amdgpu, 0),
+            (Origin::Amdgpu, 1)
+        ]
+    );
+    assert_eq!(
+        gpu_stems(dir.path()),
+        [
+            Some("i915_0".to_string()),
+            Some("xe0_card".into()),
+            Some("amdgpu0".into()),
+            Some("amdgpu1".into())
+        ]
+    );
+    let s = crate::gpu_control::sysfs::SysfsGpus::open(dir.path(), 0).unwrap();
+    let drivers: Vec<&str> = s.cards().iter().map(|c| c.driver.name()).collect();
+    assert_eq!(drivers, ["i915", "xe", "amdgpu", "amdgpu"]);
+    assert!(gpu_stems(&src("grace-hopper")).is_empty());
+}
+
 #[test]
 fn i915_controls() {
     let d = discover_with(&src("i915"), OPTS);

@@ -54,15 +54,90 @@ pub fn open_node_gpus(
     }
 }
 
+/// The index among the sysfs GPUs of root `root` of GPU `g` of `ctl` (opened by
+/// [`open_node_gpus`] with that root; the sysfs GPUs are numbered last, from `ctl.count()`
+/// minus their count); `None` for an NVML or fake GPU, or no such GPU.
+fn sysfs_index(ctl: &dyn GpuControl, root: &Path, g: u32) -> Option<(SysfsGpus, usize)> {
+    let s = SysfsGpus::open(root, 0).ok()?;
+    let first = ctl.count().checked_sub(s.count())?;
+    let i = g.checked_sub(first)? as usize;
+    (i < s.cards().len()).then_some((s, i))
+}
+
 /// The driver and hwmon directory (`i915 (/sys/class/hwmon/hwmon1)`) of GPU `g` of `ctl`
 /// (opened by [`open_node_gpus`] with the sysfs root `root`) where it is an AMD or Intel
 /// GPU of that tree (numbered last: from `ctl.count()` minus their count); `None` for an
 /// NVML or fake GPU, or no such GPU. For messages that name what would be written.
 pub fn sysfs_card(ctl: &dyn GpuControl, root: &Path, g: u32) -> Option<String> {
-    let s = SysfsGpus::open(root, 0).ok()?;
-    let first = ctl.count().checked_sub(s.count())?;
-    let c = s.cards().get(g.checked_sub(first)? as usize)?;
+    let (s, i) = sysfs_index(ctl, root, g)?;
+    let c = &s.cards()[i];
     Some(format!("{} ({})", c.driver.name(), c.hwmon.display()))
+}
+
+/// The timeline columns `collect` records of a node GPU (docs/run-format.md), which
+/// `sweep` reads the observed clock and power from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuColumns {
+    /// NVML's GPU `N` (or a fake one): `gpu<N>_sm_clock_mhz`, `gpu<N>_mem_clock_mhz`,
+    /// `gpu<N>_power_w`, `gpu<N>_throttle_reasons`.
+    Nvml(u32),
+    /// An AMD or Intel GPU of the sysfs tree: the columns of its power device,
+    /// `<stem>_clock_mhz` (amdgpu's sclk, xe's and i915's actual GT frequency) and
+    /// `<stem>_power_w`; no memory clock and no throttle reasons. `stem` is `None` where
+    /// collect records no device of it (no readable power or energy file).
+    Sysfs {
+        /// `amdgpu`, `xe` or `i915`.
+        driver: &'static str,
+        /// `amdgpu0`, `xe0_card`, `i915_0`.
+        stem: Option<String>,
+    },
+}
+
+impl GpuColumns {
+    fn col(&self, nvml: &str, sysfs: Option<&str>) -> Option<String> {
+        match self {
+            GpuColumns::Nvml(n) => Some(format!("gpu{n}_{nvml}")),
+            GpuColumns::Sysfs { stem, .. } => Some(format!("{}_{}", stem.as_ref()?, sysfs?)),
+        }
+    }
+    /// The SM (graphics) clock column, MHz.
+    pub fn sm_clock(&self) -> Option<String> {
+        self.col("sm_clock_mhz", Some("clock_mhz"))
+    }
+    /// The memory clock column, MHz (NVML only).
+    pub fn mem_clock(&self) -> Option<String> {
+        self.col("mem_clock_mhz", None)
+    }
+    /// The power column, W.
+    pub fn power(&self) -> Option<String> {
+        self.col("power_w", Some("power_w"))
+    }
+    /// The throttle-reason mask column (NVML only).
+    pub fn throttle_reasons(&self) -> Option<String> {
+        self.col("throttle_reasons", None)
+    }
+    /// The column stem: `gpu0`, `xe0_card`; `None` for a sysfs GPU without a device.
+    pub fn stem(&self) -> Option<String> {
+        match self {
+            GpuColumns::Nvml(n) => Some(format!("gpu{n}")),
+            GpuColumns::Sysfs { stem, .. } => stem.clone(),
+        }
+    }
+}
+
+/// The timeline columns collect records of GPU `g` of `ctl` (opened by [`open_node_gpus`]
+/// with the sysfs root `root`, which collect's `--sysfs-root` must also be): `gpu<g>_*` for
+/// an NVML or fake GPU (or no such GPU), else the columns of the sysfs GPU's power device,
+/// found through [`crate::devices::gpu_stems`], whose order is the one [`SysfsGpus`]
+/// numbers the GPUs in ([`crate::devices::gpu_hwmons`]).
+pub fn gpu_columns(ctl: &dyn GpuControl, root: &Path, g: u32) -> GpuColumns {
+    match sysfs_index(ctl, root, g) {
+        None => GpuColumns::Nvml(g),
+        Some((s, i)) => GpuColumns::Sysfs {
+            driver: s.cards()[i].driver.name(),
+            stem: crate::devices::gpu_stems(root).get(i).cloned().flatten(),
+        },
+    }
 }
 
 /// NVML's (or the fake) GPUs, then the sysfs GPUs.
@@ -238,6 +313,35 @@ mod tests {
         g.check_locked_clocks(1, 500.0, 500.0).unwrap();
         assert!(g.check_locked_clocks(1, 2500.0, 2500.0).is_err());
         assert!(g.check_gpu(2).is_err());
+    }
+
+    /// What collect records of each node GPU: the fake GPU (standing for NVML) its
+    /// `gpu0_*` columns, the i915 card (GPU 1) its power device's `i915_0_*`; an index past
+    /// them the NVML names, as before.
+    #[test]
+    fn gpu_columns_name_nvml_then_the_sysfs_device() {
+        let root = fixtures().join("sysfs/i915");
+        let (g, _) = open_node_gpus(Some(&fixtures().join("fake-gpu")), &root, false).unwrap();
+        let c0 = gpu_columns(g.as_ref(), &root, 0);
+        assert_eq!(c0, GpuColumns::Nvml(0));
+        assert_eq!(c0.sm_clock().as_deref(), Some("gpu0_sm_clock_mhz"));
+        assert_eq!(
+            c0.throttle_reasons().as_deref(),
+            Some("gpu0_throttle_reasons")
+        );
+        let c1 = gpu_columns(g.as_ref(), &root, 1);
+        assert_eq!(
+            c1,
+            GpuColumns::Sysfs {
+                driver: "i915",
+                stem: Some("i915_0".into())
+            }
+        );
+        assert_eq!(c1.sm_clock().as_deref(), Some("i915_0_clock_mhz"));
+        assert_eq!(c1.power().as_deref(), Some("i915_0_power_w"));
+        assert_eq!(c1.mem_clock(), None);
+        assert_eq!(c1.throttle_reasons(), None);
+        assert_eq!(gpu_columns(g.as_ref(), &root, 2), GpuColumns::Nvml(2));
     }
 
     /// A fake GPU directory asked for and not there is an error naming it, not a fallback

@@ -166,29 +166,19 @@ impl SysfsGpus {
             GpuControlError::Unavailable(format!("the sysfs root {}: {e}", root.display()))
         })?;
         let mut cards = Vec::new();
-        for (_, dir, name) in crate::devices::hwmon_dirs(root) {
-            let driver = match name.as_str() {
-                "amdgpu" => Driver::Amdgpu,
-                "xe" => Driver::Xe,
-                "i915" => Driver::I915,
-                _ => continue,
+        for g in crate::devices::gpu_hwmons(root) {
+            let driver = match g.origin {
+                crate::devices::Origin::Amdgpu => Driver::Amdgpu,
+                crate::devices::Origin::Xe => Driver::Xe,
+                _ => Driver::I915,
             };
             let unavailable = GpuControlError::Unavailable;
-            let hwmon = under(&root_c, &dir).map_err(unavailable)?;
+            let hwmon = under(&root_c, &g.dir).map_err(unavailable)?;
             let device = under(&root_c, &hwmon.join("device")).map_err(unavailable)?;
             let freq_dirs = match driver {
                 Driver::Amdgpu => Vec::new(),
-                Driver::Xe => crate::sysfs::numbered_dirs(&device, "tile")
-                    .iter()
-                    .flat_map(|t| crate::sysfs::numbered_dirs(t, "gt"))
-                    .map(|g| g.join("freq0"))
-                    .filter(|f| f.join("min_freq").is_file())
-                    .collect(),
-                Driver::I915 => crate::sysfs::numbered_dirs(&device.join("drm"), "card")
-                    .into_iter()
-                    .filter(|c| c.join("gt_min_freq_mhz").is_file())
-                    .take(1)
-                    .collect(),
+                Driver::Xe => crate::devices::xe_freq_dirs(&device),
+                Driver::I915 => crate::devices::i915_freq_dir(&device).into_iter().collect(),
             };
             let freq_dirs = freq_dirs
                 .iter()
