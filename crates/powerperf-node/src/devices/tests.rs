@@ -246,6 +246,34 @@ fn xe_clock_is_gt0_act_freq_and_zero_is_no_value() {
     assert_eq!(pkg.read().clock_mhz, None);
 }
 
+/// A hostile actual-frequency file (root reads it in a sweep): a link is not followed, a
+/// FIFO does not hang, neither becomes a clock, at discovery or when swapped in later.
+#[test]
+fn a_hostile_act_freq_is_no_clock() {
+    let (_t, root) = copy("xe");
+    let act = root.join("sys/class/hwmon/hwmon2/device/tile0/gt0/freq0/act_freq");
+    let secret = root.join("secret");
+    std::fs::write(&secret, "1234\n").unwrap();
+    std::fs::remove_file(&act).unwrap();
+    std::os::unix::fs::symlink(&secret, &act).unwrap();
+    let mut d = discover_with(&root, OPTS);
+    assert!(!find(&mut d, "xe0_card").has_clock());
+    // a clock found at discovery, then the file swapped for a link or a FIFO
+    std::fs::remove_file(&act).unwrap();
+    std::fs::write(&act, "1550\n").unwrap();
+    let mut d = discover_with(&root, OPTS);
+    let card = find(&mut d, "xe0_card");
+    assert_eq!(card.read().clock_mhz, Some(1550.0));
+    std::fs::remove_file(&act).unwrap();
+    std::os::unix::fs::symlink(&secret, &act).unwrap();
+    assert_eq!(card.read().clock_mhz, None);
+    std::fs::remove_file(&act).unwrap();
+    let c = std::ffi::CString::new(act.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    assert_eq!(card.read().clock_mhz, None);
+}
+
 /// i915's clock is `gt_act_freq_mhz` of the card the controls use (MHz); garbage there is
 /// no clock (the file is read like every other: bounded, no link followed).
 #[test]
