@@ -10,6 +10,9 @@
 //! - [`SourceInfo`]: one row of `powerperf devices`: a power, energy or control source, its
 //!   origin, hwmon name, label and path, and whether this user can read or set it.
 //! - [`discover`]: every source under a sysfs root (a fixture tree in tests).
+//! - [`Meter`]: the one integrator of a device's readings (power and energy per interval,
+//!   energy since an origin; its rules for a failed read, a counter that steps back and
+//!   Δt = 0), used by `collect` and powerperfd alike.
 //!
 //! Units: W, J and MHz here; µW, µJ and Hz (hwmon's units, `Documentation/hwmon/
 //! sysfs-interface.rst`) only where a file is read.
@@ -22,6 +25,7 @@ mod access;
 mod amdgpu;
 mod hwmon;
 mod intel;
+mod meter;
 mod nvml;
 mod read;
 #[cfg(test)]
@@ -29,6 +33,7 @@ mod tests;
 
 pub use amdgpu::{GpuMetricsEnergy, GpuMetricsRefusal, ENERGY_UNIT_J};
 pub use hwmon::HwmonDevice;
+pub use meter::{Interval, Meter};
 pub use nvml::{nvml_devices, NvmlDevice};
 pub use read::EnergyCounter;
 
