@@ -224,3 +224,290 @@ fn a_sensor_swapped_for_a_fifo_or_link_gives_no_value_and_no_hang() {
         "{text}"
     );
 }
+
+// ---- `powerperf devices` through powerperfd's `access` (44d) -------------------------------
+
+/// The world of [`with_devices`] with every sensor file root-only (mode 0400), as on a node
+/// where the drivers' hwmon files are readable by root alone: this user must go through
+/// powerperfd. The controls stay root-writable only (0644), as in sysfs.
+fn with_root_only_sensors(w: &World) {
+    use std::os::unix::fs::PermissionsExt as _;
+    with_devices(w);
+    fn walk(d: &Path) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() && !p.is_symlink() {
+                walk(&p);
+            } else if (name.starts_with("power") || name.starts_with("energy"))
+                && (name.ends_with("_average") || name.ends_with("_input"))
+                || name == "gpu_metrics"
+            {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o400)).unwrap();
+            }
+        }
+    }
+    walk(&w.root.join("sys/class/hwmon"));
+}
+
+/// `powerperf devices --format json` as `uid` against the world's daemon: the rows and stderr.
+fn devices_as(w: &World, uid: u32) -> (Vec<serde_json::Value>, String) {
+    let o = common::daemon::as_uid(uid, &w.bin)
+        .args(["devices", "--no-nvml", "--format", "json", "--sysfs-root"])
+        .arg(&w.root)
+        .env(powerperf_node::daemon::ENV_DAEMON, &w.socket)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    (v.as_array().unwrap().clone(), err)
+}
+
+/// The rows whose path ends with one of `files`.
+fn rows_of<'a>(rows: &'a [serde_json::Value], files: &[&str]) -> Vec<&'a serde_json::Value> {
+    let r: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            files
+                .iter()
+                .any(|f| r["path"].as_str().unwrap().ends_with(f))
+        })
+        .collect();
+    assert!(!r.is_empty(), "no row of {files:?}: {rows:?}");
+    r
+}
+
+/// The sysfs sensors (Grace meters, xe, amdgpu): every power and energy row but RAPL's.
+fn sensors(rows: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    let s: Vec<_> = rows
+        .iter()
+        .filter(|r| r["quantity"] != "control" && r["origin"] != "rapl")
+        .collect();
+    // four Grace meters, xe card and pkg, amdgpu power (and its energy)
+    assert!(s.len() >= 7, "{s:?}");
+    s
+}
+
+const POWER_LIMITS: [&str; 2] = ["power1_cap", "power1_max"];
+const CLOCKS: [&str; 3] = ["pp_dpm_sclk", "min_freq", "max_freq"];
+
+const READ_AND_CLOCKS: &str = r#"
+[[grant]]
+name = "clock-tuners"
+users = ["nobody"]
+read = ["power"]
+write = ["gpu.locked_clocks"]
+[grant.ranges]
+"gpu.locked_clocks" = [900, 1500]
+"#;
+
+#[test]
+fn devices_says_daemon_for_what_the_grant_covers_and_names_the_missing_grant() {
+    let Some(mut w) = World::new("devices: a grant of power and clocks", READ_AND_CLOCKS) else {
+        return;
+    };
+    with_root_only_sensors(&w);
+    w.start();
+    let (rows, err) = devices_as(&w, NOBODY);
+    for s in sensors(&rows) {
+        assert_eq!(s["readable"], serde_json::json!({"how": "daemon"}), "{s}");
+    }
+    // RAPL's root-only energy_uj: `energy` is [everyone]'s by default
+    for r in rows.iter().filter(|r| r["origin"] == "rapl") {
+        assert_eq!(r["readable"]["how"], "daemon", "{r}");
+    }
+    for c in rows_of(&rows, &CLOCKS) {
+        assert_eq!(c["settable"], serde_json::json!({"how": "daemon"}), "{c}");
+    }
+    let config = w.config.display().to_string();
+    for c in rows_of(&rows, &POWER_LIMITS) {
+        assert_eq!(c["settable"]["how"], "no", "{c}");
+        let why = c["settable"]["why"].as_str().unwrap();
+        assert!(
+            why.contains(r#"write = ["gpu.power_limit"]"#)
+                && why.contains(&config)
+                && why.contains("uid 65534 (nobody)"),
+            "{why}"
+        );
+    }
+    assert!(
+        err.contains("lets uid 65534 (nobody) read energy, power and set gpu.locked_clocks [900, 1500] MHz (grant clock-tuners)"),
+        "{err}"
+    );
+    // the table says the same, and the refusal follows it
+    let o = common::daemon::as_uid(NOBODY, &w.bin)
+        .args(["devices", "--no-nvml", "--sysfs-root"])
+        .arg(&w.root)
+        .env(powerperf_node::daemon::ENV_DAEMON, &w.socket)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.lines()
+            .any(|l| l.contains("/power1_cap") && l.trim_end().ends_with("no")),
+        "{t}"
+    );
+    assert!(
+        t.lines().any(|l| l.starts_with("cannot set ")
+            && l.contains("power1_cap")
+            && l.contains("gpu.power_limit")),
+        "{t}"
+    );
+    // each `access` is logged with the caller
+    assert!(
+        w.log_text()
+            .lines()
+            .any(|l| l.contains("access: answered the caller's own grants")
+                && l.contains("uid=65534")),
+        "{}",
+        w.log_text()
+    );
+}
+
+#[test]
+fn devices_says_daemon_for_power_limits_where_the_grant_has_them() {
+    let both = format!("{READ_AND_CLOCKS}\n[[grant]]\nname = \"cappers\"\nusers = [\"nobody\"]\nwrite = [\"gpu.power_limit\"]\n");
+    let Some(mut w) = World::new("devices: a grant of power limits", &both) else {
+        return;
+    };
+    with_root_only_sensors(&w);
+    w.start();
+    let (rows, _) = devices_as(&w, NOBODY);
+    for c in rows_of(&rows, &POWER_LIMITS)
+        .into_iter()
+        .chain(rows_of(&rows, &CLOCKS))
+    {
+        assert_eq!(c["settable"], serde_json::json!({"how": "daemon"}), "{c}");
+    }
+    for s in sensors(&rows) {
+        assert_eq!(s["readable"]["how"], "daemon", "{s}");
+    }
+    // xe's package limit: powerperfd's gpu.power_limit writes power1_max only
+    for c in rows_of(&rows, &["power2_max"]) {
+        assert_eq!(c["settable"]["how"], "no", "{c}");
+        assert!(
+            c["settable"]["why"]
+                .as_str()
+                .unwrap()
+                .contains("GPU controls do not write it"),
+            "{c}"
+        );
+    }
+}
+
+#[test]
+fn devices_says_no_to_a_user_no_grant_names() {
+    let Some(mut w) = World::new("devices: a user without a grant", READ_AND_CLOCKS) else {
+        return;
+    };
+    with_root_only_sensors(&w);
+    w.start();
+    // uid 65533: no passwd entry, named by no grant
+    let (rows, err) = devices_as(&w, common::daemon::OTHER);
+    for s in sensors(&rows) {
+        assert_eq!(s["readable"]["how"], "no", "{s}");
+        let why = s["readable"]["why"].as_str().unwrap();
+        assert!(
+            why.contains(r#"read = ["power"]"#) && why.contains("uid 65533"),
+            "{why}"
+        );
+    }
+    for (files, control) in [
+        (&POWER_LIMITS[..], "gpu.power_limit"),
+        (&CLOCKS[..], "gpu.locked_clocks"),
+    ] {
+        for c in rows_of(&rows, files) {
+            assert_eq!(c["settable"]["how"], "no", "{c}");
+            let why = c["settable"]["why"].as_str().unwrap();
+            assert!(why.contains(&format!(r#"write = ["{control}"]"#)), "{why}");
+        }
+    }
+    // [everyone] reads energy: RAPL through the daemon still
+    for r in rows.iter().filter(|r| r["origin"] == "rapl") {
+        assert_eq!(r["readable"]["how"], "daemon", "{r}");
+    }
+    // nobody's grant is not named to uid 65533 (issue 38)
+    assert!(
+        err.contains("lets uid 65533 read energy and set nothing") && !err.contains("clock-tuners"),
+        "{err}"
+    );
+    assert!(!serde_json::to_string(&rows)
+        .unwrap()
+        .contains("clock-tuners"));
+}
+
+/// `access` answers the caller's own grants only: another user's grant is never in it, a
+/// field naming a uid is refused, and only uid 0 may ask on behalf of a user.
+#[test]
+fn access_answers_only_the_callers_own_grant() {
+    let two = format!("{READ_AND_CLOCKS}\n[[grant]]\nname = \"other-users-grant\"\nusers = [\"65533\"]\nwrite = [\"gpu.power_limit\"]\n[grant.ranges]\n\"gpu.power_limit\" = [100, 200]\n");
+    let Some(mut w) = World::new("daemon access: own grant only", &two) else {
+        return;
+    };
+    w.start();
+    let answer = |o: std::process::Output| -> serde_json::Value {
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        serde_json::from_str(t.lines().last().unwrap()).unwrap()
+    };
+    let mine = answer(w.request(NOBODY, &[r#"{"op":"access"}"#]));
+    assert_eq!(mine["ok"], true, "{mine}");
+    let a = &mine["access"];
+    assert_eq!(a["uid"], NOBODY);
+    assert_eq!(a["read"], serde_json::json!(["energy", "power"]));
+    assert_eq!(
+        a["write"],
+        serde_json::json!([{"control": "gpu.locked_clocks", "grant": "clock-tuners", "range": [900.0, 1500.0], "cpus": null}])
+    );
+    assert_eq!(a["config"], w.config.display().to_string());
+    let text = mine.to_string();
+    assert!(
+        !text.contains("other-users-grant") && !text.contains("[100.0,200.0]"),
+        "{text}"
+    );
+    // no field names another user
+    for bad in [
+        r#"{"op":"access","uid":65533}"#,
+        r#"{"op":"access","user":"root"}"#,
+    ] {
+        let r = answer(w.request(NOBODY, &[bad]));
+        assert_eq!(r["ok"], false, "{bad}: {r}");
+        assert!(r.get("access").is_none(), "{r}");
+    }
+    // a non-root client cannot ask as another uid
+    let r = answer(w.request(
+        NOBODY,
+        &[
+            r#"{"op":"hello","on_behalf_of":{"uid":65533}}"#,
+            r#"{"op":"access"}"#,
+        ],
+    ));
+    assert_eq!(r["access"]["uid"], NOBODY, "{r}");
+    // root acting for a job's user (the SPANK plugin) gets that user's grants; alone, root's
+    let r = answer(w.request(
+        0,
+        &[
+            r#"{"op":"hello","on_behalf_of":{"uid":65533,"job":"7"}}"#,
+            r#"{"op":"access"}"#,
+        ],
+    ));
+    assert_eq!(r["access"]["uid"], 65533, "{r}");
+    assert_eq!(r["access"]["write"][0]["grant"], "other-users-grant", "{r}");
+    assert!(!r.to_string().contains("clock-tuners"), "{r}");
+    let r = answer(w.request(0, &[r#"{"op":"access"}"#]));
+    assert_eq!(
+        (&r["access"]["unrestricted"], &r["access"]["write"]),
+        (&serde_json::json!(true), &serde_json::json!([])),
+        "{r}"
+    );
+    // a line over the limit closes the connection, as for every request
+    let long = format!(r#"{{"op":"access","x":"{}"}}"#, "a".repeat(70_000));
+    let o = w.request(NOBODY, &[&long]);
+    assert!(!o.status.success());
+    assert!(
+        w.log_text().contains("a request longer than"),
+        "{}",
+        w.log_text()
+    );
+}

@@ -1,6 +1,7 @@
 //! `powerperf devices`: every power, energy and control source on this node (RAPL, NVML,
 //! amdgpu, xe, i915, ACPI power meters, other hwmon sensors), and whether this user can read
-//! or set it, directly or through powerperfd (`powerperf_node::devices::discover`).
+//! or set it, directly or through powerperfd where its policy grants it
+//! (`powerperf_node::devices::discover`).
 
 use powerperf_core::output::OutputFormat as Format;
 use powerperf_node::devices::{discover_with, Access, DiscoverOptions, Quantity, SourceInfo};
@@ -13,8 +14,9 @@ use std::path::PathBuf;
   powerperf devices --format json | jq '.[] | select(.quantity == \"power\") | .stem'
   powerperf devices --sysfs-root tests/fixtures/sysfs/grace-hopper --no-nvml
 
-read/set: yes (this user), daemon (through powerperfd, which answers on $POWERPERF_DAEMON or
-its default socket), no (the reason and the fix follow the table). See docs/devices.md.")]
+read/set: yes (this user), daemon (through powerperfd, on $POWERPERF_DAEMON or its default
+socket, whose policy grants you that reading or control), no (the reason and the fix follow
+the table). See docs/devices.md.")]
 pub struct DevicesArgs {
     /// Root of the sysfs tree (a fixture directory in tests).
     #[arg(long, default_value = "/", value_name = "DIR")]

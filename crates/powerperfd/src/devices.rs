@@ -9,7 +9,7 @@
 
 use powerperf_node::daemon::PowerReading;
 use powerperf_node::devices::{
-    usable, DiscoverOptions, EnergyFrom, Origin, PowerDevice, PowerFrom,
+    usable, DiscoverOptions, EnergyFrom, Meter, Origin, PowerDevice, PowerFrom,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -64,99 +64,102 @@ pub(crate) fn readings(devices: &mut [Box<dyn PowerDevice>]) -> Vec<PowerReading
 }
 
 /// One device of the metrics sampler and what its metrics are computed from.
-struct Meter {
+struct Metered {
     device: Box<dyn PowerDevice>,
-    /// The energy counter's last value, J.
-    last_energy: Option<f64>,
-    /// Energy since powerperfd started, J; `None` until there is some.
-    total_j: Option<f64>,
-    /// The last power reading, W, and when (for the integral of power).
-    last_power: Option<(f64, Instant)>,
-    /// The counter at the start of the current power window (energy-only devices).
-    window: Option<(f64, Instant)>,
+    /// Its energy since powerperfd started ([`Meter`]'s rules, as collect's timeline).
+    meter: Meter,
+    /// The start of the current power window of an energy-only device: the meter's energy
+    /// (J), when (ns) and its resets then.
+    window: Option<(f64, u64, u64)>,
     power_w: Option<f64>,
     clock_hz: Option<f64>,
 }
 
 /// The metrics of the sysfs power devices: `powerperf_device_energy_joules_total` (a
-/// counter: the device's energy counter's advance since powerperfd started, a step back
-/// being a new baseline; or, for a device without a counter, the trapezoid-rule integral of
-/// its power between the sampler's reads, at least every 5 s), `powerperf_device_power_watts`
-/// (the device's power reading; for an energy-only device its counter's rate over the last
-/// window of at least 1 s) and `powerperf_device_clock_hertz` (amdgpu's sclk), labelled by
-/// `origin`, `device` (the stem) and `label`.
-pub(crate) struct DeviceMeters {
-    meters: Vec<Meter>,
+/// counter: the device's energy since powerperfd started by [`Meter`]'s rules, the same as
+/// collect's `<stem>_energy_j`: its energy counter's advance, a step back adding nothing; or,
+/// for a device without a counter, the trapezoid-rule integral of its power between the
+/// sampler's reads, at least every 5 s), `powerperf_device_power_watts` (the device's power
+/// reading; for an energy-only device its counter's rate over the last window of at least
+/// 1 s, none for a window with a step back) and `powerperf_device_clock_hertz` (amdgpu's
+/// sclk), labelled by `origin`, `device` (the stem) and `label`.
+pub struct DeviceMeters {
+    meters: Vec<Metered>,
+    /// The first sample's time: the meters' clock (ns) counts from it.
+    origin: Option<Instant>,
 }
 
 impl DeviceMeters {
-    pub(crate) fn new(devices: Vec<Box<dyn PowerDevice>>) -> Self {
+    /// Meters over `devices`; nothing is read until [`DeviceMeters::sample`].
+    pub fn new(devices: Vec<Box<dyn PowerDevice>>) -> Self {
         DeviceMeters {
             meters: devices
                 .into_iter()
-                .map(|device| Meter {
+                .map(|device| Metered {
+                    meter: Meter::for_device(device.as_ref()),
                     device,
-                    last_energy: None,
-                    total_j: None,
-                    last_power: None,
                     window: None,
                     power_w: None,
                     clock_hz: None,
                 })
                 .collect(),
+            origin: None,
         }
     }
 
     /// How many devices there are.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.meters.len()
     }
 
-    /// Read every device now; returns each device's energy since the previous call, J (0
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.meters.is_empty()
+    }
+
+    /// Read every device at `now`; returns each device's energy since the previous call, J (0
     /// where there is none), for the jobs' energy.
-    pub(crate) fn sample(&mut self, now: Instant) -> Vec<f64> {
+    pub fn sample(&mut self, now: Instant) -> Vec<f64> {
+        let origin = *self.origin.get_or_insert(now);
+        let ns =
+            u64::try_from(now.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX);
+        let window_ns = u64::try_from(crate::metrics::POWER_WINDOW.as_nanos()).unwrap_or(u64::MAX);
         let mut delta = Vec::with_capacity(self.meters.len());
         for m in &mut self.meters {
-            let before = m.total_j.unwrap_or(0.0);
-            let r = m.device.read();
-            let energy = usable(r.energy_j);
-            let power = usable(r.power_w);
-            if m.device.energy_from() == EnergyFrom::Counter {
-                if let Some(e) = energy {
-                    let advance = m.last_energy.map(|l| if e >= l { e - l } else { 0.0 });
-                    m.total_j = Some(m.total_j.unwrap_or(0.0) + advance.unwrap_or(0.0));
-                    m.last_energy = Some(e);
-                }
-            } else if let (Some((p0, t0)), Some(p1)) = (m.last_power, power) {
-                let dt = now.duration_since(t0).as_secs_f64();
-                m.total_j = Some(m.total_j.unwrap_or(0.0) + 0.5 * (p0 + p1) * dt);
-            }
-            if let Some(p) = power {
-                m.last_power = Some((p, now));
-            }
+            let (r, interval) = m.meter.read(m.device.as_mut(), ns);
             match m.device.power_from() {
-                PowerFrom::Measured => m.power_w = power,
-                PowerFrom::EnergyRate => match (m.window, energy) {
-                    (None, Some(e)) => m.window = Some((e, now)),
-                    (Some((e0, t0)), Some(e)) => {
-                        let dt = now.duration_since(t0);
-                        if dt >= crate::metrics::POWER_WINDOW {
-                            m.power_w = (e >= e0).then(|| (e - e0) / dt.as_secs_f64());
-                            m.window = Some((e, now));
+                PowerFrom::Measured => m.power_w = interval.power_w,
+                PowerFrom::EnergyRate => {
+                    let total = m.meter.energy_j().unwrap_or(0.0);
+                    let resets = m.meter.resets();
+                    match (m.window, usable(r.energy_j)) {
+                        (_, None) => m.power_w = None,
+                        (None, Some(_)) => m.window = Some((total, ns, resets)),
+                        (Some((e0, t0, r0)), Some(_)) => {
+                            if ns.saturating_sub(t0) >= window_ns {
+                                let secs = (ns - t0) as f64 * 1e-9;
+                                m.power_w = (resets == r0).then(|| (total - e0) / secs);
+                                m.window = Some((total, ns, resets));
+                            }
                         }
                     }
-                    (_, None) => m.power_w = None,
-                },
+                }
             }
             m.clock_hz = usable(r.clock_mhz).map(|mhz| mhz * 1e6);
-            delta.push((m.total_j.unwrap_or(0.0) - before).max(0.0));
+            delta.push(interval.energy_j.unwrap_or(0.0));
         }
         delta
     }
 
+    /// Each device's energy since powerperfd started, J (`None` until an interval has
+    /// energy): the value of `powerperf_device_energy_joules_total`, in device order.
+    pub fn energy_j(&self) -> Vec<Option<f64>> {
+        self.meters.iter().map(|m| m.meter.energy_j()).collect()
+    }
+
     /// `powerperf_job_device_energy_joules_total`: each device's energy while a session
     /// of the job was open (`jobs`: job name and its energy per device, J).
-    pub(crate) fn register_jobs<'a>(
+    pub fn register_jobs<'a>(
         &self,
         reg: &mut prometheus_client::registry::Registry,
         jobs: impl Iterator<Item = (&'a String, &'a [f64])>,
@@ -188,7 +191,7 @@ impl DeviceMeters {
     }
 
     /// Register the device metrics (none where there are no devices).
-    pub(crate) fn register(&self, reg: &mut prometheus_client::registry::Registry) {
+    pub fn register(&self, reg: &mut prometheus_client::registry::Registry) {
         use crate::metrics::{hertz, labels, watts, F64Counter, F64Gauge, Labels};
         use prometheus_client::metrics::family::Family;
         use prometheus_client::registry::Unit;
@@ -205,7 +208,7 @@ impl DeviceMeters {
                 ("device", d.stem()),
                 ("label", d.label()),
             ]);
-            if let Some(j) = m.total_j {
+            if let Some(j) = m.meter.energy_j() {
                 energy.get_or_create(&lab).inc_by(j);
             }
             if let Some(w) = m.power_w {
@@ -229,7 +232,7 @@ impl DeviceMeters {
         );
         reg.register_with_unit(
             "device_clock",
-            "Current clock of each sysfs power device that gives one with its power (amdgpu freq1_input, the sclk)",
+            "Current clock of each sysfs power device that gives one with its power (amdgpu freq1_input, the sclk; xe gt0 act_freq and i915 gt_act_freq_mhz, the actual GT frequency)",
             hertz(),
             clock,
         );
@@ -276,7 +279,7 @@ mod tests {
             .find(|x| x.device.stem() == "power_meter0_module")
             .unwrap();
         assert_eq!(module.power_w, Some(450.0));
-        assert!((module.total_j.unwrap() - 900.0).abs() < 1e-6);
+        assert!((module.meter.energy_j().unwrap() - 900.0).abs() < 1e-6);
     }
 
     #[test]
@@ -309,6 +312,11 @@ mod tests {
         std::fs::write(&counter, "1000").unwrap();
         let d = m.sample(t0 + std::time::Duration::from_secs(3));
         assert_eq!(d, [0.0, 0.0]);
+        assert_eq!(
+            m.meters[0].power_w, None,
+            "a window with a step back has no rate (not 0 W)"
+        );
+        assert_eq!(m.meters[0].meter.resets(), 1);
         let mut reg = prometheus_client::registry::Registry::with_prefix("powerperf");
         let job = "42".to_string();
         m.register_jobs(&mut reg, [(&job, &[5.0, 0.0][..])].into_iter());

@@ -4,7 +4,7 @@
 //! client are the node crate's (`powerperf_node::daemon`), as are the controllers and
 //! readers the server uses: powerperfd does not link powerperf-core (docs/architecture.md).
 
-mod devices;
+pub mod devices;
 pub mod journal;
 pub mod metrics;
 pub mod policy;

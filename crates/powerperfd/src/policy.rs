@@ -13,6 +13,7 @@
 
 use crate::users::{gid_of, Identity};
 use anyhow::{Context, Result};
+use powerperf_node::daemon::{CallerAccess, WriteAccess};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -139,6 +140,10 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default, rename = "grant")]
     pub grants: Vec<Grant>,
+    /// The file it was read from ([`Config::read`]); `None`: parsed from text, or the
+    /// defaults (no `--config`). Named in `access` answers: where a grant is added.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 impl Grant {
@@ -222,7 +227,9 @@ impl Config {
                 path.display()
             );
         }
-        Self::parse(&text, &path.display().to_string())
+        let mut c = Self::parse(&text, &path.display().to_string())?;
+        c.file = Some(path.to_path_buf());
+        Ok(c)
     }
 
     fn check(&self, what: &str) -> Result<()> {
@@ -302,6 +309,48 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// What `who` may read and set (the `access` request): the signals of `[everyone]` and
+    /// of the grants naming `who`, and each control of those grants with its range and CPUs.
+    /// Grants that do not name `who` are left out (issue 38: other users' business). uid 0 is
+    /// unrestricted, as in [`may_read`](Self::may_read) and [`may_write`](Self::may_write).
+    pub fn access_of(&self, who: &Identity) -> CallerAccess {
+        let unrestricted = who.uid == 0;
+        let mine: Vec<(usize, &Grant)> = self
+            .grants
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| !unrestricted && g.applies_to(who))
+            .collect();
+        let read = READ_SIGNALS
+            .iter()
+            .filter(|s| unrestricted || self.may_read(who, s).is_ok())
+            .map(|s| s.to_string())
+            .collect();
+        let write = mine
+            .iter()
+            .flat_map(|(i, g)| {
+                let grant = g.name.clone().unwrap_or_else(|| format!("#{}", i + 1));
+                g.write.iter().map(move |c| WriteAccess {
+                    control: c.clone(),
+                    grant: grant.clone(),
+                    range: g.ranges.get(c).copied(),
+                    cpus: g
+                        .cpus
+                        .clone()
+                        .filter(|_| c.starts_with("cpu.") && c != "cpu.uncore_freq"),
+                })
+            })
+            .collect();
+        CallerAccess {
+            identity: who.describe(),
+            uid: who.uid,
+            unrestricted,
+            read,
+            write,
+            config: self.file.as_ref().map(|p| p.display().to_string()),
+        }
     }
 
     /// Whether `who` may read `signal`.
@@ -474,6 +523,47 @@ write = ["cpu.core_freq"]
         assert!(d
             .may_write(&bob, "cpu.core_freq", Some(1600.0), &[0])
             .is_err());
+    }
+
+    #[test]
+    fn access_is_the_callers_own_grants_only() {
+        let c = Config::parse(ISSUE_FORM, "test").unwrap();
+        let alice = c.access_of(&who(1000, "alice", &[1000]));
+        assert_eq!(alice.read, ["energy", "power"]);
+        assert!(!alice.unrestricted);
+        assert_eq!(
+            alice.write,
+            [WriteAccess {
+                control: "cpu.core_freq".into(),
+                grant: "#1".into(),
+                range: Some([1200.0, 2400.0]),
+                cpus: None
+            }]
+        );
+        assert!(alice.may_write("cpu.core_freq") && !alice.may_write("gpu.power_limit"));
+        // bob: [everyone]'s energy, no grant; alice's and `wide` are not named to him
+        let bob = c.access_of(&who(1001, "bob", &[1001]));
+        assert_eq!(
+            (bob.read.as_slice(), bob.write.len()),
+            (&["energy".to_string()][..], 0)
+        );
+        assert_eq!(bob.describe_writes(), "nothing");
+        let carol = c.access_of(&who(1002, "carol", &[1002, 4242]));
+        assert_eq!(carol.write.len(), 1);
+        assert_eq!(
+            (carol.write[0].grant.as_str(), carol.write[0].range),
+            ("wide", None)
+        );
+        let root = c.access_of(&who(0, "root", &[0]));
+        assert!(root.unrestricted && root.write.is_empty() && root.may_write("gpu.power_limit"));
+        assert_eq!(root.read, READ_SIGNALS);
+        // parsed from text: no file to name
+        assert_eq!(alice.config, None);
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, ISSUE_FORM.as_bytes()).unwrap();
+        let read = Config::read(f.path()).unwrap();
+        let a = read.access_of(&who(1000, "alice", &[1000]));
+        assert_eq!(a.config.as_deref(), Some(f.path().to_str().unwrap()));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! power meters, other hwmon sensors) sampled every `--interval` into the timeline
 //! (docs/run-format.md), beside RAPL ([`super::energy`]) and NVML ([`super::nvml`]).
 //!
-//! Per device and sample (the interval that ends at this reading):
+//! Per device and sample (the interval that ends at this reading), by the rules of the one
+//! integrator [`Meter`] (powerperfd's metrics use it too; its documentation gives each rule
+//! and its source):
 //! - `<stem>_power_w`, W: the device's reading ([`PowerFrom::Measured`]); or, for
 //!   [`PowerFrom::EnergyRate`], Δenergy/Δt: the counter's advance since its last good reading
 //!   divided by the time since then.
@@ -19,11 +21,13 @@
 //!
 //! A read that fails (or gives a value that is not finite or is negative) leaves an empty
 //! cell, never a zero; the next good reading covers the time since the last good one, so
-//! the sum of `<stem>_energy_j` is still the energy over the run. A counter that goes back
-//! (a driver reload) restarts its origin: that sample's energy and power are empty.
+//! the sum of `<stem>_energy_j` is still the energy over the run. A counter that steps back
+//! (a driver reload, a reset; seen here or by the device's own counter) restarts its origin:
+//! that sample's energy and power are empty, and the energy is a lower bound (a note says
+//! so).
 
 use powerperf_format::run::{Backend, EventRecord, PowerDeviceRecord};
-use powerperf_node::devices::{usable, EnergyFrom, Origin, PowerDevice, PowerFrom};
+use powerperf_node::devices::{usable, EnergyFrom, Meter, Origin, PowerDevice, PowerFrom};
 use powerperf_node::event_spec::EventStatus;
 
 /// One device with the state its columns are computed from.
@@ -32,27 +36,16 @@ struct Tracked {
     device: Box<dyn PowerDevice>,
     /// `<stem>_clock_mhz` is a column (the device has a clock, or its first reading gave one).
     clock: bool,
-    /// The last good energy reading: (J, ns).
-    last_energy: Option<(f64, u64)>,
-    /// The last good power reading: (W, ns).
-    last_power: Option<(f64, u64)>,
-    /// Energy since the origin, J (the sum of the `<stem>_energy_j` column).
-    energy_j: f64,
-    /// Samples with an energy value.
-    energy_samples: u64,
-    /// Samples with a power value.
-    power_samples: u64,
-    /// The sum of the power values, W (for their mean).
-    power_sum_w: f64,
-    /// Samples whose read failed or gave an invalid value.
-    failed_reads: u64,
+    /// Its power and energy per sample, and its energy since the origin.
+    meter: Meter,
 }
 
 impl Tracked {
     /// Energy was obtained: an integral of sampled power, or a counter that advanced.
     fn counted(&self) -> bool {
-        self.energy_samples > 0
-            && (self.device.energy_from() == EnergyFrom::PowerIntegral || self.energy_j > 0.0)
+        self.meter
+            .energy_j()
+            .is_some_and(|e| self.device.energy_from() == EnergyFrom::PowerIntegral || e > 0.0)
     }
 }
 
@@ -102,16 +95,11 @@ impl DeviceSampler {
             // gives none (an xe or i915 GT asleep reads 0 MHz: an empty cell)
             let clock = usable(device.read().clock_mhz).is_some() || device.has_clock();
             notes.push(note(device.as_ref()));
+            let meter = Meter::for_device(device.as_ref());
             tracked.push(Tracked {
                 device,
                 clock,
-                last_energy: None,
-                last_power: None,
-                energy_j: 0.0,
-                energy_samples: 0,
-                power_samples: 0,
-                power_sum_w: 0.0,
-                failed_reads: 0,
+                meter,
             });
         }
         DeviceSampler {
@@ -144,11 +132,7 @@ impl DeviceSampler {
     pub fn start(&mut self, now_ns: u64) {
         let _ = self.sample(now_ns);
         for t in &mut self.devices {
-            t.energy_j = 0.0;
-            t.energy_samples = 0;
-            t.power_samples = 0;
-            t.power_sum_w = 0.0;
-            t.failed_reads = 0;
+            t.meter.restart();
         }
     }
 
@@ -158,51 +142,8 @@ impl DeviceSampler {
     pub fn sample(&mut self, now_ns: u64) -> Vec<Option<f64>> {
         let mut out = Vec::with_capacity(self.devices.len() * 3);
         for t in &mut self.devices {
-            let r = t.device.read();
-            let energy_now = usable(r.energy_j);
-            let power_now = usable(r.power_w);
-            // The counter's advance since its last good reading, and over how long.
-            let advance = match (t.last_energy, energy_now) {
-                (Some((e0, t0)), Some(e1)) if e1 >= e0 && now_ns > t0 => {
-                    Some((e1 - e0, (now_ns - t0) as f64 * 1e-9))
-                }
-                // The first reading, or a counter that went back: a new origin.
-                _ => None,
-            };
-            if let Some(e) = energy_now {
-                t.last_energy = Some((e, now_ns));
-            }
-            let power = match t.device.power_from() {
-                PowerFrom::Measured => power_now,
-                PowerFrom::EnergyRate => advance.map(|(de, dt)| de / dt),
-            };
-            let energy = match t.device.energy_from() {
-                EnergyFrom::Counter => advance.map(|(de, _)| de),
-                EnergyFrom::PowerIntegral => match (t.last_power, power_now) {
-                    (Some((p0, t0)), Some(p1)) if now_ns > t0 => {
-                        Some(0.5 * (p0 + p1) * (now_ns - t0) as f64 * 1e-9)
-                    }
-                    _ => None,
-                },
-            };
-            if let Some(p) = power_now {
-                t.last_power = Some((p, now_ns));
-            }
-            let wanted_energy = t.device.energy_from() == EnergyFrom::Counter
-                || t.device.power_from() == PowerFrom::EnergyRate;
-            if (wanted_energy && energy_now.is_none())
-                || (t.device.power_from() == PowerFrom::Measured && power_now.is_none())
-            {
-                t.failed_reads += 1;
-            }
-            if let Some(e) = energy {
-                t.energy_j += e;
-                t.energy_samples += 1;
-            }
-            if let Some(p) = power {
-                t.power_samples += 1;
-                t.power_sum_w += p;
-            }
+            let (r, interval) = t.meter.read(t.device.as_mut(), now_ns);
+            let (power, energy) = (interval.power_w, interval.energy_j);
             out.push(power);
             out.push(energy);
             if t.clock {
@@ -242,10 +183,10 @@ impl DeviceSampler {
             .map(|t| {
                 let stem = t.device.stem();
                 let counted = t.counted();
-                let why = if t.energy_samples == 0 {
+                let why = if t.meter.energy_steps() == 0 {
                     format!(
                         "gave no energy ({} of its reads failed or were invalid; check that it is readable)",
-                        t.failed_reads
+                        t.meter.failed_reads()
                     )
                 } else {
                     "its energy counter did not advance".to_string()
@@ -260,7 +201,7 @@ impl DeviceSampler {
                         t.device.source()
                     )),
                     column: counted.then(|| format!("{stem}_energy_j")),
-                    total: counted.then_some(t.energy_j),
+                    total: t.meter.energy_j().filter(|_| counted),
                     unit: Some("J".into()),
                     scale: None,
                     running_ratio: None,
@@ -270,22 +211,22 @@ impl DeviceSampler {
     }
 
     /// Notes at the end of the run: devices whose reads failed (empty cells) and devices whose
-    /// energy counter stepped back ([`PowerDevice::counter_resets`]: a driver reload, a
-    /// reset, a wrap; such an interval adds no energy).
+    /// energy counter stepped back during the run ([`Meter::resets`]: a driver reload, a
+    /// reset, a wrap; such a sample is empty and adds no energy).
     pub fn end_notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         for t in &self.devices {
             let (stem, source) = (t.device.stem(), t.device.source());
-            if t.failed_reads > 0 {
+            let failed = t.meter.failed_reads();
+            if failed > 0 {
                 notes.push(format!(
-                    "{stem}: {} reads failed or gave a value that is not finite and non-negative (empty cells, not zeros; the next good reading covers the gap): {source}",
-                    t.failed_reads
+                    "{stem}: {failed} reads failed or gave a value that is not finite and non-negative (empty cells, not zeros; the next good reading covers the gap): {source}"
                 ));
             }
-            let resets = t.device.counter_resets();
+            let resets = t.meter.resets();
             if resets > 0 {
                 notes.push(format!(
-                    "{stem}: its energy counter stepped back {resets} times (a driver reload, a reset or a wrap): each such sample adds no energy, so its energy is a lower bound: {source}"
+                    "{stem}: its energy counter stepped back {resets} times (a driver reload, a reset or a wrap): each such sample is empty and adds no energy, so its energy is a lower bound: {source}"
                 ));
             }
         }
@@ -300,7 +241,7 @@ impl DeviceSampler {
             .iter()
             .map(|t| {
                 let d = t.device.as_ref();
-                let energy = t.counted().then_some(t.energy_j);
+                let energy = t.meter.energy_j().filter(|_| t.counted());
                 PowerDeviceRecord {
                     stem: d.stem().to_string(),
                     origin: d.origin().as_str().to_string(),
@@ -310,9 +251,8 @@ impl DeviceSampler {
                     energy_from: energy_from_name(d.energy_from()).to_string(),
                     energy_j: energy,
                     mean_power_w: energy.filter(|_| secs > 0.0).map(|e| e / secs),
-                    sampled_power_w: (t.power_samples > 0)
-                        .then(|| t.power_sum_w / t.power_samples as f64),
-                    failed_reads: t.failed_reads,
+                    sampled_power_w: t.meter.sampled_power_w(),
+                    failed_reads: t.meter.failed_reads(),
                 }
             })
             .collect()

@@ -87,14 +87,32 @@ impl Client {
     /// # Errors
     /// As `connect`; the daemon refuses `on_behalf_of` from any uid but 0.
     pub fn connect_with(path: &Path, on_behalf_of: Option<super::OnBehalf>) -> Result<Self> {
+        Self::connect_inner(path, on_behalf_of, std::time::Duration::from_secs(60))
+    }
+
+    /// [`connect`](Self::connect) with `timeout` on every read and write (a query such as
+    /// `powerperf devices`' [`access`](Self::access) should not wait a minute on a socket
+    /// that accepts and never answers).
+    ///
+    /// # Errors
+    /// As `connect`, and a daemon that does not answer `hello` within `timeout`.
+    pub fn connect_with_timeout(path: &Path, timeout: std::time::Duration) -> Result<Self> {
+        Self::connect_inner(path, None, timeout)
+    }
+
+    fn connect_inner(
+        path: &Path,
+        on_behalf_of: Option<super::OnBehalf>,
+        timeout: std::time::Duration,
+    ) -> Result<Self> {
         let s = UnixStream::connect(path).map_err(|e| {
             anyhow::anyhow!(
                 "cannot reach powerperfd at {}: {e}. Start the node service (`systemctl start powerperfd`, docs/cluster.md), or name its socket with --daemon PATH or ${ENV_DAEMON}",
                 path.display()
             )
         })?;
-        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
-        s.set_write_timeout(Some(std::time::Duration::from_secs(60)))?;
+        s.set_read_timeout(Some(timeout))?;
+        s.set_write_timeout(Some(timeout))?;
         let reader = BufReader::new(s.try_clone()?);
         let mut c = Client {
             path: path.to_path_buf(),
@@ -238,6 +256,29 @@ impl Client {
     pub fn check(&mut self, req: &Request) -> Result<Response> {
         self.request(&Request::Check {
             request: Box::new(req.clone()),
+        })
+    }
+
+    /// The caller's own access under the daemon's policy ([`Request::Access`]): the
+    /// signals it may read and the controls it may set. `Ok(None)`: the daemon is older
+    /// than `access` (it refuses it as an unknown op).
+    ///
+    /// # Errors
+    /// The connection broke, or another refusal (the rate limit, a stopping daemon).
+    pub fn access(&mut self) -> Result<Option<super::CallerAccess>> {
+        let r = self.call(&Request::Access {})?;
+        if !r.ok {
+            let why = r.error.unwrap_or_default();
+            if why.contains("unknown variant `access`") {
+                return Ok(None);
+            }
+            anyhow::bail!("powerperfd refused `access`: {why}");
+        }
+        r.access.map(Some).ok_or_else(|| {
+            anyhow::anyhow!(
+                "powerperfd at {} answered `access` without the access",
+                self.path.display()
+            )
         })
     }
 

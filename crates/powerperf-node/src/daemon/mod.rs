@@ -104,6 +104,14 @@ pub enum Request {
     /// or the refusal the request would get. `powerperf sweep` checks every point of its
     /// grid this way before it changes anything. Other requests are refused.
     Check { request: Box<Request> },
+    /// What this session's identity may do (GEOPM's `PlatformGetUserAccess`): the signals
+    /// it may read and the controls it may set, with each grant's range, from the daemon's
+    /// policy; answered in [`Response::access`]. Only the caller's own access: the session's
+    /// identity (the peer's uid from `SO_PEERCRED`, or the uid a uid-0 client named in
+    /// `hello`'s `on_behalf_of`), never another user's. Reads nothing from the hardware and
+    /// changes nothing. A daemon older than this request refuses it as an unknown op
+    /// (its error names the unknown variant `access`).
+    Access {},
 }
 // The ops without parameters are empty struct variants, not unit variants: serde ignores
 // every other field of a unit variant of an internally tagged enum, where
@@ -151,6 +159,90 @@ pub struct PowerReading {
     pub power_w: Option<f64>,
 }
 
+/// One control a grant lets the caller set ([`CallerAccess::write`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WriteAccess {
+    /// The control: `cpu.core_freq`, `cpu.governor`, `cpu.uncore_freq`,
+    /// `gpu.locked_clocks`, `gpu.mem_locked_clocks`, `gpu.power_limit`.
+    pub control: String,
+    /// The grant that allows it: its `name`, else `#N` (its place in the config).
+    pub grant: String,
+    /// Inclusive `[min, max]` (MHz; W for `gpu.power_limit`); `None`: any value the
+    /// hardware allows.
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+    /// The CPUs a per-CPU control may touch; `None`: all.
+    #[serde(default)]
+    pub cpus: Option<Vec<u32>>,
+}
+
+/// The answer to [`Request::Access`]: what the session's identity may read and set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallerAccess {
+    /// The identity the policy is applied to: `uid 1000 (alice)`.
+    pub identity: String,
+    pub uid: u32,
+    /// uid 0: every signal and control, within what the hardware allows; no grant is
+    /// consulted and [`write`](Self::write) is empty.
+    #[serde(default)]
+    pub unrestricted: bool,
+    /// The signals it may read (`energy`: `read_energy`; `power`: `read_power`), from
+    /// `[everyone]` and its grants.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// One entry per control per grant that names this identity.
+    #[serde(default)]
+    pub write: Vec<WriteAccess>,
+    /// The config file the policy comes from (where an administrator adds a grant);
+    /// `None`: the daemon runs without `--config` (everyone reads energy, nobody writes).
+    #[serde(default)]
+    pub config: Option<String>,
+}
+
+impl CallerAccess {
+    /// Whether it may read `signal`.
+    pub fn may_read(&self, signal: &str) -> bool {
+        self.unrestricted || self.read.iter().any(|s| s == signal)
+    }
+
+    /// Whether some value of `control` may be set (the grant's range aside).
+    pub fn may_write(&self, control: &str) -> bool {
+        self.unrestricted || self.write.iter().any(|w| w.control == control)
+    }
+
+    /// `gpu.power_limit [300, 500] W (grant gpu-users)` for each control, `; `-joined;
+    /// `every control (uid 0)` when unrestricted, `nothing` when no grant writes.
+    pub fn describe_writes(&self) -> String {
+        if self.unrestricted {
+            return "every control (uid 0)".into();
+        }
+        if self.write.is_empty() {
+            return "nothing".into();
+        }
+        self.write
+            .iter()
+            .map(|w| {
+                let unit = if w.control == "gpu.power_limit" {
+                    "W"
+                } else {
+                    "MHz"
+                };
+                let range = w
+                    .range
+                    .map(|[lo, hi]| format!(" [{lo}, {hi}] {unit}"))
+                    .unwrap_or_default();
+                let cpus = w
+                    .cpus
+                    .as_ref()
+                    .map(|c| format!(" on CPUs {c:?}"))
+                    .unwrap_or_default();
+                format!("{}{range}{cpus} (grant {})", w.control, w.grant)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 /// The daemon's answer to one request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Response {
@@ -172,6 +264,9 @@ pub struct Response {
     /// Free text: the controller, the identity, what the session holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub info: Vec<String>,
+    /// `access`'s answer: the caller's own access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<CallerAccess>,
 }
 
 impl Response {
@@ -320,7 +415,7 @@ mod tests {
         let text = serde_json::to_string(&Request::ReadEnergy {}).unwrap();
         assert_eq!(text, r#"{"op":"read_energy"}"#);
         // ops without parameters refuse unknown fields too (issue 38)
-        for op in ["read_energy", "read_power", "restore", "status"] {
+        for op in ["read_energy", "read_power", "restore", "status", "access"] {
             let ok = format!(r#"{{"op":"{op}"}}"#);
             assert!(serde_json::from_str::<Request>(&ok).is_ok(), "{ok}");
             let bad = format!(r#"{{"op":"{op}","uid":0}}"#);

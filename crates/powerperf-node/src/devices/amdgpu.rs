@@ -260,7 +260,13 @@ fn controls(ctx: &mut Ctx, dir: &Path, dev: &Path) {
             (Some(lo), Some(hi)) => format!("power1_cap, W ({lo}–{hi} W)"),
             _ => "power1_cap, W".to_string(),
         };
-        ctx.control_row(Origin::Amdgpu, "amdgpu", &label, &cap, "gpu.power_limit");
+        ctx.control_row(
+            Origin::Amdgpu,
+            "amdgpu",
+            &label,
+            &cap,
+            Some("gpu.power_limit"),
+        );
     }
     for (f, what) in [
         (
@@ -272,7 +278,13 @@ fn controls(ctx: &mut Ctx, dir: &Path, dev: &Path) {
     ] {
         let p = dev.join(f);
         if p.symlink_metadata().is_ok() {
-            ctx.control_row(Origin::Amdgpu, "amdgpu", what, &p, "gpu.locked_clocks");
+            ctx.control_row(
+                Origin::Amdgpu,
+                "amdgpu",
+                what,
+                &p,
+                Some("gpu.locked_clocks"),
+            );
         }
     }
 }

@@ -68,7 +68,10 @@ fn power_max_controls(ctx: &mut Ctx, origin: Origin, name: &str, dir: &Path) {
         let what = super::hwmon::channel_label(dir, &format!("power{n}"))
             .map(|l| format!("power{n}_max, W ({l})"))
             .unwrap_or_else(|| format!("power{n}_max, W"));
-        ctx.control_row(origin, name, &what, &p, "gpu.power_limit");
+        // powerperfd's `gpu.power_limit` writes power1_max only (the card's limit; xe's
+        // power2_max, the package's, is not controlled)
+        let grant = (n == 1).then_some("gpu.power_limit");
+        ctx.control_row(origin, name, &what, &p, grant);
     }
 }
 
@@ -106,7 +109,7 @@ pub(crate) fn discover_xe(ctx: &mut Ctx, index: usize, g: &GpuHwmon) {
                 let p = freq.join(f);
                 if p.symlink_metadata().is_ok() {
                     let what = format!("{t}/{g} {f}, MHz");
-                    ctx.control_row(Origin::Xe, "xe", &what, &p, "gpu.locked_clocks");
+                    ctx.control_row(Origin::Xe, "xe", &what, &p, Some("gpu.locked_clocks"));
                 }
             }
         }
@@ -134,7 +137,12 @@ pub(crate) fn discover_i915(ctx: &mut Ctx, index: usize, g: &GpuHwmon) {
         Some(GpuOf { index, clock }),
     );
     power_max_controls(ctx, Origin::I915, "i915", dir);
+    // powerperfd's `gpu.locked_clocks` writes the first card that has gt_min_freq_mhz
+    let mut controlled = false;
     for card in crate::sysfs::numbered_dirs(&dir.join("device/drm"), "card") {
+        let grant =
+            (!controlled && card.join("gt_min_freq_mhz").is_file()).then_some("gpu.locked_clocks");
+        controlled |= grant.is_some();
         for f in ["gt_min_freq_mhz", "gt_max_freq_mhz"] {
             let p = card.join(f);
             if p.symlink_metadata().is_ok() {
@@ -144,7 +152,7 @@ pub(crate) fn discover_i915(ctx: &mut Ctx, index: usize, g: &GpuHwmon) {
                     .to_string_lossy()
                     .into_owned();
                 let what = format!("{c} {f}, MHz");
-                ctx.control_row(Origin::I915, "i915", &what, &p, "gpu.locked_clocks");
+                ctx.control_row(Origin::I915, "i915", &what, &p, grant);
             }
         }
     }

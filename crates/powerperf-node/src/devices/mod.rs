@@ -10,6 +10,9 @@
 //! - [`SourceInfo`]: one row of `powerperf devices`: a power, energy or control source, its
 //!   origin, hwmon name, label and path, and whether this user can read or set it.
 //! - [`discover`]: every source under a sysfs root (a fixture tree in tests).
+//! - [`Meter`]: the one integrator of a device's readings (power and energy per interval,
+//!   energy since an origin; its rules for a failed read, a counter that steps back and
+//!   Δt = 0), used by `collect` and powerperfd alike.
 //!
 //! Units: W, J and MHz here; µW, µJ and Hz (hwmon's units, `Documentation/hwmon/
 //! sysfs-interface.rst`) only where a file is read.
@@ -18,9 +21,11 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+mod access;
 mod amdgpu;
 mod hwmon;
 mod intel;
+mod meter;
 mod nvml;
 mod read;
 #[cfg(test)]
@@ -29,6 +34,7 @@ mod tests;
 pub use amdgpu::{GpuMetricsEnergy, GpuMetricsRefusal, ENERGY_UNIT_J};
 pub use hwmon::HwmonDevice;
 pub(crate) use intel::{i915_freq_dir, xe_freq_dirs};
+pub use meter::{Interval, Meter};
 pub use nvml::{nvml_devices, NvmlDevice};
 pub use read::EnergyCounter;
 
@@ -93,7 +99,9 @@ pub enum Quantity {
 pub enum Access {
     /// Directly, as this user.
     Yes,
-    /// Through powerperfd (the daemon answers and grants it).
+    /// Through powerperfd: it answers, and its policy grants this user that reading or
+    /// control (its `access` request); or it answers and is older than `access` (a note
+    /// says so).
     Daemon,
     /// Not at all, with the reason and the fix.
     No(String),
@@ -303,9 +311,10 @@ pub fn gpu_stems(root: &Path) -> Vec<Option<String>> {
 pub struct DiscoverOptions {
     /// Open NVML (the node's NVIDIA driver, whatever the root) and list its GPUs.
     pub nvml: bool,
-    /// Connect to powerperfd's socket (`$POWERPERF_DAEMON`, else the default socket) to say
-    /// [`Access::Daemon`] where this user cannot read or set a source himself. powerperfd
-    /// itself passes `false`.
+    /// Ask powerperfd (`$POWERPERF_DAEMON`, else the default socket) what it grants this
+    /// user (its `access` request), to say [`Access::Daemon`] where this user cannot read or
+    /// set a source himself and the daemon's policy grants that reading or control.
+    /// powerperfd itself and `collect` pass `false`.
     pub probe_daemon: bool,
 }
 
@@ -334,8 +343,15 @@ pub fn discover_with(root: &Path, opts: DiscoverOptions) -> Discovery {
     let mut ctx = Ctx {
         out: Discovery::default(),
         stems: BTreeSet::new(),
-        daemon: opts.probe_daemon && daemon_answers(),
+        daemon: if opts.probe_daemon {
+            access::probe()
+        } else {
+            access::DaemonView::Absent
+        },
     };
+    if let Some(n) = ctx.daemon.note() {
+        ctx.out.notes.push(n);
+    }
     rapl_rows(&mut ctx, root);
     if opts.nvml {
         nvml::rows(&mut ctx);
@@ -393,12 +409,6 @@ pub fn discover_with(root: &Path, opts: DiscoverOptions) -> Discovery {
     ctx.out
 }
 
-/// Whether powerperfd answers on its socket (`$POWERPERF_DAEMON`, else the default one).
-fn daemon_answers() -> bool {
-    crate::daemon::client::socket_path(None)
-        .is_some_and(|p| std::os::unix::net::UnixStream::connect(p).is_ok())
-}
-
 /// RAPL's domains as listing rows (no stem: their columns are `energy_<domain>_j`).
 fn rapl_rows(ctx: &mut Ctx, root: &Path) {
     let r = crate::rapl::discover(root);
@@ -418,11 +428,8 @@ fn rapl_rows(ctx: &mut Ctx, root: &Path) {
         ctx.out
             .problems
             .push(format!("RAPL {}: {}", u.name, u.reason));
-        let readable = if ctx.daemon {
-            Access::Daemon
-        } else {
-            Access::No(u.reason.clone())
-        };
+        // powerperfd's `read_energy` gives these counters (signal `energy`)
+        let readable = ctx.daemon.read("energy", &u.reason);
         ctx.out.listing.push(SourceInfo {
             origin: Origin::Rapl,
             name: None,
@@ -446,7 +453,7 @@ const NOT_A_CONTROL: &str = "a sensor: nothing to set";
 pub(crate) struct Ctx {
     pub out: Discovery,
     stems: BTreeSet<String>,
-    daemon: bool,
+    daemon: access::DaemonView,
 }
 
 impl Ctx {
@@ -473,14 +480,6 @@ impl Ctx {
             .inspect_err(|e| self.out.problems.push(e.clone()))
     }
 
-    fn read_access(&self, readable: &Result<(), String>) -> Access {
-        match readable {
-            Ok(()) => Access::Yes,
-            Err(_) if self.daemon => Access::Daemon,
-            Err(e) => Access::No(e.clone()),
-        }
-    }
-
     /// A power or energy source's row.
     #[allow(clippy::too_many_arguments)]
     pub fn sensor_row(
@@ -493,7 +492,11 @@ impl Ctx {
         stem: &str,
         readable: &Result<(), String>,
     ) {
-        let readable = self.read_access(readable);
+        // powerperfd's `read_power` reads the sysfs power devices (signal `power`)
+        let readable = match readable {
+            Ok(()) => Access::Yes,
+            Err(e) => self.daemon.read("power", e),
+        };
         self.out.listing.push(SourceInfo {
             origin,
             name: Some(name.to_string()),
@@ -506,25 +509,31 @@ impl Ctx {
         });
     }
 
-    /// A control's row: readable when its text reads, settable when this user may write it
-    /// (`faccessat(W_OK)`), else through powerperfd when it answers (granted `grant`).
+    /// A control's row: readable when its text reads (powerperfd returns no control's
+    /// value, so never `daemon`), settable when this user may write it (`faccessat(W_OK)`),
+    /// else through powerperfd when its policy grants this user `grant`; `grant` `None`: a
+    /// file powerperfd's GPU controls do not write (xe's `power2_max`, an i915 card after
+    /// the first), never `daemon`.
     pub fn control_row(
         &mut self,
         origin: Origin,
         name: &str,
         label: &str,
         path: &Path,
-        grant: &str,
+        grant: Option<&str>,
     ) {
         let r = self.check_read(path, read::read_text);
-        let readable = self.read_access(&r);
+        let readable = match r {
+            Ok(()) => Access::Yes,
+            Err(e) => Access::No(e),
+        };
         let settable = if read::may(path, libc::W_OK) {
             Access::Yes
-        } else if self.daemon {
-            Access::Daemon
+        } else if let Some(grant) = grant {
+            self.daemon.set(grant, path)
         } else {
             Access::No(format!(
-                "{} is writable by root only: run as root, or start powerperfd and have it grant you `{grant}`",
+                "{} is writable by root only, and powerperfd's GPU controls do not write it (docs/cluster.md, \"AMD and Intel GPUs\"): run as root",
                 path.display()
             ))
         };

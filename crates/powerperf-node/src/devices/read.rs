@@ -61,8 +61,9 @@ pub(crate) fn may(path: &Path, mode: libc::c_int) -> bool {
 /// hwmon's `energyN_input` has no `max_energy_range`; a driver reload; a GPU reset) adds
 /// nothing for that interval: the counter continues from the new value, and
 /// [`EnergyCounter::resets`] counts such steps. So `energy_j` never decreases and never
-/// jumps by a wrap's range; the energy of the one interval with the reset is lost (it reads
-/// as zero power for that interval), which the run's notes can say from `resets`.
+/// jumps by a wrap's range; the energy of the one interval with the reset is lost.
+/// [`super::Meter::read`] sees `resets` grow and leaves that interval without energy or power
+/// (unknown, not zero W), and the run's notes say how many intervals were lost.
 #[derive(Debug, Clone, Default)]
 pub struct EnergyCounter {
     last_raw: Option<u64>,

@@ -458,7 +458,7 @@ fn stems_are_lower_case_short_and_unique() {
     let mut ctx = Ctx {
         out: Discovery::default(),
         stems: BTreeSet::new(),
-        daemon: false,
+        daemon: access::DaemonView::Absent,
     };
     assert_eq!(ctx.unique_stem("a0_x".into()), "a0_x");
     assert_eq!(ctx.unique_stem("a0_x".into()), "a0_x_2");

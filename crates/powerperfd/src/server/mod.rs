@@ -194,6 +194,7 @@ pub struct Daemon {
 
 pub use powerperf_node::daemon::peer_cred;
 
+mod access;
 mod power;
 mod socket;
 mod uncore;
@@ -673,6 +674,7 @@ impl Daemon {
             },
             Request::Status {} => self.status(&g, id),
             Request::Check { request } => self.check(&g, id, &request),
+            Request::Access {} => self.access(&g, id),
         };
         if let Some(sess) = g.sessions.get_mut(&id) {
             sess.started = true;
