@@ -625,20 +625,7 @@ fn i915_sweep_records_the_observed_clock_and_flags_nothing() {
         "500,1000",
         1.0,
     );
-    for mhz in [500, 1000] {
-        let g = gpu_setting(&t, mhz);
-        assert_eq!(g.observed_sm_clock_mhz, Some(f64::from(mhz)), "{g:?}");
-        assert_eq!(g.observed_from.as_deref(), Some("i915_0"), "{g:?}");
-        assert!(g.samples > 0, "{g:?}");
-        assert_power(&g, mhz);
-        assert_eq!(g.flag, None, "{g:?}");
-    }
-    let rec = std::fs::read_to_string(t.p("set/sweep.toml")).unwrap();
-    assert!(!rec.contains("off_setting"), "{rec}");
-    let (ok, err) = fit_stderr(&t);
-    assert!(ok, "{err}");
-    assert!(!err.contains("not at their requested GPU setting"), "{err}");
-    t.assert_restored();
+    observed_and_unflagged(&t, &[500, 1000], "i915_0");
 }
 
 /// As for i915, on the xe card (two tiles): the clock is gt0's `act_freq`, the device
@@ -658,16 +645,24 @@ fn xe_sweep_records_the_observed_clock_and_flags_nothing() {
         "900,1200",
         1.0,
     );
-    for mhz in [900, 1200] {
-        let g = gpu_setting(&t, mhz);
+    observed_and_unflagged(&t, &[900, 1200], "xe0_card");
+}
+
+/// Every swept clock of `t`'s sweep observed exactly, from device `stem`, with samples and
+/// the played power, and unflagged; sweep.toml has no off setting, fit warns of none, and
+/// the tree is the fixture again.
+fn observed_and_unflagged(t: &Tree, clocks: &[u32], stem: &str) {
+    for &mhz in clocks {
+        let g = gpu_setting(t, mhz);
         assert_eq!(g.observed_sm_clock_mhz, Some(f64::from(mhz)), "{g:?}");
-        assert_eq!(g.observed_from.as_deref(), Some("xe0_card"), "{g:?}");
-        assert_eq!(g.flag, None, "{g:?}");
+        assert_eq!(g.observed_from.as_deref(), Some(stem), "{g:?}");
+        assert!(g.samples > 0, "{g:?}");
         assert_power(&g, mhz);
+        assert_eq!(g.flag, None, "{g:?}");
     }
     let rec = std::fs::read_to_string(t.p("set/sweep.toml")).unwrap();
     assert!(!rec.contains("off_setting"), "{rec}");
-    let (ok, err) = fit_stderr(&t);
+    let (ok, err) = fit_stderr(t);
     assert!(ok, "{err}");
     assert!(!err.contains("not at their requested GPU setting"), "{err}");
     t.assert_restored();
