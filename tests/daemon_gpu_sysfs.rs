@@ -11,7 +11,6 @@ mod common;
 
 use common::daemon::{fixture, kill_group, World};
 use common::NOBODY;
-use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -150,23 +149,6 @@ const CASES: [Case; 4] = [
     },
 ];
 
-/// Every file under `dir` with its bytes.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.clone(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
-
 fn text(w: &World, rel: &str) -> String {
     std::fs::read_to_string(w.root.join(rel))
         .unwrap()
@@ -201,7 +183,7 @@ fn run(c: &Case) {
         return;
     };
     common::copy_tree(&fixture(c.fixture), &w.root);
-    let before = tree(&w.root);
+    let before = common::files(&w.root);
     let cap_before = text(&w, c.cap);
     w.start();
     let out = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
@@ -231,7 +213,7 @@ fn run(c: &Case) {
             c.fixture,
             out(&o)
         );
-        assert_eq!(tree(&w.root), before, "{}: {req} wrote", c.fixture);
+        assert_eq!(common::files(&w.root), before, "{}: {req} wrote", c.fixture);
     }
     // the cap set, the session ends (stdin closed): the tree is byte-identical
     let mut s = hold(&w, &[power(c.set_w)]);
@@ -239,7 +221,7 @@ fn run(c: &Case) {
     w.wait_for("the cap", || text(&w, c.cap) == want_cap);
     drop(s.stdin.take());
     let took = w.wait_for("the cap restored at session end", || {
-        tree(&w.root) == before
+        common::files(&w.root) == before
     });
     let _ = s.wait();
     println!(
@@ -256,15 +238,15 @@ fn run(c: &Case) {
     drop(s.stdin.take());
     let _ = s.wait();
     let restored = |w: &World| {
-        let mut t = tree(&w.root);
+        let mut t = common::files(&w.root);
         if let Some((f, v)) = c.re_rendered {
-            if t.get(&w.root.join(f))
+            if t.get(Path::new(f))
                 .map(|b| String::from_utf8_lossy(b).trim().to_string())
                 != Some(v.to_string())
             {
                 return false;
             }
-            t.insert(w.root.join(f), before[&w.root.join(f)].clone());
+            t.insert(f.into(), before[Path::new(f)].clone());
         }
         t == before
     };
@@ -346,7 +328,7 @@ fn a_users_apply_of_a_gpu_plan_reaches_an_intel_gpu_through_powerperfd() {
         return;
     };
     common::copy_tree(&fixture("i915"), &w.root);
-    let before = tree(&w.root);
+    let before = common::files(&w.root);
     w.start();
     let plan = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/plans/gpu-static.toml"),
@@ -385,5 +367,7 @@ fn a_users_apply_of_a_gpu_plan_reaches_an_intel_gpu_through_powerperfd() {
         "1000\n1000\n",
         "{err}"
     );
-    w.wait_for("the i915 clocks put back", || tree(&w.root) == before);
+    w.wait_for("the i915 clocks put back", || {
+        common::files(&w.root) == before
+    });
 }

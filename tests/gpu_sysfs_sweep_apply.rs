@@ -9,10 +9,9 @@
 //! root (CI runs as root) and when NVML has a GPU here (the sysfs GPU would not be GPU 0).
 
 mod common;
-use common::{copy_tree, is_root, powerperf as pp};
+use common::{copy_tree, files, is_root, powerperf as pp};
 
 use predicates::prelude::*;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 const I915: &str = "sys/class/hwmon/hwmon1";
@@ -51,26 +50,6 @@ fn tree_any_user(test: &str, name: &str) -> Option<Tree> {
     std::fs::create_dir_all(&root).unwrap();
     copy_tree(&fixture, &root);
     Some(Tree { dir, root, fixture })
-}
-
-/// Every file under `dir`, relative path → bytes.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(base: &Path, d: &Path, m: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(base, &p, m);
-            } else {
-                m.insert(
-                    p.strip_prefix(base).unwrap().to_path_buf(),
-                    std::fs::read(&p).unwrap(),
-                );
-            }
-        }
-    }
-    let mut m = BTreeMap::new();
-    walk(dir, dir, &mut m);
-    m
 }
 
 impl Tree {

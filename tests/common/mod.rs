@@ -162,6 +162,31 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Every file under `dir`, by its path relative to `dir`, with its bytes: a tree is compared
+/// before and after a test writes to it (sysfs fixture copies put back byte for byte).
+pub fn files(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(
+        base: &std::path::Path,
+        d: &std::path::Path,
+        m: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>,
+    ) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, m);
+            } else {
+                m.insert(
+                    p.strip_prefix(base).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    let mut m = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut m);
+    m
+}
+
 /// `shared/corpora` (PAPI, LIKWID, PerfExpert and perf definition files; GPL among them,
 /// so never copied into the repository): `../shared` beside the checkout, or further up
 /// for a nested git worktree. `None`, after printing `skipped: …`, when absent.
